@@ -1,0 +1,14 @@
+# Shared by scripts/run and scripts/test: set up (apt), configure and build into build/.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build_dir="${SLAPO_BUILD_DIR:-$root/build}"
+
+"$root/scripts/setup"
+
+export CCACHE_SLOPPINESS="pch_defines,time_macros,include_file_mtime,include_file_ctime"
+export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
+if [ ! -f "$build_dir/build.ninja" ]; then
+  cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
+fi
+# Each torch-including file takes ~1.5 GB to compile; two jobs fit the 2-core, 24 GB machines.
+cmake --build "$build_dir" -j "${SLAPO_JOBS:-2}"

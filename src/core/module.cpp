@@ -1,0 +1,144 @@
+// The schedulable module base: slots, hooks, parameters by name and deep copies.
+#include "core/module.h"
+
+#include <atomic>
+
+#include "core/error.h"
+
+namespace slapo {
+
+namespace {
+std::atomic<int64_t> g_live_modules{0};
+}
+
+Module::Module(std::string type_name) : torch::nn::Module(type_name), type_name_(std::move(type_name)) {
+  ++g_live_modules;
+}
+
+Module::Module(const Module& other)
+    : torch::nn::Module(other),
+      type_name_(other.type_name_),
+      slots_(other.slots_),
+      pre_hooks_(other.pre_hooks_),
+      post_hooks_(other.post_hooks_) {
+  ++g_live_modules;
+}
+
+Module::~Module() { --g_live_modules; }
+
+int64_t Module::live_count() { return g_live_modules.load(); }
+
+Value Module::operator()(Values args) {
+  for (auto& hook : pre_hooks_) hook(*this, args);
+  Value out = forward(args);
+  for (auto& hook : post_hooks_) hook(*this, args, out);
+  return out;
+}
+
+bool Module::has_child(const std::string& name) const {
+  for (auto& slot : slots_)
+    if (slot.first == name) return true;
+  return false;
+}
+
+std::shared_ptr<Module> Module::child(const std::string& name) const {
+  for (auto& slot : slots_)
+    if (slot.first == name) return slot.second;
+  std::vector<std::string> names;
+  for (auto& slot : slots_) names.push_back(slot.first);
+  throw Error(fmt::format("{}: no child '{}' (children: {})", type_name_, name,
+                          join_or_none(names)));
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::children_in_order() const {
+  return slots_;
+}
+
+void Module::set_child(const std::string& name, std::shared_ptr<Module> module) {
+  if (!module) throw Error(fmt::format("{}: cannot put an empty module in slot '{}'", type_name_, name));
+  for (auto& slot : slots_) {
+    if (slot.first == name) {
+      replace_module(name, module);
+      slot.second = std::move(module);
+      return;
+    }
+  }
+  register_module(name, module);
+  slots_.emplace_back(name, std::move(module));
+}
+
+bool Module::has_param(const std::string& name) const { return parameters_.contains(name); }
+
+at::Tensor Module::param(const std::string& name) const {
+  if (const at::Tensor* t = parameters_.find(name)) return *t;
+  throw Error(fmt::format("{}: no parameter '{}' (parameters: {})", type_name_, name,
+                          join_or_none(parameters_.keys())));
+}
+
+void Module::set_param(const std::string& name, at::Tensor value) {
+  if (parameters_.contains(name)) {
+    parameters_[name] = std::move(value);
+  } else {
+    bool requires_grad = value.defined() && value.requires_grad();
+    register_parameter(name, std::move(value), requires_grad);
+  }
+}
+
+std::shared_ptr<Module> Module::deep_clone() const {
+  std::unordered_map<c10::TensorImpl*, at::Tensor> copies;
+  return deep_clone_impl(copies);
+}
+
+std::shared_ptr<Module> Module::deep_clone_impl(
+    std::unordered_map<c10::TensorImpl*, at::Tensor>& copies) const {
+  auto copy = shallow_copy();
+  auto clone_tensor = [&](const at::Tensor& t) -> at::Tensor {
+    if (!t.defined()) return t;
+    auto found = copies.find(t.unsafeGetTensorImpl());
+    if (found != copies.end()) return found->second;  // tied: one copy for all its names
+    at::Tensor c = t.detach().clone().requires_grad_(t.requires_grad());
+    copies.emplace(t.unsafeGetTensorImpl(), c);
+    return c;
+  };
+  for (auto& item : parameters_) copy->parameters_[item.key()] = clone_tensor(item.value());
+  for (auto& item : named_buffers(/*recurse=*/false))
+    copy->register_buffer(item.key(), clone_tensor(item.value()));
+  for (auto& slot : slots_) copy->set_child(slot.first, slot.second->deep_clone_impl(copies));
+  return copy;
+}
+
+Value Module::call(const std::string& name, Values args) const {
+  return (*child(name))(std::move(args));
+}
+
+at::Tensor Module::call(const std::string& name, const at::Tensor& x) const {
+  Value out = (*child(name))(Values{x});
+  if (!out.isTensor())
+    throw Error(fmt::format("{}: child '{}' ({}) returned {} where a tensor was expected", type_name_,
+                            name, child(name)->type_name(), out.tagKind()));
+  return out.toTensor();
+}
+
+at::Tensor tensor_arg(const Values& args, size_t i, const char* module, const char* what) {
+  if (i >= args.size() || !args[i].isTensor())
+    throw Error(fmt::format("{}: argument {} ({}) must be a tensor, got {}", module, i + 1, what,
+                            i < args.size() ? args[i].tagKind() : std::string("nothing")));
+  return args[i].toTensor();
+}
+
+c10::optional<c10::impl::GenericDict> kwargs_arg(const Values& args, size_t i) {
+  if (i < args.size() && args[i].isGenericDict()) return args[i].toGenericDict();
+  return c10::nullopt;
+}
+
+c10::optional<at::Tensor> kwarg_tensor(const c10::optional<c10::impl::GenericDict>& kw,
+                                       const std::string& key) {
+  if (!kw) return c10::nullopt;
+  auto it = kw->find(key);
+  if (it == kw->end() || it->value().isNone()) return c10::nullopt;
+  if (!it->value().isTensor())
+    throw Error(fmt::format("keyword '{}' must be a tensor, got {}", key, it->value().tagKind()));
+  return it->value().toTensor();
+}
+
+}  // namespace slapo

@@ -1,0 +1,102 @@
+// The one module type every schedule node holds: LibTorch zoo layers, Lua-defined modules,
+// TorchScript modules and (later) traced graphs all share this calling convention.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace slapo {
+
+using Value = c10::IValue;
+using Values = std::vector<c10::IValue>;
+
+/// Base of every schedulable module.
+///
+/// - `forward` takes IValues and returns one IValue, so a parent can call any child alike.
+/// - Children live in named slots; a parent calls a child through `call(name, ...)`, so a child
+///   swapped by `replace` takes effect without touching the parent's code.
+/// - Sizes come from parameter shapes at run time (see DESIGN.md), never from cached config.
+class Module : public torch::nn::Module {
+ public:
+  explicit Module(std::string type_name);
+  Module(const Module& other);
+  ~Module() override;
+
+  /// The class name users see and `replace_all` matches on ("BertSelfAttention", "Linear").
+  const std::string& type_name() const { return type_name_; }
+
+  /// Runs the module: fwd_pre hooks, forward, fwd_post hooks.
+  Value operator()(Values args);
+  at::Tensor operator()(const at::Tensor& x) { return (*this)(Values{x}).toTensor(); }
+
+  /// Child access by slot name.
+  bool has_child(const std::string& name) const;
+  std::shared_ptr<Module> child(const std::string& name) const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_in_order() const;
+  /// Adds a new slot or swaps the module in an existing one.
+  void set_child(const std::string& name, std::shared_ptr<Module> module);
+
+  /// Parameters by name, on this module only (no recursion).
+  at::Tensor param(const std::string& name) const;
+  bool has_param(const std::string& name) const;
+  /// Adds or swaps a parameter (a swap keeps its position among the parameters).
+  void set_param(const std::string& name, at::Tensor value);
+
+  /// A deep copy: fresh parameter storage, tied parameters stay tied inside the copy.
+  std::shared_ptr<Module> deep_clone() const;
+
+  /// One line of settings for the tree printer ("p=0.1", "eps=1e-12"); empty for none.
+  virtual std::string describe() const { return ""; }
+
+  using PreHook = std::function<void(Module&, Values&)>;
+  using PostHook = std::function<void(Module&, const Values&, Value&)>;
+  void add_forward_pre_hook(PreHook hook) { pre_hooks_.push_back(std::move(hook)); }
+  void add_forward_post_hook(PostHook hook) { post_hooks_.push_back(std::move(hook)); }
+
+  /// How many slapo::Module objects are alive (lifetime tests use it).
+  static int64_t live_count();
+
+ protected:
+  virtual Value forward(Values args) = 0;
+  /// A copy of this object sharing parameters and children; deep_clone fixes both up.
+  virtual std::shared_ptr<Module> shallow_copy() const = 0;
+
+  /// Calls child `name` with `args`.
+  Value call(const std::string& name, Values args) const;
+  at::Tensor call(const std::string& name, const at::Tensor& x) const;
+
+  /// deep_clone's worker; `copies` maps each original tensor to its copy (keeps ties).
+  virtual std::shared_ptr<Module> deep_clone_impl(
+      std::unordered_map<c10::TensorImpl*, at::Tensor>& copies) const;
+
+ private:
+
+  std::string type_name_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> slots_;
+  std::vector<PreHook> pre_hooks_;
+  std::vector<PostHook> post_hooks_;
+};
+
+/// CRTP helper that gives a concrete module its shallow copy.
+template <class Derived>
+class ModuleBase : public Module {
+ public:
+  using Module::Module;
+
+ protected:
+  std::shared_ptr<Module> shallow_copy() const override {
+    return std::make_shared<Derived>(static_cast<const Derived&>(*this));
+  }
+};
+
+/// Argument helpers for forward implementations.
+at::Tensor tensor_arg(const Values& args, size_t i, const char* module, const char* what);
+/// The keyword table a caller passed as the last argument (`model(ids, {labels = t})`), or none.
+c10::optional<c10::impl::GenericDict> kwargs_arg(const Values& args, size_t i);
+c10::optional<at::Tensor> kwarg_tensor(const c10::optional<c10::impl::GenericDict>& kw,
+                                       const std::string& key);
+
+}  // namespace slapo

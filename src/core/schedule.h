@@ -1,0 +1,63 @@
+// The schedule tree: one node per module path, holding the module and the shared log.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/module.h"
+#include "core/schedule_log.h"
+
+namespace slapo {
+
+/// Which ranks a schedule shards and syncs over (filled by the distributed runtime).
+struct ScheduleGroup {
+  int rank = 0;
+  int world_size = 1;
+};
+
+class Schedule : public std::enable_shared_from_this<Schedule> {
+ public:
+  /// A schedule over `root`; every descendant module gets a node.
+  static std::shared_ptr<Schedule> create(std::shared_ptr<Module> root, ScheduleGroup group = {});
+
+  const std::string& path() const { return path_; }  ///< "" for the root
+  const std::string& name() const { return name_; }  ///< last path token, "" for the root
+  std::shared_ptr<Module> mod() const { return mod_; }
+  std::shared_ptr<Schedule> parent() const { return parent_.lock(); }
+  const ScheduleGroup& group() const { return *group_; }
+  ScheduleLog& log() { return *log_; }
+  const ScheduleLog& log() const { return *log_; }
+
+  /// The node at `relative_path` ("encoder.layer.0") below this one. An unknown token raises an
+  /// error naming the closest existing children.
+  std::shared_ptr<Schedule> at(const std::string& relative_path) const;
+  /// Direct children, in module order.
+  const std::vector<std::shared_ptr<Schedule>>& children() const { return children_; }
+  /// Every descendant, pre-order, with its path relative to this node.
+  std::vector<std::pair<std::string, std::shared_ptr<Schedule>>> named_schedules() const;
+
+  /// The module tree under this node, with the primitives applied to each path as notes.
+  std::string to_string() const;
+
+  /// Rebuilds the nodes below this one from its module (after a primitive rewired children).
+  void refresh_children();
+
+  /// "'bert.encoder'" or "the root module", for error messages.
+  std::string where() const;
+
+ private:
+  Schedule() = default;
+  static std::shared_ptr<Schedule> make_node(std::shared_ptr<Module> mod, std::string path, std::string name,
+                                             std::weak_ptr<Schedule> parent, std::shared_ptr<ScheduleLog> log,
+                                             std::shared_ptr<ScheduleGroup> group);
+
+  std::string path_, name_;
+  std::shared_ptr<Module> mod_;
+  std::weak_ptr<Schedule> parent_;
+  std::vector<std::shared_ptr<Schedule>> children_;
+  std::shared_ptr<ScheduleLog> log_;
+  std::shared_ptr<ScheduleGroup> group_;
+};
+
+}  // namespace slapo

@@ -1,0 +1,37 @@
+// The ordered record of applied primitives; prints as Lua that replays them on a fresh model.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/module.h"
+
+namespace slapo {
+
+struct LogEntry {
+  std::string primitive;              ///< "shard", same name as the Lua method
+  std::string path;                   ///< module path the primitive was applied to ("" = root)
+  std::vector<std::string> lua_args;  ///< arguments, each already Lua source ("\"weight\"", "0")
+  std::string source;                 ///< "bert_schedule.lua:12", where the script asked for it
+};
+
+class ScheduleLog {
+ public:
+  void append(LogEntry entry) { entries_.push_back(std::move(entry)); }
+  const std::vector<LogEntry>& entries() const { return entries_; }
+  size_t size() const { return entries_.size(); }
+
+  /// Lua source of a chunk returning `function(sch) ... end` that re-applies every entry:
+  ///   local replay = load(sch:log())(); replay(slapo.create_schedule(fresh_model))
+  std::string to_lua() const;
+
+ private:
+  std::vector<LogEntry> entries_;
+};
+
+/// An IValue written as a Lua literal: 3, 0.5, true, "str", nil, {1, 2}, {key = v}.
+std::string lua_literal(const Value& v);
+/// A string as a double-quoted Lua literal with escapes.
+std::string lua_quote(const std::string& s);
+
+}  // namespace slapo

@@ -1,0 +1,105 @@
+// `slapo-lua test PATH...`: spec files each in a fresh Lua state, then must-fail scripts.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "host/commands.h"
+#include "lua/runtime.h"
+#include "lua/state.h"
+
+namespace slapo {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Tally {
+  int passed = 0, failed = 0;
+};
+
+bool is_error_script(const fs::path& p) { return p.parent_path().filename() == "errors" && p.extension() == ".lua"; }
+bool is_spec(const fs::path& p) {
+  auto name = p.filename().string();
+  return name.size() > 9 && name.compare(name.size() - 9, 9, "_spec.lua") == 0;
+}
+
+void run_spec(const fs::path& file, Tally& tally) {
+  fmt::print("# {}\n", file.string());
+  std::fflush(stdout);
+  try {
+    LuaState lua;
+    lua_State* L = lua.get();
+    lua_getglobal(L, "require");
+    lua_pushstring(L, "slapo.test");
+    lx_pcall(L, 1, 1);
+    lua_getfield(L, -1, "run_file");
+    lua_pushstring(L, file.string().c_str());
+    lx_pcall(L, 1, 2);
+    tally.passed += static_cast<int>(lua_tonumber(L, -2));
+    tally.failed += static_cast<int>(lua_tonumber(L, -1));
+  } catch (const std::exception& e) {
+    fmt::print("FAIL {}: {}\n", file.string(), e.what());
+    tally.failed += 1;
+  }
+  std::fflush(stdout);
+}
+
+// A must-fail script's first line is "-- expect: <text the error message must contain>".
+void run_error_script(const fs::path& file, Tally& tally) {
+  std::ifstream in(file);
+  std::string first;
+  std::getline(in, first);
+  const std::string marker = "-- expect: ";
+  if (first.rfind(marker, 0) != 0) {
+    fmt::print("FAIL {}: first line must be '-- expect: <error text>'\n", file.string());
+    tally.failed += 1;
+    return;
+  }
+  std::string expected = first.substr(marker.size());
+  try {
+    LuaState lua;
+    lua.run_file(file.string());
+    fmt::print("FAIL {}: ran without the expected error '{}'\n", file.string(), expected);
+    tally.failed += 1;
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    if (msg.find(expected) != std::string::npos) {
+      fmt::print("ok   {} fails with '{}'\n", file.string(), expected);
+      tally.passed += 1;
+    } else {
+      fmt::print("FAIL {}: expected an error containing '{}', got: {}\n", file.string(), expected, msg);
+      tally.failed += 1;
+    }
+  }
+}
+
+}  // namespace
+
+int cmd_test(const std::vector<std::string>& paths) {
+  std::vector<fs::path> specs, error_scripts;
+  for (auto& p : paths) {
+    if (fs::is_directory(p)) {
+      for (auto& entry : fs::recursive_directory_iterator(p)) {
+        if (!entry.is_regular_file()) continue;
+        if (is_error_script(entry.path())) error_scripts.push_back(entry.path());
+        else if (is_spec(entry.path())) specs.push_back(entry.path());
+      }
+    } else if (fs::is_regular_file(p)) {
+      (is_error_script(p) ? error_scripts : specs).push_back(p);
+    } else {
+      report_error(fmt::format("test: no file or directory '{}'", p));
+      return 2;
+    }
+  }
+  std::sort(specs.begin(), specs.end());
+  std::sort(error_scripts.begin(), error_scripts.end());
+  Tally tally;
+  for (auto& s : specs) run_spec(s, tally);
+  for (auto& e : error_scripts) run_error_script(e, tally);
+  fmt::print("{} passed, {} failed\n", tally.passed, tally.failed);
+  return tally.failed == 0 && tally.passed > 0 ? 0 : 1;
+}
+
+}  // namespace slapo

@@ -1,0 +1,101 @@
+// from_pretrained / save_pretrained over config.json and safetensors.
+#include "io/pretrained.h"
+
+#include <filesystem>
+#include <fstream>
+#include <unordered_set>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+
+namespace slapo {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Buffers that older HF checkpoints carry but the models recompute.
+bool is_recomputed_buffer(const std::string& key) {
+  return ends_with(key, ".attn.bias") || ends_with(key, ".attn.masked_bias") || ends_with(key, "position_ids") ||
+         ends_with(key, "rotary_emb.inv_freq");
+}
+
+}  // namespace
+
+std::vector<std::string> load_weights(Module& model, const NamedTensors& tensors, const std::string& source) {
+  auto params = model.named_parameters();
+  std::vector<std::string> base_prefixes;
+  for (auto& [name, child] : model.children_in_order()) base_prefixes.push_back(name + ".");
+
+  // Match every key first; copy only when all checks passed.
+  std::vector<std::pair<at::Tensor, at::Tensor>> copies;
+  std::unordered_set<c10::TensorImpl*> filled;
+  std::vector<std::string> ignored;
+  for (auto& [key, value] : tensors) {
+    at::Tensor* target = params.find(key);
+    for (size_t i = 0; !target && i < base_prefixes.size(); ++i) target = params.find(base_prefixes[i] + key);
+    if (!target) {
+      if (!is_recomputed_buffer(key)) ignored.push_back(key);
+      continue;
+    }
+    if (target->sizes() != value.sizes())
+      throw Error(fmt::format("from_pretrained: '{}' in {} has shape [{}] but the model's parameter has [{}]", key,
+                              source, fmt::join(value.sizes(), ", "), fmt::join(target->sizes(), ", ")));
+    copies.emplace_back(*target, value);
+    filled.insert(target->unsafeGetTensorImpl());
+  }
+  std::vector<std::string> missing;
+  for (auto& p : params)
+    if (p.value().defined() && !filled.count(p.value().unsafeGetTensorImpl())) missing.push_back(p.key());
+  if (!missing.empty()) {
+    if (missing.size() > 5) missing.resize(5), missing.push_back("...");
+    throw Error(fmt::format("from_pretrained: {} has no weights for {}", source, join_or_none(missing)));
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& [target, value] : copies) target.copy_(value);
+  return ignored;
+}
+
+std::shared_ptr<Module> from_pretrained(const std::string& dir, const BuildOptions& options) {
+  fs::path config_path = fs::path(dir) / "config.json";
+  if (!fs::exists(config_path))
+    throw Error(fmt::format("from_pretrained: '{}' has no config.json (is it a Hugging Face model directory?)", dir));
+  nlohmann::json fields;
+  try {
+    std::ifstream in(config_path);
+    fields = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("from_pretrained: '{}' is not valid JSON ({})", config_path.string(), e.what()));
+  }
+  if (!fields.contains("model_type"))
+    throw Error(fmt::format("from_pretrained: '{}' has no model_type (supported: bert, gpt2, llama, mlp)", config_path.string()));
+  BuildOptions no_init = options;
+  no_init.init_weights = false;
+  auto model = build_model(ModelConfig(fields), no_init);
+  auto ignored = load_weights(*model, read_checkpoint_dir(dir), "'" + dir + "'");
+  if (!ignored.empty())
+    fmt::print(stderr, "from_pretrained: ignored {} checkpoint entr{} the model does not have (e.g. {})\n", ignored.size(),
+               ignored.size() == 1 ? "y" : "ies", ignored.front());
+  return model;
+}
+
+void save_pretrained(Module& model, const std::string& dir, int64_t max_shard_bytes) {
+  NamedTensors unique;
+  std::unordered_set<c10::TensorImpl*> seen;
+  for (auto& p : model.named_parameters())
+    if (p.value().defined() && seen.insert(p.value().unsafeGetTensorImpl()).second) unique.emplace_back(p.key(), p.value());
+  for (auto& b : model.named_buffers())
+    if (seen.insert(b.value().unsafeGetTensorImpl()).second) unique.emplace_back(b.key(), b.value());
+  write_checkpoint_dir(dir, unique, max_shard_bytes);
+  if (const ModelConfig* config = model_config(model)) {
+    std::string tmp = (fs::path(dir) / "config.json.tmp").string();
+    std::ofstream(tmp) << config->json().dump(2) << "\n";
+    fs::rename(tmp, fs::path(dir) / "config.json");
+  }
+}
+
+}  // namespace slapo

@@ -1,0 +1,297 @@
+// The exception bridge, protected callbacks, userdata boxes and Lua <-> IValue conversion.
+#include "lua/runtime.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace slapo {
+
+namespace {
+
+thread_local lua_State* t_current = nullptr;
+
+// LuaJIT turns a C++ exception that crosses a Lua frame into the bare message "C++ exception".
+// One global wrapper (LUAJIT_MODE_WRAPCFUNC) catches it first and raises a Lua error carrying
+// the real message. lua_error runs after the catch block so the exception object is destroyed.
+int wrap_exceptions(lua_State* L, lua_CFunction f) {
+  lua_State* previous = t_current;
+  t_current = L;
+  bool failed = false;
+  try {
+    int n = f(L);
+    t_current = previous;
+    return n;
+  } catch (const c10::Error& e) {
+    lua_pushstring(L, e.what_without_backtrace());
+    failed = true;
+  } catch (const std::exception& e) {
+    lua_pushstring(L, e.what());
+    failed = true;
+  }
+  t_current = previous;
+  (void)failed;
+  return lua_error(L);
+}
+
+template <class T>
+T* box_check(lua_State* L, int idx, const char* tname, const char* what) {
+  void* p = luaL_testudata(L, idx, tname);
+  if (!p) {
+    const char* got = luaL_typename(L, idx);
+    if (lua_getmetatable(L, idx)) {
+      lua_getfield(L, -1, "__name");
+      if (lua_isstring(L, -1)) got = lua_tostring(L, -1);
+      lua_pop(L, 2);
+    }
+    luaL_error(L, "bad argument #%d: %s expected, got %s", idx, what, got);
+  }
+  return static_cast<T*>(p);
+}
+
+template <class T>
+void box_push(lua_State* L, T value, const char* tname) {
+  void* p = lua_newuserdata(L, sizeof(T));
+  new (p) T(std::move(value));
+  luaL_getmetatable(L, tname);
+  lua_setmetatable(L, -2);
+}
+
+}  // namespace
+
+void lx_install_exception_bridge(lua_State* L) {
+  lua_pushlightuserdata(L, reinterpret_cast<void*>(wrap_exceptions));
+  luaJIT_setmode(L, -1, LUAJIT_MODE_WRAPCFUNC | LUAJIT_MODE_ON);
+  lua_pop(L, 1);
+}
+
+lua_State* lx_current_state(lua_State* fallback) { return t_current ? t_current : fallback; }
+
+int lx_traceback(lua_State* L) {
+  const char* msg = lua_tostring(L, 1);
+  if (!msg) {
+    if (luaL_callmeta(L, 1, "__tostring") && lua_isstring(L, -1)) msg = lua_tostring(L, -1);
+    else msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+  }
+  luaL_traceback(L, L, msg, 1);
+  return 1;
+}
+
+void lx_pcall(lua_State* L, int nargs, int nresults) {
+  int base = lua_gettop(L) - nargs;  // the function's index
+  lua_pushcfunction(L, lx_traceback);
+  lua_insert(L, base);
+  int rc = lua_pcall(L, nargs, nresults, base);
+  lua_remove(L, base);
+  if (rc != 0) {
+    std::string msg = lua_tostring(L, -1) ? lua_tostring(L, -1) : "(error object is not a string)";
+    lua_pop(L, 1);
+    throw LuaError(msg);
+  }
+}
+
+// ---- boxes ----
+
+void lx_push_tensor(lua_State* L, at::Tensor t) { box_push(L, std::move(t), "slapo.Tensor"); }
+at::Tensor& lx_check_tensor(lua_State* L, int idx) { return *box_check<at::Tensor>(L, idx, "slapo.Tensor", "tensor"); }
+bool lx_is_tensor(lua_State* L, int idx) { return luaL_testudata(L, idx, "slapo.Tensor") != nullptr; }
+
+void lx_push_module(lua_State* L, std::shared_ptr<Module> m) { box_push(L, std::move(m), "slapo.Module"); }
+std::shared_ptr<Module>& lx_check_module(lua_State* L, int idx) {
+  return *box_check<std::shared_ptr<Module>>(L, idx, "slapo.Module", "module");
+}
+bool lx_is_module(lua_State* L, int idx) { return luaL_testudata(L, idx, "slapo.Module") != nullptr; }
+
+void lx_push_schedule(lua_State* L, std::shared_ptr<Schedule> s) { box_push(L, std::move(s), "slapo.Schedule"); }
+std::shared_ptr<Schedule>& lx_check_schedule(lua_State* L, int idx) {
+  return *box_check<std::shared_ptr<Schedule>>(L, idx, "slapo.Schedule", "schedule");
+}
+
+// ---- values ----
+
+Value lx_to_value(lua_State* L, int idx) {
+  idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
+  switch (lua_type(L, idx)) {
+    case LUA_TNONE:
+    case LUA_TNIL: return Value();
+    case LUA_TBOOLEAN: return Value(static_cast<bool>(lua_toboolean(L, idx)));
+    case LUA_TNUMBER: {
+      double d = lua_tonumber(L, idx);
+      if (std::floor(d) == d && std::fabs(d) < 9.007199254740992e15) return Value(static_cast<int64_t>(d));
+      return Value(d);
+    }
+    case LUA_TSTRING: return Value(std::string(lua_tostring(L, idx)));
+    case LUA_TUSERDATA:
+      if (lx_is_tensor(L, idx)) return Value(lx_check_tensor(L, idx));
+      break;
+    case LUA_TTABLE: {
+      size_t n = lua_objlen(L, idx);
+      bool has_string_keys = false;
+      lua_pushnil(L);
+      while (lua_next(L, idx)) {
+        if (lua_type(L, -2) == LUA_TSTRING) has_string_keys = true;
+        lua_pop(L, 1);
+      }
+      if (has_string_keys) {
+        c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+        lua_pushnil(L);
+        while (lua_next(L, idx)) {
+          if (lua_type(L, -2) != LUA_TSTRING)
+            throw Error("value: a table with string keys cannot also have array entries");
+          dict.insert(std::string(lua_tostring(L, -2)), lx_to_value(L, -1));
+          lua_pop(L, 1);
+        }
+        return dict;
+      }
+      c10::impl::GenericList list(c10::AnyType::get());
+      for (size_t i = 1; i <= n; ++i) {
+        lua_rawgeti(L, idx, static_cast<int>(i));
+        list.push_back(lx_to_value(L, -1));
+        lua_pop(L, 1);
+      }
+      return list;
+    }
+    default: break;
+  }
+  throw Error(fmt::format("value: cannot pass a Lua {} to a module (tensors, numbers, booleans, "
+                          "strings, nil and tables of these can be passed)",
+                          luaL_typename(L, idx)));
+}
+
+void lx_push_value(lua_State* L, const Value& v) {
+  if (v.isNone()) lua_pushnil(L);
+  else if (v.isTensor()) lx_push_tensor(L, v.toTensor());
+  else if (v.isBool()) lua_pushboolean(L, v.toBool());
+  else if (v.isInt()) lua_pushnumber(L, static_cast<lua_Number>(v.toInt()));
+  else if (v.isDouble()) lua_pushnumber(L, v.toDouble());
+  else if (v.isString()) lua_pushstring(L, v.toStringRef().c_str());
+  else if (v.isTuple() || v.isList()) {
+    auto items = v.isTuple() ? v.toTupleRef().elements().vec() : v.toListRef().vec();
+    lua_createtable(L, static_cast<int>(items.size()), 0);
+    for (size_t i = 0; i < items.size(); ++i) {
+      lx_push_value(L, items[i]);
+      lua_rawseti(L, -2, static_cast<int>(i + 1));
+    }
+  } else if (v.isGenericDict()) {
+    lua_newtable(L);
+    for (auto& item : v.toGenericDict()) {
+      lx_push_value(L, item.key());
+      lx_push_value(L, item.value());
+      lua_settable(L, -3);
+    }
+  } else {
+    throw Error(fmt::format("value: cannot hand a {} to Lua", v.tagKind()));
+  }
+}
+
+// ---- option tables ----
+
+double lx_opt_number(lua_State* L, int table, const char* key, double fallback, const char* fn) {
+  if (lua_isnoneornil(L, table)) return fallback;
+  lua_getfield(L, table, key);
+  double out = fallback;
+  if (!lua_isnil(L, -1)) {
+    if (!lua_isnumber(L, -1)) luaL_error(L, "%s: option '%s' must be a number, got %s", fn, key, luaL_typename(L, -1));
+    out = lua_tonumber(L, -1);
+  }
+  lua_pop(L, 1);
+  return out;
+}
+
+bool lx_opt_bool(lua_State* L, int table, const char* key, bool fallback, const char* fn) {
+  if (lua_isnoneornil(L, table)) return fallback;
+  lua_getfield(L, table, key);
+  bool out = fallback;
+  if (!lua_isnil(L, -1)) {
+    if (!lua_isboolean(L, -1)) luaL_error(L, "%s: option '%s' must be true or false, got %s", fn, key, luaL_typename(L, -1));
+    out = lua_toboolean(L, -1);
+  }
+  lua_pop(L, 1);
+  return out;
+}
+
+std::string lx_opt_string(lua_State* L, int table, const char* key, const std::string& fallback, const char* fn) {
+  if (lua_isnoneornil(L, table)) return fallback;
+  lua_getfield(L, table, key);
+  std::string out = fallback;
+  if (!lua_isnil(L, -1)) {
+    if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "%s: option '%s' must be a string, got %s", fn, key, luaL_typename(L, -1));
+    out = lua_tostring(L, -1);
+  }
+  lua_pop(L, 1);
+  return out;
+}
+
+std::vector<int64_t> lx_check_shape(lua_State* L, int idx, const char* fn) {
+  if (lua_isnumber(L, idx)) return {static_cast<int64_t>(lua_tonumber(L, idx))};
+  if (!lua_istable(L, idx)) luaL_error(L, "%s: shape must be a table of sizes like {2, 3}, got %s", fn, luaL_typename(L, idx));
+  std::vector<int64_t> shape;
+  size_t n = lua_objlen(L, idx);
+  for (size_t i = 1; i <= n; ++i) {
+    lua_rawgeti(L, idx, static_cast<int>(i));
+    if (!lua_isnumber(L, -1)) luaL_error(L, "%s: shape entry %d must be a number, got %s", fn, static_cast<int>(i), luaL_typename(L, -1));
+    shape.push_back(static_cast<int64_t>(lua_tonumber(L, -1)));
+    lua_pop(L, 1);
+  }
+  return shape;
+}
+
+namespace {
+int pairs_iterator(lua_State* L) {
+  int i = static_cast<int>(lua_tonumber(L, lua_upvalueindex(2))) + 1;
+  lua_pushnumber(L, i);
+  lua_replace(L, lua_upvalueindex(2));
+  lua_rawgeti(L, lua_upvalueindex(1), 2 * i - 1);
+  if (lua_isnil(L, -1)) return 1;
+  lua_rawgeti(L, lua_upvalueindex(1), 2 * i);
+  return 2;
+}
+}  // namespace
+
+int lx_push_pairs_iterator(lua_State* L) {
+  lua_pushnumber(L, 0);
+  lua_pushcclosure(L, pairs_iterator, 2);
+  return 1;
+}
+
+void lx_set_funcs(lua_State* L, const luaL_Reg* funcs) {
+  for (; funcs->name; ++funcs) {
+    lua_pushcfunction(L, funcs->func);
+    lua_setfield(L, -2, funcs->name);
+  }
+}
+
+namespace {
+// __index: upvalue 1 = methods table, upvalue 2 = fallback (or nil).
+int class_index(lua_State* L) {
+  lua_pushvalue(L, 2);
+  lua_rawget(L, lua_upvalueindex(1));
+  if (!lua_isnil(L, -1)) return 1;
+  lua_pop(L, 1);
+  if (lua_isnil(L, lua_upvalueindex(2))) return 0;
+  lua_pushvalue(L, lua_upvalueindex(2));
+  lua_pushvalue(L, 1);
+  lua_pushvalue(L, 2);
+  lua_call(L, 2, 1);
+  return 1;
+}
+}  // namespace
+
+void lx_new_class(lua_State* L, const char* name, const luaL_Reg* methods, const luaL_Reg* metamethods,
+                  lua_CFunction index_fallback) {
+  luaL_newmetatable(L, name);
+  lua_pushstring(L, name);
+  lua_setfield(L, -2, "__name");
+  if (metamethods) lx_set_funcs(L, metamethods);
+  lua_newtable(L);
+  lx_set_funcs(L, methods);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, -3, "methods");  // reachable for stdlib sugar: getmetatable(x).methods
+  if (index_fallback) lua_pushcfunction(L, index_fallback);
+  else lua_pushnil(L);
+  lua_pushcclosure(L, class_index, 2);
+  lua_setfield(L, -2, "__index");
+  lua_pop(L, 1);
+}
+
+}  // namespace slapo

@@ -1,0 +1,75 @@
+// Glue shared by the src/lua/wrap_*.cpp files: userdata boxes, value conversion, the
+// exception bridge and protected calls back into Lua.
+#pragma once
+
+#include <lua.hpp>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "core/module.h"
+
+namespace slapo {
+
+class Schedule;
+
+/// A Lua error seen from C++ (a failed callback into Lua); the message carries the traceback.
+class LuaError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Routes every C function call from Lua through one wrapper that turns C++ exceptions
+/// (c10::Error, slapo::Error, std::exception) into Lua errors with their real message.
+void lx_install_exception_bridge(lua_State* L);
+
+/// The Lua thread that is running the innermost C call (callbacks into Lua use it).
+lua_State* lx_current_state(lua_State* fallback);
+
+/// Calls the function below `nargs` arguments on the stack with a traceback handler;
+/// throws LuaError on failure. Leaves `nresults` results.
+void lx_pcall(lua_State* L, int nargs, int nresults);
+
+/// Message handler that appends a Lua traceback (for lua_pcall).
+int lx_traceback(lua_State* L);
+
+// ---- userdata boxes ----
+void lx_push_tensor(lua_State* L, at::Tensor t);
+at::Tensor& lx_check_tensor(lua_State* L, int idx);
+bool lx_is_tensor(lua_State* L, int idx);
+
+void lx_push_module(lua_State* L, std::shared_ptr<Module> m);
+std::shared_ptr<Module>& lx_check_module(lua_State* L, int idx);
+bool lx_is_module(lua_State* L, int idx);
+
+void lx_push_schedule(lua_State* L, std::shared_ptr<Schedule> s);
+std::shared_ptr<Schedule>& lx_check_schedule(lua_State* L, int idx);
+
+// ---- values ----
+/// Lua value -> IValue: tensor, number (integral -> int), boolean, string, nil, array table ->
+/// list, table with string keys -> dict.
+Value lx_to_value(lua_State* L, int idx);
+/// IValue -> one Lua value (tuples and lists become arrays, dicts tables).
+void lx_push_value(lua_State* L, const Value& v);
+
+/// Options-table readers: nil when absent, else the typed field (errors name `fn`).
+double lx_opt_number(lua_State* L, int table, const char* key, double fallback, const char* fn);
+bool lx_opt_bool(lua_State* L, int table, const char* key, bool fallback, const char* fn);
+std::string lx_opt_string(lua_State* L, int table, const char* key, const std::string& fallback, const char* fn);
+
+/// Integer-valued Lua array {2, 3} -> shape.
+std::vector<int64_t> lx_check_shape(lua_State* L, int idx, const char* fn);
+
+/// Turns the flat array {name1, value1, name2, value2, ...} on top of the stack into an
+/// iterator for `for name, value in ... do`.
+int lx_push_pairs_iterator(lua_State* L);
+
+/// Registers `funcs` into the table on top of the stack.
+void lx_set_funcs(lua_State* L, const luaL_Reg* funcs);
+
+/// Defines a metatable `name` whose __index serves `methods` (and `index_fallback` for other keys).
+void lx_new_class(lua_State* L, const char* name, const luaL_Reg* methods, const luaL_Reg* metamethods,
+                  lua_CFunction index_fallback);
+
+}  // namespace slapo

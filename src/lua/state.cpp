@@ -1,0 +1,89 @@
+// Opening a Lua state: libraries, the exception bridge, package.path, slapo.core, `slapo`.
+#include "lua/state.h"
+
+#include <cstdlib>
+
+#include "lua/lua_module.h"
+#include "lua/runtime.h"
+#include "lua/wrap.h"
+#include "slapo/build_config.h"
+
+namespace slapo {
+
+int luaopen_slapo_core(lua_State* L) {
+  lua_newtable(L);
+  open_tensor(L);
+  open_functional(L);
+  open_module(L);
+  open_nn(L);
+  open_models(L);
+  open_schedule(L);
+  lua_pushstring(L, SLAPO_VERSION);
+  lua_setfield(L, -2, "version");
+  return 1;
+}
+
+std::string LuaState::stdlib_dir() {
+  if (const char* dir = std::getenv("SLAPO_STDLIB")) return dir;
+  return SLAPO_SOURCE_STDLIB_DIR;
+}
+
+LuaState::LuaState() : L_(luaL_newstate()), alive_(std::make_shared<bool>(true)) {
+  luaL_openlibs(L_);
+  lx_install_exception_bridge(L_);
+  lx_register_state_alive_flag(L_, &alive_);
+
+  std::string dir = stdlib_dir();
+  lua_getglobal(L_, "package");
+  lua_getfield(L_, -1, "path");
+  std::string path = dir + "/?.lua;" + dir + "/?/init.lua;" + lua_tostring(L_, -1);
+  lua_pop(L_, 1);
+  lua_pushstring(L_, path.c_str());
+  lua_setfield(L_, -2, "path");
+  lua_getfield(L_, -1, "preload");
+  lua_pushcfunction(L_, luaopen_slapo_core);
+  lua_setfield(L_, -2, "slapo.core");
+  lua_pop(L_, 2);
+
+  run_string("slapo = require('slapo')", "=(slapo startup)");
+}
+
+LuaState::~LuaState() {
+  // Modules freed while the state closes must not touch its registry any more.
+  *alive_ = false;
+  lua_close(L_);
+}
+
+void LuaState::run_file(const std::string& path, const std::vector<std::string>& args) {
+  lua_createtable(L_, static_cast<int>(args.size()), 1);
+  lua_pushstring(L_, path.c_str());
+  lua_rawseti(L_, -2, 0);
+  for (size_t i = 0; i < args.size(); ++i) {
+    lua_pushstring(L_, args[i].c_str());
+    lua_rawseti(L_, -2, static_cast<int>(i + 1));
+  }
+  lua_setglobal(L_, "arg");
+
+  // Scripts can require modules that sit beside them.
+  std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+  run_string("package.path = " + std::string("[[") + dir + "/?.lua;]] .. package.path", "=(slapo startup)");
+
+  if (luaL_loadfile(L_, path.c_str()) != 0) {
+    std::string msg = lua_tostring(L_, -1);
+    lua_pop(L_, 1);
+    throw LuaError(msg);
+  }
+  for (auto& a : args) lua_pushstring(L_, a.c_str());
+  lx_pcall(L_, static_cast<int>(args.size()), 0);
+}
+
+void LuaState::run_string(const std::string& code, const std::string& chunkname) {
+  if (luaL_loadbuffer(L_, code.data(), code.size(), chunkname.c_str()) != 0) {
+    std::string msg = lua_tostring(L_, -1);
+    lua_pop(L_, 1);
+    throw LuaError(msg);
+  }
+  lx_pcall(L_, 0, 0);
+}
+
+}  // namespace slapo

@@ -1,0 +1,35 @@
+// A LuaJIT state with the slapo module loaded: what `run`, `test`, `inspect` and the REPL use.
+#pragma once
+
+#include <lua.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace slapo {
+
+class LuaState {
+ public:
+  LuaState();
+  ~LuaState();
+  LuaState(const LuaState&) = delete;
+  LuaState& operator=(const LuaState&) = delete;
+
+  lua_State* get() const { return L_; }
+
+  /// Runs a script file with `arg[0] = path` and `arg[1..n] = args`. Throws LuaError (message and
+  /// Lua traceback) when loading or running fails.
+  void run_file(const std::string& path, const std::vector<std::string>& args = {});
+  /// Runs a chunk of Lua source; throws LuaError on failure.
+  void run_string(const std::string& code, const std::string& chunkname = "=(slapo)");
+
+  /// Directory of the Lua standard library (stdlib/): $SLAPO_STDLIB, else the source tree's.
+  static std::string stdlib_dir();
+
+ private:
+  lua_State* L_;
+  std::shared_ptr<bool> alive_;
+};
+
+}  // namespace slapo

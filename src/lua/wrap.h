@@ -1,0 +1,26 @@
+// The openers of the slapo.core Lua module, one per wrap_*.cpp file. Each fills the table on
+// top of the stack.
+#pragma once
+
+#include <lua.hpp>
+
+#include <string>
+
+#include <c10/core/ScalarType.h>
+
+namespace slapo {
+
+void open_tensor(lua_State* L);      // slapo.randn, ..., and the Tensor class
+void open_functional(lua_State* L);  // slapo.F
+void open_module(lua_State* L);      // the Module class
+void open_nn(lua_State* L);          // slapo.nn layers and Lua-defined modules
+void open_models(lua_State* L);      // slapo.models, save, load
+void open_schedule(lua_State* L);    // create_schedule and the Schedule class
+
+/// Opens everything as package.loaded["slapo.core"].
+int luaopen_slapo_core(lua_State* L);
+
+std::string tensor_dtype_name(at::ScalarType type);
+at::ScalarType tensor_dtype_from_name(const std::string& name, const char* fn);
+
+}  // namespace slapo

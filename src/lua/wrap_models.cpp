@@ -1,0 +1,166 @@
+// slapo.models (zoo, presets, from_pretrained), slapo.save and slapo.load.
+#include <cmath>
+
+#include "core/error.h"
+#include "io/pretrained.h"
+#include "io/torchscript.h"
+#include "lua/runtime.h"
+#include "lua/wrap.h"
+#include "models/zoo.h"
+
+namespace slapo {
+
+namespace {
+
+nlohmann::json table_to_json(lua_State* L, int idx) {
+  idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
+  switch (lua_type(L, idx)) {
+    case LUA_TBOOLEAN: return static_cast<bool>(lua_toboolean(L, idx));
+    case LUA_TNUMBER: {
+      double d = lua_tonumber(L, idx);
+      if (std::floor(d) == d && std::fabs(d) < 1e15) return static_cast<int64_t>(d);
+      return d;
+    }
+    case LUA_TSTRING: return std::string(lua_tostring(L, idx));
+    case LUA_TTABLE: {
+      if (lua_objlen(L, idx) > 0) {
+        nlohmann::json arr = nlohmann::json::array();
+        for (size_t i = 1; i <= lua_objlen(L, idx); ++i) {
+          lua_rawgeti(L, idx, static_cast<int>(i));
+          arr.push_back(table_to_json(L, -1));
+          lua_pop(L, 1);
+        }
+        return arr;
+      }
+      nlohmann::json obj = nlohmann::json::object();
+      lua_pushnil(L);
+      while (lua_next(L, idx)) {
+        if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "models: config keys must be strings");
+        obj[lua_tostring(L, -2)] = table_to_json(L, -1);
+        lua_pop(L, 1);
+      }
+      return obj;
+    }
+    case LUA_TNIL: return nullptr;
+    default: luaL_error(L, "models: config values must be numbers, strings, booleans or tables, got %s", luaL_typename(L, idx));
+  }
+  return nullptr;
+}
+
+void push_json(lua_State* L, const nlohmann::json& j) {
+  if (j.is_null()) lua_pushnil(L);
+  else if (j.is_boolean()) lua_pushboolean(L, j.get<bool>());
+  else if (j.is_number()) lua_pushnumber(L, j.get<double>());
+  else if (j.is_string()) lua_pushstring(L, j.get<std::string>().c_str());
+  else if (j.is_array()) {
+    lua_createtable(L, static_cast<int>(j.size()), 0);
+    for (size_t i = 0; i < j.size(); ++i) {
+      push_json(L, j[i]);
+      lua_rawseti(L, -2, static_cast<int>(i + 1));
+    }
+  } else {
+    lua_newtable(L);
+    for (auto& [k, v] : j.items()) {
+      push_json(L, v);
+      lua_setfield(L, -2, k.c_str());
+    }
+  }
+}
+
+// {device = "meta" | "cpu" | "cuda", dtype = "float32" | ..., init = true}
+BuildOptions build_options(lua_State* L, int idx, const char* fn) {
+  BuildOptions o;
+  auto device = lx_opt_string(L, idx, "device", "cpu", fn);
+  auto dtype = lx_opt_string(L, idx, "dtype", "float32", fn);
+  o.tensor_options = at::TensorOptions().device(at::Device(device)).dtype(tensor_dtype_from_name(dtype, fn));
+  o.init_weights = lx_opt_bool(L, idx, "init", true, fn);
+  return o;
+}
+
+// The config argument: a preset name or a table of HF config.json fields.
+ModelConfig config_arg(lua_State* L, int idx, const std::string& model_type, const char* fn) {
+  if (lua_type(L, idx) == LUA_TSTRING) {
+    auto c = ModelConfig::preset(lua_tostring(L, idx));
+    if (!model_type.empty() && c.model_type() != model_type)
+      throw Error(fmt::format("{}: preset '{}' is a {} model, not {}", fn, lua_tostring(L, idx), c.model_type(), model_type));
+    return c;
+  }
+  if (lua_isnoneornil(L, idx)) return ModelConfig(nlohmann::json::object()).with_defaults(model_type);
+  if (!lua_istable(L, idx))
+    throw Error(fmt::format("{}: expected a preset name or a table of config.json fields, got {}", fn, luaL_typename(L, idx)));
+  auto fields = table_to_json(L, idx);
+  if (fields.contains("model_type") && fields["model_type"] != model_type && !model_type.empty())
+    throw Error(fmt::format("{}: config has model_type '{}'", fn, fields["model_type"].dump()));
+  return ModelConfig(fields).with_defaults(model_type.empty() ? fields.value("model_type", "") : model_type);
+}
+
+template <std::shared_ptr<Module> (*Build)(const ModelConfig&, const BuildOptions&)>
+int build_with(lua_State* L, const char* model_type, const char* fn) {
+  auto config = config_arg(L, 1, model_type, fn);
+  lx_push_module(L, Build(config, build_options(L, 2, fn)));
+  return 1;
+}
+
+int w_models_mlp(lua_State* L) { return build_with<build_mlp>(L, "mlp", "models.mlp"); }
+int w_models_bert(lua_State* L) { return build_with<build_bert>(L, "bert", "models.bert"); }
+int w_models_gpt2(lua_State* L) { return build_with<build_gpt2>(L, "gpt2", "models.gpt2"); }
+int w_models_llama(lua_State* L) { return build_with<build_llama>(L, "llama", "models.llama"); }
+// models.build(preset name or config with model_type, opts)
+int w_models_build(lua_State* L) {
+  auto config = config_arg(L, 1, "", "models.build");
+  lx_push_module(L, build_model(config, build_options(L, 2, "models.build")));
+  return 1;
+}
+
+int w_models_presets(lua_State* L) {
+  auto names = ModelConfig::preset_names();
+  lua_createtable(L, static_cast<int>(names.size()), 0);
+  for (size_t i = 0; i < names.size(); ++i) {
+    lua_pushstring(L, names[i].c_str());
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+  return 1;
+}
+
+int w_models_config(lua_State* L) {
+  const ModelConfig* c = model_config(*lx_check_module(L, 1));
+  if (!c) lua_pushnil(L);
+  else push_json(L, c->json());
+  return 1;
+}
+
+int w_models_from_pretrained(lua_State* L) {
+  lx_push_module(L, from_pretrained(luaL_checkstring(L, 1), build_options(L, 2, "models.from_pretrained")));
+  return 1;
+}
+
+int w_save(lua_State* L) {
+  auto& m = lx_check_module(L, 1);
+  double shard = lx_opt_number(L, 3, "max_shard_size", 0, "save");
+  save_pretrained(*m, luaL_checkstring(L, 2), static_cast<int64_t>(shard));
+  return 0;
+}
+
+int w_load(lua_State* L) {
+  lx_push_module(L, load_torchscript(luaL_checkstring(L, 1)));
+  return 1;
+}
+
+const luaL_Reg models_functions[] = {
+    {"mlp", w_models_mlp},         {"bert", w_models_bert},       {"gpt2", w_models_gpt2},
+    {"llama", w_models_llama},     {"build", w_models_build},     {"presets", w_models_presets},
+    {"config", w_models_config},   {"from_pretrained", w_models_from_pretrained}, {nullptr, nullptr}};
+
+}  // namespace
+
+void open_models(lua_State* L) {
+  lua_newtable(L);
+  lx_set_funcs(L, models_functions);
+  lua_setfield(L, -2, "models");
+  lua_pushcfunction(L, w_save);
+  lua_setfield(L, -2, "save");
+  lua_pushcfunction(L, w_load);
+  lua_setfield(L, -2, "load");
+}
+
+}  // namespace slapo

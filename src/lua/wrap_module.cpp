@@ -1,0 +1,247 @@
+// slapo.Module: handles on modules of any kind (zoo, Lua-defined, TorchScript).
+#include <unordered_set>
+
+#include "core/error.h"
+#include "core/tree_format.h"
+#include "lua/runtime.h"
+#include "lua/wrap.h"
+#include "models/zoo.h"
+
+namespace slapo {
+
+namespace {
+
+int w_Module_gc(lua_State* L) {
+  using Ptr = std::shared_ptr<Module>;
+  lx_check_module(L, 1).~Ptr();
+  return 0;
+}
+
+int w_Module_call(lua_State* L) {
+  auto m = lx_check_module(L, 1);
+  Values args;
+  for (int i = 2; i <= lua_gettop(L); ++i) args.push_back(lx_to_value(L, i));
+  lx_push_value(L, (*m)(std::move(args)));
+  return 1;
+}
+
+int w_Module_tostring(lua_State* L) {
+  lua_pushstring(L, format_tree(*lx_check_module(L, 1)).c_str());
+  return 1;
+}
+
+int w_Module_eq(lua_State* L) {
+  lua_pushboolean(L, lx_is_module(L, 1) && lx_is_module(L, 2) && lx_check_module(L, 1) == lx_check_module(L, 2));
+  return 1;
+}
+
+int w_Module_num_params(lua_State* L) {
+  lua_pushnumber(L, static_cast<double>(count_unique_parameters(*lx_check_module(L, 1))));
+  return 1;
+}
+
+int w_Module_type(lua_State* L) {
+  lua_pushstring(L, lx_check_module(L, 1)->type_name().c_str());
+  return 1;
+}
+
+int w_Module_train(lua_State* L) {
+  lx_check_module(L, 1)->train(lua_isnone(L, 2) ? true : lua_toboolean(L, 2));
+  lua_settop(L, 1);
+  return 1;
+}
+
+int w_Module_eval(lua_State* L) {
+  lx_check_module(L, 1)->eval();
+  lua_settop(L, 1);
+  return 1;
+}
+
+int w_Module_is_training(lua_State* L) {
+  lua_pushboolean(L, lx_check_module(L, 1)->is_training());
+  return 1;
+}
+
+int w_Module_to(lua_State* L) {
+  auto& m = lx_check_module(L, 1);
+  std::string target = luaL_checkstring(L, 2);
+  if (target == "cpu" || target.rfind("cuda", 0) == 0) m->to(at::Device(target));
+  else m->to(tensor_dtype_from_name(target, "Module:to"));
+  lua_settop(L, 1);
+  return 1;
+}
+
+int w_Module_clone(lua_State* L) {
+  lx_push_module(L, lx_check_module(L, 1)->deep_clone());
+  return 1;
+}
+
+// Unique parameters in module order (tied ones once, under their first name), as PyTorch.
+std::vector<std::pair<std::string, at::Tensor>> unique_named_parameters(Module& m) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  std::unordered_set<c10::TensorImpl*> seen;
+  for (auto& p : m.named_parameters())
+    if (p.value().defined() && seen.insert(p.value().unsafeGetTensorImpl()).second) out.emplace_back(p.key(), p.value());
+  return out;
+}
+
+int w_Module_parameters(lua_State* L) {
+  auto params = unique_named_parameters(*lx_check_module(L, 1));
+  lua_createtable(L, static_cast<int>(params.size()), 0);
+  for (size_t i = 0; i < params.size(); ++i) {
+    lx_push_tensor(L, params[i].second);
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+  return 1;
+}
+
+int w_Module_named_parameters(lua_State* L) {
+  auto params = unique_named_parameters(*lx_check_module(L, 1));
+  lua_createtable(L, static_cast<int>(2 * params.size()), 0);
+  for (size_t i = 0; i < params.size(); ++i) {
+    lua_pushstring(L, params[i].first.c_str());
+    lua_rawseti(L, -2, static_cast<int>(2 * i + 1));
+    lx_push_tensor(L, params[i].second);
+    lua_rawseti(L, -2, static_cast<int>(2 * i + 2));
+  }
+  return lx_push_pairs_iterator(L);
+}
+
+void collect_modules(const std::shared_ptr<Module>& m, const std::string& prefix,
+                     std::vector<std::pair<std::string, std::shared_ptr<Module>>>& out, bool recurse) {
+  for (auto& [name, child] : m->children_in_order()) {
+    std::string path = prefix.empty() ? name : prefix + "." + name;
+    out.emplace_back(path, child);
+    if (recurse) collect_modules(child, path, out, true);
+  }
+}
+
+int push_module_pairs(lua_State* L, const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& mods) {
+  lua_createtable(L, static_cast<int>(2 * mods.size()), 0);
+  for (size_t i = 0; i < mods.size(); ++i) {
+    lua_pushstring(L, mods[i].first.c_str());
+    lua_rawseti(L, -2, static_cast<int>(2 * i + 1));
+    lx_push_module(L, mods[i].second);
+    lua_rawseti(L, -2, static_cast<int>(2 * i + 2));
+  }
+  return lx_push_pairs_iterator(L);
+}
+
+int w_Module_named_modules(lua_State* L) {
+  auto& m = lx_check_module(L, 1);
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> mods{{"", m}};
+  collect_modules(m, "", mods, true);
+  return push_module_pairs(L, mods);
+}
+
+int w_Module_named_children(lua_State* L) {
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> mods;
+  collect_modules(lx_check_module(L, 1), "", mods, false);
+  return push_module_pairs(L, mods);
+}
+
+// name -> tensor for every parameter name (tied ones under each name) and buffer, as PyTorch.
+int w_Module_state_dict(lua_State* L) {
+  auto& m = lx_check_module(L, 1);
+  lua_newtable(L);
+  for (auto& p : m->named_parameters()) {
+    if (!p.value().defined()) continue;
+    lx_push_tensor(L, p.value().detach());
+    lua_setfield(L, -2, p.key().c_str());
+  }
+  for (auto& b : m->named_buffers()) {
+    lx_push_tensor(L, b.value());
+    lua_setfield(L, -2, b.key().c_str());
+  }
+  return 1;
+}
+
+int w_Module_load_state_dict(lua_State* L) {
+  auto& m = lx_check_module(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  auto params = m->named_parameters();
+  auto buffers = m->named_buffers();
+  // Check everything first, so a bad entry leaves the module as it was.
+  std::vector<std::pair<at::Tensor, at::Tensor>> copies;
+  std::vector<std::string> unknown;
+  lua_pushnil(L);
+  while (lua_next(L, 2)) {
+    std::string key = luaL_checkstring(L, -2);
+    auto& value = lx_check_tensor(L, -1);
+    at::Tensor* target = params.find(key);
+    if (!target) target = buffers.find(key);
+    if (!target) unknown.push_back(key);
+    else if (target->sizes() != value.sizes())
+      throw Error(fmt::format("load_state_dict: '{}' has shape [{}] in the module but [{}] in the table", key,
+                              fmt::join(target->sizes(), ", "), fmt::join(value.sizes(), ", ")));
+    else copies.emplace_back(*target, value);
+    lua_pop(L, 1);
+  }
+  if (!unknown.empty())
+    throw Error(fmt::format("load_state_dict: no parameter or buffer named {} in {} (e.g. {})", join_or_none(unknown),
+                            m->type_name(), params.size() ? params.keys()[0] : std::string("none")));
+  torch::NoGradGuard no_grad;
+  for (auto& [target, value] : copies) target.copy_(value);
+  return 0;
+}
+
+// m.fc (a child), m.weight (a parameter): what a Lua forward reaches through `self`.
+int module_fields(lua_State* L) {
+  auto& m = lx_check_module(L, 1);
+  if (lua_type(L, 2) != LUA_TSTRING) return luaL_error(L, "%s: index with a string name", m->type_name().c_str());
+  std::string key = lua_tostring(L, 2);
+  if (m->has_child(key)) {
+    lx_push_module(L, m->child(key));
+    return 1;
+  }
+  if (m->has_param(key)) {
+    lx_push_tensor(L, m->param(key));
+    return 1;
+  }
+  if (auto* buffer = m->named_buffers(false).find(key)) {
+    lx_push_tensor(L, *buffer);
+    return 1;
+  }
+  std::vector<std::string> names;
+  for (auto& [n, c] : m->children_in_order()) names.push_back(n);
+  for (auto& n : m->named_parameters(false).keys()) names.push_back(n);
+  return luaL_error(L, "%s: no method, child or parameter '%s' (children and parameters: %s)",
+                    m->type_name().c_str(), key.c_str(), join_or_none(names).c_str());
+}
+
+const luaL_Reg module_methods[] = {
+    {"num_params", w_Module_num_params},
+    {"type", w_Module_type},
+    {"train", w_Module_train},
+    {"eval", w_Module_eval},
+    {"is_training", w_Module_is_training},
+    {"to", w_Module_to},
+    {"clone", w_Module_clone},
+    {"parameters", w_Module_parameters},
+    {"named_parameters", w_Module_named_parameters},
+    {"named_modules", w_Module_named_modules},
+    {"named_children", w_Module_named_children},
+    {"state_dict", w_Module_state_dict},
+    {"load_state_dict", w_Module_load_state_dict},
+    {nullptr, nullptr}};
+
+const luaL_Reg module_meta[] = {{"__gc", w_Module_gc},
+                                {"__call", w_Module_call},
+                                {"__tostring", w_Module_tostring},
+                                {"__eq", w_Module_eq},
+                                {nullptr, nullptr}};
+
+int w_live_modules(lua_State* L) {
+  lua_pushnumber(L, static_cast<double>(Module::live_count()));
+  return 1;
+}
+
+}  // namespace
+
+void open_module(lua_State* L) {
+  lx_new_class(L, "slapo.Module", module_methods, module_meta, module_fields);
+  lua_pushcfunction(L, w_live_modules);
+  lua_setfield(L, -2, "_live_modules");
+}
+
+}  // namespace slapo

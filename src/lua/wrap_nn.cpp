@@ -1,0 +1,139 @@
+// slapo.nn: layer constructors with PyTorch's default initialisation, and Lua-defined modules.
+#include <cmath>
+
+#include "core/error.h"
+#include "lua/lua_module.h"
+#include "lua/runtime.h"
+#include "lua/wrap.h"
+#include "models/layers.h"
+
+namespace slapo {
+
+namespace {
+
+int64_t check_size(lua_State* L, int idx, const char* fn, const char* what) {
+  double n = luaL_checknumber(L, idx);
+  if (n < 1 || std::floor(n) != n) luaL_error(L, "%s: %s must be a positive integer, got %g", fn, what, n);
+  return static_cast<int64_t>(n);
+}
+
+int push(lua_State* L, std::shared_ptr<Module> m) {
+  lx_push_module(L, std::move(m));
+  return 1;
+}
+
+// torch.nn.Linear's reset_parameters: U(-1/sqrt(in), 1/sqrt(in)) for weight and bias.
+int w_nn_Linear(lua_State* L) {
+  int64_t in = check_size(L, 1, "nn.Linear", "in_features"), out = check_size(L, 2, "nn.Linear", "out_features");
+  auto m = std::make_shared<Linear>(in, out, lx_opt_bool(L, 3, "bias", true, "nn.Linear"));
+  torch::NoGradGuard no_grad;
+  double bound = 1.0 / std::sqrt(static_cast<double>(in));
+  m->param("weight").uniform_(-bound, bound);
+  if (m->has_param("bias")) m->param("bias").uniform_(-bound, bound);
+  return push(L, m);
+}
+
+int w_nn_LayerNorm(lua_State* L) {
+  auto m = std::make_shared<LayerNorm>(check_size(L, 1, "nn.LayerNorm", "normalized_shape"),
+                                       lx_opt_number(L, 2, "eps", 1e-5, "nn.LayerNorm"));
+  torch::NoGradGuard no_grad;
+  m->param("weight").fill_(1.0);
+  m->param("bias").zero_();
+  return push(L, m);
+}
+
+int w_nn_RMSNorm(lua_State* L) {
+  auto m = std::make_shared<RMSNorm>(check_size(L, 1, "nn.RMSNorm", "hidden_size"),
+                                     lx_opt_number(L, 2, "eps", 1e-6, "nn.RMSNorm"));
+  torch::NoGradGuard no_grad;
+  m->param("weight").fill_(1.0);
+  return push(L, m);
+}
+
+int w_nn_Embedding(lua_State* L) {
+  c10::optional<int64_t> pad;
+  double p = lx_opt_number(L, 3, "padding_idx", -1, "nn.Embedding");
+  if (p >= 0) pad = static_cast<int64_t>(p);
+  auto m = std::make_shared<Embedding>(check_size(L, 1, "nn.Embedding", "num_embeddings"),
+                                       check_size(L, 2, "nn.Embedding", "embedding_dim"), pad);
+  torch::NoGradGuard no_grad;
+  m->param("weight").normal_();
+  if (pad) m->param("weight")[*pad].zero_();
+  return push(L, m);
+}
+
+int w_nn_Dropout(lua_State* L) {
+  double p = luaL_optnumber(L, 1, 0.5);
+  if (p < 0 || p > 1) luaL_error(L, "nn.Dropout: p must be in [0, 1], got %g", p);
+  return push(L, std::make_shared<Dropout>(p));
+}
+
+int w_nn_ReLU(lua_State* L) { return push(L, Activation::from_hf_name("relu")); }
+int w_nn_SiLU(lua_State* L) { return push(L, Activation::from_hf_name("silu")); }
+int w_nn_Tanh(lua_State* L) { return push(L, Activation::from_hf_name("tanh")); }
+int w_nn_GELU(lua_State* L) {
+  std::string approximate = lx_opt_string(L, 1, "approximate", "none", "nn.GELU");
+  if (approximate == "none") return push(L, std::make_shared<Activation>("GELU", "gelu"));
+  if (approximate == "tanh") return push(L, std::make_shared<Activation>("GELU", "gelu_tanh"));
+  return luaL_error(L, "nn.GELU: approximate must be 'none' or 'tanh', got '%s'", approximate.c_str());
+}
+int w_nn_Identity(lua_State* L) { return push(L, std::make_shared<Identity>()); }
+
+std::vector<std::shared_ptr<Module>> module_array(lua_State* L, int idx, const char* fn) {
+  luaL_checktype(L, idx, LUA_TTABLE);
+  std::vector<std::shared_ptr<Module>> out;
+  for (size_t i = 1; i <= lua_objlen(L, idx); ++i) {
+    lua_rawgeti(L, idx, static_cast<int>(i));
+    if (!lx_is_module(L, -1)) luaL_error(L, "%s: entry %d must be a module, got %s", fn, static_cast<int>(i), luaL_typename(L, -1));
+    out.push_back(lx_check_module(L, -1));
+    lua_pop(L, 1);
+  }
+  return out;
+}
+
+int w_nn_Sequential(lua_State* L) { return push(L, std::make_shared<Sequential>(module_array(L, 1, "nn.Sequential"))); }
+int w_nn_ModuleList(lua_State* L) { return push(L, std::make_shared<ModuleList>(module_array(L, 1, "nn.ModuleList"))); }
+
+// core.lua_module(type_name, children, params, forward): the stdlib's slapo.nn.Module{...} calls it.
+int w_nn_lua_module(lua_State* L) {
+  std::string type = luaL_checkstring(L, 1);
+  auto m = std::make_shared<LuaModule>(L, type, 4);
+  if (lua_istable(L, 2)) {
+    lua_pushnil(L);
+    while (lua_next(L, 2)) {
+      if (lua_type(L, -2) != LUA_TSTRING || !lx_is_module(L, -1))
+        luaL_error(L, "nn.Module '%s': children must map names to modules", type.c_str());
+      m->set_child(lua_tostring(L, -2), lx_check_module(L, -1));
+      lua_pop(L, 1);
+    }
+  }
+  if (lua_istable(L, 3)) {
+    lua_pushnil(L);
+    while (lua_next(L, 3)) {
+      if (lua_type(L, -2) != LUA_TSTRING || !lx_is_tensor(L, -1))
+        luaL_error(L, "nn.Module '%s': params must map names to tensors", type.c_str());
+      auto t = lx_check_tensor(L, -1);
+      if (!t.requires_grad() && at::isFloatingType(t.scalar_type())) t = t.detach().requires_grad_(true);
+      m->set_param(lua_tostring(L, -2), t);
+      lua_pop(L, 1);
+    }
+  }
+  return push(L, m);
+}
+
+const luaL_Reg nn_functions[] = {
+    {"Linear", w_nn_Linear},       {"LayerNorm", w_nn_LayerNorm},   {"RMSNorm", w_nn_RMSNorm},
+    {"Embedding", w_nn_Embedding}, {"Dropout", w_nn_Dropout},       {"ReLU", w_nn_ReLU},
+    {"GELU", w_nn_GELU},           {"SiLU", w_nn_SiLU},             {"Tanh", w_nn_Tanh},
+    {"Identity", w_nn_Identity},   {"Sequential", w_nn_Sequential}, {"ModuleList", w_nn_ModuleList},
+    {"lua_module", w_nn_lua_module}, {nullptr, nullptr}};
+
+}  // namespace
+
+void open_nn(lua_State* L) {
+  lua_newtable(L);
+  lx_set_funcs(L, nn_functions);
+  lua_setfield(L, -2, "nn");
+}
+
+}  // namespace slapo

@@ -1,0 +1,319 @@
+// slapo.Tensor: the torch-like tensor subset scripts use to build inputs, compare and train.
+#include <sstream>
+
+#include "core/error.h"
+#include "lua/runtime.h"
+#include "lua/wrap.h"
+
+namespace slapo {
+
+namespace {
+
+const std::vector<std::pair<std::string, at::ScalarType>>& dtype_names() {
+  static const std::vector<std::pair<std::string, at::ScalarType>> names = {
+      {"float32", at::kFloat}, {"float64", at::kDouble}, {"float16", at::kHalf}, {"bfloat16", at::kBFloat16},
+      {"int64", at::kLong},    {"int32", at::kInt},      {"int8", at::kChar},    {"uint8", at::kByte},
+      {"bool", at::kBool}};
+  return names;
+}
+
+int64_t check_dim(lua_State* L, int idx, const at::Tensor& t, const char* fn) {
+  int64_t d = static_cast<int64_t>(luaL_checknumber(L, idx));
+  int64_t n = t.dim();
+  if (d < -n || d >= std::max<int64_t>(n, 1))
+    luaL_error(L, "%s: dim %d is out of range for a %d-d tensor (valid: %d .. %d, 0-based)", fn, static_cast<int>(d),
+               static_cast<int>(n), static_cast<int>(-n), static_cast<int>(n - 1));
+  return d;
+}
+
+at::Tensor check_operand(lua_State* L, int idx, const at::Tensor& like) {
+  if (lua_isnumber(L, idx)) return torch::scalar_tensor(lua_tonumber(L, idx), like.options().requires_grad(false));
+  return lx_check_tensor(L, idx);
+}
+
+const at::Tensor& any_tensor(lua_State* L) { return lx_is_tensor(L, 1) ? lx_check_tensor(L, 1) : lx_check_tensor(L, 2); }
+
+int push(lua_State* L, at::Tensor t) {
+  lx_push_tensor(L, std::move(t));
+  return 1;
+}
+
+// ---- metamethods ----
+int w_Tensor_gc(lua_State* L) {
+  lx_check_tensor(L, 1).~Tensor();
+  return 0;
+}
+int w_Tensor_add(lua_State* L) { auto& l = any_tensor(L); return push(L, check_operand(L, 1, l) + check_operand(L, 2, l)); }
+int w_Tensor_sub(lua_State* L) { auto& l = any_tensor(L); return push(L, check_operand(L, 1, l) - check_operand(L, 2, l)); }
+int w_Tensor_mul(lua_State* L) { auto& l = any_tensor(L); return push(L, check_operand(L, 1, l) * check_operand(L, 2, l)); }
+int w_Tensor_div(lua_State* L) { auto& l = any_tensor(L); return push(L, check_operand(L, 1, l) / check_operand(L, 2, l)); }
+int w_Tensor_pow(lua_State* L) { auto& l = any_tensor(L); return push(L, at::pow(check_operand(L, 1, l), check_operand(L, 2, l))); }
+int w_Tensor_unm(lua_State* L) { return push(L, -lx_check_tensor(L, 1)); }
+int w_Tensor_len(lua_State* L) {
+  auto& t = lx_check_tensor(L, 1);
+  lua_pushnumber(L, t.dim() == 0 ? 0 : static_cast<double>(t.size(0)));
+  return 1;
+}
+int w_Tensor_tostring(lua_State* L) {
+  auto& t = lx_check_tensor(L, 1);
+  std::ostringstream out;
+  if (!t.defined()) out << "Tensor(undefined)";
+  else if (t.numel() > 64 || t.device().is_meta())
+    out << fmt::format("Tensor[{}, ({})] on {}", tensor_dtype_name(t.scalar_type()), fmt::join(t.sizes(), ", "),
+                       t.device().str());
+  else out << t;
+  lua_pushstring(L, out.str().c_str());
+  return 1;
+}
+
+// ---- methods ----
+int w_Tensor_size(lua_State* L) {
+  auto& t = lx_check_tensor(L, 1);
+  if (!lua_isnoneornil(L, 2)) {
+    lua_pushnumber(L, static_cast<double>(t.size(check_dim(L, 2, t, "Tensor:size"))));
+    return 1;
+  }
+  lua_createtable(L, static_cast<int>(t.dim()), 0);
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    lua_pushnumber(L, static_cast<double>(t.size(i)));
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+  return 1;
+}
+int w_Tensor_dim(lua_State* L) { lua_pushnumber(L, static_cast<double>(lx_check_tensor(L, 1).dim())); return 1; }
+int w_Tensor_numel(lua_State* L) { lua_pushnumber(L, static_cast<double>(lx_check_tensor(L, 1).numel())); return 1; }
+int w_Tensor_dtype(lua_State* L) { lua_pushstring(L, tensor_dtype_name(lx_check_tensor(L, 1).scalar_type()).c_str()); return 1; }
+int w_Tensor_device(lua_State* L) { lua_pushstring(L, lx_check_tensor(L, 1).device().str().c_str()); return 1; }
+int w_Tensor_matmul(lua_State* L) { return push(L, at::matmul(lx_check_tensor(L, 1), lx_check_tensor(L, 2))); }
+int w_Tensor_sum(lua_State* L) {
+  auto& t = lx_check_tensor(L, 1);
+  if (lua_isnoneornil(L, 2)) return push(L, t.sum());
+  return push(L, t.sum(check_dim(L, 2, t, "Tensor:sum"), lua_toboolean(L, 3)));
+}
+int w_Tensor_mean(lua_State* L) {
+  auto& t = lx_check_tensor(L, 1);
+  if (lua_isnoneornil(L, 2)) return push(L, t.mean());
+  return push(L, t.mean(check_dim(L, 2, t, "Tensor:mean"), lua_toboolean(L, 3)));
+}
+int w_Tensor_abs(lua_State* L) { return push(L, lx_check_tensor(L, 1).abs()); }
+int w_Tensor_exp(lua_State* L) { return push(L, lx_check_tensor(L, 1).exp()); }
+int w_Tensor_sqrt(lua_State* L) { return push(L, lx_check_tensor(L, 1).sqrt()); }
+int w_Tensor_max(lua_State* L) { return push(L, lx_check_tensor(L, 1).max()); }
+int w_Tensor_min(lua_State* L) { return push(L, lx_check_tensor(L, 1).min()); }
+int w_Tensor_item(lua_State* L) {
+  auto& t = lx_check_tensor(L, 1);
+  if (t.numel() != 1)
+    luaL_error(L, "Tensor:item: the tensor has %d elements; item() needs exactly one", static_cast<int>(t.numel()));
+  if (t.scalar_type() == at::kBool) lua_pushboolean(L, t.item<bool>());
+  else lua_pushnumber(L, t.item<double>());
+  return 1;
+}
+int w_Tensor_view(lua_State* L) { return push(L, lx_check_tensor(L, 1).view(lx_check_shape(L, 2, "Tensor:view"))); }
+int w_Tensor_reshape(lua_State* L) { return push(L, lx_check_tensor(L, 1).reshape(lx_check_shape(L, 2, "Tensor:reshape"))); }
+int w_Tensor_narrow(lua_State* L) {
+  auto& t = lx_check_tensor(L, 1);
+  int64_t d = check_dim(L, 2, t, "Tensor:narrow");
+  auto start = static_cast<int64_t>(luaL_checknumber(L, 3)), len = static_cast<int64_t>(luaL_checknumber(L, 4));
+  if (start < 0 || len < 0 || start + len > t.size(d))
+    luaL_error(L, "Tensor:narrow: [%d, %d) is outside dim %d of size %d", static_cast<int>(start),
+               static_cast<int>(start + len), static_cast<int>(d), static_cast<int>(t.size(d)));
+  return push(L, t.narrow(d, start, len));
+}
+int w_Tensor_transpose(lua_State* L) {
+  auto& t = lx_check_tensor(L, 1);
+  return push(L, t.transpose(check_dim(L, 2, t, "Tensor:transpose"), check_dim(L, 3, t, "Tensor:transpose")));
+}
+int w_Tensor_t(lua_State* L) { return push(L, lx_check_tensor(L, 1).t()); }
+int w_Tensor_contiguous(lua_State* L) { return push(L, lx_check_tensor(L, 1).contiguous()); }
+int w_Tensor_clone(lua_State* L) { return push(L, lx_check_tensor(L, 1).clone()); }
+int w_Tensor_detach(lua_State* L) { return push(L, lx_check_tensor(L, 1).detach()); }
+int w_Tensor_requires_grad(lua_State* L) {
+  auto& t = lx_check_tensor(L, 1);
+  if (lua_isnone(L, 2)) {
+    lua_pushboolean(L, t.requires_grad());
+    return 1;
+  }
+  t.requires_grad_(lua_toboolean(L, 2));
+  lua_settop(L, 1);
+  return 1;
+}
+int w_Tensor_backward(lua_State* L) {
+  auto& t = lx_check_tensor(L, 1);
+  if (lua_isnoneornil(L, 2) && t.numel() != 1)
+    luaL_error(L, "Tensor:backward: a tensor of %d elements needs a gradient argument; only scalars default to 1",
+               static_cast<int>(t.numel()));
+  if (lua_isnoneornil(L, 2)) t.backward();
+  else t.backward(lx_check_tensor(L, 2));
+  return 0;
+}
+int w_Tensor_zero_grad(lua_State* L) {
+  auto& t = lx_check_tensor(L, 1);
+  if (t.grad().defined()) t.mutable_grad() = at::Tensor();
+  return 0;
+}
+int w_Tensor_to(lua_State* L) {
+  auto& t = lx_check_tensor(L, 1);
+  std::string target = luaL_checkstring(L, 2);
+  for (auto& [name, type] : dtype_names())
+    if (name == target) return push(L, t.to(type));
+  if (target == "cpu" || target.rfind("cuda", 0) == 0 || target == "meta") return push(L, t.to(at::Device(target)));
+  return luaL_error(L, "Tensor:to: unknown target '%s' (devices: cpu, cuda, cuda:N; dtypes: float32, float64, "
+                       "float16, bfloat16, int64, int32, int8, uint8, bool)", target.c_str());
+}
+int w_Tensor_float(lua_State* L) { return push(L, lx_check_tensor(L, 1).to(at::kFloat)); }
+int w_Tensor_double(lua_State* L) { return push(L, lx_check_tensor(L, 1).to(at::kDouble)); }
+int w_Tensor_long(lua_State* L) { return push(L, lx_check_tensor(L, 1).to(at::kLong)); }
+int w_Tensor_eq(lua_State* L) { auto& t = lx_check_tensor(L, 1); return push(L, t.eq(check_operand(L, 2, t))); }
+int w_Tensor_equal(lua_State* L) {
+  lua_pushboolean(L, torch::equal(lx_check_tensor(L, 1), lx_check_tensor(L, 2)));
+  return 1;
+}
+int w_Tensor_tolist(lua_State* L) {
+  auto t = lx_check_tensor(L, 1).detach().to(at::kDouble).contiguous().view({-1});
+  lua_createtable(L, static_cast<int>(t.numel()), 0);
+  auto* data = t.data_ptr<double>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    lua_pushnumber(L, data[i]);
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+  return 1;
+}
+
+// t.grad and other fields that are not methods
+int tensor_fields(lua_State* L) {
+  auto& t = lx_check_tensor(L, 1);
+  const char* key = lua_tostring(L, 2);
+  if (key && std::string(key) == "grad") {
+    if (t.grad().defined()) lx_push_tensor(L, t.grad());
+    else lua_pushnil(L);
+    return 1;
+  }
+  return luaL_error(L, "Tensor: no method or field '%s'", key ? key : luaL_typename(L, 2));
+}
+
+const luaL_Reg tensor_methods[] = {
+    {"size", w_Tensor_size}, {"dim", w_Tensor_dim}, {"numel", w_Tensor_numel}, {"dtype", w_Tensor_dtype},
+    {"device", w_Tensor_device}, {"matmul", w_Tensor_matmul}, {"sum", w_Tensor_sum}, {"mean", w_Tensor_mean},
+    {"abs", w_Tensor_abs}, {"exp", w_Tensor_exp}, {"sqrt", w_Tensor_sqrt}, {"max", w_Tensor_max},
+    {"min", w_Tensor_min}, {"item", w_Tensor_item}, {"view", w_Tensor_view}, {"reshape", w_Tensor_reshape},
+    {"narrow", w_Tensor_narrow}, {"transpose", w_Tensor_transpose}, {"t", w_Tensor_t},
+    {"contiguous", w_Tensor_contiguous}, {"clone", w_Tensor_clone}, {"detach", w_Tensor_detach},
+    {"requires_grad", w_Tensor_requires_grad}, {"backward", w_Tensor_backward}, {"zero_grad", w_Tensor_zero_grad},
+    {"to", w_Tensor_to}, {"float", w_Tensor_float}, {"double", w_Tensor_double}, {"long", w_Tensor_long},
+    {"eq", w_Tensor_eq}, {"equal", w_Tensor_equal}, {"tolist", w_Tensor_tolist}, {nullptr, nullptr}};
+
+const luaL_Reg tensor_meta[] = {
+    {"__gc", w_Tensor_gc},   {"__add", w_Tensor_add}, {"__sub", w_Tensor_sub},           {"__mul", w_Tensor_mul},
+    {"__div", w_Tensor_div}, {"__pow", w_Tensor_pow}, {"__unm", w_Tensor_unm},           {"__len", w_Tensor_len},
+    {"__tostring", w_Tensor_tostring}, {nullptr, nullptr}};
+
+// ---- constructors: slapo.randn{2, 3} ... ----
+at::TensorOptions creation_options(lua_State* L, int idx, const char* fn) {
+  auto dtype = lx_opt_string(L, idx, "dtype", "float32", fn);
+  auto opts = at::TensorOptions().dtype(tensor_dtype_from_name(dtype, fn));
+  auto device = lx_opt_string(L, idx, "device", "cpu", fn);
+  opts = opts.device(at::Device(device));
+  return opts.requires_grad(lx_opt_bool(L, idx, "requires_grad", false, fn));
+}
+int w_randn(lua_State* L) { return push(L, torch::randn(lx_check_shape(L, 1, "randn"), creation_options(L, 2, "randn"))); }
+int w_rand(lua_State* L) { return push(L, torch::rand(lx_check_shape(L, 1, "rand"), creation_options(L, 2, "rand"))); }
+int w_zeros(lua_State* L) { return push(L, torch::zeros(lx_check_shape(L, 1, "zeros"), creation_options(L, 2, "zeros"))); }
+int w_ones(lua_State* L) { return push(L, torch::ones(lx_check_shape(L, 1, "ones"), creation_options(L, 2, "ones"))); }
+int w_arange(lua_State* L) {
+  if (lua_isnumber(L, 2)) return push(L, torch::arange(luaL_checknumber(L, 1), luaL_checknumber(L, 2), at::kLong));
+  return push(L, torch::arange(static_cast<int64_t>(luaL_checknumber(L, 1)), at::kLong));
+}
+int w_randint(lua_State* L) {
+  auto lo = static_cast<int64_t>(luaL_checknumber(L, 1)), hi = static_cast<int64_t>(luaL_checknumber(L, 2));
+  if (hi <= lo) luaL_error(L, "randint: high (%d) must be greater than low (%d)", static_cast<int>(hi), static_cast<int>(lo));
+  return push(L, torch::randint(lo, hi, lx_check_shape(L, 3, "randint"), at::kLong));
+}
+void flatten_nested(lua_State* L, int idx, std::vector<double>& values, std::vector<int64_t>& shape, size_t depth) {
+  size_t n = lua_objlen(L, idx);
+  if (shape.size() == depth) shape.push_back(static_cast<int64_t>(n));
+  else if (shape[depth] != static_cast<int64_t>(n)) luaL_error(L, "tensor: ragged nested table (rows of different lengths)");
+  for (size_t i = 1; i <= n; ++i) {
+    lua_rawgeti(L, idx, static_cast<int>(i));
+    if (lua_istable(L, -1)) flatten_nested(L, lua_gettop(L), values, shape, depth + 1);
+    else if (lua_isnumber(L, -1)) values.push_back(lua_tonumber(L, -1));
+    else luaL_error(L, "tensor: entries must be numbers or tables, got %s", luaL_typename(L, -1));
+    lua_pop(L, 1);
+  }
+}
+int w_tensor(lua_State* L) {
+  if (lua_isnumber(L, 1)) return push(L, torch::scalar_tensor(lua_tonumber(L, 1), creation_options(L, 2, "tensor")));
+  luaL_checktype(L, 1, LUA_TTABLE);
+  std::vector<double> values;
+  std::vector<int64_t> shape;
+  flatten_nested(L, 1, values, shape, 0);
+  auto opts = creation_options(L, 2, "tensor");
+  auto t = torch::tensor(values, at::kDouble).view(shape).to(opts.dtype()).to(opts.device());
+  return push(L, t.requires_grad_(opts.requires_grad()));
+}
+int w_manual_seed(lua_State* L) {
+  torch::manual_seed(static_cast<uint64_t>(luaL_checknumber(L, 1)));
+  return 0;
+}
+int w_cat(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  std::vector<at::Tensor> parts;
+  for (size_t i = 1; i <= lua_objlen(L, 1); ++i) {
+    lua_rawgeti(L, 1, static_cast<int>(i));
+    parts.push_back(lx_check_tensor(L, -1));
+    lua_pop(L, 1);
+  }
+  return push(L, at::cat(parts, static_cast<int64_t>(luaL_optnumber(L, 2, 0))));
+}
+int w_allclose(lua_State* L) {
+  auto& a = lx_check_tensor(L, 1);
+  auto& b = lx_check_tensor(L, 2);
+  double rtol = lx_opt_number(L, 3, "rtol", 1e-5, "allclose"), atol = lx_opt_number(L, 3, "atol", 1e-8, "allclose");
+  if (a.sizes() != b.sizes())
+    luaL_error(L, "allclose: shapes differ: (%s) vs (%s)", fmt::format("{}", fmt::join(a.sizes(), ", ")).c_str(),
+               fmt::format("{}", fmt::join(b.sizes(), ", ")).c_str());
+  lua_pushboolean(L, at::allclose(a.detach().to(at::kDouble), b.detach().to(at::kDouble), rtol, atol));
+  return 1;
+}
+int w_is_tensor(lua_State* L) {
+  lua_pushboolean(L, lx_is_tensor(L, 1));
+  return 1;
+}
+int w_set_num_threads(lua_State* L) {
+  at::set_num_threads(static_cast<int>(luaL_checknumber(L, 1)));
+  return 0;
+}
+int w_no_grad(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  torch::NoGradGuard guard;
+  lua_settop(L, 1);
+  lx_pcall(L, 0, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
+const luaL_Reg tensor_functions[] = {
+    {"randn", w_randn},     {"rand", w_rand},         {"zeros", w_zeros},         {"ones", w_ones},
+    {"arange", w_arange},   {"randint", w_randint},   {"tensor", w_tensor},       {"manual_seed", w_manual_seed},
+    {"cat", w_cat},         {"allclose", w_allclose}, {"is_tensor", w_is_tensor}, {"set_num_threads", w_set_num_threads},
+    {"no_grad", w_no_grad}, {nullptr, nullptr}};
+
+}  // namespace
+
+std::string tensor_dtype_name(at::ScalarType type) {
+  for (auto& [name, t] : dtype_names())
+    if (t == type) return name;
+  return c10::toString(type);
+}
+
+at::ScalarType tensor_dtype_from_name(const std::string& name, const char* fn) {
+  for (auto& [n, t] : dtype_names())
+    if (n == name) return t;
+  throw Error(fmt::format("{}: unknown dtype '{}' (choices: float32, float64, float16, bfloat16, int64, int32, "
+                          "int8, uint8, bool)", fn, name));
+}
+
+void open_tensor(lua_State* L) {
+  lx_new_class(L, "slapo.Tensor", tensor_methods, tensor_meta, tensor_fields);
+  lx_set_funcs(L, tensor_functions);
+}
+
+}  // namespace slapo

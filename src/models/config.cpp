@@ -1,0 +1,126 @@
+// Config field access with HF defaults, and the named presets.
+#include "models/config.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace slapo {
+
+using nlohmann::json;
+
+namespace {
+
+// Defaults of transformers' BertConfig, GPT2Config, LlamaConfig, and of our MLP.
+const json& class_defaults(const std::string& model_type) {
+  static const json bert = {
+      {"vocab_size", 30522}, {"hidden_size", 768}, {"num_hidden_layers", 12},
+      {"num_attention_heads", 12}, {"intermediate_size", 3072}, {"hidden_act", "gelu"},
+      {"hidden_dropout_prob", 0.1}, {"attention_probs_dropout_prob", 0.1},
+      {"max_position_embeddings", 512}, {"type_vocab_size", 2}, {"initializer_range", 0.02},
+      {"layer_norm_eps", 1e-12}, {"pad_token_id", 0}, {"is_decoder", false},
+      {"tie_word_embeddings", true}, {"architectures", {"BertLMHeadModel"}}};
+  static const json gpt2 = {
+      {"vocab_size", 50257}, {"n_positions", 1024}, {"n_embd", 768}, {"n_layer", 12},
+      {"n_head", 12}, {"n_inner", nullptr}, {"activation_function", "gelu_new"},
+      {"resid_pdrop", 0.1}, {"embd_pdrop", 0.1}, {"attn_pdrop", 0.1},
+      {"layer_norm_epsilon", 1e-5}, {"initializer_range", 0.02}, {"tie_word_embeddings", true},
+      {"architectures", {"GPT2LMHeadModel"}}};
+  static const json llama = {
+      {"vocab_size", 32000}, {"hidden_size", 4096}, {"intermediate_size", 11008},
+      {"num_hidden_layers", 32}, {"num_attention_heads", 32}, {"num_key_value_heads", nullptr},
+      {"hidden_act", "silu"}, {"max_position_embeddings", 2048}, {"initializer_range", 0.02},
+      {"rms_norm_eps", 1e-6}, {"tie_word_embeddings", false}, {"rope_theta", 10000.0},
+      {"attention_bias", false}, {"attention_dropout", 0.0}, {"mlp_bias", false},
+      {"pad_token_id", nullptr}, {"architectures", {"LlamaForCausalLM"}}};
+  static const json mlp = {{"hidden_size", 1024}, {"intermediate_size", nullptr},
+                           {"hidden_act", "gelu"}, {"dropout", 0.0}, {"bias", true},
+                           {"initializer_range", 0.02}};
+  if (model_type == "bert") return bert;
+  if (model_type == "gpt2") return gpt2;
+  if (model_type == "llama") return llama;
+  if (model_type == "mlp") return mlp;
+  throw Error(fmt::format("config: unknown model_type '{}' (choices: bert, gpt2, llama, mlp)", model_type));
+}
+
+const std::vector<std::pair<std::string, json>>& presets() {
+  static const std::vector<std::pair<std::string, json>> table = {
+      {"bert-base-uncased", {{"model_type", "bert"}}},
+      {"bert-large-uncased",
+       {{"model_type", "bert"}, {"hidden_size", 1024}, {"num_hidden_layers", 24},
+        {"num_attention_heads", 16}, {"intermediate_size", 4096}}},
+      {"gpt2", {{"model_type", "gpt2"}}},
+      {"gpt2-medium",
+       {{"model_type", "gpt2"}, {"n_embd", 1024}, {"n_layer", 24}, {"n_head", 16}}},
+      {"gpt2-large",
+       {{"model_type", "gpt2"}, {"n_embd", 1280}, {"n_layer", 36}, {"n_head", 20}}},
+      {"TinyLlama-1.1B",
+       {{"model_type", "llama"}, {"hidden_size", 2048}, {"intermediate_size", 5632},
+        {"num_hidden_layers", 22}, {"num_attention_heads", 32}, {"num_key_value_heads", 4},
+        {"max_position_embeddings", 2048}, {"rms_norm_eps", 1e-5}, {"vocab_size", 32000}}},
+      {"llama-7b",
+       {{"model_type", "llama"}, {"hidden_size", 4096}, {"intermediate_size", 11008},
+        {"num_hidden_layers", 32}, {"num_attention_heads", 32}, {"rms_norm_eps", 1e-6}}},
+  };
+  return table;
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::preset(const std::string& name) {
+  for (auto& [preset_name, fields] : presets())
+    if (preset_name == name) return ModelConfig(fields).with_defaults(fields["model_type"]);
+  auto names = preset_names();
+  auto close = closest_names(name, names);
+  throw Error(fmt::format("models: unknown preset '{}'{} (presets: {})", name,
+                          close.empty() ? "" : fmt::format(", did you mean '{}'?", close[0]),
+                          join_or_none(names)));
+}
+
+std::vector<std::string> ModelConfig::preset_names() {
+  std::vector<std::string> names;
+  for (auto& p : presets()) names.push_back(p.first);
+  return names;
+}
+
+ModelConfig ModelConfig::with_defaults(const std::string& model_type) const {
+  nlohmann::json merged = class_defaults(model_type);
+  for (auto& [key, value] : fields_.items()) merged[key] = value;
+  merged["model_type"] = model_type;
+  return ModelConfig(merged);
+}
+
+int64_t ModelConfig::integer(const std::string& key) const {
+  if (!has(key)) throw Error(fmt::format("config: missing field '{}'", key));
+  if (!fields_[key].is_number_integer() && !(fields_[key].is_number() &&
+                                             fields_[key].get<double>() == std::floor(fields_[key].get<double>())))
+    throw Error(fmt::format("config: field '{}' must be an integer, got {}", key, fields_[key].dump()));
+  return fields_[key].get<int64_t>();
+}
+
+int64_t ModelConfig::integer(const std::string& key, int64_t fallback) const {
+  return has(key) ? integer(key) : fallback;
+}
+
+double ModelConfig::number(const std::string& key, double fallback) const {
+  if (!has(key)) return fallback;
+  if (!fields_[key].is_number())
+    throw Error(fmt::format("config: field '{}' must be a number, got {}", key, fields_[key].dump()));
+  return fields_[key].get<double>();
+}
+
+bool ModelConfig::flag(const std::string& key, bool fallback) const {
+  if (!has(key)) return fallback;
+  if (!fields_[key].is_boolean())
+    throw Error(fmt::format("config: field '{}' must be true or false, got {}", key, fields_[key].dump()));
+  return fields_[key].get<bool>();
+}
+
+std::string ModelConfig::str(const std::string& key, const std::string& fallback) const {
+  if (!has(key)) return fallback;
+  if (!fields_[key].is_string())
+    throw Error(fmt::format("config: field '{}' must be a string, got {}", key, fields_[key].dump()));
+  return fields_[key].get<std::string>();
+}
+
+}  // namespace slapo

@@ -1,0 +1,143 @@
+// GPT2LMHeadModel with Hugging Face's module names, Conv1D layout and tied LM head.
+#include <cmath>
+
+#include "core/error.h"
+#include "models/layers.h"
+#include "models/transformer_ops.h"
+#include "models/zoo.h"
+
+namespace slapo {
+namespace {
+
+class GPT2Attention : public ModuleBase<GPT2Attention> {
+ public:
+  GPT2Attention(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase("GPT2Attention") {
+    int64_t h = c.integer("n_embd"), heads = c.integer("n_head");
+    if (h % heads != 0) throw Error(fmt::format("gpt2: n_embd {} is not a multiple of n_head {}", h, heads));
+    head_dim = h / heads;
+    set_child("c_attn", std::make_shared<Conv1D>(h, 3 * h, o));
+    set_child("c_proj", std::make_shared<Conv1D>(h, h, o));
+    set_child("attn_dropout", std::make_shared<Dropout>(c.number("attn_pdrop", 0.1)));
+    set_child("resid_dropout", std::make_shared<Dropout>(c.number("resid_pdrop", 0.1)));
+  }
+  std::string describe() const override { return fmt::format("head_dim={}", head_dim); }
+  int64_t head_dim;
+
+ protected:
+  // (hidden_states, additive mask or nil); q, k, v are thirds of c_attn's output, whatever its width.
+  Value forward(Values args) override {
+    auto x = tensor_arg(args, 0, "GPT2Attention", "hidden_states");
+    c10::optional<at::Tensor> mask;
+    if (args.size() > 1 && args[1].isTensor()) mask = args[1].toTensor();
+    auto qkv = call("c_attn", x).chunk(3, -1);
+    auto q = split_heads(qkv[0], head_dim), k = split_heads(qkv[1], head_dim), v = split_heads(qkv[2], head_dim);
+    auto probs = call("attn_dropout", attention_probs(q, k, mask));
+    return call("resid_dropout", call("c_proj", merge_heads(at::matmul(probs, v))));
+  }
+};
+
+class GPT2MLP : public ModuleBase<GPT2MLP> {
+ public:
+  GPT2MLP(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase("GPT2MLP") {
+    int64_t h = c.integer("n_embd"), inner = c.integer("n_inner", 4 * h);
+    set_child("c_fc", std::make_shared<Conv1D>(h, inner, o));
+    set_child("c_proj", std::make_shared<Conv1D>(inner, h, o));
+    set_child("act", Activation::from_hf_name(c.str("activation_function", "gelu_new")));
+    set_child("dropout", std::make_shared<Dropout>(c.number("resid_pdrop", 0.1)));
+  }
+
+ protected:
+  Value forward(Values args) override {
+    auto x = tensor_arg(args, 0, "GPT2MLP", "hidden_states");
+    return call("dropout", call("c_proj", call("act", call("c_fc", x))));
+  }
+};
+
+class GPT2Block : public ModuleBase<GPT2Block> {
+ public:
+  GPT2Block(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase("GPT2Block") {
+    int64_t h = c.integer("n_embd");
+    double eps = c.number("layer_norm_epsilon", 1e-5);
+    set_child("ln_1", std::make_shared<LayerNorm>(h, eps, o));
+    set_child("attn", std::make_shared<GPT2Attention>(c, o));
+    set_child("ln_2", std::make_shared<LayerNorm>(h, eps, o));
+    set_child("mlp", std::make_shared<GPT2MLP>(c, o));
+  }
+
+ protected:
+  Value forward(Values args) override {
+    auto x = tensor_arg(args, 0, "GPT2Block", "hidden_states");
+    Value mask = args.size() > 1 ? args[1] : Value();
+    x = x + call("attn", Values{call("ln_1", x), mask}).toTensor();
+    return x + call("mlp", call("ln_2", x));
+  }
+};
+
+class GPT2Model : public ModuleBase<GPT2Model> {
+ public:
+  GPT2Model(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase("GPT2Model") {
+    int64_t h = c.integer("n_embd");
+    set_child("wte", std::make_shared<Embedding>(c.integer("vocab_size"), h, c10::nullopt, o));
+    set_child("wpe", std::make_shared<Embedding>(c.integer("n_positions"), h, c10::nullopt, o));
+    set_child("drop", std::make_shared<Dropout>(c.number("embd_pdrop", 0.1)));
+    std::vector<std::shared_ptr<Module>> blocks;
+    for (int64_t i = 0; i < c.integer("n_layer"); ++i) blocks.push_back(std::make_shared<GPT2Block>(c, o));
+    set_child("h", std::make_shared<ModuleList>(blocks));
+    set_child("ln_f", std::make_shared<LayerNorm>(h, c.number("layer_norm_epsilon", 1e-5), o));
+  }
+
+ protected:
+  // (input_ids, {attention_mask=})
+  Value forward(Values args) override {
+    auto ids = tensor_arg(args, 0, "GPT2Model", "input_ids");
+    auto positions = torch::arange(ids.size(1), ids.options()).unsqueeze(0);
+    auto x = call("drop", call("wte", ids) + call("wpe", positions));
+    auto mask = additive_mask(kwarg_tensor(kwargs_arg(args, 1), "attention_mask"), ids.size(1), ids.size(1),
+                              /*causal=*/true, x.options());
+    Value h = x;
+    for (auto& [name, block] : child("h")->children_in_order()) h = (*block)(Values{h, *mask});
+    return call("ln_f", h.toTensor());
+  }
+};
+
+class GPT2LMHeadModel : public ModuleBase<GPT2LMHeadModel>, public HasConfig {
+ public:
+  GPT2LMHeadModel(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase("GPT2LMHeadModel"), HasConfig(c) {
+    auto transformer = std::make_shared<GPT2Model>(c, o);
+    set_child("transformer", transformer);
+    auto head = std::make_shared<Linear>(c.integer("n_embd"), c.integer("vocab_size"), false, o);
+    if (c.flag("tie_word_embeddings", true))
+      head->set_param("weight", transformer->child("wte")->param("weight"));
+    set_child("lm_head", head);
+  }
+
+ protected:
+  // (input_ids, {labels=, attention_mask=}) -> logits, or the loss with labels
+  Value forward(Values args) override {
+    auto ids = tensor_arg(args, 0, "GPT2LMHeadModel", "input_ids");
+    Values inner{ids};
+    if (args.size() > 1) inner.push_back(args[1]);
+    auto logits = call("lm_head", call("transformer", inner).toTensor());
+    if (auto labels = kwarg_tensor(kwargs_arg(args, 1), "labels")) return causal_lm_loss(logits, *labels);
+    return logits;
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<Module> build_gpt2(const ModelConfig& config, const BuildOptions& options) {
+  auto c = config.with_defaults("gpt2");
+  auto model = std::make_shared<GPT2LMHeadModel>(c, options.tensor_options);
+  if (options.init_weights && options.tensor_options.device() != at::kMeta) {
+    double std = c.number("initializer_range", 0.02);
+    init_weights_hf(*model, std);
+    // GPT-2 scales the residual projections by 1/sqrt(2 * n_layer) (HF _init_weights).
+    torch::NoGradGuard no_grad;
+    for (auto& item : model->named_parameters())
+      if (item.key().size() > 13 && item.key().compare(item.key().size() - 13, 13, "c_proj.weight") == 0)
+        item.value().normal_(0.0, std / std::sqrt(2.0 * c.integer("n_layer")));
+  }
+  return model;
+}
+
+}  // namespace slapo

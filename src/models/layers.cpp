@@ -1,0 +1,170 @@
+// Leaf layers and containers of the model zoo.
+#include "models/layers.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace slapo {
+
+namespace {
+at::Tensor new_param(at::IntArrayRef shape, const at::TensorOptions& opts) {
+  return torch::empty(shape, opts).requires_grad_(true);
+}
+std::string shape_str(const at::Tensor& t) { return fmt::format("{}", fmt::join(t.sizes(), ", ")); }
+}  // namespace
+
+// ---- Linear ----
+
+Linear::Linear(int64_t in, int64_t out, bool bias, const at::TensorOptions& opts) : ModuleBase("Linear") {
+  set_param("weight", new_param({out, in}, opts));
+  if (bias) set_param("bias", new_param({out}, opts));
+}
+
+std::string Linear::describe() const {
+  auto w = param("weight");
+  return fmt::format("in_features={}, out_features={}, bias={}", w.size(1), w.size(0),
+                     has_param("bias") ? "true" : "false");
+}
+
+Value Linear::forward(Values args) {
+  auto x = tensor_arg(args, 0, "Linear", "input");
+  return torch::nn::functional::linear(x, param("weight"), has_param("bias") ? param("bias") : at::Tensor());
+}
+
+// ---- Conv1D ----
+
+Conv1D::Conv1D(int64_t in, int64_t out, const at::TensorOptions& opts) : ModuleBase("Conv1D") {
+  set_param("weight", new_param({in, out}, opts));
+  set_param("bias", new_param({out}, opts));
+}
+
+std::string Conv1D::describe() const {
+  auto w = param("weight");
+  return fmt::format("nx={}, nf={}", w.size(0), w.size(1));
+}
+
+Value Conv1D::forward(Values args) {
+  auto x = tensor_arg(args, 0, "Conv1D", "input");
+  auto w = param("weight");
+  auto out_shape = x.sizes().vec();
+  out_shape.back() = w.size(1);
+  return at::addmm(param("bias"), x.reshape({-1, x.size(-1)}), w).view(out_shape);
+}
+
+// ---- LayerNorm ----
+
+LayerNorm::LayerNorm(int64_t n, double eps_, const at::TensorOptions& opts)
+    : ModuleBase("LayerNorm"), eps(eps_) {
+  set_param("weight", new_param({n}, opts));
+  set_param("bias", new_param({n}, opts));
+}
+
+std::string LayerNorm::describe() const { return fmt::format("({}), eps={:g}", shape_str(param("weight")), eps); }
+
+Value LayerNorm::forward(Values args) {
+  auto x = tensor_arg(args, 0, "LayerNorm", "input");
+  auto w = param("weight");
+  return at::layer_norm(x, w.sizes(), w, param("bias"), eps);
+}
+
+// ---- RMSNorm ----
+
+RMSNorm::RMSNorm(int64_t n, double eps_, const at::TensorOptions& opts) : ModuleBase("LlamaRMSNorm"), eps(eps_) {
+  set_param("weight", new_param({n}, opts));
+}
+
+std::string RMSNorm::describe() const { return fmt::format("({}), eps={:g}", shape_str(param("weight")), eps); }
+
+Value RMSNorm::forward(Values args) {
+  auto x = tensor_arg(args, 0, "LlamaRMSNorm", "input");
+  auto h = x.to(at::kFloat);
+  h = h * at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return param("weight") * h.to(x.scalar_type());
+}
+
+// ---- Embedding ----
+
+Embedding::Embedding(int64_t num, int64_t dim, c10::optional<int64_t> padding_idx_,
+                     const at::TensorOptions& opts)
+    : ModuleBase("Embedding"), padding_idx(padding_idx_) {
+  set_param("weight", new_param({num, dim}, opts));
+}
+
+std::string Embedding::describe() const {
+  auto w = param("weight");
+  std::string s = fmt::format("{}, {}", w.size(0), w.size(1));
+  if (padding_idx) s += fmt::format(", padding_idx={}", *padding_idx);
+  return s;
+}
+
+Value Embedding::forward(Values args) {
+  auto ids = tensor_arg(args, 0, "Embedding", "indices");
+  if (at::isFloatingType(ids.scalar_type()))
+    throw Error(fmt::format("Embedding: indices must be integers, got {}", c10::toString(ids.scalar_type())));
+  // padding_idx only masks the gradient of that row, as torch.nn.Embedding does.
+  return at::embedding(param("weight"), ids, padding_idx.value_or(-1));
+}
+
+// ---- Dropout ----
+
+Dropout::Dropout(double p_) : ModuleBase("Dropout"), p(p_) {}
+
+std::string Dropout::describe() const { return fmt::format("p={:g}", p); }
+
+Value Dropout::forward(Values args) {
+  auto x = tensor_arg(args, 0, "Dropout", "input");
+  if (!is_training() || p == 0.0) return x;
+  return at::dropout(x, p, /*train=*/true);
+}
+
+// ---- Activation ----
+
+std::shared_ptr<Activation> Activation::from_hf_name(const std::string& hf_name) {
+  if (hf_name == "gelu") return std::make_shared<Activation>("GELUActivation", "gelu");
+  if (hf_name == "gelu_new") return std::make_shared<Activation>("NewGELUActivation", "gelu_tanh");
+  if (hf_name == "gelu_pytorch_tanh") return std::make_shared<Activation>("PytorchGELUTanh", "gelu_tanh");
+  if (hf_name == "relu") return std::make_shared<Activation>("ReLU", "relu");
+  if (hf_name == "silu" || hf_name == "swish") return std::make_shared<Activation>("SiLU", "silu");
+  if (hf_name == "tanh") return std::make_shared<Activation>("Tanh", "tanh");
+  throw Error(fmt::format(
+      "activation: unknown hidden_act '{}' (choices: gelu, gelu_new, gelu_pytorch_tanh, relu, silu, swish, tanh)",
+      hf_name));
+}
+
+Activation::Activation(std::string type_name, std::string fn_) : ModuleBase(std::move(type_name)), fn(std::move(fn_)) {}
+
+Value Activation::forward(Values args) {
+  auto x = tensor_arg(args, 0, type_name().c_str(), "input");
+  if (fn == "gelu") return at::gelu(x);
+  if (fn == "gelu_tanh") return at::gelu(x, "tanh");
+  if (fn == "relu") return at::relu(x);
+  if (fn == "silu") return at::silu(x);
+  return at::tanh(x);
+}
+
+// ---- Identity, Sequential, ModuleList ----
+
+Value Identity::forward(Values args) { return args.empty() ? Value() : args[0]; }
+
+Sequential::Sequential(std::vector<std::shared_ptr<Module>> modules) : ModuleBase("Sequential") {
+  for (size_t i = 0; i < modules.size(); ++i) set_child(std::to_string(i), std::move(modules[i]));
+}
+
+Value Sequential::forward(Values args) {
+  auto children = children_in_order();
+  if (children.empty()) return args.empty() ? Value() : args[0];
+  Value out = (*children[0].second)(std::move(args));
+  for (size_t i = 1; i < children.size(); ++i) out = (*children[i].second)(Values{out});
+  return out;
+}
+
+ModuleList::ModuleList(std::vector<std::shared_ptr<Module>> modules) : ModuleBase("ModuleList") {
+  for (size_t i = 0; i < modules.size(); ++i) set_child(std::to_string(i), std::move(modules[i]));
+}
+
+Value ModuleList::forward(Values) {
+  throw Error("ModuleList: is not callable; its parent calls its children one by one");
+}
+
+}  // namespace slapo

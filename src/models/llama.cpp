@@ -1,0 +1,188 @@
+// LlamaForCausalLM: RMSNorm, rotary embeddings, SwiGLU and grouped-query attention, HF names.
+#include "core/error.h"
+#include "models/layers.h"
+#include "models/transformer_ops.h"
+#include "models/zoo.h"
+
+namespace slapo {
+namespace {
+
+int64_t llama_head_dim(const ModelConfig& c) {
+  int64_t h = c.integer("hidden_size"), heads = c.integer("num_attention_heads");
+  if (c.has("head_dim")) return c.integer("head_dim");
+  if (h % heads != 0)
+    throw Error(fmt::format("llama: hidden_size {} is not a multiple of num_attention_heads {}", h, heads));
+  return h / heads;
+}
+
+at::Tensor rotate_half(const at::Tensor& x) {
+  auto halves = x.chunk(2, -1);
+  return at::cat({-halves[1], halves[0]}, -1);
+}
+
+class LlamaRotaryEmbedding : public ModuleBase<LlamaRotaryEmbedding> {
+ public:
+  LlamaRotaryEmbedding(int64_t head_dim_, double theta_)
+      : ModuleBase("LlamaRotaryEmbedding"), head_dim(head_dim_), theta(theta_) {}
+  std::string describe() const override { return fmt::format("head_dim={}, theta={:g}", head_dim, theta); }
+  int64_t head_dim;
+  double theta;
+
+ protected:
+  // (x, position_ids [B, S]) -> (cos, sin), each [B, S, head_dim] in x's dtype
+  Value forward(Values args) override {
+    auto x = tensor_arg(args, 0, "LlamaRotaryEmbedding", "x");
+    auto positions = tensor_arg(args, 1, "LlamaRotaryEmbedding", "position_ids");
+    auto fopts = x.options().dtype(at::kFloat);
+    auto inv_freq = 1.0 / torch::pow(theta, torch::arange(0, head_dim, 2, fopts) / static_cast<double>(head_dim));
+    auto freqs = positions.to(at::kFloat).unsqueeze(-1) * inv_freq;
+    auto emb = at::cat({freqs, freqs}, -1);
+    return c10::ivalue::Tuple::create({emb.cos().to(x.scalar_type()), emb.sin().to(x.scalar_type())});
+  }
+};
+
+class LlamaAttention : public ModuleBase<LlamaAttention> {
+ public:
+  LlamaAttention(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase("LlamaAttention") {
+    int64_t h = c.integer("hidden_size"), heads = c.integer("num_attention_heads");
+    int64_t kv_heads = c.integer("num_key_value_heads", heads);
+    if (heads % kv_heads != 0)
+      throw Error(fmt::format("llama: num_attention_heads {} is not a multiple of num_key_value_heads {}", heads, kv_heads));
+    head_dim = llama_head_dim(c);
+    bool bias = c.flag("attention_bias", false);
+    set_child("q_proj", std::make_shared<Linear>(h, heads * head_dim, bias, o));
+    set_child("k_proj", std::make_shared<Linear>(h, kv_heads * head_dim, bias, o));
+    set_child("v_proj", std::make_shared<Linear>(h, kv_heads * head_dim, bias, o));
+    set_child("o_proj", std::make_shared<Linear>(heads * head_dim, h, bias, o));
+  }
+  std::string describe() const override { return fmt::format("head_dim={}", head_dim); }
+  int64_t head_dim;
+
+ protected:
+  // (hidden_states, cos, sin, additive mask); head counts follow the projections' rows.
+  Value forward(Values args) override {
+    auto x = tensor_arg(args, 0, "LlamaAttention", "hidden_states");
+    auto cos = tensor_arg(args, 1, "LlamaAttention", "cos").unsqueeze(1);
+    auto sin = tensor_arg(args, 2, "LlamaAttention", "sin").unsqueeze(1);
+    c10::optional<at::Tensor> mask;
+    if (args.size() > 3 && args[3].isTensor()) mask = args[3].toTensor();
+    auto q = split_heads(call("q_proj", x), head_dim);
+    auto k = split_heads(call("k_proj", x), head_dim);
+    auto v = split_heads(call("v_proj", x), head_dim);
+    q = q * cos + rotate_half(q) * sin;
+    k = k * cos + rotate_half(k) * sin;
+    if (q.size(1) % k.size(1) != 0)
+      throw Error(fmt::format("LlamaAttention: {} query heads cannot share {} key/value heads", q.size(1), k.size(1)));
+    int64_t groups = q.size(1) / k.size(1);
+    if (groups > 1) {
+      k = k.repeat_interleave(groups, 1);
+      v = v.repeat_interleave(groups, 1);
+    }
+    return call("o_proj", merge_heads(at::matmul(attention_probs(q, k, mask), v)));
+  }
+};
+
+class LlamaMLP : public ModuleBase<LlamaMLP> {
+ public:
+  LlamaMLP(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase("LlamaMLP") {
+    int64_t h = c.integer("hidden_size"), inner = c.integer("intermediate_size");
+    bool bias = c.flag("mlp_bias", false);
+    set_child("gate_proj", std::make_shared<Linear>(h, inner, bias, o));
+    set_child("up_proj", std::make_shared<Linear>(h, inner, bias, o));
+    set_child("down_proj", std::make_shared<Linear>(inner, h, bias, o));
+    set_child("act_fn", Activation::from_hf_name(c.str("hidden_act", "silu")));
+  }
+
+ protected:
+  Value forward(Values args) override {
+    auto x = tensor_arg(args, 0, "LlamaMLP", "hidden_states");
+    return call("down_proj", call("act_fn", call("gate_proj", x)) * call("up_proj", x));
+  }
+};
+
+class LlamaDecoderLayer : public ModuleBase<LlamaDecoderLayer> {
+ public:
+  LlamaDecoderLayer(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase("LlamaDecoderLayer") {
+    int64_t h = c.integer("hidden_size");
+    double eps = c.number("rms_norm_eps", 1e-6);
+    set_child("self_attn", std::make_shared<LlamaAttention>(c, o));
+    set_child("mlp", std::make_shared<LlamaMLP>(c, o));
+    set_child("input_layernorm", std::make_shared<RMSNorm>(h, eps, o));
+    set_child("post_attention_layernorm", std::make_shared<RMSNorm>(h, eps, o));
+  }
+
+ protected:
+  // (hidden_states, cos, sin, mask)
+  Value forward(Values args) override {
+    auto x = tensor_arg(args, 0, "LlamaDecoderLayer", "hidden_states");
+    Values attn_args(args.begin(), args.end());
+    attn_args[0] = call("input_layernorm", x);
+    x = x + call("self_attn", attn_args).toTensor();
+    return x + call("mlp", call("post_attention_layernorm", x));
+  }
+};
+
+class LlamaModel : public ModuleBase<LlamaModel> {
+ public:
+  LlamaModel(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase("LlamaModel") {
+    int64_t h = c.integer("hidden_size");
+    c10::optional<int64_t> pad;
+    if (c.has("pad_token_id")) pad = c.integer("pad_token_id");
+    set_child("embed_tokens", std::make_shared<Embedding>(c.integer("vocab_size"), h, pad, o));
+    std::vector<std::shared_ptr<Module>> layers;
+    for (int64_t i = 0; i < c.integer("num_hidden_layers"); ++i)
+      layers.push_back(std::make_shared<LlamaDecoderLayer>(c, o));
+    set_child("layers", std::make_shared<ModuleList>(layers));
+    set_child("norm", std::make_shared<RMSNorm>(h, c.number("rms_norm_eps", 1e-6), o));
+    set_child("rotary_emb", std::make_shared<LlamaRotaryEmbedding>(llama_head_dim(c), c.number("rope_theta", 10000.0)));
+  }
+
+ protected:
+  // (input_ids, {attention_mask=})
+  Value forward(Values args) override {
+    auto ids = tensor_arg(args, 0, "LlamaModel", "input_ids");
+    auto x = call("embed_tokens", ids);
+    auto positions = torch::arange(ids.size(1), ids.options()).unsqueeze(0).expand({ids.size(0), ids.size(1)});
+    auto rope = call("rotary_emb", Values{x, positions}).toTuple();
+    auto mask = additive_mask(kwarg_tensor(kwargs_arg(args, 1), "attention_mask"), ids.size(1), ids.size(1),
+                              /*causal=*/true, x.options());
+    Value h = x;
+    for (auto& [name, layer] : child("layers")->children_in_order())
+      h = (*layer)(Values{h, rope->elements()[0], rope->elements()[1], *mask});
+    return call("norm", h.toTensor());
+  }
+};
+
+class LlamaForCausalLM : public ModuleBase<LlamaForCausalLM>, public HasConfig {
+ public:
+  LlamaForCausalLM(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase("LlamaForCausalLM"), HasConfig(c) {
+    auto model = std::make_shared<LlamaModel>(c, o);
+    set_child("model", model);
+    auto head = std::make_shared<Linear>(c.integer("hidden_size"), c.integer("vocab_size"), false, o);
+    if (c.flag("tie_word_embeddings", false))
+      head->set_param("weight", model->child("embed_tokens")->param("weight"));
+    set_child("lm_head", head);
+  }
+
+ protected:
+  Value forward(Values args) override {
+    auto ids = tensor_arg(args, 0, "LlamaForCausalLM", "input_ids");
+    Values inner{ids};
+    if (args.size() > 1) inner.push_back(args[1]);
+    auto logits = call("lm_head", call("model", inner).toTensor());
+    if (auto labels = kwarg_tensor(kwargs_arg(args, 1), "labels")) return causal_lm_loss(logits, *labels);
+    return logits;
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<Module> build_llama(const ModelConfig& config, const BuildOptions& options) {
+  auto c = config.with_defaults("llama");
+  auto model = std::make_shared<LlamaForCausalLM>(c, options.tensor_options);
+  if (options.init_weights && options.tensor_options.device() != at::kMeta)
+    init_weights_hf(*model, c.number("initializer_range", 0.02));
+  return model;
+}
+
+}  // namespace slapo

@@ -1,0 +1,62 @@
+// Model selection by model_type, HF-style initialisation and unique parameter counting.
+#include "models/zoo.h"
+
+#include <unordered_set>
+
+#include "core/error.h"
+#include "models/layers.h"
+
+namespace slapo {
+
+std::shared_ptr<Module> build_model(const ModelConfig& config, const BuildOptions& options) {
+  const std::string type = config.model_type();
+  if (type == "bert") return build_bert(config, options);
+  if (type == "gpt2") return build_gpt2(config, options);
+  if (type == "llama") return build_llama(config, options);
+  if (type == "mlp") return build_mlp(config, options);
+  throw Error(fmt::format("models: unknown model_type '{}' (choices: bert, gpt2, llama, mlp)", type));
+}
+
+const ModelConfig* model_config(const Module& root) {
+  auto* holder = dynamic_cast<const HasConfig*>(&root);
+  return holder ? &holder->config : nullptr;
+}
+
+void init_weights_hf(Module& root, double std) {
+  torch::NoGradGuard no_grad;
+  // A tied tensor keeps the rule of the first module that owns it in module order (embeddings
+  // come before LM heads), as HF initialises before it ties.
+  std::unordered_set<c10::TensorImpl*> done;
+  auto fresh = [&](Module& m, const char* name) {
+    return m.has_param(name) && done.insert(m.param(name).unsafeGetTensorImpl()).second;
+  };
+  std::function<void(Module&)> visit = [&](Module& m) {
+    if (dynamic_cast<Linear*>(&m) || dynamic_cast<Conv1D*>(&m)) {
+      if (fresh(m, "weight")) m.param("weight").normal_(0.0, std);
+      if (fresh(m, "bias")) m.param("bias").zero_();
+    } else if (auto* e = dynamic_cast<Embedding*>(&m)) {
+      if (fresh(m, "weight")) {
+        e->param("weight").normal_(0.0, std);
+        if (e->padding_idx) e->param("weight")[*e->padding_idx].zero_();
+      }
+    } else if (dynamic_cast<LayerNorm*>(&m) || dynamic_cast<RMSNorm*>(&m)) {
+      if (fresh(m, "weight")) m.param("weight").fill_(1.0);
+      if (fresh(m, "bias")) m.param("bias").zero_();
+    } else {
+      for (auto& p : m.named_parameters(/*recurse=*/false))  // e.g. the MLM head's bias
+        if (fresh(m, p.key().c_str())) p.value().zero_();
+    }
+    for (auto& [name, child] : m.children_in_order()) visit(*child);
+  };
+  visit(root);
+}
+
+int64_t count_unique_parameters(torch::nn::Module& module) {
+  std::unordered_set<c10::TensorImpl*> seen;
+  int64_t total = 0;
+  for (auto& p : module.parameters())
+    if (p.defined() && seen.insert(p.unsafeGetTensorImpl()).second) total += p.numel();
+  return total;
+}
+
+}  // namespace slapo

@@ -1,0 +1,41 @@
+// The model zoo: Hugging Face architectures in LibTorch, built from a config.json's fields.
+#pragma once
+
+#include "core/module.h"
+#include "models/config.h"
+
+namespace slapo {
+
+struct BuildOptions {
+  at::TensorOptions tensor_options;  ///< device and dtype of the parameters ("meta": shapes only)
+  bool init_weights = true;          ///< HF's _init_weights; skipped on the meta device
+};
+
+/// Builds the LM-head class of `config.model_type()`: BertLMHeadModel, GPT2LMHeadModel,
+/// LlamaForCausalLM, or our MLP.
+std::shared_ptr<Module> build_model(const ModelConfig& config, const BuildOptions& options = {});
+
+std::shared_ptr<Module> build_bert(const ModelConfig& config, const BuildOptions& options);
+std::shared_ptr<Module> build_gpt2(const ModelConfig& config, const BuildOptions& options);
+std::shared_ptr<Module> build_llama(const ModelConfig& config, const BuildOptions& options);
+std::shared_ptr<Module> build_mlp(const ModelConfig& config, const BuildOptions& options);
+
+/// Mixed into a zoo model's root class: the config it was built from (save() writes it back).
+class HasConfig {
+ public:
+  explicit HasConfig(ModelConfig c) : config(std::move(c)) {}
+  virtual ~HasConfig() = default;
+  ModelConfig config;
+};
+
+/// The config a zoo model was built from, or nullptr for other modules.
+const ModelConfig* model_config(const Module& root);
+
+/// HF's default initialisation: normal(0, std) for Linear/Conv1D/Embedding weights, zero biases
+/// and padding rows, ones and zeros for norms.
+void init_weights_hf(Module& root, double std);
+
+/// Parameters counted once each, tied ones included once (HF's num_parameters()).
+int64_t count_unique_parameters(torch::nn::Module& module);
+
+}  // namespace slapo

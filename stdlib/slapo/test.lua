@@ -1,0 +1,110 @@
+--- The spec runner behind `slapo-lua test`: describe/it blocks with eq, pcall_err and matches,
+--- in the style of busted and Neovim's functional tests.
+---
+--- Example spec (tests/lua/tensor_spec.lua):
+---   describe("tensor", function()
+---     it("adds", function() eq(3, (slapo.ones{1} * 3):item()) end)
+---   end)
+--- Output: one line per case ("ok   tensor adds" / "FAIL tensor adds" with the error), and the
+--- host prints "N passed, N failed" after all files.
+local M = {}
+
+local function describe_value(v)
+  if type(v) == "string" then
+    return string.format("%q", v)
+  end
+  return tostring(v)
+end
+
+local function deep_equal(a, b)
+  if type(a) ~= type(b) then
+    return false
+  end
+  if type(a) ~= "table" then
+    return a == b
+  end
+  for k, v in pairs(a) do
+    if not deep_equal(v, b[k]) then
+      return false
+    end
+  end
+  for k in pairs(b) do
+    if a[k] == nil then
+      return false
+    end
+  end
+  return true
+end
+
+--- Raises unless expected equals actual (tables compared by content).
+function M.eq(expected, actual, message)
+  if not deep_equal(expected, actual) then
+    error(("%sexpected %s, got %s"):format(message and (message .. ": ") or "", describe_value(expected),
+      describe_value(actual)), 2)
+  end
+end
+
+--- Raises unless `s` matches the Lua pattern.
+function M.matches(pattern, s)
+  if type(s) ~= "string" or not s:find(pattern) then
+    error(("expected a string matching %q, got %s"):format(pattern, describe_value(s)), 2)
+  end
+end
+
+--- Calls fn(...) expecting an error; returns its message without the "file:line: " prefix.
+function M.pcall_err(fn, ...)
+  local ok, err = pcall(fn, ...)
+  if ok then
+    error("expected an error, but the call succeeded", 2)
+  end
+  err = tostring(err)
+  return (err:gsub("^[^\n]-:%d+: ", ""))
+end
+
+--- Raises unless the two tensors are close (relative and absolute tolerance).
+function M.close(expected, actual, opts)
+  opts = opts or {}
+  if not slapo.allclose(expected, actual, { rtol = opts.rtol or 1e-5, atol = opts.atol or 1e-6 }) then
+    local diff = (expected:double() - actual:double()):abs():max():item()
+    error(("tensors differ: max abs difference %g"):format(diff), 2)
+  end
+end
+
+--- Runs one spec file in its own environment; returns passed, failed.
+function M.run_file(path)
+  local passed, failed = 0, 0
+  local names = {}
+  local env = setmetatable({}, { __index = _G })
+  env.eq, env.matches, env.pcall_err, env.close = M.eq, M.matches, M.pcall_err, M.close
+  env.describe = function(name, body)
+    table.insert(names, name)
+    body()
+    table.remove(names)
+  end
+  env.it = function(name, body)
+    local full = table.concat(names, " ") .. " " .. name
+    local ok, err = xpcall(body, debug.traceback)
+    if ok then
+      passed = passed + 1
+      print("ok   " .. full)
+    else
+      failed = failed + 1
+      print("FAIL " .. full .. "\n     " .. tostring(err):gsub("\n", "\n     "))
+    end
+    collectgarbage()
+  end
+  local chunk, load_err = loadfile(path)
+  if not chunk then
+    print("FAIL " .. path .. ": " .. load_err)
+    return 0, 1
+  end
+  setfenv(chunk, env)
+  local ok, err = xpcall(chunk, debug.traceback)
+  if not ok then
+    print("FAIL " .. path .. " (outside any it block): " .. tostring(err))
+    failed = failed + 1
+  end
+  return passed, failed
+end
+
+return M
