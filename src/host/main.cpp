@@ -1,19 +1,37 @@
 // slapo-lua: the command line (run, test, inspect, --help, --version).
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+
 #include "host/commands.h"
 #include "slapo/build_config.h"
+
+namespace {
+
+// `slapo-lua run [OPTIONS] SCRIPT [ARGS...]`: everything after SCRIPT belongs to the script, even
+// arguments that look like options ("--tp 2"). Returns the index of SCRIPT in argv, or argc.
+int script_position(int argc, char** argv) {
+  int i = 1;
+  while (i < argc && argv[i][0] == '-') ++i;  // global flags (--help, --version)
+  if (i >= argc || std::string(argv[i]) != "run") return argc;
+  for (++i; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") return i + 1 < argc ? i + 1 : argc;
+    if (a.empty() || a[0] != '-') return i;
+  }
+  return argc;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"slapo-lua: schedule a LibTorch model from Lua without touching its definition", "slapo-lua"};
   app.set_version_flag("--version", std::string("slapo-lua ") + SLAPO_VERSION);
   app.require_subcommand(1);
 
-  std::vector<std::string> run_args;
+  std::string script;
   auto* run = app.add_subcommand("run", "Run a Lua script: slapo-lua run SCRIPT.lua [ARGS...]");
-  // Everything from the script name on belongs to the script, options included.
-  run->prefix_command();
-  run->add_option("script_and_args", run_args, "the script, then its arguments")->required();
+  run->add_option("script", script, "the Lua script; the arguments after it are the script's arg[1..n]")->required();
 
   std::vector<std::string> test_paths;
   auto* test = app.add_subcommand("test", "Run Lua spec files (*_spec.lua) and must-fail scripts (errors/*.lua)");
@@ -23,18 +41,16 @@ int main(int argc, char** argv) {
   auto* inspect = app.add_subcommand("inspect", "Print a model's module tree (preset name, HF directory or .pt file)");
   inspect->add_option("model", model, "preset name, Hugging Face model directory or TorchScript .pt file")->required();
 
+  int script_at = script_position(argc, argv);
+  std::vector<std::string> script_args(argv + std::min(script_at + 1, argc), argv + argc);
   try {
-    app.parse(argc, argv);
+    app.parse(std::min(script_at + 1, argc), argv);
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
 
-  if (*run) {
-    for (auto& extra : run->remaining()) run_args.push_back(extra);
-    std::string script = run_args.front();
-    return slapo::cmd_run(script, std::vector<std::string>(run_args.begin() + 1, run_args.end()));
-  }
+  if (*run) return slapo::cmd_run(script, script_args);
   if (*test) return slapo::cmd_test(test_paths);
   if (*inspect) return slapo::cmd_inspect(model);
   return 2;

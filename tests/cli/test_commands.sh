@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The command line: --help, --version, exit codes, error reports with tracebacks, script args.
+set -euo pipefail
+bin="$1"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+"$bin" --version | grep -q '^slapo-lua [0-9]'
+"$bin" --help | grep -q 'run'
+
+# a bad command line exits 2
+set +e
+"$bin" frobnicate >/dev/null 2>&1; [ $? -eq 2 ] || { echo "unknown subcommand should exit 2"; exit 1; }
+"$bin" run >/dev/null 2>&1; [ $? -eq 2 ] || { echo "run without a script should exit 2"; exit 1; }
+"$bin" run "$tmp/missing.lua" >/dev/null 2>&1; [ $? -eq 2 ] || { echo "missing script should exit 2"; exit 1; }
+set -e
+
+# a Lua error prints the message and a traceback, and exits 1
+cat > "$tmp/fails.lua" <<'LUA'
+local function inner() error("deliberate failure") end
+inner()
+LUA
+set +e
+"$bin" run "$tmp/fails.lua" 2>"$tmp/err"; rc=$?
+set -e
+[ $rc -eq 1 ] || { echo "a Lua error should exit 1, got $rc"; exit 1; }
+grep -q 'fails.lua:1: deliberate failure' "$tmp/err"
+grep -q 'stack traceback' "$tmp/err"
+grep -q "in function 'inner'" "$tmp/err"
+
+# a LibTorch error reaches the script with its real message
+cat > "$tmp/torch_error.lua" <<'LUA'
+slapo.ones({2, 3}):matmul(slapo.ones({2, 3}))
+LUA
+set +e
+"$bin" run "$tmp/torch_error.lua" 2>"$tmp/err"
+set -e
+grep -q 'cannot be multiplied' "$tmp/err"
+if grep -q 'C++ exception' "$tmp/err"; then echo "lost the exception message"; exit 1; fi
+
+# arguments after the script belong to the script, options included
+cat > "$tmp/args.lua" <<'LUA'
+print(#arg, arg[1], arg[2], arg[3], select("#", ...))
+LUA
+out=$("$bin" run "$tmp/args.lua" --tp 2 x)
+[ "$out" = "3	--tp	2	x	3" ] || { echo "script args: got '$out'"; exit 1; }
+
+# inspect prints HF names and the HF parameter count
+out=$("$bin" inspect gpt2)
+echo "$out" | grep -q '(transformer.h.0.attn.c_attn) Conv1D'
+echo "$out" | tail -1 | grep -q '^124,439,808 parameters$'
+"$bin" inspect bert-base-uncased | tail -1 | grep -q '^109,514,298 parameters$'
+set +e
+"$bin" inspect gtp2 2>"$tmp/err"; rc=$?
+set -e
+[ $rc -eq 1 ] && grep -q "unknown preset 'gtp2', did you mean 'gpt2'" "$tmp/err"
+echo "cli ok"
