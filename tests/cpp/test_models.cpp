@@ -45,6 +45,10 @@ TEST_CASE("models: preset parameter counts equal Hugging Face's") {
   CHECK(count("gpt2-medium") == 354823168);
   CHECK(count("TinyLlama-1.1B") == llama_expected(32000, 2048, 22, 32, 4, 5632));
   CHECK(count("TinyLlama-1.1B") == 1100048384);
+  CHECK(count("gpt2-large") == gpt2_expected(50257, 1280, 36, 1024));
+  CHECK(count("gpt2-large") == 774030080);
+  CHECK(count("llama-7b") == llama_expected(32000, 4096, 32, 32, 32, 11008));
+  CHECK(count("llama-7b") == 6738415616);
 }
 
 TEST_CASE("models: HF module names and tied weights") {

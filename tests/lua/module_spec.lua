@@ -112,3 +112,24 @@ describe("module handles", function()
     eq(before, slapo._live_modules())
   end)
 end)
+
+describe("Lua-defined modules against C++ modules", function()
+  it("compute what the C++ MLP computes, outputs and gradients", function()
+    slapo.manual_seed(4)
+    local mlp = slapo.models.mlp({ hidden_size = 8, intermediate_size = 16, hidden_act = "relu" })
+    local copy = mlp:clone()
+    local lua_mlp = slapo.nn.Module({
+      type = "LuaMLP",
+      children = { fc1 = copy.fc1, fc2 = copy.fc2 },
+      forward = function(self, x) return self.fc2(slapo.F.relu(self.fc1(x))) end,
+    })
+    local x = slapo.randn({ 4, 8 })
+    local y_cpp, y_lua = mlp(x), lua_mlp(x)
+    close(y_cpp, y_lua)
+    local loss_cpp, loss_lua = (y_cpp * y_cpp):sum(), (y_lua * y_lua):sum()
+    loss_cpp:backward()
+    loss_lua:backward()
+    close(mlp.fc1.weight.grad, lua_mlp.fc1.weight.grad)
+    close(mlp.fc2.bias.grad, lua_mlp.fc2.bias.grad)
+  end)
+end)
