@@ -1,9 +1,13 @@
 // `slapo-lua run` and `slapo-lua inspect`: one Lua state, one script.
 #include <fmt/format.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
+#include "dist/world.h"
 #include "host/commands.h"
+#include "host/launcher.h"
 #include "lua/runtime.h"
 #include "lua/state.h"
 
@@ -11,16 +15,26 @@ namespace slapo {
 
 void report_error(const std::string& message) { fmt::print(stderr, "slapo-lua: {}\n", message); }
 
-int cmd_run(const std::string& script, const std::vector<std::string>& args) {
+int cmd_run(const std::string& script, const std::vector<std::string>& args, int nproc) {
   if (!std::filesystem::exists(script)) {
     report_error(fmt::format("run: no script '{}'", script));
     return 2;
   }
+  if (nproc > 1 && !std::getenv("RANK")) return launch_ranks(nproc, script, args);
+  const char* error_file = std::getenv("SLAPO_ERROR_FILE");
+  if (error_file) std::setvbuf(stdout, nullptr, _IOLBF, 0);  // the launcher interleaves ranks by line
+  int rank = 0;
   try {
+    // Under torchrun's environment (or our launcher) join the world before the script starts,
+    // so every rank meets at the same rendezvous whatever the script does first.
+    auto world = dist::options_from_env();
+    rank = world.rank;
+    if (world.world_size > 1) dist::init(world);
     LuaState lua;
     lua.run_file(script, args);
   } catch (const std::exception& e) {
-    report_error(e.what());
+    if (error_file) write_error_file(error_file, rank, e.what());
+    else report_error(e.what());
     return 1;
   }
   return 0;

@@ -6,7 +6,8 @@
 
 namespace slapo {
 
-int cmd_run(const std::string& script, const std::vector<std::string>& args);
+/// Runs a script; with nproc > 1 (and no RANK in the environment) launches that many ranks.
+int cmd_run(const std::string& script, const std::vector<std::string>& args, int nproc = 1);
 int cmd_test(const std::vector<std::string>& paths);
 int cmd_inspect(const std::string& model);
 

@@ -17,7 +17,8 @@ int script_position(int argc, char** argv) {
   for (++i; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--") return i + 1 < argc ? i + 1 : argc;
-    if (a.empty() || a[0] != '-') return i;
+    if (a == "--nproc") ++i;  // the option's value
+    else if (a.empty() || a[0] != '-') return i;
   }
   return argc;
 }
@@ -31,6 +32,9 @@ int main(int argc, char** argv) {
 
   std::string script;
   auto* run = app.add_subcommand("run", "Run a Lua script: slapo-lua run SCRIPT.lua [ARGS...]");
+  int nproc = 1;
+  run->add_option("--nproc", nproc, "spawn N local ranks (Gloo on CPU) that all run the script")
+      ->check(CLI::Range(1, 1024));
   run->add_option("script", script, "the Lua script; the arguments after it are the script's arg[1..n]")->required();
 
   std::vector<std::string> test_paths;
@@ -50,7 +54,7 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
 
-  if (*run) return slapo::cmd_run(script, script_args);
+  if (*run) return slapo::cmd_run(script, script_args, nproc);
   if (*test) return slapo::cmd_test(test_paths);
   if (*inspect) return slapo::cmd_inspect(model);
   return 2;

@@ -18,6 +18,7 @@ int luaopen_slapo_core(lua_State* L) {
   open_nn(L);
   open_models(L);
   open_schedule(L);
+  open_dist(L);
   lua_pushstring(L, SLAPO_VERSION);
   lua_setfield(L, -2, "version");
   return 1;

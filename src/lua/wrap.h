@@ -8,6 +8,12 @@
 
 #include <c10/core/ScalarType.h>
 
+#include <memory>
+
+namespace slapo::dist {
+class Group;
+}
+
 namespace slapo {
 
 void open_tensor(lua_State* L);      // slapo.randn, ..., and the Tensor class
@@ -16,9 +22,13 @@ void open_module(lua_State* L);      // the Module class
 void open_nn(lua_State* L);          // slapo.nn layers and Lua-defined modules
 void open_models(lua_State* L);      // slapo.models, save, load
 void open_schedule(lua_State* L);    // create_schedule and the Schedule class
+void open_dist(lua_State* L);        // slapo.dist and the Group class
 
 /// Opens everything as package.loaded["slapo.core"].
 int luaopen_slapo_core(lua_State* L);
+
+/// The group at `idx` (a slapo.Group), or the world when the argument is absent.
+std::shared_ptr<dist::Group> lx_group_arg(lua_State* L, int idx);
 
 std::string tensor_dtype_name(at::ScalarType type);
 at::ScalarType tensor_dtype_from_name(const std::string& name, const char* fn);

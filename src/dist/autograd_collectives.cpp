@@ -1,0 +1,90 @@
+// Differentiable collectives as autograd Functions; each saves its group's id and dim.
+#include "dist/autograd_collectives.h"
+
+#include "dist/world.h"
+
+namespace slapo::dist {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+std::shared_ptr<Group> saved_group(AutogradContext* ctx) {
+  return group_by_id(static_cast<int>(ctx->saved_data["group"].toInt()));
+}
+
+struct CopyToGroup : public torch::autograd::Function<CopyToGroup> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t group) {
+    ctx->saved_data["group"] = group;
+    return x.view_as(x);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    at::Tensor g = grads[0].clone();
+    saved_group(ctx)->all_reduce(g, "sync(bwd)");
+    return {g, at::Tensor()};
+  }
+};
+
+struct ReduceFromGroup : public torch::autograd::Function<ReduceFromGroup> {
+  static at::Tensor forward(AutogradContext*, const at::Tensor& x, int64_t group) {
+    at::Tensor y = x.clone();
+    group_by_id(static_cast<int>(group))->all_reduce(y, "sync(all_reduce)");
+    return y;
+  }
+  static variable_list backward(AutogradContext*, variable_list grads) { return {grads[0], at::Tensor()}; }
+};
+
+struct GatherFromGroup : public torch::autograd::Function<GatherFromGroup> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t dim, int64_t group) {
+    ctx->saved_data["group"] = group;
+    ctx->saved_data["dim"] = dim;
+    return group_by_id(static_cast<int>(group))->all_gather(x, dim, "sync(all_gather)");
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto g = saved_group(ctx)->local_slice(grads[0], ctx->saved_data["dim"].toInt(), "sync(all_gather backward)");
+    return {g.contiguous(), at::Tensor(), at::Tensor()};
+  }
+};
+
+struct ScatterToGroup : public torch::autograd::Function<ScatterToGroup> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t dim, int64_t group) {
+    ctx->saved_data["group"] = group;
+    ctx->saved_data["dim"] = dim;
+    return group_by_id(static_cast<int>(group))->local_slice(x, dim, "sync(scatter)").contiguous();
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {saved_group(ctx)->all_gather(grads[0], ctx->saved_data["dim"].toInt(), "sync(scatter backward)"),
+            at::Tensor(), at::Tensor()};
+  }
+};
+
+struct ReduceScatterToGroup : public torch::autograd::Function<ReduceScatterToGroup> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t dim, int64_t group) {
+    ctx->saved_data["group"] = group;
+    ctx->saved_data["dim"] = dim;
+    return group_by_id(static_cast<int>(group))->reduce_scatter(x, dim, "sync(reduce_scatter)");
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {saved_group(ctx)->all_gather(grads[0], ctx->saved_data["dim"].toInt(), "sync(reduce_scatter backward)"),
+            at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor copy_to_group(const at::Tensor& x, const std::shared_ptr<Group>& g) { return CopyToGroup::apply(x, g->id()); }
+at::Tensor reduce_from_group(const at::Tensor& x, const std::shared_ptr<Group>& g) {
+  return ReduceFromGroup::apply(x, g->id());
+}
+at::Tensor gather_from_group(const at::Tensor& x, int64_t dim, const std::shared_ptr<Group>& g) {
+  return GatherFromGroup::apply(x, dim, g->id());
+}
+at::Tensor scatter_to_group(const at::Tensor& x, int64_t dim, const std::shared_ptr<Group>& g) {
+  return ScatterToGroup::apply(x, dim, g->id());
+}
+at::Tensor reduce_scatter_to_group(const at::Tensor& x, int64_t dim, const std::shared_ptr<Group>& g) {
+  return ReduceScatterToGroup::apply(x, dim, g->id());
+}
+
+}  // namespace slapo::dist

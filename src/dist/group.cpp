@@ -1,0 +1,91 @@
+// Collectives of a group: c10d calls on contiguous CPU tensors, with emulated reduce_scatter.
+#include "dist/group.h"
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include "core/error.h"
+
+namespace slapo::dist {
+
+Group::Group(int id, int rank, std::vector<int> global_ranks, c10::intrusive_ptr<c10d::ProcessGroup> pg)
+    : id_(id), rank_(rank), ranks_(std::move(global_ranks)), pg_(std::move(pg)) {}
+
+std::string Group::describe() const {
+  return id_ == 0 ? fmt::format("the world ({} rank{})", size(), size() == 1 ? "" : "s")
+                  : fmt::format("group {} (ranks {})", id_, fmt::join(ranks_, ", "));
+}
+
+void Group::check_member(const char* caller) const {
+  if (!contains_me())
+    throw Error(fmt::format("dist.{}: this rank is not in {}", caller, describe()));
+}
+
+namespace {
+int64_t wrap_dim(const at::Tensor& t, int64_t dim, const char* caller) {
+  int64_t n = t.dim();
+  if (dim < -n || dim >= n)
+    throw Error(fmt::format("dist.{}: dim {} is out of range for a {}-d tensor (valid: {} .. {})", caller, dim, n, -n,
+                            n - 1));
+  return dim < 0 ? dim + n : dim;
+}
+}  // namespace
+
+at::Tensor& Group::all_reduce(at::Tensor& t, const char* caller) {
+  check_member(caller);
+  if (size() == 1) return t;
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> bufs{t.is_contiguous() ? t.detach() : t.detach().contiguous()};
+  pg_->allreduce(bufs)->wait();
+  if (!t.is_contiguous()) t.detach().copy_(bufs[0]);
+  return t;
+}
+
+at::Tensor Group::all_gather(const at::Tensor& t, int64_t dim, const char* caller) {
+  check_member(caller);
+  dim = wrap_dim(t, dim, caller);
+  if (size() == 1) return t.detach().clone();
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> input{t.detach().contiguous()};
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int i = 0; i < size(); ++i) outputs[0].push_back(torch::empty_like(input[0]));
+  pg_->allgather(outputs, input)->wait();
+  return at::cat(outputs[0], dim);
+}
+
+at::Tensor& Group::broadcast(at::Tensor& t, int src, const char* caller) {
+  check_member(caller);
+  if (src < 0 || src >= size())
+    throw Error(fmt::format("dist.{}: source rank {} is not in {} (valid: 0 .. {})", caller, src, describe(), size() - 1));
+  if (size() == 1) return t;
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> bufs{t.detach().contiguous()};
+  c10d::BroadcastOptions opts;
+  opts.rootRank = src;
+  pg_->broadcast(bufs, opts)->wait();
+  if (!t.is_contiguous()) t.detach().copy_(bufs[0]);
+  return t;
+}
+
+at::Tensor Group::local_slice(const at::Tensor& t, int64_t dim, const char* caller) const {
+  check_member(caller);
+  dim = wrap_dim(t, dim, caller);
+  if (t.size(dim) % size() != 0)
+    throw Error(fmt::format("dist.{}: size {} of dim {} is not divisible by the {} ranks of {}", caller, t.size(dim), dim,
+                            size(), describe()));
+  int64_t part = t.size(dim) / size();
+  return t.narrow(dim, rank_ * part, part);
+}
+
+at::Tensor Group::reduce_scatter(const at::Tensor& t, int64_t dim, const char* caller) {
+  at::Tensor sum = t.detach().clone();
+  all_reduce(sum, caller);
+  return local_slice(sum, dim, caller).contiguous();
+}
+
+void Group::barrier() {
+  check_member("barrier");
+  if (size() == 1) return;
+  pg_->barrier()->wait();
+}
+
+}  // namespace slapo::dist

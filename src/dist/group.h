@@ -1,0 +1,51 @@
+// A group of ranks and its collectives over c10d (Gloo on CPU). One-rank groups need no
+// process group, so every script also runs alone. Collectives Gloo lacks in LibTorch 1.13
+// (reduce_scatter, flat all_gather) are emulated here and nowhere else.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace c10d {
+class ProcessGroup;
+}
+
+namespace slapo::dist {
+
+class Group {
+ public:
+  /// `rank` is this process's rank inside the group, -1 when it is not a member.
+  Group(int id, int rank, std::vector<int> global_ranks, c10::intrusive_ptr<c10d::ProcessGroup> pg);
+
+  int id() const { return id_; }
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(ranks_.size()); }
+  bool contains_me() const { return rank_ >= 0; }
+  const std::vector<int>& ranks() const { return ranks_; }  ///< global ranks, in group order
+  std::string describe() const;                              ///< "group 1 (ranks 0, 2)"
+
+  /// Sum over the group, in place; returns t.
+  at::Tensor& all_reduce(at::Tensor& t, const char* caller = "all_reduce");
+  /// Every rank's tensor concatenated along `dim`, in rank order.
+  at::Tensor all_gather(const at::Tensor& t, int64_t dim, const char* caller = "all_gather");
+  /// Copies `src`'s tensor (group-local rank) into t on every rank; returns t.
+  at::Tensor& broadcast(at::Tensor& t, int src, const char* caller = "broadcast");
+  /// The sum over the group, split along `dim`; this rank's part (emulated: all_reduce + narrow).
+  at::Tensor reduce_scatter(const at::Tensor& t, int64_t dim, const char* caller = "reduce_scatter");
+  /// This rank's part of t split evenly along `dim` (no communication).
+  at::Tensor local_slice(const at::Tensor& t, int64_t dim, const char* caller = "scatter") const;
+  void barrier();
+
+ private:
+  void check_member(const char* caller) const;
+
+  int id_;
+  int rank_;
+  std::vector<int> ranks_;
+  c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+};
+
+}  // namespace slapo::dist

@@ -1,0 +1,126 @@
+// Rendezvous and group creation over c10d's TCPStore and ProcessGroupGloo.
+#include "dist/world.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+
+#include "core/error.h"
+
+namespace slapo::dist {
+
+namespace {
+
+struct State {
+  std::mutex mutex;
+  WorldOptions options;
+  c10::intrusive_ptr<c10d::Store> store;
+  std::vector<std::shared_ptr<Group>> groups;  // index = group id; 0 = world
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  if (*end != '\0') throw Error(fmt::format("dist: environment variable {}='{}' is not an integer", name, v));
+  return static_cast<int>(n);
+}
+
+c10::intrusive_ptr<c10d::ProcessGroup> make_gloo(const std::string& prefix, int rank, int size) {
+  auto& s = state();
+  auto opts = c10d::ProcessGroupGloo::Options::create(s.options.timeout);
+  // Local runs bind to loopback; multi-node runs bind to this host's own address.
+  bool local = s.options.master_addr == "127.0.0.1" || s.options.master_addr == "localhost";
+  opts->devices.push_back(local ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                                : c10d::ProcessGroupGloo::createDefaultDevice());
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>(prefix, s.store), rank,
+                                                     size, opts);
+}
+
+}  // namespace
+
+WorldOptions options_from_env() {
+  WorldOptions o;
+  o.world_size = env_int("WORLD_SIZE", 1);
+  o.rank = env_int("RANK", 0);
+  if (const char* addr = std::getenv("MASTER_ADDR")) o.master_addr = addr;
+  o.master_port = env_int("MASTER_PORT", 29500);
+  o.timeout = std::chrono::seconds(env_int("SLAPO_DIST_TIMEOUT", 120));
+  if (o.world_size < 1) throw Error(fmt::format("dist: WORLD_SIZE={} must be at least 1", o.world_size));
+  if (o.rank < 0 || o.rank >= o.world_size)
+    throw Error(fmt::format("dist: RANK={} is outside the world of WORLD_SIZE={} (valid: 0 .. {})", o.rank, o.world_size,
+                            o.world_size - 1));
+  return o;
+}
+
+bool initialized() { return !state().groups.empty(); }
+
+void init(const WorldOptions& options) {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.groups.empty()) return;
+  s.options = options;
+  std::vector<int> all(options.world_size);
+  for (int i = 0; i < options.world_size; ++i) all[i] = i;
+  if (options.world_size == 1) {
+    s.groups.push_back(std::make_shared<Group>(0, 0, all, c10::intrusive_ptr<c10d::ProcessGroup>()));
+    return;
+  }
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<uint16_t>(options.master_port);
+  so.isServer = options.rank == 0;
+  so.numWorkers = options.world_size;
+  so.timeout = options.timeout;
+  try {
+    s.store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, so);
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("dist: rank {} could not reach the store at {}:{} within {} s: {}", options.rank,
+                            options.master_addr, options.master_port, options.timeout.count() / 1000, e.what()));
+  }
+  s.groups.push_back(std::make_shared<Group>(0, options.rank, all, make_gloo("world", options.rank, options.world_size)));
+}
+
+std::shared_ptr<Group> world() {
+  if (!initialized()) init(WorldOptions{});
+  return state().groups[0];
+}
+
+std::shared_ptr<Group> new_group(const std::vector<int>& ranks) {
+  auto w = world();
+  auto& s = state();
+  std::vector<int> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted.empty()) throw Error("dist.new_group: the rank list is empty");
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (sorted[i] < 0 || sorted[i] >= w->size())
+      throw Error(fmt::format("dist.new_group: rank {} is outside the world of {} ranks (valid: 0 .. {})", sorted[i],
+                              w->size(), w->size() - 1));
+    if (i > 0 && sorted[i] == sorted[i - 1]) throw Error(fmt::format("dist.new_group: rank {} is listed twice", sorted[i]));
+  }
+  std::lock_guard<std::mutex> lock(s.mutex);
+  int id = static_cast<int>(s.groups.size());
+  auto me = std::find(ranks.begin(), ranks.end(), w->rank());
+  int rank = me == ranks.end() ? -1 : static_cast<int>(me - ranks.begin());
+  c10::intrusive_ptr<c10d::ProcessGroup> pg;
+  if (rank >= 0 && ranks.size() > 1) pg = make_gloo(fmt::format("group{}", id), rank, static_cast<int>(ranks.size()));
+  s.groups.push_back(std::make_shared<Group>(id, rank, ranks, pg));
+  return s.groups.back();
+}
+
+std::shared_ptr<Group> group_by_id(int id) {
+  auto& s = state();
+  if (id < 0 || id >= static_cast<int>(s.groups.size())) throw Error(fmt::format("dist: no group with id {}", id));
+  return s.groups[id];
+}
+
+}  // namespace slapo::dist

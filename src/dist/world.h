@@ -1,0 +1,37 @@
+// The process-wide distributed context: rendezvous through c10d's TCPStore with torchrun's
+// environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), the world group and sub-groups.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "dist/group.h"
+
+namespace slapo::dist {
+
+struct WorldOptions {
+  int rank = 0;
+  int world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::chrono::milliseconds timeout{std::chrono::seconds(120)};  ///< store and collectives
+};
+
+/// Reads torchrun's variables; a process without them is a world of one. SLAPO_DIST_TIMEOUT
+/// (seconds) bounds the rendezvous and every collective, so a lost peer never hangs a run.
+WorldOptions options_from_env();
+
+/// Joins the world (idempotent). With world_size 1 no store or process group is created.
+void init(const WorldOptions& options);
+bool initialized();
+
+/// The world group (initialising a world of one when nothing was initialised).
+std::shared_ptr<Group> world();
+/// A sub-group of global `ranks`; every rank of the world must call it in the same order, as
+/// with torch.distributed.new_group. On ranks outside it the group has rank -1.
+std::shared_ptr<Group> new_group(const std::vector<int>& ranks);
+/// A group by id (autograd collectives store ids in their saved state).
+std::shared_ptr<Group> group_by_id(int id);
+
+}  // namespace slapo::dist

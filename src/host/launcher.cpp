@@ -1,0 +1,225 @@
+// The local multi-rank launcher: fork+exec per rank, output forwarding, failure handling.
+#include "host/launcher.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "host/commands.h"
+
+namespace slapo {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    if (fd >= 0) ::close(fd);
+    return 29500;
+  }
+  int port = ntohs(addr.sin_port);
+  ::close(fd);
+  return port;
+}
+
+struct Rank {
+  int rank;
+  pid_t pid;
+  int out_fd, err_fd;
+  std::string out_buf, err_buf;
+  bool exited = false;
+  int status = 0;
+};
+
+// Writes complete lines of `buf` to `stream`, prefixed for ranks other than 0.
+void flush_lines(std::string& buf, FILE* stream, int rank, bool all) {
+  size_t start = 0, nl;
+  while ((nl = buf.find('\n', start)) != std::string::npos || (all && start < buf.size())) {
+    size_t end = nl == std::string::npos ? buf.size() : nl;
+    std::string line = buf.substr(start, end - start);
+    if (rank > 0) fmt::print(stream, "[rank {}] {}\n", rank, line);
+    else fmt::print(stream, "{}\n", line);
+    start = end + 1;
+    if (nl == std::string::npos) break;
+  }
+  buf.erase(0, std::min(start, buf.size()));
+  std::fflush(stream);
+}
+
+bool drain(int& fd, std::string& buf) {
+  if (fd < 0) return false;
+  char chunk[4096];
+  ssize_t n = ::read(fd, chunk, sizeof(chunk));
+  if (n > 0) {
+    buf.append(chunk, static_cast<size_t>(n));
+    return true;
+  }
+  if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+    ::close(fd);
+    fd = -1;
+  }
+  return false;
+}
+
+pid_t spawn(int rank, int nproc, int port, const std::string& error_file, const std::string& script,
+            const std::vector<std::string>& args, int out_pipe[2], int err_pipe[2]) {
+  pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  // Child: only async-signal-safe work until exec.
+  ::dup2(out_pipe[1], STDOUT_FILENO);
+  ::dup2(err_pipe[1], STDERR_FILENO);
+  ::close(out_pipe[0]);
+  ::close(err_pipe[0]);
+  std::string r = std::to_string(rank), n = std::to_string(nproc), p = std::to_string(port);
+  ::setenv("RANK", r.c_str(), 1);
+  ::setenv("LOCAL_RANK", r.c_str(), 1);
+  ::setenv("WORLD_SIZE", n.c_str(), 1);
+  ::setenv("LOCAL_WORLD_SIZE", n.c_str(), 1);
+  ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+  ::setenv("MASTER_PORT", p.c_str(), 1);
+  ::setenv("SLAPO_ERROR_FILE", error_file.c_str(), 1);
+  if (!::getenv("OMP_NUM_THREADS")) {
+    unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    std::string threads = std::to_string(std::max(1u, cores / static_cast<unsigned>(nproc)));
+    ::setenv("OMP_NUM_THREADS", threads.c_str(), 1);
+  }
+  std::vector<std::string> argv_s{"slapo-lua", "run", script};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv("/proc/self/exe", argv.data());
+  ::_exit(127);
+}
+
+std::string describe_exit(int status) {
+  if (WIFSIGNALED(status)) return fmt::format("died from signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  return fmt::format("exited with code {}", WEXITSTATUS(status));
+}
+
+}  // namespace
+
+void write_error_file(const std::string& path, int rank, const std::string& message) {
+  nlohmann::json j = {{"rank", rank}, {"time_ns", now_ns()}, {"message", message}};
+  std::string tmp = path + ".tmp";
+  std::ofstream(tmp) << j.dump() << "\n";
+  fs::rename(tmp, path);
+}
+
+int launch_ranks(int nproc, const std::string& script, const std::vector<std::string>& args) {
+  char dir_template[] = "/tmp/slapo-run-XXXXXX";
+  if (!::mkdtemp(dir_template)) {
+    report_error(fmt::format("run: cannot create a temporary directory: {}", std::strerror(errno)));
+    return 1;
+  }
+  std::string dir = dir_template;
+  int port = free_port();
+
+  std::vector<Rank> ranks;
+  for (int k = 0; k < nproc; ++k) {
+    int out_pipe[2], err_pipe[2];
+    if (::pipe(out_pipe) != 0 || ::pipe(err_pipe) != 0) {
+      report_error("run: cannot create pipes for the ranks");
+      return 1;
+    }
+    pid_t pid = spawn(k, nproc, port, fmt::format("{}/rank-{}.json", dir, k), script, args, out_pipe, err_pipe);
+    ::close(out_pipe[1]);
+    ::close(err_pipe[1]);
+    ::fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
+    ::fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
+    ranks.push_back({k, pid, out_pipe[0], err_pipe[0], "", "", false, 0});
+  }
+
+  // Forward output and watch exits; after the first failure, stop the others (TERM, then KILL).
+  int first_failed = -1;
+  std::chrono::steady_clock::time_point failed_at;
+  bool killed = false;
+  for (;;) {
+    std::vector<pollfd> fds;
+    for (auto& r : ranks) {
+      if (r.out_fd >= 0) fds.push_back({r.out_fd, POLLIN, 0});
+      if (r.err_fd >= 0) fds.push_back({r.err_fd, POLLIN, 0});
+    }
+    if (!fds.empty()) ::poll(fds.data(), fds.size(), 100);
+    bool open_pipes = false;
+    for (auto& r : ranks) {
+      while (drain(r.out_fd, r.out_buf)) {}
+      while (drain(r.err_fd, r.err_buf)) {}
+      flush_lines(r.out_buf, stdout, r.rank, r.out_fd < 0);
+      flush_lines(r.err_buf, stderr, r.rank, r.err_fd < 0);
+      open_pipes = open_pipes || r.out_fd >= 0 || r.err_fd >= 0;
+      if (!r.exited && ::waitpid(r.pid, &r.status, WNOHANG) == r.pid) {
+        r.exited = true;
+        bool ok = WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0;
+        if (!ok && first_failed < 0) {
+          first_failed = r.rank;
+          failed_at = std::chrono::steady_clock::now();
+          for (auto& other : ranks)
+            if (!other.exited) ::kill(other.pid, SIGTERM);
+        }
+      }
+    }
+    bool all_exited = std::all_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.exited; });
+    if (all_exited && !open_pipes) break;
+    if (first_failed >= 0 && !killed && std::chrono::steady_clock::now() - failed_at > std::chrono::seconds(3)) {
+      for (auto& other : ranks)
+        if (!other.exited) ::kill(other.pid, SIGKILL);
+      killed = true;
+    }
+    if (all_exited && open_pipes && first_failed >= 0 && killed) break;  // a grandchild holds a pipe
+  }
+
+  if (first_failed < 0) {
+    fs::remove_all(dir);
+    return 0;
+  }
+  // The root cause is the earliest recorded error (peers of a dead rank fail after it).
+  int culprit = first_failed;
+  int64_t earliest = INT64_MAX;
+  std::string message;
+  for (auto& r : ranks) {
+    std::ifstream in(fmt::format("{}/rank-{}.json", dir, r.rank));
+    if (!in) continue;
+    try {
+      auto j = nlohmann::json::parse(in);
+      if (j["time_ns"].get<int64_t>() < earliest) {
+        earliest = j["time_ns"].get<int64_t>();
+        culprit = r.rank;
+        message = j["message"].get<std::string>();
+      }
+    } catch (const std::exception&) {
+    }
+  }
+  if (message.empty()) message = describe_exit(ranks[culprit].status);
+  report_error(fmt::format("rank {} of {} failed: {}", culprit, nproc, message));
+  fs::remove_all(dir);
+  return 1;
+}
+
+}  // namespace slapo

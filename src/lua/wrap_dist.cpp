@@ -1,0 +1,112 @@
+// slapo.dist: rank, world_size, collectives and sub-groups. Each takes an optional group last.
+#include "core/error.h"
+#include "dist/world.h"
+#include "lua/runtime.h"
+#include "lua/wrap.h"
+
+namespace slapo {
+
+namespace {
+
+using GroupPtr = std::shared_ptr<dist::Group>;
+
+void push_group(lua_State* L, GroupPtr g) {
+  void* p = lua_newuserdata(L, sizeof(GroupPtr));
+  new (p) GroupPtr(std::move(g));
+  luaL_getmetatable(L, "slapo.Group");
+  lua_setmetatable(L, -2);
+}
+
+// The group at `idx`, or the world when it is absent.
+GroupPtr group_arg(lua_State* L, int idx) {
+  if (lua_isnoneornil(L, idx)) return dist::world();
+  void* p = luaL_testudata(L, idx, "slapo.Group");
+  if (!p) luaL_error(L, "dist: argument %d must be a group from slapo.dist.new_group, got %s", idx, luaL_typename(L, idx));
+  return *static_cast<GroupPtr*>(p);
+}
+
+int w_Group_gc(lua_State* L) {
+  static_cast<GroupPtr*>(luaL_checkudata(L, 1, "slapo.Group"))->~GroupPtr();
+  return 0;
+}
+int w_Group_tostring(lua_State* L) {
+  lua_pushstring(L, group_arg(L, 1)->describe().c_str());
+  return 1;
+}
+int w_Group_ranks(lua_State* L) {
+  auto g = group_arg(L, 1);
+  lua_createtable(L, g->size(), 0);
+  for (int i = 0; i < g->size(); ++i) {
+    lua_pushnumber(L, g->ranks()[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+int w_rank(lua_State* L) {
+  lua_pushnumber(L, group_arg(L, 1)->rank());
+  return 1;
+}
+int w_world_size(lua_State* L) {
+  lua_pushnumber(L, group_arg(L, 1)->size());
+  return 1;
+}
+int w_barrier(lua_State* L) {
+  group_arg(L, 1)->barrier();
+  return 0;
+}
+int w_all_reduce(lua_State* L) {
+  group_arg(L, 2)->all_reduce(lx_check_tensor(L, 1));
+  lua_settop(L, 1);
+  return 1;
+}
+int w_all_gather(lua_State* L) {
+  lx_push_tensor(L, group_arg(L, 3)->all_gather(lx_check_tensor(L, 1), static_cast<int64_t>(luaL_optnumber(L, 2, 0))));
+  return 1;
+}
+int w_reduce_scatter(lua_State* L) {
+  lx_push_tensor(L, group_arg(L, 3)->reduce_scatter(lx_check_tensor(L, 1), static_cast<int64_t>(luaL_optnumber(L, 2, 0))));
+  return 1;
+}
+int w_broadcast(lua_State* L) {
+  group_arg(L, 3)->broadcast(lx_check_tensor(L, 1), static_cast<int>(luaL_optnumber(L, 2, 0)));
+  lua_settop(L, 1);
+  return 1;
+}
+int w_new_group(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  std::vector<int> ranks;
+  for (size_t i = 1; i <= lua_objlen(L, 1); ++i) {
+    lua_rawgeti(L, 1, static_cast<int>(i));
+    ranks.push_back(static_cast<int>(luaL_checknumber(L, -1)));
+    lua_pop(L, 1);
+  }
+  push_group(L, dist::new_group(ranks));
+  return 1;
+}
+int w_group(lua_State* L) {
+  push_group(L, dist::world());
+  return 1;
+}
+
+const luaL_Reg group_methods[] = {{"ranks", w_Group_ranks}, {"rank", w_rank}, {"size", w_world_size}, {nullptr, nullptr}};
+const luaL_Reg group_meta[] = {{"__gc", w_Group_gc}, {"__tostring", w_Group_tostring}, {nullptr, nullptr}};
+
+const luaL_Reg dist_functions[] = {
+    {"rank", w_rank},           {"world_size", w_world_size}, {"barrier", w_barrier},
+    {"all_reduce", w_all_reduce}, {"all_gather", w_all_gather}, {"reduce_scatter", w_reduce_scatter},
+    {"broadcast", w_broadcast}, {"new_group", w_new_group},   {"world", w_group},
+    {nullptr, nullptr}};
+
+}  // namespace
+
+std::shared_ptr<dist::Group> lx_group_arg(lua_State* L, int idx) { return group_arg(L, idx); }
+
+void open_dist(lua_State* L) {
+  lx_new_class(L, "slapo.Group", group_methods, group_meta, nullptr);
+  lua_newtable(L);
+  lx_set_funcs(L, dist_functions);
+  lua_setfield(L, -2, "dist");
+}
+
+}  // namespace slapo
