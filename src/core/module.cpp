@@ -1,6 +1,7 @@
 // The schedulable module base: slots, hooks, parameters by name and deep copies.
 #include "core/module.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include "core/error.h"
@@ -18,6 +19,7 @@ Module::Module(std::string type_name) : torch::nn::Module(type_name), type_name_
 Module::Module(const Module& other)
     : torch::nn::Module(other),
       type_name_(other.type_name_),
+      meta_(other.meta_),
       slots_(other.slots_),
       pre_hooks_(other.pre_hooks_),
       post_hooks_(other.post_hooks_) {
@@ -29,10 +31,34 @@ Module::~Module() { --g_live_modules; }
 int64_t Module::live_count() { return g_live_modules.load(); }
 
 Value Module::operator()(Values args) {
-  for (auto& hook : pre_hooks_) hook(*this, args);
+  for (auto& hook : pre_hooks_) hook.second(*this, args);
   Value out = forward(args);
-  for (auto& hook : post_hooks_) hook(*this, args, out);
-  return out;
+  for (auto& hook : post_hooks_) hook.second(*this, args, out);
+  return finish(std::move(out));
+}
+
+namespace {
+std::atomic<int> g_next_hook_id{1};
+}
+
+int Module::add_forward_pre_hook(PreHook hook) {
+  int id = g_next_hook_id++;
+  pre_hooks_.emplace_back(id, std::move(hook));
+  return id;
+}
+
+int Module::add_forward_post_hook(PostHook hook) {
+  int id = g_next_hook_id++;
+  post_hooks_.emplace_back(id, std::move(hook));
+  return id;
+}
+
+void Module::remove_hook(int id) {
+  auto drop = [id](auto& hooks) {
+    hooks.erase(std::remove_if(hooks.begin(), hooks.end(), [id](auto& h) { return h.first == id; }), hooks.end());
+  };
+  drop(pre_hooks_);
+  drop(post_hooks_);
 }
 
 bool Module::has_child(const std::string& name) const {

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,19 @@ namespace slapo {
 
 using Value = c10::IValue;
 using Values = std::vector<c10::IValue>;
+
+/// How `shard` split a parameter: along `axis`, from `full_shape`, into `parts`.
+struct ShardSpec {
+  int64_t axis;
+  std::vector<int64_t> full_shape;
+  int parts;
+};
+
+/// What primitives record on a module; it travels with the module (replace, clone, build).
+struct ModuleMeta {
+  std::map<std::string, ShardSpec> shards;                          ///< by parameter name
+  std::map<std::string, std::map<std::string, Value>> annotations;  ///< parameter -> key -> value
+};
 
 /// Base of every schedulable module.
 ///
@@ -53,14 +67,22 @@ class Module : public torch::nn::Module {
 
   using PreHook = std::function<void(Module&, Values&)>;
   using PostHook = std::function<void(Module&, const Values&, Value&)>;
-  void add_forward_pre_hook(PreHook hook) { pre_hooks_.push_back(std::move(hook)); }
-  void add_forward_post_hook(PostHook hook) { post_hooks_.push_back(std::move(hook)); }
+  /// Hooks run in the order added; each call returns an id for remove_hook.
+  int add_forward_pre_hook(PreHook hook);
+  int add_forward_post_hook(PostHook hook);
+  void remove_hook(int id);
+
+  ModuleMeta& meta() { return meta_; }
+  const ModuleMeta& meta() const { return meta_; }
 
   /// How many slapo::Module objects are alive (lifetime tests use it).
   static int64_t live_count();
 
  protected:
   virtual Value forward(Values args) = 0;
+  /// Runs after the fwd_post hooks; a row-parallel Linear adds its bias here, after the
+  /// all-reduce a sync inserted, as Megatron's RowParallelLinear does.
+  virtual Value finish(Value out) { return out; }
   /// A copy of this object sharing parameters and children; deep_clone fixes both up.
   virtual std::shared_ptr<Module> shallow_copy() const = 0;
 
@@ -75,9 +97,10 @@ class Module : public torch::nn::Module {
  private:
 
   std::string type_name_;
+  ModuleMeta meta_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> slots_;
-  std::vector<PreHook> pre_hooks_;
-  std::vector<PostHook> post_hooks_;
+  std::vector<std::pair<int, PreHook>> pre_hooks_;
+  std::vector<std::pair<int, PostHook>> post_hooks_;
 };
 
 /// CRTP helper that gives a concrete module its shallow copy.

@@ -5,18 +5,30 @@
 
 #include "core/error.h"
 #include "core/tree_format.h"
+#include "dist/world.h"
 
 namespace slapo {
 
-std::shared_ptr<Schedule> Schedule::create(std::shared_ptr<Module> root, ScheduleGroup group) {
+std::shared_ptr<Schedule> Schedule::create(std::shared_ptr<Module> root, std::shared_ptr<dist::Group> group) {
   if (!root) throw Error("create_schedule: the model is empty");
-  return make_node(std::move(root), "", "", {}, std::make_shared<ScheduleLog>(),
-                   std::make_shared<ScheduleGroup>(group));
+  if (!group) group = dist::world();
+  if (!group->contains_me())
+    throw Error(fmt::format("create_schedule: this rank is not in {}, the group the schedule would use",
+                            group->describe()));
+  return make_node(std::move(root), "", "", {}, std::make_shared<ScheduleLog>(), std::move(group));
+}
+
+int Schedule::rank() const { return group_->rank(); }
+int Schedule::world_size() const { return group_->size(); }
+
+void Schedule::rebind_module(std::shared_ptr<Module> module) {
+  mod_ = std::move(module);
+  refresh_children();
 }
 
 std::shared_ptr<Schedule> Schedule::make_node(std::shared_ptr<Module> mod, std::string path, std::string name,
                                               std::weak_ptr<Schedule> parent, std::shared_ptr<ScheduleLog> log,
-                                              std::shared_ptr<ScheduleGroup> group) {
+                                              std::shared_ptr<dist::Group> group) {
   std::shared_ptr<Schedule> node(new Schedule());
   node->mod_ = std::move(mod);
   node->path_ = std::move(path);

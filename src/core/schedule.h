@@ -10,22 +10,23 @@
 
 namespace slapo {
 
-/// Which ranks a schedule shards and syncs over (filled by the distributed runtime).
-struct ScheduleGroup {
-  int rank = 0;
-  int world_size = 1;
-};
+namespace dist {
+class Group;
+}
 
 class Schedule : public std::enable_shared_from_this<Schedule> {
  public:
-  /// A schedule over `root`; every descendant module gets a node.
-  static std::shared_ptr<Schedule> create(std::shared_ptr<Module> root, ScheduleGroup group = {});
+  /// A schedule over `root` whose primitives shard and sync over `group` (default: the world);
+  /// every descendant module gets a node.
+  static std::shared_ptr<Schedule> create(std::shared_ptr<Module> root, std::shared_ptr<dist::Group> group = nullptr);
 
   const std::string& path() const { return path_; }  ///< "" for the root
   const std::string& name() const { return name_; }  ///< last path token, "" for the root
   std::shared_ptr<Module> mod() const { return mod_; }
   std::shared_ptr<Schedule> parent() const { return parent_.lock(); }
-  const ScheduleGroup& group() const { return *group_; }
+  const std::shared_ptr<dist::Group>& group() const { return group_; }
+  int rank() const;
+  int world_size() const;
   ScheduleLog& log() { return *log_; }
   const ScheduleLog& log() const { return *log_; }
 
@@ -42,6 +43,8 @@ class Schedule : public std::enable_shared_from_this<Schedule> {
 
   /// Rebuilds the nodes below this one from its module (after a primitive rewired children).
   void refresh_children();
+  /// Points this node at `module` (after its parent's slot was swapped) and rebuilds below it.
+  void rebind_module(std::shared_ptr<Module> module);
 
   /// "'bert.encoder'" or "the root module", for error messages.
   std::string where() const;
@@ -50,14 +53,14 @@ class Schedule : public std::enable_shared_from_this<Schedule> {
   Schedule() = default;
   static std::shared_ptr<Schedule> make_node(std::shared_ptr<Module> mod, std::string path, std::string name,
                                              std::weak_ptr<Schedule> parent, std::shared_ptr<ScheduleLog> log,
-                                             std::shared_ptr<ScheduleGroup> group);
+                                             std::shared_ptr<dist::Group> group);
 
   std::string path_, name_;
   std::shared_ptr<Module> mod_;
   std::weak_ptr<Schedule> parent_;
   std::vector<std::shared_ptr<Schedule>> children_;
   std::shared_ptr<ScheduleLog> log_;
-  std::shared_ptr<ScheduleGroup> group_;
+  std::shared_ptr<dist::Group> group_;
 };
 
 }  // namespace slapo

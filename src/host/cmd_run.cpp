@@ -20,7 +20,11 @@ int cmd_run(const std::string& script, const std::vector<std::string>& args, int
     report_error(fmt::format("run: no script '{}'", script));
     return 2;
   }
-  if (nproc > 1 && !std::getenv("RANK")) return launch_ranks(nproc, script, args);
+  if (nproc > 1 && !std::getenv("RANK")) {
+    std::vector<std::string> command{"run", script};
+    command.insert(command.end(), args.begin(), args.end());
+    return launch_ranks(nproc, command);
+  }
   const char* error_file = std::getenv("SLAPO_ERROR_FILE");
   if (error_file) std::setvbuf(stdout, nullptr, _IOLBF, 0);  // the launcher interleaves ranks by line
   int rank = 0;

@@ -2,10 +2,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
+#include "dist/world.h"
 #include "host/commands.h"
+#include "host/launcher.h"
 #include "lua/runtime.h"
 #include "lua/state.h"
 
@@ -26,7 +30,7 @@ bool is_spec(const fs::path& p) {
 }
 
 void run_spec(const fs::path& file, Tally& tally) {
-  fmt::print("# {}\n", file.string());
+  if (!std::getenv("SLAPO_TEST_QUIET")) fmt::print("# {}\n", file.string());
   std::fflush(stdout);
   try {
     LuaState lua;
@@ -77,7 +81,26 @@ void run_error_script(const fs::path& file, Tally& tally) {
 
 }  // namespace
 
-int cmd_test(const std::vector<std::string>& paths) {
+int cmd_test(const std::vector<std::string>& paths, int nproc) {
+  if (nproc > 1 && !std::getenv("RANK")) {
+    std::vector<std::string> command{"test"};
+    command.insert(command.end(), paths.begin(), paths.end());
+    return launch_ranks(nproc, command);
+  }
+  // Ranks join the world first; only rank 0 prints passes and the summary.
+  bool quiet = false;
+  try {
+    auto world = dist::options_from_env();
+    if (world.world_size > 1) {
+      dist::init(world);
+      quiet = world.rank != 0;
+      std::setvbuf(stdout, nullptr, _IOLBF, 0);
+    }
+  } catch (const std::exception& e) {
+    report_error(e.what());
+    return 1;
+  }
+  if (quiet) ::setenv("SLAPO_TEST_QUIET", "1", 1);
   std::vector<fs::path> specs, error_scripts;
   for (auto& p : paths) {
     if (fs::is_directory(p)) {
@@ -98,7 +121,7 @@ int cmd_test(const std::vector<std::string>& paths) {
   Tally tally;
   for (auto& s : specs) run_spec(s, tally);
   for (auto& e : error_scripts) run_error_script(e, tally);
-  fmt::print("{} passed, {} failed\n", tally.passed, tally.failed);
+  if (!quiet) fmt::print("{} passed, {} failed\n", tally.passed, tally.failed);
   return tally.failed == 0 && tally.passed > 0 ? 0 : 1;
 }
 

@@ -87,8 +87,8 @@ bool drain(int& fd, std::string& buf) {
   return false;
 }
 
-pid_t spawn(int rank, int nproc, int port, const std::string& error_file, const std::string& script,
-            const std::vector<std::string>& args, int out_pipe[2], int err_pipe[2]) {
+pid_t spawn(int rank, int nproc, int port, const std::string& error_file, const std::vector<std::string>& command,
+            int out_pipe[2], int err_pipe[2]) {
   pid_t pid = ::fork();
   if (pid != 0) return pid;
   // Child: only async-signal-safe work until exec.
@@ -109,8 +109,8 @@ pid_t spawn(int rank, int nproc, int port, const std::string& error_file, const 
     std::string threads = std::to_string(std::max(1u, cores / static_cast<unsigned>(nproc)));
     ::setenv("OMP_NUM_THREADS", threads.c_str(), 1);
   }
-  std::vector<std::string> argv_s{"slapo-lua", "run", script};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<std::string> argv_s{"slapo-lua"};
+  argv_s.insert(argv_s.end(), command.begin(), command.end());
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -132,7 +132,7 @@ void write_error_file(const std::string& path, int rank, const std::string& mess
   fs::rename(tmp, path);
 }
 
-int launch_ranks(int nproc, const std::string& script, const std::vector<std::string>& args) {
+int launch_ranks(int nproc, const std::vector<std::string>& command) {
   char dir_template[] = "/tmp/slapo-run-XXXXXX";
   if (!::mkdtemp(dir_template)) {
     report_error(fmt::format("run: cannot create a temporary directory: {}", std::strerror(errno)));
@@ -148,7 +148,7 @@ int launch_ranks(int nproc, const std::string& script, const std::vector<std::st
       report_error("run: cannot create pipes for the ranks");
       return 1;
     }
-    pid_t pid = spawn(k, nproc, port, fmt::format("{}/rank-{}.json", dir, k), script, args, out_pipe, err_pipe);
+    pid_t pid = spawn(k, nproc, port, fmt::format("{}/rank-{}.json", dir, k), command, out_pipe, err_pipe);
     ::close(out_pipe[1]);
     ::close(err_pipe[1]);
     ::fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);

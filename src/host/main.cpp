@@ -39,6 +39,8 @@ int main(int argc, char** argv) {
 
   std::vector<std::string> test_paths;
   auto* test = app.add_subcommand("test", "Run Lua spec files (*_spec.lua) and must-fail scripts (errors/*.lua)");
+  int test_nproc = 1;
+  test->add_option("--nproc", test_nproc, "run the specs on N local ranks (multi-rank specs)")->check(CLI::Range(1, 1024));
   test->add_option("paths", test_paths, "spec files or directories")->required();
 
   std::string model;
@@ -55,7 +57,7 @@ int main(int argc, char** argv) {
   }
 
   if (*run) return slapo::cmd_run(script, script_args, nproc);
-  if (*test) return slapo::cmd_test(test_paths);
+  if (*test) return slapo::cmd_test(test_paths, test_nproc);
   if (*inspect) return slapo::cmd_inspect(model);
   return 2;
 }

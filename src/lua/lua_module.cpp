@@ -23,23 +23,48 @@ std::shared_ptr<bool> lx_state_alive_flag(lua_State* L) {
   return *flag;
 }
 
-LuaModule::Ref::~Ref() {
+LuaRef::~LuaRef() {
   if (*alive) luaL_unref(main, LUA_REGISTRYINDEX, ref);
+}
+
+std::shared_ptr<LuaRef> LuaRef::from_stack(lua_State* L, int idx) {
+  lua_pushvalue(L, idx);
+  int ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  return std::shared_ptr<LuaRef>(new LuaRef{L, ref, lx_state_alive_flag(L)});
+}
+
+lua_State* LuaRef::push(const std::string& what) const {
+  if (!*alive) throw Error(fmt::format("{}: its Lua function belongs to a Lua state that has been closed", what));
+  lua_State* L = lx_current_state(main);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
+  return L;
+}
+
+Value call_lua_function(const LuaRef& fn, const Value& arg, const std::string& what) {
+  lua_State* L = lx_current_state(fn.main);
+  int top = lua_gettop(L);
+  fn.push(what);
+  lx_push_value(L, arg);
+  try {
+    lx_pcall(L, 1, 1);
+    Value out = lx_to_value(L, -1);
+    lua_settop(L, top);
+    return out;
+  } catch (const std::exception& e) {
+    lua_settop(L, top);
+    throw LuaError(fmt::format("{}: {}", what, e.what()));
+  }
 }
 
 LuaModule::LuaModule(lua_State* L, std::string type_name, int fn_index) : ModuleBase(std::move(type_name)) {
   luaL_checktype(L, fn_index, LUA_TFUNCTION);
-  lua_pushvalue(L, fn_index);
-  int ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  forward_ = std::shared_ptr<Ref>(new Ref{L, ref, lx_state_alive_flag(L)});
+  forward_ = LuaRef::from_stack(L, fn_index);
 }
 
 Value LuaModule::forward(Values args) {
-  if (!*forward_->alive)
-    throw Error(fmt::format("{}: forward is a Lua function of a Lua state that has been closed", type_name()));
   lua_State* L = lx_current_state(forward_->main);
   int top = lua_gettop(L);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, forward_->ref);
+  forward_->push(type_name());
   lx_push_module(L, std::dynamic_pointer_cast<Module>(shared_from_this()));
   for (auto& a : args) lx_push_value(L, a);
   try {

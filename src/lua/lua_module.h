@@ -11,6 +11,21 @@ namespace slapo {
 std::shared_ptr<bool> lx_state_alive_flag(lua_State* L);
 void lx_register_state_alive_flag(lua_State* L, std::shared_ptr<bool>* flag);
 
+/// A registry reference to a Lua value, shared by copies, released while its state is open.
+struct LuaRef {
+  lua_State* main;
+  int ref;
+  std::shared_ptr<bool> alive;
+  ~LuaRef();
+  /// References the value at `idx`.
+  static std::shared_ptr<LuaRef> from_stack(lua_State* L, int idx);
+  /// Pushes the value on the running thread (or the main one); throws if the state closed.
+  lua_State* push(const std::string& what) const;
+};
+
+/// Calls a Lua function with one value and returns its first result (sync's Lua ops use it).
+Value call_lua_function(const LuaRef& fn, const Value& arg, const std::string& what);
+
 class LuaModule : public ModuleBase<LuaModule> {
  public:
   /// Takes the function at `fn_index` as forward(self, ...).
@@ -20,14 +35,7 @@ class LuaModule : public ModuleBase<LuaModule> {
   Value forward(Values args) override;
 
  private:
-  // One registry reference shared by every copy; released while the state is still open.
-  struct Ref {
-    lua_State* main;
-    int ref;
-    std::shared_ptr<bool> alive;
-    ~Ref();
-  };
-  std::shared_ptr<Ref> forward_;
+  std::shared_ptr<LuaRef> forward_;  // shared by every copy of the module
 };
 
 }  // namespace slapo

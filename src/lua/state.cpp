@@ -19,6 +19,8 @@ int luaopen_slapo_core(lua_State* L) {
   open_models(L);
   open_schedule(L);
   open_dist(L);
+  open_verify(L);
+  open_optim(L);
   lua_pushstring(L, SLAPO_VERSION);
   lua_setfield(L, -2, "version");
   return 1;

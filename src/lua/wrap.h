@@ -23,6 +23,8 @@ void open_nn(lua_State* L);          // slapo.nn layers and Lua-defined modules
 void open_models(lua_State* L);      // slapo.models, save, load
 void open_schedule(lua_State* L);    // create_schedule and the Schedule class
 void open_dist(lua_State* L);        // slapo.dist and the Group class
+void open_optim(lua_State* L);       // slapo.optim (SGD, AdamW)
+void open_verify(lua_State* L);      // slapo.build and the core of slapo.verify
 
 /// Opens everything as package.loaded["slapo.core"].
 int luaopen_slapo_core(lua_State* L);

@@ -3,8 +3,10 @@
 
 #include "core/error.h"
 #include "core/schedule.h"
+#include "lua/lua_module.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
+#include "primitives/primitives.h"
 
 namespace slapo {
 
@@ -24,6 +26,141 @@ int w_Schedule_tostring(lua_State* L) {
 int w_Schedule_eq(lua_State* L) {
   lua_pushboolean(L, luaL_testudata(L, 1, "slapo.Schedule") && luaL_testudata(L, 2, "slapo.Schedule") &&
                          lx_check_schedule(L, 1) == lx_check_schedule(L, 2));
+  return 1;
+}
+
+// ---- primitives ----
+
+// The call site of a primitive: "file:line" of the Lua caller, and its arguments as Lua source.
+// Values with no literal form (modules, functions, tensors) print as args[N]; sch:log_args()
+// returns them, so load(sch:log())()(sch2, sch:log_args()) replays a log that holds them.
+CallSite call_site(lua_State* L, const Schedule& sch, int first, int last) {
+  CallSite site;
+  luaL_where(L, 1);
+  site.source = lua_tostring(L, -1);
+  lua_pop(L, 1);
+  while (!site.source.empty() && (site.source.back() == ' ' || site.source.back() == ':')) site.source.pop_back();
+  while (last >= first && lua_isnoneornil(L, last)) --last;
+  for (int i = first; i <= last; ++i) {
+    int t = lua_type(L, i);
+    if (t == LUA_TNIL || t == LUA_TBOOLEAN || t == LUA_TNUMBER || t == LUA_TSTRING ||
+        (t == LUA_TTABLE && lua_getmetatable(L, i) == 0)) {
+      try {
+        site.lua_args.push_back(lua_literal(lx_to_value(L, i)));
+        continue;
+      } catch (const std::exception&) {
+        // falls through: a table holding tensors or functions is kept as an object
+      }
+    } else if (t == LUA_TTABLE) {
+      lua_pop(L, 1);  // the metatable
+    }
+    lua_getfield(L, LUA_REGISTRYINDEX, "slapo.log_args");
+    lua_pushlightuserdata(L, const_cast<ScheduleLog*>(&sch.log()));
+    lua_rawget(L, -2);
+    if (lua_isnil(L, -1)) {
+      lua_pop(L, 1);
+      lua_newtable(L);
+      lua_pushlightuserdata(L, const_cast<ScheduleLog*>(&sch.log()));
+      lua_pushvalue(L, -2);
+      lua_rawset(L, -4);
+    }
+    int n = static_cast<int>(lua_objlen(L, -1)) + 1;
+    lua_pushvalue(L, i);
+    lua_rawseti(L, -2, n);
+    lua_pop(L, 2);
+    site.lua_args.push_back(fmt::format("args[{}]", n));
+  }
+  return site;
+}
+
+int w_Schedule_log_args(lua_State* L) {
+  auto& s = lx_check_schedule(L, 1);
+  lua_getfield(L, LUA_REGISTRYINDEX, "slapo.log_args");
+  lua_pushlightuserdata(L, &s->log());
+  lua_rawget(L, -2);
+  if (lua_isnil(L, -1)) lua_newtable(L);
+  return 1;
+}
+
+int w_Schedule_replace(lua_State* L) {
+  auto s = lx_check_schedule(L, 1);
+  if (!lx_is_module(L, 2))
+    throw Error(fmt::format("replace: the replacement for {} must be a module, got {} (build one with slapo.nn "
+                            "or slapo.nn.Module{{...}})", s->where(), luaL_typename(L, 2)));
+  replace(*s, lx_check_module(L, 2), call_site(L, *s, 2, 2));
+  lua_settop(L, 1);
+  return 1;
+}
+
+int w_Schedule_shard(lua_State* L) {
+  auto s = lx_check_schedule(L, 1);
+  std::string param = luaL_checkstring(L, 2);
+  if (!lua_isnumber(L, 3))
+    throw Error(fmt::format("shard: the axis for '{}' of {} must be a number, got {}", param, s->where(),
+                            luaL_typename(L, 3)));
+  shard(*s, param, static_cast<int64_t>(lua_tonumber(L, 3)), call_site(L, *s, 2, 3));
+  lua_settop(L, 1);
+  return 1;
+}
+
+// sub:sync(mode, op, {axis = N}) where op is a name, a reshard scheme or a function(value) -> value
+int w_Schedule_sync(lua_State* L) {
+  auto s = lx_check_schedule(L, 1);
+  SyncMode mode = parse_sync_mode(luaL_checkstring(L, 2), *s);
+  double axis = lx_opt_number(L, 4, "axis", static_cast<double>(INT64_MIN), "sync");
+  SyncOp op{SyncOp::Function};
+  if (lua_isfunction(L, 3)) {
+    auto fn = LuaRef::from_stack(L, 3);
+    std::string what = fmt::format("sync function on {}", s->where());
+    op.fn = [fn, what](const Value& v) { return call_lua_function(*fn, v, what); };
+  } else if (lua_type(L, 3) == LUA_TSTRING) {
+    op = parse_sync_op(lua_tostring(L, 3), static_cast<int64_t>(axis), *s);
+  } else {
+    throw Error(fmt::format("sync: op for {} must be a string or a function, got {}", s->where(), luaL_typename(L, 3)));
+  }
+  sync(*s, mode, op, call_site(L, *s, 2, 4));
+  lua_settop(L, 1);
+  return 1;
+}
+
+int w_Schedule_annotate(lua_State* L) {
+  auto s = lx_check_schedule(L, 1);
+  annotate(*s, luaL_checkstring(L, 2), luaL_checkstring(L, 3), lx_to_value(L, 4), call_site(L, *s, 2, 4));
+  lua_settop(L, 1);
+  return 1;
+}
+
+// sch:param_info(name) -> {shape=, full_shape=, shard_axis=, annotations={...}}
+int w_Schedule_param_info(lua_State* L) {
+  auto s = lx_check_schedule(L, 1);
+  std::string name = luaL_checkstring(L, 2);
+  auto& m = *s->mod();
+  at::Tensor t = m.param(name);
+  auto push_shape = [L](const std::vector<int64_t>& shape) {
+    lua_createtable(L, static_cast<int>(shape.size()), 0);
+    for (size_t i = 0; i < shape.size(); ++i) {
+      lua_pushnumber(L, static_cast<double>(shape[i]));
+      lua_rawseti(L, -2, static_cast<int>(i + 1));
+    }
+  };
+  lua_newtable(L);
+  push_shape(t.sizes().vec());
+  lua_setfield(L, -2, "shape");
+  auto spec = m.meta().shards.find(name);
+  push_shape(spec == m.meta().shards.end() ? t.sizes().vec() : spec->second.full_shape);
+  lua_setfield(L, -2, "full_shape");
+  if (spec != m.meta().shards.end()) {
+    lua_pushnumber(L, static_cast<double>(spec->second.axis));
+    lua_setfield(L, -2, "shard_axis");
+  }
+  lua_newtable(L);
+  auto notes = m.meta().annotations.find(name);
+  if (notes != m.meta().annotations.end())
+    for (auto& [key, value] : notes->second) {
+      lx_push_value(L, value);
+      lua_setfield(L, -2, key.c_str());
+    }
+  lua_setfield(L, -2, "annotations");
   return 1;
 }
 
@@ -67,18 +204,31 @@ int schedule_fields(lua_State* L) {
   else if (!std::strcmp(key, "parent")) {
     if (auto p = s->parent()) lx_push_schedule(L, p);
     else lua_pushnil(L);
-  } else if (!std::strcmp(key, "rank")) lua_pushnumber(L, s->group().rank);
-  else if (!std::strcmp(key, "world_size")) lua_pushnumber(L, s->group().world_size);
+  } else if (!std::strcmp(key, "rank")) lua_pushnumber(L, s->rank());
+  else if (!std::strcmp(key, "world_size")) lua_pushnumber(L, s->world_size());
   else lx_push_schedule(L, s->at(key));
   return 1;
 }
 
+// create_schedule(model, {group = g})
 int w_create_schedule(lua_State* L) {
-  lx_push_schedule(L, Schedule::create(lx_check_module(L, 1)));
+  std::shared_ptr<dist::Group> group;
+  if (lua_istable(L, 2)) {
+    lua_getfield(L, 2, "group");
+    if (!lua_isnil(L, -1)) group = lx_group_arg(L, lua_gettop(L));
+    lua_pop(L, 1);
+  }
+  lx_push_schedule(L, Schedule::create(lx_check_module(L, 1), group));
   return 1;
 }
 
 const luaL_Reg schedule_methods[] = {{"log", w_Schedule_log},
+                                     {"log_args", w_Schedule_log_args},
+                                     {"replace", w_Schedule_replace},
+                                     {"shard", w_Schedule_shard},
+                                     {"sync", w_Schedule_sync},
+                                     {"annotate", w_Schedule_annotate},
+                                     {"param_info", w_Schedule_param_info},
                                      {"named_schedules", w_Schedule_named_schedules},
                                      {"children", w_Schedule_children},
                                      {nullptr, nullptr}};
@@ -89,6 +239,8 @@ const luaL_Reg schedule_meta[] = {
 }  // namespace
 
 void open_schedule(lua_State* L) {
+  lua_newtable(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, "slapo.log_args");
   lx_new_class(L, "slapo.Schedule", schedule_methods, schedule_meta, schedule_fields);
   lua_pushcfunction(L, w_create_schedule);
   lua_setfield(L, -2, "create_schedule");

@@ -27,9 +27,25 @@ std::string Linear::describe() const {
                      has_param("bias") ? "true" : "false");
 }
 
+namespace {
+bool bias_after_sync(const Module& m, int64_t input_axis) {
+  auto w = m.meta().shards.find("weight");
+  return w != m.meta().shards.end() && w->second.axis == input_axis && m.has_param("bias") &&
+         !m.meta().shards.count("bias");
+}
+}  // namespace
+
+bool Linear::row_parallel() const { return bias_after_sync(*this, 1); }
+
 Value Linear::forward(Values args) {
   auto x = tensor_arg(args, 0, "Linear", "input");
-  return torch::nn::functional::linear(x, param("weight"), has_param("bias") ? param("bias") : at::Tensor());
+  bool with_bias = has_param("bias") && !row_parallel();
+  return at::linear(x, param("weight"), with_bias ? param("bias") : at::Tensor());
+}
+
+Value Linear::finish(Value out) {
+  if (row_parallel() && out.isTensor()) return out.toTensor() + param("bias");
+  return out;
 }
 
 // ---- Conv1D ----
@@ -44,12 +60,21 @@ std::string Conv1D::describe() const {
   return fmt::format("nx={}, nf={}", w.size(0), w.size(1));
 }
 
+bool Conv1D::row_parallel() const { return bias_after_sync(*this, 0); }
+
 Value Conv1D::forward(Values args) {
   auto x = tensor_arg(args, 0, "Conv1D", "input");
   auto w = param("weight");
   auto out_shape = x.sizes().vec();
   out_shape.back() = w.size(1);
-  return at::addmm(param("bias"), x.reshape({-1, x.size(-1)}), w).view(out_shape);
+  auto flat = x.reshape({-1, x.size(-1)});
+  if (row_parallel()) return at::mm(flat, w).view(out_shape);
+  return at::addmm(param("bias"), flat, w).view(out_shape);
+}
+
+Value Conv1D::finish(Value out) {
+  if (row_parallel() && out.isTensor()) return out.toTensor() + param("bias");
+  return out;
 }
 
 // ---- LayerNorm ----

@@ -10,9 +10,12 @@ class Linear : public ModuleBase<Linear> {
  public:
   Linear(int64_t in, int64_t out, bool bias, const at::TensorOptions& opts = {});
   std::string describe() const override;
+  /// Weight sharded along its input dim with a whole bias: the bias is added after the sync.
+  bool row_parallel() const;
 
  protected:
   Value forward(Values args) override;
+  Value finish(Value out) override;
 };
 
 /// GPT-2's Conv1D: y = x W + b with weight [in, out] (transposed against Linear, as HF stores it).
@@ -20,9 +23,11 @@ class Conv1D : public ModuleBase<Conv1D> {
  public:
   Conv1D(int64_t in, int64_t out, const at::TensorOptions& opts = {});
   std::string describe() const override;
+  bool row_parallel() const;
 
  protected:
   Value forward(Values args) override;
+  Value finish(Value out) override;
 };
 
 class LayerNorm : public ModuleBase<LayerNorm> {

@@ -42,4 +42,53 @@ function slapo.nn.Module(spec)
   return core.nn.lua_module(spec.type or "LuaModule", spec.children or {}, spec.params or {}, spec.forward)
 end
 
+--- Checks a schedule against the unscheduled model: outputs and (gathered) gradients.
+---   slapo.verify(sch, {ids}, {rtol = 1e-5, atol = 1e-6, backward = true}, function(sch) ... end)
+--- `fn` applies the primitives to check; without it the schedule's current state is compared
+--- with a copy taken now (which then only checks that forward and backward run alike).
+--- Returns a report {outputs=, gradients=, max_output_diff=, max_grad_diff=}; raises on mismatch.
+function slapo.verify(sch, inputs, opts, fn)
+  if type(opts) == "function" then
+    opts, fn = nil, opts
+  end
+  if type(inputs) ~= "table" or slapo.is_tensor(inputs) then
+    inputs = { inputs }
+  end
+  local reference = sch.mod:clone()
+  if fn then
+    fn(sch)
+  end
+  return core._verify(sch, reference, inputs, opts or {})
+end
+
+--- Replaces every descendant whose type is `type_name` with make_fn(path, module); all new
+--- modules are made before any is swapped in, so a failing make_fn changes nothing.
+local schedule_methods = debug.getregistry()["slapo.Schedule"].methods
+function schedule_methods.replace_all(sch, type_name, make_fn)
+  if type(type_name) ~= "string" then
+    error("replace_all: type name must be a string, got " .. type(type_name), 2)
+  end
+  if type(make_fn) ~= "function" then
+    error("replace_all: make_fn must be a function(path, module), got " .. type(make_fn), 2)
+  end
+  local targets = {}
+  for path, sub in sch:named_schedules() do
+    if sub.mod:type() == type_name then
+      table.insert(targets, sub)
+    end
+  end
+  local replacements = {}
+  for i, sub in ipairs(targets) do
+    local new = make_fn(sub.path, sub.mod)
+    if getmetatable(new) ~= debug.getregistry()["slapo.Module"] then
+      error(("replace_all: make_fn returned %s for '%s', not a module"):format(type(new), sub.path), 2)
+    end
+    replacements[i] = new
+  end
+  for i, sub in ipairs(targets) do
+    sub:replace(replacements[i])
+  end
+  return #targets
+end
+
 return slapo

@@ -86,7 +86,9 @@ function M.run_file(path)
     local ok, err = xpcall(body, debug.traceback)
     if ok then
       passed = passed + 1
-      print("ok   " .. full)
+      if not os.getenv("SLAPO_TEST_QUIET") then
+        print("ok   " .. full)
+      end
     else
       failed = failed + 1
       print("FAIL " .. full .. "\n     " .. tostring(err):gsub("\n", "\n     "))

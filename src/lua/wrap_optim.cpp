@@ -1,0 +1,86 @@
+// slapo.optim: torch::optim's SGD and AdamW over a module's parameters.
+#include <unordered_set>
+
+#include "core/error.h"
+#include "lua/runtime.h"
+#include "lua/wrap.h"
+
+namespace slapo {
+
+namespace {
+
+using OptimizerPtr = std::shared_ptr<torch::optim::Optimizer>;
+
+OptimizerPtr& check_optimizer(lua_State* L, int idx) {
+  return *static_cast<OptimizerPtr*>(luaL_checkudata(L, idx, "slapo.Optimizer"));
+}
+
+// params: a module or an array of tensors
+std::vector<at::Tensor> param_list(lua_State* L, int idx, const char* fn) {
+  if (lx_is_module(L, idx)) {
+    std::vector<at::Tensor> out;
+    std::unordered_set<c10::TensorImpl*> seen;
+    for (auto& p : lx_check_module(L, idx)->parameters())
+      if (p.requires_grad() && seen.insert(p.unsafeGetTensorImpl()).second) out.push_back(p);
+    return out;
+  }
+  if (!lua_istable(L, idx)) throw Error(fmt::format("{}: params must be a module or an array of tensors, got {}", fn, luaL_typename(L, idx)));
+  std::vector<at::Tensor> out;
+  for (size_t i = 1; i <= lua_objlen(L, idx); ++i) {
+    lua_rawgeti(L, idx, static_cast<int>(i));
+    out.push_back(lx_check_tensor(L, -1));
+    lua_pop(L, 1);
+  }
+  return out;
+}
+
+int push(lua_State* L, OptimizerPtr opt) {
+  void* p = lua_newuserdata(L, sizeof(OptimizerPtr));
+  new (p) OptimizerPtr(std::move(opt));
+  luaL_getmetatable(L, "slapo.Optimizer");
+  lua_setmetatable(L, -2);
+  return 1;
+}
+
+int w_sgd(lua_State* L) {
+  torch::optim::SGDOptions o(lx_opt_number(L, 2, "lr", 1e-2, "optim.sgd"));
+  o.momentum(lx_opt_number(L, 2, "momentum", 0, "optim.sgd"));
+  o.weight_decay(lx_opt_number(L, 2, "weight_decay", 0, "optim.sgd"));
+  return push(L, std::make_shared<torch::optim::SGD>(param_list(L, 1, "optim.sgd"), o));
+}
+
+int w_adamw(lua_State* L) {
+  torch::optim::AdamWOptions o(lx_opt_number(L, 2, "lr", 1e-3, "optim.adamw"));
+  o.weight_decay(lx_opt_number(L, 2, "weight_decay", 0.01, "optim.adamw"));
+  o.eps(lx_opt_number(L, 2, "eps", 1e-8, "optim.adamw"));
+  o.betas({lx_opt_number(L, 2, "beta1", 0.9, "optim.adamw"), lx_opt_number(L, 2, "beta2", 0.999, "optim.adamw")});
+  return push(L, std::make_shared<torch::optim::AdamW>(param_list(L, 1, "optim.adamw"), o));
+}
+
+int w_Optimizer_step(lua_State* L) {
+  check_optimizer(L, 1)->step();
+  return 0;
+}
+int w_Optimizer_zero_grad(lua_State* L) {
+  check_optimizer(L, 1)->zero_grad();
+  return 0;
+}
+int w_Optimizer_gc(lua_State* L) {
+  check_optimizer(L, 1).~OptimizerPtr();
+  return 0;
+}
+
+const luaL_Reg optimizer_methods[] = {{"step", w_Optimizer_step}, {"zero_grad", w_Optimizer_zero_grad}, {nullptr, nullptr}};
+const luaL_Reg optimizer_meta[] = {{"__gc", w_Optimizer_gc}, {nullptr, nullptr}};
+const luaL_Reg optim_functions[] = {{"sgd", w_sgd}, {"adamw", w_adamw}, {nullptr, nullptr}};
+
+}  // namespace
+
+void open_optim(lua_State* L) {
+  lx_new_class(L, "slapo.Optimizer", optimizer_methods, optimizer_meta, nullptr);
+  lua_newtable(L);
+  lx_set_funcs(L, optim_functions);
+  lua_setfield(L, -2, "optim");
+}
+
+}  // namespace slapo

@@ -1,0 +1,79 @@
+// slapo.build and the core of slapo.verify (stdlib/slapo/init.lua adds the Lua-facing shape).
+#include "core/error.h"
+#include "core/schedule.h"
+#include "lua/lua_module.h"
+#include "lua/runtime.h"
+#include "lua/wrap.h"
+#include "primitives/verify.h"
+
+namespace slapo {
+
+namespace {
+
+// build(sch, {init_weights = nil | true | false | function(path, module), seed = 0})
+int w_build(lua_State* L) {
+  auto s = lx_check_schedule(L, 1);
+  ScheduleBuildOptions o;
+  if (lua_istable(L, 2)) {
+    lua_getfield(L, 2, "init_weights");
+    if (lua_isboolean(L, -1)) o.init = lua_toboolean(L, -1) ? ScheduleBuildOptions::All : ScheduleBuildOptions::None;
+    else if (lua_isfunction(L, -1)) {
+      auto fn = LuaRef::from_stack(L, -1);
+      o.init_fn = [fn](const std::string& path, std::shared_ptr<Module> m) {
+        lua_State* T = fn->push("build: init_weights");
+        lua_pushstring(T, path.c_str());
+        lx_push_module(T, std::move(m));
+        lx_pcall(T, 2, 0);
+      };
+    } else if (!lua_isnil(L, -1))
+      throw Error(fmt::format("build: init_weights must be true, false or a function(path, module), got {}",
+                              luaL_typename(L, -1)));
+    lua_pop(L, 1);
+    o.seed = static_cast<uint64_t>(lx_opt_number(L, 2, "seed", 0, "build"));
+  }
+  lx_push_module(L, build(*s, o));
+  return 1;
+}
+
+// _verify(sch, reference_module, inputs_array, opts) -> report table
+int w_verify(lua_State* L) {
+  auto s = lx_check_schedule(L, 1);
+  auto ref = lx_check_module(L, 2);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  Values inputs;
+  for (size_t i = 1; i <= lua_objlen(L, 3); ++i) {
+    lua_rawgeti(L, 3, static_cast<int>(i));
+    inputs.push_back(lx_to_value(L, -1));
+    lua_pop(L, 1);
+  }
+  VerifyOptions o;
+  o.rtol = lx_opt_number(L, 4, "rtol", o.rtol, "verify");
+  o.atol = lx_opt_number(L, 4, "atol", o.atol, "verify");
+  o.backward = lx_opt_bool(L, 4, "backward", true, "verify");
+  o.train = lx_opt_bool(L, 4, "train", false, "verify");
+  o.seed = static_cast<uint64_t>(lx_opt_number(L, 4, "seed", 0, "verify"));
+  auto r = verify_against(*s, *ref, inputs, o);
+  lua_newtable(L);
+  lua_pushnumber(L, r.outputs);
+  lua_setfield(L, -2, "outputs");
+  lua_pushnumber(L, r.gradients);
+  lua_setfield(L, -2, "gradients");
+  lua_pushnumber(L, r.skipped_params);
+  lua_setfield(L, -2, "skipped_params");
+  lua_pushnumber(L, r.max_output_diff);
+  lua_setfield(L, -2, "max_output_diff");
+  lua_pushnumber(L, r.max_grad_diff);
+  lua_setfield(L, -2, "max_grad_diff");
+  return 1;
+}
+
+}  // namespace
+
+void open_verify(lua_State* L) {
+  lua_pushcfunction(L, w_build);
+  lua_setfield(L, -2, "build");
+  lua_pushcfunction(L, w_verify);
+  lua_setfield(L, -2, "_verify");
+}
+
+}  // namespace slapo

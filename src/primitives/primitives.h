@@ -1,0 +1,53 @@
+// The dynamic-graph primitives. Each checks everything first and raises slapo::Error naming
+// the primitive, the module path, the fault and the valid choices; only then it rewrites the
+// module and appends one entry to the schedule log. A failed primitive changes nothing.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/schedule.h"
+
+namespace slapo {
+
+/// Where a call came from and how its arguments print in the log.
+struct CallSite {
+  std::string source;                 ///< "bert_schedule.lua:12"
+  std::vector<std::string> lua_args;  ///< arguments as Lua source
+};
+
+/// replace(new_mod): puts `new_mod` in this module's slot of its parent. Requires: 1) the node
+/// is not the root; 2) `new_mod` is not this module or one of its ancestors.
+void replace(Schedule& sch, std::shared_ptr<Module> new_mod, const CallSite& site);
+
+/// shard(param, axis): keeps this rank's slice of `param` along `axis` (the parameter keeps its
+/// identity, so ties and optimizer references survive) and records the full shape. Requires:
+/// 1) the parameter exists; 2) 0 <= axis < dim (negative axes count from the end); 3) the size
+/// along axis divides by the group size; 4) the parameter is not sharded yet.
+void shard(Schedule& sch, const std::string& param, int64_t axis, const CallSite& site);
+
+enum class SyncMode { FwdPre, FwdPost, BwdPost };
+
+/// What a sync does to the tensor it touches.
+struct SyncOp {
+  enum Kind { AllReduce, AllGather, ReduceScatter, Scatter, Reshard, Function } kind;
+  int64_t axis = -1;                         ///< all_gather, reduce_scatter, scatter
+  std::string scheme;                        ///< reshard: "RS->SR", ...
+  std::function<Value(const Value&)> fn;     ///< a user function (Lua)
+};
+
+/// Parses "fwd_pre" | "fwd_post" | "bwd_post"; errors list the choices.
+SyncMode parse_sync_mode(const std::string& mode, const Schedule& sch);
+/// Parses "all_reduce" | "all_gather" | "reduce_scatter" | "scatter" | a reshard scheme.
+SyncOp parse_sync_op(const std::string& op, int64_t axis, const Schedule& sch);
+
+/// sync(mode, op): inserts a differentiable collective on the module's input (fwd_pre), output
+/// (fwd_post), or on the gradient of its input (bwd_post: identity forward, op backward).
+void sync(Schedule& sch, SyncMode mode, const SyncOp& op, const CallSite& site);
+
+/// annotate(param, key, value): attaches metadata to a parameter; it survives replace, build and clone.
+void annotate(Schedule& sch, const std::string& param, const std::string& key, const Value& value,
+              const CallSite& site);
+
+}  // namespace slapo

@@ -1,0 +1,53 @@
+// shard: keep this rank's slice of a parameter.
+#include "core/error.h"
+#include "dist/group.h"
+#include "primitives/primitives.h"
+
+namespace slapo {
+
+namespace {
+
+std::vector<std::string> param_names(const Module& m) { return m.named_parameters(/*recurse=*/false).keys(); }
+
+}  // namespace
+
+void shard(Schedule& sch, const std::string& param, int64_t axis, const CallSite& site) {
+  Module& m = *sch.mod();
+  // Step 1. The parameter.
+  if (!m.has_param(param)) {
+    auto names = param_names(m);
+    auto close = closest_names(param, names);
+    throw Error(fmt::format("shard: {} ({}) has no parameter '{}'{}; its parameters are: {}", sch.where(),
+                            m.type_name(), param, close.empty() ? "" : fmt::format(" (did you mean '{}'?)", close[0]),
+                            join_or_none(names)));
+  }
+  at::Tensor t = m.param(param);
+  // Step 2. The axis.
+  int64_t dims = t.dim();
+  if (axis < -dims || axis >= dims)
+    throw Error(fmt::format("shard: axis {} is out of range for '{}' of {} with shape [{}] (valid: 0 .. {})", axis, param,
+                            sch.where(), fmt::join(t.sizes(), ", "), dims - 1));
+  if (axis < 0) axis += dims;
+  // Step 3. Not sharded before.
+  auto done = m.meta().shards.find(param);
+  if (done != m.meta().shards.end())
+    throw Error(fmt::format("shard: '{}' of {} is already sharded along axis {}; a parameter is sharded once",
+                            param, sch.where(), done->second.axis));
+  // Step 4. Divisible.
+  int parts = sch.world_size();
+  if (t.size(axis) % parts != 0)
+    throw Error(fmt::format("shard: cannot split '{}' of {} along axis {}: size {} is not divisible by world size {}",
+                            param, sch.where(), axis, t.size(axis), parts));
+  // Step 5. Keep this rank's slice in the same tensor object (ties and references survive).
+  std::vector<int64_t> full = t.sizes().vec();
+  int64_t part = t.size(axis) / parts;
+  {
+    torch::NoGradGuard no_grad;
+    t.set_data(t.narrow(axis, sch.rank() * part, part).clone());
+  }
+  m.meta().shards[param] = ShardSpec{axis, full, parts};
+  // Step 6. Log.
+  sch.log().append({"shard", sch.path(), site.lua_args, site.source});
+}
+
+}  // namespace slapo

@@ -1,0 +1,104 @@
+// sync: insert a differentiable collective before or after a module.
+#include "core/error.h"
+#include "dist/autograd_collectives.h"
+#include "dist/group.h"
+#include "primitives/primitives.h"
+
+namespace slapo {
+
+namespace {
+
+const char* kModes = "fwd_pre, fwd_post, bwd_post";
+const char* kOps = "all_reduce, all_gather, reduce_scatter, scatter, a reshard scheme such as \"RS->SR\", or a function";
+const std::vector<std::string> kSchemes = {"RR->RR", "RR->RS", "RR->SR", "RS->RR", "RS->RS",
+                                           "RS->SR", "SR->RR", "SR->RS", "SR->SR"};
+
+// R/S layouts of the last two dims (Slapo's notation): "RS" = sharded along dim -1,
+// "SR" = sharded along dim -2. Moves compose a gather and a slice, both differentiable.
+at::Tensor reshard(const at::Tensor& x, const std::string& scheme, const std::shared_ptr<dist::Group>& g) {
+  std::string from = scheme.substr(0, 2), to = scheme.substr(4, 2);
+  auto sharded_dim = [](const std::string& layout) -> int64_t {
+    if (layout == "RS") return -1;
+    if (layout == "SR") return -2;
+    return 0;
+  };
+  if (from == to) return x;
+  at::Tensor y = x;
+  if (from != "RR") y = dist::gather_from_group(y, sharded_dim(from), g);
+  if (to != "RR") y = dist::scatter_to_group(y, sharded_dim(to), g);
+  return y;
+}
+
+at::Tensor apply_forward(const SyncOp& op, const at::Tensor& x, const std::shared_ptr<dist::Group>& g) {
+  switch (op.kind) {
+    case SyncOp::AllReduce: return dist::reduce_from_group(x, g);
+    case SyncOp::AllGather: return dist::gather_from_group(x, op.axis, g);
+    case SyncOp::ReduceScatter: return dist::reduce_scatter_to_group(x, op.axis, g);
+    case SyncOp::Scatter: return dist::scatter_to_group(x, op.axis, g);
+    case SyncOp::Reshard: return reshard(x, op.scheme, g);
+    case SyncOp::Function: break;
+  }
+  return x;
+}
+
+Value transform(const SyncOp& op, const Value& v, const std::shared_ptr<dist::Group>& g, bool backward,
+                const std::string& where, const char* mode) {
+  if (op.kind == SyncOp::Function) return op.fn(v);
+  if (!v.isTensor())
+    throw Error(fmt::format("sync({}) on {}: expected a tensor to synchronise, got {}", mode, where, v.tagKind()));
+  if (backward) return dist::copy_to_group(v.toTensor(), g);
+  return apply_forward(op, v.toTensor(), g);
+}
+
+}  // namespace
+
+SyncMode parse_sync_mode(const std::string& mode, const Schedule& sch) {
+  if (mode == "fwd_pre") return SyncMode::FwdPre;
+  if (mode == "fwd_post") return SyncMode::FwdPost;
+  if (mode == "bwd_post") return SyncMode::BwdPost;
+  throw Error(fmt::format("sync: unknown mode '{}' for {} (choices: {})", mode, sch.where(), kModes));
+}
+
+SyncOp parse_sync_op(const std::string& op, int64_t axis, const Schedule& sch) {
+  SyncOp out{SyncOp::AllReduce};
+  out.axis = axis;
+  bool needs_axis = true;
+  if (op == "all_reduce") out.kind = SyncOp::AllReduce, needs_axis = false;
+  else if (op == "all_gather") out.kind = SyncOp::AllGather;
+  else if (op == "reduce_scatter") out.kind = SyncOp::ReduceScatter;
+  else if (op == "scatter") out.kind = SyncOp::Scatter;
+  else if (std::find(kSchemes.begin(), kSchemes.end(), op) != kSchemes.end())
+    out.kind = SyncOp::Reshard, out.scheme = op, needs_axis = false;
+  else
+    throw Error(fmt::format("sync: unknown op '{}' for {} (choices: {}; schemes: {})", op, sch.where(), kOps,
+                            join_or_none(kSchemes)));
+  if (needs_axis && axis == INT64_MIN)
+    throw Error(fmt::format("sync: op '{}' for {} needs an axis: sync(mode, \"{}\", {{axis = N}})", op, sch.where(), op));
+  return out;
+}
+
+void sync(Schedule& sch, SyncMode mode, const SyncOp& op, const CallSite& site) {
+  // Step 1. Checks.
+  if (mode == SyncMode::BwdPost && op.kind != SyncOp::AllReduce)
+    throw Error(fmt::format("sync: mode 'bwd_post' on {} all-reduces the input gradient; op must be 'all_reduce'",
+                            sch.where()));
+  // Step 2. Install the hook.
+  auto group = sch.group();
+  std::string where = sch.where();
+  if (mode == SyncMode::FwdPost) {
+    sch.mod()->add_forward_post_hook([op, group, where](Module&, const Values&, Value& out) {
+      out = transform(op, out, group, false, where, "fwd_post");
+    });
+  } else {
+    bool backward = mode == SyncMode::BwdPost;
+    const char* name = backward ? "bwd_post" : "fwd_pre";
+    sch.mod()->add_forward_pre_hook([op, group, where, backward, name](Module&, Values& args) {
+      if (args.empty()) throw Error(fmt::format("sync({}) on {}: the module was called without inputs", name, where));
+      args[0] = transform(op, args[0], group, backward, where, name);
+    });
+  }
+  // Step 3. Log.
+  sch.log().append({"sync", sch.path(), site.lua_args, site.source});
+}
+
+}  // namespace slapo

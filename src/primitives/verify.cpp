@@ -1,0 +1,250 @@
+// build (materialise and initialise consistently across ranks) and verify (forward + backward).
+#include "primitives/verify.h"
+
+#include <map>
+#include <unordered_set>
+
+#include "core/error.h"
+#include "dist/group.h"
+#include "models/zoo.h"
+
+namespace slapo {
+
+namespace {
+
+// Every module of a tree with its path, pre-order.
+void collect(const std::shared_ptr<Module>& m, const std::string& path,
+             std::vector<std::pair<std::string, std::shared_ptr<Module>>>& out) {
+  out.emplace_back(path, m);
+  for (auto& [name, child] : m->children_in_order()) collect(child, path.empty() ? name : path + "." + name, out);
+}
+
+void tensors_of(const Value& v, std::vector<at::Tensor>& out) {
+  if (v.isTensor()) out.push_back(v.toTensor());
+  else if (v.isTuple()) for (auto& e : v.toTupleRef().elements()) tensors_of(e, out);
+  else if (v.isList()) for (const auto& e : v.toListRef()) tensors_of(e, out);
+  else if (v.isGenericDict()) for (auto& e : v.toGenericDict()) tensors_of(e.value(), out);
+}
+
+// Rank 0's inputs on every rank, so random inputs drawn per rank cannot make a false mismatch.
+Value same_on_all_ranks(const Value& v, const std::shared_ptr<dist::Group>& g) {
+  if (v.isTensor()) {
+    at::Tensor t = v.toTensor().detach().clone();
+    g->broadcast(t, 0, "verify");
+    return t;
+  }
+  if (v.isList()) {
+    c10::impl::GenericList out(c10::AnyType::get());
+    for (const auto& e : v.toListRef()) out.push_back(same_on_all_ranks(e, g));
+    return out;
+  }
+  if (v.isGenericDict()) {
+    c10::impl::GenericDict out(c10::StringType::get(), c10::AnyType::get());
+    for (auto& e : v.toGenericDict()) out.insert(e.key(), same_on_all_ranks(e.value(), g));
+    return out;
+  }
+  return v;
+}
+
+double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
+  return (a.detach().to(at::kDouble) - b.detach().to(at::kDouble)).abs().max().item<double>();
+}
+
+bool close(const at::Tensor& a, const at::Tensor& b, const VerifyOptions& o) {
+  return a.sizes() == b.sizes() && at::allclose(a.detach().to(at::kDouble), b.detach().to(at::kDouble), o.rtol, o.atol);
+}
+
+// The module that owns each parameter name, for the shard spec of sharded gradients.
+const ShardSpec* shard_spec_of(const std::string& name, const std::map<std::string, std::shared_ptr<Module>>& owners) {
+  auto dot = name.rfind('.');
+  std::string path = dot == std::string::npos ? "" : name.substr(0, dot);
+  std::string leaf = dot == std::string::npos ? name : name.substr(dot + 1);
+  auto owner = owners.find(path);
+  if (owner == owners.end()) return nullptr;
+  auto spec = owner->second->meta().shards.find(leaf);
+  return spec == owner->second->meta().shards.end() ? nullptr : &spec->second;
+}
+
+// Runs `model` on inputs with a recording hook on every module: path -> first output tensor.
+std::vector<std::pair<std::string, at::Tensor>> trace_outputs(const std::shared_ptr<Module>& model, const Values& inputs) {
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> mods;
+  collect(model, "", mods);
+  std::vector<std::pair<std::string, at::Tensor>> seen;
+  std::vector<std::pair<std::shared_ptr<Module>, int>> hooks;
+  for (auto& [path, m] : mods) {
+    std::string p = path;
+    hooks.emplace_back(m, m->add_forward_post_hook([p, &seen](Module&, const Values&, Value& out) {
+      if (out.isTensor()) seen.emplace_back(p, out.toTensor().detach());
+    }));
+  }
+  try {
+    torch::NoGradGuard no_grad;
+    (*model)(inputs);
+  } catch (...) {
+    for (auto& [m, id] : hooks) m->remove_hook(id);
+    throw;
+  }
+  for (auto& [m, id] : hooks) m->remove_hook(id);
+  return seen;
+}
+
+std::string first_divergence(const std::shared_ptr<Module>& reference, const std::shared_ptr<Module>& scheduled,
+                             const Values& inputs, const VerifyOptions& o, uint64_t seed) {
+  torch::manual_seed(seed);
+  auto ref = trace_outputs(reference, inputs);
+  torch::manual_seed(seed);
+  auto sch = trace_outputs(scheduled, inputs);
+  std::map<std::string, at::Tensor> by_path(sch.begin(), sch.end());
+  for (auto& [path, t] : ref) {
+    auto it = by_path.find(path);
+    if (it == by_path.end() || it->second.sizes() != t.sizes()) continue;  // replaced or sharded
+    if (!close(t, it->second, o))
+      return fmt::format("; the first module whose output differs is '{}' (max abs difference {:g})",
+                         path.empty() ? "<root>" : path, max_abs_diff(t, it->second));
+  }
+  return "";
+}
+
+}  // namespace
+
+std::shared_ptr<Module> build(Schedule& sch, const ScheduleBuildOptions& options) {
+  auto root = sch.mod();
+  if (options.init_fn) {
+    std::vector<std::pair<std::string, std::shared_ptr<Module>>> mods;
+    collect(root, sch.path(), mods);
+    for (auto& [path, m] : mods) options.init_fn(path, m);
+  } else if (options.init == ScheduleBuildOptions::All) {
+    // Initialise a full-size copy (same seed, same order on every rank), then take each slice.
+    auto full = root->deep_clone();
+    std::vector<std::pair<std::string, std::shared_ptr<Module>>> live, copy;
+    collect(root, "", live);
+    collect(full, "", copy);
+    for (size_t i = 0; i < copy.size(); ++i)
+      for (auto& [name, spec] : copy[i].second->meta().shards)
+        copy[i].second->param(name).set_data(torch::empty(spec.full_shape, copy[i].second->param(name).options()));
+    torch::manual_seed(options.seed);
+    double std = 0.02;
+    if (auto* c = model_config(*root)) std = c->number("initializer_range", 0.02);
+    init_weights_hf(*full, std);
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < live.size(); ++i) {
+      auto& m = *live[i].second;
+      for (auto& p : m.named_parameters(/*recurse=*/false)) {
+        at::Tensor value = copy[i].second->param(p.key());
+        auto spec = m.meta().shards.find(p.key());
+        if (spec != m.meta().shards.end()) {
+          int64_t part = value.size(spec->second.axis) / spec->second.parts;
+          value = value.narrow(spec->second.axis, sch.rank() * part, part);
+        }
+        p.value().copy_(value);
+      }
+    }
+  }
+  return root;
+}
+
+VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inputs, const VerifyOptions& o) {
+  auto group = sch.group();
+  auto scheduled = sch.mod();
+  auto reference = std::dynamic_pointer_cast<Module>(reference_module.shared_from_this());
+  for (auto& v : inputs) v = same_on_all_ranks(v, group);
+  bool was_training = scheduled->is_training();
+  scheduled->train(o.train);
+  reference->train(o.train);
+  VerifyReport report;
+  auto restore = [&] { scheduled->train(was_training); };
+
+  // Forward on both with the same seed (dropout masks line up in training mode).
+  torch::manual_seed(o.seed);
+  Value ref_out = (*reference)(inputs);
+  torch::manual_seed(o.seed);
+  Value sch_out = (*scheduled)(inputs);
+  std::vector<at::Tensor> ref_ts, sch_ts;
+  tensors_of(ref_out, ref_ts);
+  tensors_of(sch_out, sch_ts);
+  if (ref_ts.size() != sch_ts.size()) {
+    restore();
+    throw Error(fmt::format("verify: the scheduled model returns {} tensors, the original {}", sch_ts.size(), ref_ts.size()));
+  }
+  for (size_t i = 0; i < ref_ts.size(); ++i) {
+    if (ref_ts[i].sizes() != sch_ts[i].sizes()) {
+      restore();
+      throw Error(fmt::format("verify: output {} has shape [{}] in the scheduled model but [{}] in the original{}", i + 1,
+                              fmt::join(sch_ts[i].sizes(), ", "), fmt::join(ref_ts[i].sizes(), ", "),
+                              first_divergence(reference, scheduled, inputs, o, o.seed)));
+    }
+    double diff = max_abs_diff(ref_ts[i], sch_ts[i]);
+    report.max_output_diff = std::max(report.max_output_diff, diff);
+    if (!close(ref_ts[i], sch_ts[i], o)) {
+      restore();
+      throw Error(fmt::format("verify: output {} differs on rank {} (max abs difference {:g}, rtol {:g}, atol {:g}){}",
+                              i + 1, sch.rank(), diff, o.rtol, o.atol,
+                              first_divergence(reference, scheduled, inputs, o, o.seed)));
+    }
+    ++report.outputs;
+  }
+  if (!o.backward) {
+    restore();
+    return report;
+  }
+
+  // Backward with the same random output gradients on both (identical on every rank).
+  for (auto& p : reference->parameters()) p.mutable_grad() = at::Tensor();
+  for (auto& p : scheduled->parameters()) p.mutable_grad() = at::Tensor();
+  std::vector<at::Tensor> grads_out;
+  torch::manual_seed(o.seed + 1);
+  for (auto& t : ref_ts) {
+    at::Tensor g = torch::randn(t.sizes(), t.options().requires_grad(false));
+    group->broadcast(g, 0, "verify");
+    grads_out.push_back(g);
+  }
+  std::vector<at::Tensor> ref_roots, sch_roots, ref_g, sch_g;
+  for (size_t i = 0; i < ref_ts.size(); ++i) {
+    if (!ref_ts[i].requires_grad()) continue;
+    ref_roots.push_back(ref_ts[i]);
+    sch_roots.push_back(sch_ts[i]);
+    ref_g.push_back(grads_out[i]);
+    sch_g.push_back(grads_out[i]);
+  }
+  if (!ref_roots.empty()) torch::autograd::backward(ref_roots, ref_g);
+  if (!sch_roots.empty()) torch::autograd::backward(sch_roots, sch_g);
+
+  std::map<std::string, std::shared_ptr<Module>> owners;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> mods;
+  collect(scheduled, "", mods);
+  for (auto& m : mods) owners.emplace(m.first, m.second);
+  auto ref_params = reference->named_parameters();
+  std::unordered_set<c10::TensorImpl*> seen;
+  for (auto& p : scheduled->named_parameters()) {
+    if (!p.value().defined() || !seen.insert(p.value().unsafeGetTensorImpl()).second) continue;
+    const at::Tensor* ref = ref_params.find(p.key());
+    if (!ref) {
+      ++report.skipped_params;
+      continue;
+    }
+    at::Tensor g = p.value().grad();
+    at::Tensor rg = ref->grad();
+    if (!rg.defined() && !g.defined()) continue;
+    if (!g.defined() || !rg.defined()) {
+      restore();
+      throw Error(fmt::format("verify: '{}' has a gradient in {} model only", p.key(), g.defined() ? "the scheduled" : "the original"));
+    }
+    if (const ShardSpec* spec = shard_spec_of(p.key(), owners)) g = group->all_gather(g, spec->axis, "verify");
+    double diff = g.sizes() == rg.sizes() ? max_abs_diff(g, rg) : -1;
+    report.max_grad_diff = std::max(report.max_grad_diff, diff);
+    if (!close(g, rg, o)) {
+      restore();
+      throw Error(fmt::format("verify: the gradient of '{}' differs on rank {} (max abs difference {:g}, shape [{}] vs "
+                              "[{}]){}",
+                              p.key(), sch.rank(), diff, fmt::join(g.sizes(), ", "), fmt::join(rg.sizes(), ", "),
+                              first_divergence(reference, scheduled, inputs, o, o.seed)));
+    }
+    ++report.gradients;
+  }
+  for (auto& p : reference->parameters()) p.mutable_grad() = at::Tensor();
+  for (auto& p : scheduled->parameters()) p.mutable_grad() = at::Tensor();
+  restore();
+  return report;
+}
+
+}  // namespace slapo

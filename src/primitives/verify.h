@@ -1,0 +1,45 @@
+// build and verify: turn a schedule into a runnable model, and check a schedule against the
+// unscheduled model on real inputs, outputs and gradients, across ranks.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "core/schedule.h"
+
+namespace slapo {
+
+struct ScheduleBuildOptions {
+  enum Init { Keep, All, None } init = Keep;
+  uint64_t seed = 0;  ///< RNG seed of a full re-initialisation (identical on every rank)
+  std::function<void(const std::string& path, std::shared_ptr<Module>)> init_fn;  ///< per module, when set
+};
+
+/// The runnable model of a schedule. Keep: parameters keep their values (each rank its slice of
+/// the same full tensor). All: HF-style initialisation at full size, then each rank's slice, so
+/// TP=n starts from the weights TP=1 gets with the same seed. init_fn: called per module.
+std::shared_ptr<Module> build(Schedule& sch, const ScheduleBuildOptions& options);
+
+struct VerifyOptions {
+  double rtol = 1e-5;
+  double atol = 1e-6;
+  bool backward = true;
+  bool train = false;  ///< compare in training mode (dropout on, same seed before each run)
+  uint64_t seed = 0;
+};
+
+/// What verify compared.
+struct VerifyReport {
+  int outputs = 0;          ///< output tensors compared
+  int gradients = 0;        ///< parameter gradients compared (sharded ones gathered first)
+  int skipped_params = 0;   ///< scheduled parameters with no counterpart in the reference
+  double max_output_diff = 0;
+  double max_grad_diff = 0;
+};
+
+/// Runs `reference` (the unscheduled model) and the schedule's model on `inputs` (made identical
+/// on every rank first) and raises slapo::Error on the first mismatch: which output or
+/// gradient, by how much, and the first module (by path) whose output differs.
+VerifyReport verify_against(Schedule& sch, Module& reference, Values inputs, const VerifyOptions& options);
+
+}  // namespace slapo

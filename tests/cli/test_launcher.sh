@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# run --nproc: rank-prefixed output, one failure report, the other ranks stopped within seconds.
+set -euo pipefail
+bin="$1"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+cat > "$tmp/ok.lua" <<'LUA'
+local t = slapo.ones({1}) * slapo.dist.rank()
+slapo.dist.all_reduce(t)
+print("sum", t:item(), "args", arg[1])
+LUA
+out=$("$bin" run --nproc 3 "$tmp/ok.lua" --flag 2>&1)
+echo "$out" | grep -qx "sum	3	args	--flag"
+echo "$out" | grep -qx "\[rank 2\] sum	3	args	--flag"
+
+# rank 1 fails while rank 0 waits in a collective: rank 0 is stopped, the failure shows once
+cat > "$tmp/fail.lua" <<'LUA'
+if slapo.dist.rank() == 1 then
+  local function step() error("rank one broke") end
+  step()
+end
+slapo.dist.barrier()
+while true do end
+LUA
+start=$(date +%s)
+set +e
+"$bin" run --nproc 2 "$tmp/fail.lua" >"$tmp/out" 2>"$tmp/err"; rc=$?
+set -e
+elapsed=$(( $(date +%s) - start ))
+[ $rc -ne 0 ] || { echo "a failing rank must fail the run"; exit 1; }
+[ "$elapsed" -lt 15 ] || { echo "stopping the ranks took ${elapsed}s"; exit 1; }
+[ "$(grep -c 'rank one broke' "$tmp/err")" -eq 1 ] || { echo "failure not shown exactly once:"; cat "$tmp/err"; exit 1; }
+grep -q "rank 1 of 2 failed: .*fail.lua:2: rank one broke" "$tmp/err"
+grep -q "in function 'step'" "$tmp/err"
+
+# torchrun's contract: a process with RANK/WORLD_SIZE joins instead of spawning
+cat > "$tmp/who.lua" <<'LUA'
+print(slapo.dist.rank(), slapo.dist.world_size())
+LUA
+port=$((20000 + RANDOM % 20000))
+RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$bin" run "$tmp/who.lua" >"$tmp/r1" &
+RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$bin" run "$tmp/who.lua" >"$tmp/r0"
+wait
+[ "$(cat "$tmp/r0")" = "0	2" ] && [ "$(cat "$tmp/r1")" = "1	2" ]
+
+# a peer that never comes: the rendezvous gives up after SLAPO_DIST_TIMEOUT
+set +e
+RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port + 1)) SLAPO_DIST_TIMEOUT=2 \
+  timeout 30 "$bin" run "$tmp/who.lua" 2>"$tmp/err"; rc=$?
+set -e
+[ $rc -eq 1 ] || { echo "a missing peer should fail with 1, got $rc"; cat "$tmp/err"; exit 1; }
+echo "launcher ok"

@@ -1,0 +1,48 @@
+-- slapo.dist on real c10d ranks (run with: slapo-lua test --nproc 2 tests/dist).
+local rank, world = slapo.dist.rank(), slapo.dist.world_size()
+
+describe("dist", function()
+  it("runs on several ranks", function()
+    assert(world >= 2, "run these specs with --nproc 2 or more")
+  end)
+
+  it("all_reduce sums in place", function()
+    local t = slapo.ones({ 3 }) * (rank + 1)
+    eq(t, slapo.dist.all_reduce(t))
+    eq(3 * world * (world + 1) / 2, t:sum():item())
+  end)
+
+  it("all_gather concatenates every rank's tensor in rank order", function()
+    local g = slapo.dist.all_gather(slapo.ones({ 2, 1 }) * rank, 1)
+    eq({ 2, world }, g:size())
+    for r = 0, world - 1 do
+      eq(2 * r, g:narrow(1, r, 1):sum():item())
+    end
+  end)
+
+  it("broadcast copies the source rank's tensor", function()
+    local t = slapo.ones({ 4 }) * (rank + 10)
+    slapo.dist.broadcast(t, world - 1)
+    eq(4 * (world - 1 + 10), t:sum():item())
+  end)
+
+  it("reduce_scatter keeps this rank's part of the sum (emulated on Gloo)", function()
+    local t = slapo.arange(2 * world):float()
+    local part = slapo.dist.reduce_scatter(t, 0)
+    eq({ 2 }, part:size())
+    eq({ world * 2 * rank, world * (2 * rank + 1) }, part:tolist())
+  end)
+
+  it("new_group builds sub-groups that run their own collectives", function()
+    local evens = slapo.dist.new_group({ 0 })
+    if rank == 0 then
+      eq(0, slapo.dist.rank(evens))
+      local t = slapo.ones({ 1 })
+      slapo.dist.all_reduce(t, evens)
+      eq(1, t:item())
+    else
+      eq(-1, slapo.dist.rank(evens))
+      matches("this rank is not in group", pcall_err(function() slapo.dist.all_reduce(slapo.ones({ 1 }), evens) end))
+    end
+  end)
+end)
