@@ -20,6 +20,7 @@ Module::Module(const Module& other)
     : torch::nn::Module(other),
       type_name_(other.type_name_),
       meta_(other.meta_),
+      wrapper_(other.wrapper_),
       slots_(other.slots_),
       pre_hooks_(other.pre_hooks_),
       post_hooks_(other.post_hooks_) {
@@ -31,6 +32,11 @@ Module::~Module() { --g_live_modules; }
 int64_t Module::live_count() { return g_live_modules.load(); }
 
 Value Module::operator()(Values args) {
+  if (wrapper_) return wrapper_(*this, std::move(args), [this](Values a) { return call_unwrapped(std::move(a)); });
+  return call_unwrapped(std::move(args));
+}
+
+Value Module::call_unwrapped(Values args) {
   for (auto& hook : pre_hooks_) hook.second(*this, args);
   Value out = forward(args);
   for (auto& hook : post_hooks_) hook.second(*this, args, out);

@@ -25,6 +25,8 @@ struct ShardSpec {
 struct ModuleMeta {
   std::map<std::string, ShardSpec> shards;                          ///< by parameter name
   std::map<std::string, std::map<std::string, Value>> annotations;  ///< parameter -> key -> value
+  std::shared_ptr<at::Tensor> rng_state;  ///< fork_rng: this module's own CPU generator state
+  bool checkpointed = false;              ///< checkpoint: recomputed in backward
 };
 
 /// Base of every schedulable module.
@@ -42,8 +44,11 @@ class Module : public torch::nn::Module {
   /// The class name users see and `replace_all` matches on ("BertSelfAttention", "Linear").
   const std::string& type_name() const { return type_name_; }
 
-  /// Runs the module: fwd_pre hooks, forward, fwd_post hooks.
+  /// Runs the module: fwd_pre hooks, forward, fwd_post hooks (through the call wrapper if set).
   Value operator()(Values args);
+  /// What `checkpoint` installs: it receives the arguments and the plain call to run them.
+  using CallWrapper = std::function<Value(Module&, Values, const std::function<Value(Values)>&)>;
+  void set_call_wrapper(CallWrapper wrapper) { wrapper_ = std::move(wrapper); }
   at::Tensor operator()(const at::Tensor& x) { return (*this)(Values{x}).toTensor(); }
 
   /// Child access by slot name.
@@ -99,6 +104,9 @@ class Module : public torch::nn::Module {
   std::string type_name_;
   ModuleMeta meta_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> slots_;
+  Value call_unwrapped(Values args);
+
+  CallWrapper wrapper_;
   std::vector<std::pair<int, PreHook>> pre_hooks_;
   std::vector<std::pair<int, PostHook>> post_hooks_;
 };

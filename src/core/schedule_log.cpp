@@ -51,7 +51,7 @@ std::string lua_literal(const Value& v) {
 }
 
 std::string ScheduleLog::to_lua() const {
-  std::string out = fmt::format("-- slapo schedule log: {} primitive{}\nreturn function(sch)\n", entries_.size(),
+  std::string out = fmt::format("-- slapo schedule log: {} primitive{}\nreturn function(sch, args)\n", entries_.size(),
                                 entries_.size() == 1 ? "" : "s");
   for (auto& e : entries_) {
     std::string target = e.path.empty() ? "sch" : "sch[" + lua_quote(e.path) + "]";

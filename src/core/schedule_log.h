@@ -21,8 +21,9 @@ class ScheduleLog {
   const std::vector<LogEntry>& entries() const { return entries_; }
   size_t size() const { return entries_.size(); }
 
-  /// Lua source of a chunk returning `function(sch) ... end` that re-applies every entry:
-  ///   local replay = load(sch:log())(); replay(slapo.create_schedule(fresh_model))
+  /// Lua source of a chunk returning `function(sch, args) ... end` that re-applies every entry;
+  /// `args` holds the values that have no literal form (modules, functions), printed as args[N]:
+  ///   load(sch:log())()(slapo.create_schedule(fresh_model), sch:log_args())
   std::string to_lua() const;
 
  private:

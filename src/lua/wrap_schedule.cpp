@@ -95,7 +95,7 @@ int w_Schedule_replace(lua_State* L) {
 int w_Schedule_shard(lua_State* L) {
   auto s = lx_check_schedule(L, 1);
   std::string param = luaL_checkstring(L, 2);
-  if (!lua_isnumber(L, 3))
+  if (lua_type(L, 3) != LUA_TNUMBER)
     throw Error(fmt::format("shard: the axis for '{}' of {} must be a number, got {}", param, s->where(),
                             luaL_typename(L, 3)));
   shard(*s, param, static_cast<int64_t>(lua_tonumber(L, 3)), call_site(L, *s, 2, 3));
@@ -119,6 +119,25 @@ int w_Schedule_sync(lua_State* L) {
     throw Error(fmt::format("sync: op for {} must be a string or a function, got {}", s->where(), luaL_typename(L, 3)));
   }
   sync(*s, mode, op, call_site(L, *s, 2, 4));
+  lua_settop(L, 1);
+  return 1;
+}
+
+int w_Schedule_checkpoint(lua_State* L) {
+  auto s = lx_check_schedule(L, 1);
+  if (!lua_isnoneornil(L, 2))
+    throw Error(fmt::format("checkpoint: checkpointing a subgraph of {} needs the static-graph primitives (trace, "
+                            "find), which are not built yet; call checkpoint() on a module", s->where()));
+  checkpoint(*s, call_site(L, *s, 2, 1));
+  lua_settop(L, 1);
+  return 1;
+}
+
+// sub:fork_rng([seed])
+int w_Schedule_fork_rng(lua_State* L) {
+  auto s = lx_check_schedule(L, 1);
+  int64_t seed = lua_isnoneornil(L, 2) ? -1 : static_cast<int64_t>(luaL_checknumber(L, 2));
+  fork_rng(*s, seed, call_site(L, *s, 2, 2));
   lua_settop(L, 1);
   return 1;
 }
@@ -228,6 +247,8 @@ const luaL_Reg schedule_methods[] = {{"log", w_Schedule_log},
                                      {"shard", w_Schedule_shard},
                                      {"sync", w_Schedule_sync},
                                      {"annotate", w_Schedule_annotate},
+                                     {"checkpoint", w_Schedule_checkpoint},
+                                     {"fork_rng", w_Schedule_fork_rng},
                                      {"param_info", w_Schedule_param_info},
                                      {"named_schedules", w_Schedule_named_schedules},
                                      {"children", w_Schedule_children},

@@ -46,6 +46,15 @@ SyncOp parse_sync_op(const std::string& op, int64_t axis, const Schedule& sch);
 /// (fwd_post), or on the gradient of its input (bwd_post: identity forward, op backward).
 void sync(Schedule& sch, SyncMode mode, const SyncOp& op, const CallSite& site);
 
+/// checkpoint(): the module keeps only its inputs in forward and runs again in backward, with the
+/// CPU (and CUDA) generator states and the fork_rng streams of its subtree restored, so
+/// gradients are bit-identical with dropout on. Requires: not the root, not checkpointed yet.
+void checkpoint(Schedule& sch, const CallSite& site);
+
+/// fork_rng(seed): the module draws random numbers from its own stream seeded with
+/// seed (default: the default generator's seed) + 2718 + rank, swapped in around each call.
+void fork_rng(Schedule& sch, int64_t seed, const CallSite& site);
+
 /// annotate(param, key, value): attaches metadata to a parameter; it survives replace, build and clone.
 void annotate(Schedule& sch, const std::string& param, const std::string& key, const Value& value,
               const CallSite& site);

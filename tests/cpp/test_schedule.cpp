@@ -48,7 +48,7 @@ TEST_CASE("schedule log: prints replayable Lua with paths, arguments and sources
   sch->log().append({"checkpoint", "", {}, ""});
   CHECK(sch->log().to_lua() ==
         "-- slapo schedule log: 2 primitives\n"
-        "return function(sch)\n"
+        "return function(sch, args)\n"
         "  sch[\"transformer.h.0.attn.c_attn\"]:shard(\"weight\", 1)  -- gpt2_schedule.lua:7\n"
         "  sch:checkpoint()\n"
         "end\n");

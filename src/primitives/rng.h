@@ -1,0 +1,29 @@
+// Random-number state that checkpoint replays and fork_rng separates per rank.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <vector>
+
+#include "core/module.h"
+
+namespace slapo {
+
+/// The default CPU (and CUDA, in CUDA builds) generator states plus the fork_rng states of a
+/// module tree, captured so a recomputation draws the same random numbers.
+class RngSnapshot {
+ public:
+  static RngSnapshot capture(Module& root);
+  void restore() const;
+
+ private:
+  at::Tensor cpu_;
+  std::vector<at::Tensor> cuda_;
+  std::vector<std::pair<std::shared_ptr<at::Tensor>, at::Tensor>> forked_;
+};
+
+at::Tensor cpu_rng_state();
+void set_cpu_rng_state(const at::Tensor& state);
+
+}  // namespace slapo
