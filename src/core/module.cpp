@@ -151,6 +151,23 @@ at::Tensor Module::call(const std::string& name, const at::Tensor& x) const {
   return out.toTensor();
 }
 
+at::Tensor ShardSpec::local(const at::Tensor& full) const {
+  int64_t section = full.size(axis) / groups, part = section / parts;
+  std::vector<at::Tensor> pieces;
+  for (int g = 0; g < groups; ++g) pieces.push_back(full.narrow(axis, g * section + rank * part, part));
+  return groups == 1 ? pieces[0] : at::cat(pieces, axis);
+}
+
+at::Tensor ShardSpec::regroup(const at::Tensor& gathered) const {
+  if (groups == 1) return gathered;
+  // gathered = [r0: s0 s1 s2][r1: s0 s1 s2]...; the full tensor is [s0: r0 r1][s1: r0 r1]...
+  int64_t part = gathered.size(axis) / (parts * groups);
+  std::vector<at::Tensor> pieces;
+  for (int g = 0; g < groups; ++g)
+    for (int r = 0; r < parts; ++r) pieces.push_back(gathered.narrow(axis, (r * groups + g) * part, part));
+  return at::cat(pieces, axis);
+}
+
 at::Tensor tensor_arg(const Values& args, size_t i, const char* module, const char* what) {
   if (i >= args.size() || !args[i].isTensor())
     throw Error(fmt::format("{}: argument {} ({}) must be a tensor, got {}", module, i + 1, what,

@@ -14,11 +14,20 @@ namespace slapo {
 using Value = c10::IValue;
 using Values = std::vector<c10::IValue>;
 
-/// How `shard` split a parameter: along `axis`, from `full_shape`, into `parts`.
+/// How `shard` split a parameter: along `axis`, from `full_shape`, into `parts`; this rank
+/// keeps part `rank`. With `groups` > 1 the axis holds that many equal sections (a fused QKV
+/// projection) and each section is split alike, so every rank keeps its part of each.
 struct ShardSpec {
   int64_t axis;
   std::vector<int64_t> full_shape;
   int parts;
+  int rank;
+  int groups = 1;
+
+  /// This rank's part of a full-size tensor.
+  at::Tensor local(const at::Tensor& full) const;
+  /// The full tensor from the parts of all ranks concatenated along `axis` in rank order.
+  at::Tensor regroup(const at::Tensor& gathered) const;
 };
 
 /// What primitives record on a module; it travels with the module (replace, clone, build).

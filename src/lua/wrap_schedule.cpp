@@ -98,7 +98,8 @@ int w_Schedule_shard(lua_State* L) {
   if (lua_type(L, 3) != LUA_TNUMBER)
     throw Error(fmt::format("shard: the axis for '{}' of {} must be a number, got {}", param, s->where(),
                             luaL_typename(L, 3)));
-  shard(*s, param, static_cast<int64_t>(lua_tonumber(L, 3)), call_site(L, *s, 2, 3));
+  int groups = static_cast<int>(lx_opt_number(L, 4, "groups", 1, "shard"));
+  shard(*s, param, static_cast<int64_t>(lua_tonumber(L, 3)), call_site(L, *s, 2, 4), groups);
   lua_settop(L, 1);
   return 1;
 }

@@ -160,6 +160,29 @@ int w_Tensor_to(lua_State* L) {
   return luaL_error(L, "Tensor:to: unknown target '%s' (devices: cpu, cuda, cuda:N; dtypes: float32, float64, "
                        "float16, bfloat16, int64, int32, int8, uint8, bool)", target.c_str());
 }
+// In-place updates (optimizer-free training loops, gradient averaging); they return the tensor.
+int w_Tensor_mul_(lua_State* L) {
+  auto& t = lx_check_tensor(L, 1);
+  t.mul_(check_operand(L, 2, t));
+  lua_settop(L, 1);
+  return 1;
+}
+int w_Tensor_add_(lua_State* L) {
+  auto& t = lx_check_tensor(L, 1);
+  t.add_(check_operand(L, 2, t), luaL_optnumber(L, 3, 1.0));
+  lua_settop(L, 1);
+  return 1;
+}
+int w_Tensor_copy_(lua_State* L) {
+  lx_check_tensor(L, 1).copy_(lx_check_tensor(L, 2));
+  lua_settop(L, 1);
+  return 1;
+}
+int w_Tensor_zero_(lua_State* L) {
+  lx_check_tensor(L, 1).zero_();
+  lua_settop(L, 1);
+  return 1;
+}
 int w_Tensor_float(lua_State* L) { return push(L, lx_check_tensor(L, 1).to(at::kFloat)); }
 int w_Tensor_double(lua_State* L) { return push(L, lx_check_tensor(L, 1).to(at::kDouble)); }
 int w_Tensor_long(lua_State* L) { return push(L, lx_check_tensor(L, 1).to(at::kLong)); }
@@ -200,6 +223,7 @@ const luaL_Reg tensor_methods[] = {
     {"contiguous", w_Tensor_contiguous}, {"clone", w_Tensor_clone}, {"detach", w_Tensor_detach},
     {"requires_grad", w_Tensor_requires_grad}, {"backward", w_Tensor_backward}, {"zero_grad", w_Tensor_zero_grad},
     {"to", w_Tensor_to}, {"float", w_Tensor_float}, {"double", w_Tensor_double}, {"long", w_Tensor_long},
+    {"mul_", w_Tensor_mul_}, {"add_", w_Tensor_add_}, {"copy_", w_Tensor_copy_}, {"zero_", w_Tensor_zero_},
     {"eq", w_Tensor_eq}, {"equal", w_Tensor_equal}, {"tolist", w_Tensor_tolist}, {nullptr, nullptr}};
 
 const luaL_Reg tensor_meta[] = {

@@ -127,6 +127,15 @@ Value Embedding::forward(Values args) {
   auto ids = tensor_arg(args, 0, "Embedding", "indices");
   if (at::isFloatingType(ids.scalar_type()))
     throw Error(fmt::format("Embedding: indices must be integers, got {}", c10::toString(ids.scalar_type())));
+  auto vocab = meta().shards.find("weight");
+  if (vocab != meta().shards.end() && vocab->second.axis == 0) {
+    // Vocab-parallel (Megatron): this rank holds rows [start, start + rows); other ids look up
+    // zeros, and a fwd_post all_reduce sums the ranks' parts.
+    int64_t rows = param("weight").size(0), start = vocab->second.rank * rows;
+    auto outside = (ids < start).logical_or(ids >= start + rows);
+    auto local = (ids - start).masked_fill(outside, 0);
+    return at::embedding(param("weight"), local).masked_fill(outside.unsqueeze(-1), 0.0);
+  }
   // padding_idx only masks the gradient of that row, as torch.nn.Embedding does.
   return at::embedding(param("weight"), ids, padding_idx.value_or(-1));
 }

@@ -25,7 +25,8 @@ void replace(Schedule& sch, std::shared_ptr<Module> new_mod, const CallSite& sit
 /// identity, so ties and optimizer references survive) and records the full shape. Requires:
 /// 1) the parameter exists; 2) 0 <= axis < dim (negative axes count from the end); 3) the size
 /// along axis divides by the group size; 4) the parameter is not sharded yet.
-void shard(Schedule& sch, const std::string& param, int64_t axis, const CallSite& site);
+/// `groups` > 1: the axis holds that many equal sections (fused QKV) and each is split alike.
+void shard(Schedule& sch, const std::string& param, int64_t axis, const CallSite& site, int groups = 1);
 
 enum class SyncMode { FwdPre, FwdPost, BwdPost };
 

@@ -11,7 +11,7 @@ std::vector<std::string> param_names(const Module& m) { return m.named_parameter
 
 }  // namespace
 
-void shard(Schedule& sch, const std::string& param, int64_t axis, const CallSite& site) {
+void shard(Schedule& sch, const std::string& param, int64_t axis, const CallSite& site, int groups) {
   Module& m = *sch.mod();
   // Step 1. The parameter.
   if (!m.has_param(param)) {
@@ -35,17 +35,22 @@ void shard(Schedule& sch, const std::string& param, int64_t axis, const CallSite
                             param, sch.where(), done->second.axis));
   // Step 4. Divisible.
   int parts = sch.world_size();
-  if (t.size(axis) % parts != 0)
-    throw Error(fmt::format("shard: cannot split '{}' of {} along axis {}: size {} is not divisible by world size {}",
-                            param, sch.where(), axis, t.size(axis), parts));
+  if (groups < 1)
+    throw Error(fmt::format("shard: groups must be at least 1 for '{}' of {}, got {}", param, sch.where(), groups));
+  if (t.size(axis) % groups != 0)
+    throw Error(fmt::format("shard: cannot split '{}' of {} along axis {} into {} sections: size {} is not divisible by {}",
+                            param, sch.where(), axis, groups, t.size(axis), groups));
+  if ((t.size(axis) / groups) % parts != 0)
+    throw Error(fmt::format("shard: cannot split '{}' of {} along axis {}: size {}{} is not divisible by world size {}",
+                            param, sch.where(), axis, t.size(axis) / groups,
+                            groups > 1 ? fmt::format(" (each of {} sections)", groups) : "", parts));
   // Step 5. Keep this rank's slice in the same tensor object (ties and references survive).
-  std::vector<int64_t> full = t.sizes().vec();
-  int64_t part = t.size(axis) / parts;
+  ShardSpec spec{axis, t.sizes().vec(), parts, sch.rank(), groups};
   {
     torch::NoGradGuard no_grad;
-    t.set_data(t.narrow(axis, sch.rank() * part, part).clone());
+    t.set_data(spec.local(t).clone());
   }
-  m.meta().shards[param] = ShardSpec{axis, full, parts};
+  m.meta().shards[param] = spec;
   // Step 6. Log.
   sch.log().append({"shard", sch.path(), site.lua_args, site.source});
 }

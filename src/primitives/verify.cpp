@@ -132,15 +132,20 @@ std::shared_ptr<Module> build(Schedule& sch, const ScheduleBuildOptions& options
       for (auto& p : m.named_parameters(/*recurse=*/false)) {
         at::Tensor value = copy[i].second->param(p.key());
         auto spec = m.meta().shards.find(p.key());
-        if (spec != m.meta().shards.end()) {
-          int64_t part = value.size(spec->second.axis) / spec->second.parts;
-          value = value.narrow(spec->second.axis, sch.rank() * part, part);
-        }
+        if (spec != m.meta().shards.end()) value = spec->second.local(value);
         p.value().copy_(value);
       }
     }
   }
   return root;
+}
+
+// True on every rank when `failed` is true on any: ranks decide together, so none waits in a
+// collective that the others skipped.
+bool any_rank(bool failed, const std::shared_ptr<dist::Group>& g) {
+  at::Tensor flag = torch::full({1}, failed ? 1.0 : 0.0);
+  g->all_reduce(flag, "verify");
+  return flag.item<double>() > 0;
 }
 
 VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inputs, const VerifyOptions& o) {
@@ -152,7 +157,12 @@ VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inpu
   scheduled->train(o.train);
   reference->train(o.train);
   VerifyReport report;
-  auto restore = [&] { scheduled->train(was_training); };
+  // On a mismatch every rank locates the first differing module (a collective run), then raises.
+  auto fail = [&](const std::string& what) {
+    std::string where = first_divergence(reference, scheduled, inputs, o, o.seed);
+    scheduled->train(was_training);
+    return Error(what.empty() ? fmt::format("verify: another rank found a mismatch{}", where) : what + where);
+  };
 
   // Forward on both with the same seed (dropout masks line up in training mode).
   torch::manual_seed(o.seed);
@@ -162,53 +172,46 @@ VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inpu
   std::vector<at::Tensor> ref_ts, sch_ts;
   tensors_of(ref_out, ref_ts);
   tensors_of(sch_out, sch_ts);
-  if (ref_ts.size() != sch_ts.size()) {
-    restore();
-    throw Error(fmt::format("verify: the scheduled model returns {} tensors, the original {}", sch_ts.size(), ref_ts.size()));
-  }
-  for (size_t i = 0; i < ref_ts.size(); ++i) {
+  std::string problem;
+  if (ref_ts.size() != sch_ts.size())
+    problem = fmt::format("verify: the scheduled model returns {} tensors, the original {}", sch_ts.size(), ref_ts.size());
+  for (size_t i = 0; problem.empty() && i < ref_ts.size(); ++i) {
     if (ref_ts[i].sizes() != sch_ts[i].sizes()) {
-      restore();
-      throw Error(fmt::format("verify: output {} has shape [{}] in the scheduled model but [{}] in the original{}", i + 1,
-                              fmt::join(sch_ts[i].sizes(), ", "), fmt::join(ref_ts[i].sizes(), ", "),
-                              first_divergence(reference, scheduled, inputs, o, o.seed)));
+      problem = fmt::format("verify: output {} has shape [{}] in the scheduled model but [{}] in the original", i + 1,
+                            fmt::join(sch_ts[i].sizes(), ", "), fmt::join(ref_ts[i].sizes(), ", "));
+      break;
     }
     double diff = max_abs_diff(ref_ts[i], sch_ts[i]);
     report.max_output_diff = std::max(report.max_output_diff, diff);
-    if (!close(ref_ts[i], sch_ts[i], o)) {
-      restore();
-      throw Error(fmt::format("verify: output {} differs on rank {} (max abs difference {:g}, rtol {:g}, atol {:g}){}",
-                              i + 1, sch.rank(), diff, o.rtol, o.atol,
-                              first_divergence(reference, scheduled, inputs, o, o.seed)));
-    }
-    ++report.outputs;
+    if (!close(ref_ts[i], sch_ts[i], o))
+      problem = fmt::format("verify: output {} differs on rank {} (max abs difference {:g}, rtol {:g}, atol {:g})", i + 1,
+                            sch.rank(), diff, o.rtol, o.atol);
+    else
+      ++report.outputs;
   }
+  if (any_rank(!problem.empty(), group)) throw fail(problem);
   if (!o.backward) {
-    restore();
+    scheduled->train(was_training);
     return report;
   }
 
   // Backward with the same random output gradients on both (identical on every rank).
   for (auto& p : reference->parameters()) p.mutable_grad() = at::Tensor();
   for (auto& p : scheduled->parameters()) p.mutable_grad() = at::Tensor();
-  std::vector<at::Tensor> grads_out;
+  std::vector<at::Tensor> ref_roots, sch_roots, grads_out;
   torch::manual_seed(o.seed + 1);
-  for (auto& t : ref_ts) {
-    at::Tensor g = torch::randn(t.sizes(), t.options().requires_grad(false));
-    group->broadcast(g, 0, "verify");
-    grads_out.push_back(g);
-  }
-  std::vector<at::Tensor> ref_roots, sch_roots, ref_g, sch_g;
   for (size_t i = 0; i < ref_ts.size(); ++i) {
+    at::Tensor g = torch::randn(ref_ts[i].sizes(), ref_ts[i].options().requires_grad(false));
+    group->broadcast(g, 0, "verify");
     if (!ref_ts[i].requires_grad()) continue;
     ref_roots.push_back(ref_ts[i]);
     sch_roots.push_back(sch_ts[i]);
-    ref_g.push_back(grads_out[i]);
-    sch_g.push_back(grads_out[i]);
+    grads_out.push_back(g);
   }
-  if (!ref_roots.empty()) torch::autograd::backward(ref_roots, ref_g);
-  if (!sch_roots.empty()) torch::autograd::backward(sch_roots, sch_g);
+  if (!ref_roots.empty()) torch::autograd::backward(ref_roots, grads_out);
+  if (!sch_roots.empty()) torch::autograd::backward(sch_roots, grads_out);
 
+  // Compare every gradient (gathering sharded ones: a collective, so every rank walks them all).
   std::map<std::string, std::shared_ptr<Module>> owners;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> mods;
   collect(scheduled, "", mods);
@@ -224,26 +227,30 @@ VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inpu
     }
     at::Tensor g = p.value().grad();
     at::Tensor rg = ref->grad();
-    if (!rg.defined() && !g.defined()) continue;
-    if (!g.defined() || !rg.defined()) {
-      restore();
-      throw Error(fmt::format("verify: '{}' has a gradient in {} model only", p.key(), g.defined() ? "the scheduled" : "the original"));
+    const ShardSpec* spec = shard_spec_of(p.key(), owners);
+    if (spec) {  // every rank gathers, with zeros standing in for a missing gradient
+      at::Tensor gathered = spec->regroup(
+          group->all_gather(g.defined() ? g : torch::zeros_like(p.value()), spec->axis, "verify"));
+      if (g.defined()) g = gathered;
     }
-    if (const ShardSpec* spec = shard_spec_of(p.key(), owners)) g = group->all_gather(g, spec->axis, "verify");
+    if (!problem.empty() || (!rg.defined() && !g.defined())) continue;
+    if (!g.defined() || !rg.defined()) {
+      problem = fmt::format("verify: '{}' has a gradient in the {} model only", p.key(),
+                            g.defined() ? "scheduled" : "original");
+      continue;
+    }
     double diff = g.sizes() == rg.sizes() ? max_abs_diff(g, rg) : -1;
     report.max_grad_diff = std::max(report.max_grad_diff, diff);
-    if (!close(g, rg, o)) {
-      restore();
-      throw Error(fmt::format("verify: the gradient of '{}' differs on rank {} (max abs difference {:g}, shape [{}] vs "
-                              "[{}]){}",
-                              p.key(), sch.rank(), diff, fmt::join(g.sizes(), ", "), fmt::join(rg.sizes(), ", "),
-                              first_divergence(reference, scheduled, inputs, o, o.seed)));
-    }
-    ++report.gradients;
+    if (!close(g, rg, o))
+      problem = fmt::format("verify: the gradient of '{}' differs on rank {} (max abs difference {:g}, shape [{}] vs [{}])",
+                            p.key(), sch.rank(), diff, fmt::join(g.sizes(), ", "), fmt::join(rg.sizes(), ", "));
+    else
+      ++report.gradients;
   }
   for (auto& p : reference->parameters()) p.mutable_grad() = at::Tensor();
   for (auto& p : scheduled->parameters()) p.mutable_grad() = at::Tensor();
-  restore();
+  if (any_rank(!problem.empty(), group)) throw fail(problem);
+  scheduled->train(was_training);
   return report;
 }
 

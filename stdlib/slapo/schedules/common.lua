@@ -1,0 +1,68 @@
+--- Pieces shared by the reference schedules: Megatron's column/row-parallel linear layers,
+--- vocab-parallel embeddings and heads, and activation checkpointing of a fraction of layers.
+local M = {}
+
+--- Column-parallel: the output features are split (weight rows of a Linear, columns of GPT-2's
+--- Conv1D); the input gradient is all-reduced. `groups` splits fused projections (QKV) per section.
+function M.column(sch, opts)
+  opts = opts or {}
+  local conv1d = sch.mod:type() == "Conv1D"
+  local groups = opts.groups or 1
+  sch:shard("weight", conv1d and 1 or 0, groups > 1 and { groups = groups } or nil)
+  if M.has_param(sch, "bias") then
+    sch:shard("bias", 0, groups > 1 and { groups = groups } or nil)
+  end
+  if opts.sync_input ~= false then
+    sch:sync("bwd_post", "all_reduce")
+  end
+end
+
+--- Row-parallel: the input features are split; the partial outputs are all-reduced and the
+--- bias is added once, after the reduction.
+function M.row(sch)
+  sch:shard("weight", sch.mod:type() == "Conv1D" and 0 or 1)
+  sch:sync("fwd_post", "all_reduce")
+end
+
+function M.has_param(sch, name)
+  for n in sch.mod:named_parameters() do
+    if n == name then
+      return true
+    end
+  end
+  return false
+end
+
+--- Vocab-parallel embedding and (tied or untied) LM head; skipped with a note when the vocabulary
+--- does not divide by the group size (HF GPT-2's 50257, for example).
+function M.vocab_parallel(embedding, head, head_bias_owner)
+  local vocab = embedding.mod.weight:size(0)
+  if vocab % embedding.world_size ~= 0 then
+    return false, ("vocabulary %d does not divide by %d ranks; embeddings stay replicated"):format(vocab,
+      embedding.world_size)
+  end
+  embedding:shard("weight", 0):sync("fwd_post", "all_reduce")
+  local tied = head.mod.weight:size(0) ~= vocab  -- the embedding's shard already shrank the shared tensor
+  if not tied then
+    head:shard("weight", 0)
+  end
+  if head_bias_owner then
+    head_bias_owner:shard("bias", 0)
+  elseif M.has_param(head, "bias") then
+    head:shard("bias", 0)
+  end
+  head:sync("bwd_post", "all_reduce")
+  head:sync("fwd_post", "all_gather", { axis = -1 })
+  return true
+end
+
+--- Checkpoints the first ceil(fraction * n) of `layers` (an array of schedules).
+function M.checkpoint_layers(layers, fraction)
+  local count = math.ceil((fraction or 0) * #layers)
+  for i = 1, count do
+    layers[i]:checkpoint()
+  end
+  return count
+end
+
+return M
