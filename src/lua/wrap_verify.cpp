@@ -48,7 +48,7 @@ int w_verify(lua_State* L) {
   }
   VerifyOptions o;
   o.rtol = lx_opt_number(L, 4, "rtol", o.rtol, "verify");
-  o.atol = lx_opt_number(L, 4, "atol", o.atol, "verify");
+  o.atol = lx_opt_number(L, 4, "atol", o.atol, "verify");  // negative: scaled to the values
   o.backward = lx_opt_bool(L, 4, "backward", true, "verify");
   o.train = lx_opt_bool(L, 4, "train", false, "verify");
   o.seed = static_cast<uint64_t>(lx_opt_number(L, 4, "seed", 0, "verify"));

@@ -49,6 +49,10 @@ void shard(Schedule& sch, const std::string& param, int64_t axis, const CallSite
   {
     torch::NoGradGuard no_grad;
     t.set_data(spec.local(t).clone());
+    // A full-size .grad, or a gradient accumulator cached by a graph still alive (a loss kept
+    // from an earlier step), would clash with the new shape in the next backward.
+    t.mutable_grad() = at::Tensor();
+    if (auto* meta = torch::autograd::impl::get_autograd_meta(t)) meta->grad_accumulator_.reset();
   }
   m.meta().shards[param] = spec;
   // Step 6. Log.

@@ -50,8 +50,15 @@ double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a.detach().to(at::kDouble) - b.detach().to(at::kDouble)).abs().max().item<double>();
 }
 
-bool close(const at::Tensor& a, const at::Tensor& b, const VerifyOptions& o) {
-  return a.sizes() == b.sizes() && at::allclose(a.detach().to(at::kDouble), b.detach().to(at::kDouble), o.rtol, o.atol);
+double atol_for(const at::Tensor& reference, const VerifyOptions& o) {
+  if (o.atol >= 0) return o.atol;
+  double scale = reference.numel() ? reference.detach().abs().max().item<double>() : 0.0;
+  return 1e-5 * std::max(1.0, scale);
+}
+
+bool close(const at::Tensor& ref, const at::Tensor& got, const VerifyOptions& o) {
+  return ref.sizes() == got.sizes() &&
+         at::allclose(got.detach().to(at::kDouble), ref.detach().to(at::kDouble), o.rtol, atol_for(ref, o));
 }
 
 // The module that owns each parameter name, for the shard spec of sharded gradients.
@@ -148,10 +155,32 @@ bool any_rank(bool failed, const std::shared_ptr<dist::Group>& g) {
   return flag.item<double>() > 0;
 }
 
+// The unscheduled model must be the same on every rank, or sharding slices different tensors.
+void check_same_weights(Module& reference, const std::shared_ptr<dist::Group>& g) {
+  if (g->size() == 1) return;
+  std::vector<std::string> names;
+  std::vector<double> sums;
+  for (auto& p : reference.named_parameters()) {
+    names.push_back(p.key());
+    sums.push_back(p.value().detach().to(at::kDouble).sum().item<double>());
+  }
+  at::Tensor mine = torch::tensor(sums, at::kDouble);
+  at::Tensor first = mine.clone();
+  g->broadcast(first, 0, "verify");
+  at::Tensor differs = mine.ne(first).to(at::kDouble);
+  g->all_reduce(differs, "verify");  // every rank learns which parameters differ anywhere
+  auto bad = differs.nonzero();
+  if (bad.size(0) == 0) return;
+  throw Error(fmt::format("verify: parameter '{}' of the unscheduled model differs between ranks; build the model "
+                          "from the same seed on every rank (slapo.manual_seed before building)",
+                          names[static_cast<size_t>(bad[0][0].item<int64_t>())]));
+}
+
 VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inputs, const VerifyOptions& o) {
   auto group = sch.group();
   auto scheduled = sch.mod();
   auto reference = std::dynamic_pointer_cast<Module>(reference_module.shared_from_this());
+  check_same_weights(*reference, group);
   for (auto& v : inputs) v = same_on_all_ranks(v, group);
   bool was_training = scheduled->is_training();
   scheduled->train(o.train);
@@ -185,7 +214,7 @@ VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inpu
     report.max_output_diff = std::max(report.max_output_diff, diff);
     if (!close(ref_ts[i], sch_ts[i], o))
       problem = fmt::format("verify: output {} differs on rank {} (max abs difference {:g}, rtol {:g}, atol {:g})", i + 1,
-                            sch.rank(), diff, o.rtol, o.atol);
+                            sch.rank(), diff, o.rtol, atol_for(ref_ts[i], o));
     else
       ++report.outputs;
   }
@@ -241,7 +270,7 @@ VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inpu
     }
     double diff = g.sizes() == rg.sizes() ? max_abs_diff(g, rg) : -1;
     report.max_grad_diff = std::max(report.max_grad_diff, diff);
-    if (!close(g, rg, o))
+    if (!close(rg, g, o))
       problem = fmt::format("verify: the gradient of '{}' differs on rank {} (max abs difference {:g}, shape [{}] vs [{}])",
                             p.key(), sch.rank(), diff, fmt::join(g.sizes(), ", "), fmt::join(rg.sizes(), ", "));
     else

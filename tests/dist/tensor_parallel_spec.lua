@@ -123,3 +123,23 @@ describe("fork_rng across ranks", function()
     assert(grads[1]:equal(grads[2]))
   end)
 end)
+
+describe("verify on ranks that disagree", function()
+  it("names the parameter when the ranks built different models", function()
+    slapo.manual_seed(100 + slapo.dist.rank())  -- a different seed per rank
+    local sch = slapo.create_schedule(slapo.models.mlp({ hidden_size = 8, intermediate_size = 16 }))
+    local err = pcall_err(slapo.verify, sch, { slapo.randn({ 2, 8 }) }, {}, megatron_mlp)
+    eq("verify: parameter 'fc1.weight' of the unscheduled model differs between ranks; build the model from the same "
+      .. "seed on every rank (slapo.manual_seed before building)", err)
+  end)
+
+  it("shards parameters that already hold gradients of a graph still alive", function()
+    local model = mlp()
+    local x = slapo.randn({ 4, 16 })
+    local loss = model(x):sum()
+    loss:backward()
+    local sch = slapo.create_schedule(model)
+    slapo.verify(sch, { x }, {}, megatron_mlp)
+    assert(loss ~= nil)
+  end)
+end)
