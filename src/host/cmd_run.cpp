@@ -15,6 +15,15 @@ namespace slapo {
 
 void report_error(const std::string& message) { fmt::print(stderr, "slapo-lua: {}\n", message); }
 
+int join_world_from_env() {
+  auto world = dist::options_from_env();
+  if (world.world_size > 1) {
+    dist::init(world);
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);  // the launcher interleaves ranks' output by line
+  }
+  return world.rank;
+}
+
 int cmd_run(const std::string& script, const std::vector<std::string>& args, int nproc) {
   if (!std::filesystem::exists(script)) {
     report_error(fmt::format("run: no script '{}'", script));
@@ -26,14 +35,9 @@ int cmd_run(const std::string& script, const std::vector<std::string>& args, int
     return launch_ranks(nproc, command);
   }
   const char* error_file = std::getenv("SLAPO_ERROR_FILE");
-  if (error_file) std::setvbuf(stdout, nullptr, _IOLBF, 0);  // the launcher interleaves ranks by line
   int rank = 0;
   try {
-    // Under torchrun's environment (or our launcher) join the world before the script starts,
-    // so every rank meets at the same rendezvous whatever the script does first.
-    auto world = dist::options_from_env();
-    rank = world.rank;
-    if (world.world_size > 1) dist::init(world);
+    rank = join_world_from_env();
     LuaState lua;
     lua.run_file(script, args);
   } catch (const std::exception& e) {
@@ -47,13 +51,7 @@ int cmd_run(const std::string& script, const std::vector<std::string>& args, int
 int cmd_inspect(const std::string& model) {
   try {
     LuaState lua;
-    lua_State* L = lua.get();
-    lua_getglobal(L, "require");
-    lua_pushstring(L, "slapo.inspect");
-    lx_pcall(L, 1, 1);
-    lua_getfield(L, -1, "main");
-    lua_pushstring(L, model.c_str());
-    lx_pcall(L, 1, 0);
+    lua.call_stdlib("slapo.inspect", "main", model, 0);
   } catch (const std::exception& e) {
     report_error(e.what());
     return 1;

@@ -35,12 +35,7 @@ void run_spec(const fs::path& file, Tally& tally) {
   try {
     LuaState lua;
     lua_State* L = lua.get();
-    lua_getglobal(L, "require");
-    lua_pushstring(L, "slapo.test");
-    lx_pcall(L, 1, 1);
-    lua_getfield(L, -1, "run_file");
-    lua_pushstring(L, file.string().c_str());
-    lx_pcall(L, 1, 2);
+    lua.call_stdlib("slapo.test", "run_file", file.string(), 2);
     tally.passed += static_cast<int>(lua_tonumber(L, -2));
     tally.failed += static_cast<int>(lua_tonumber(L, -1));
   } catch (const std::exception& e) {
@@ -90,12 +85,7 @@ int cmd_test(const std::vector<std::string>& paths, int nproc) {
   // Ranks join the world first; only rank 0 prints passes and the summary.
   bool quiet = false;
   try {
-    auto world = dist::options_from_env();
-    if (world.world_size > 1) {
-      dist::init(world);
-      quiet = world.rank != 0;
-      std::setvbuf(stdout, nullptr, _IOLBF, 0);
-    }
+    quiet = join_world_from_env() != 0;
   } catch (const std::exception& e) {
     report_error(e.what());
     return 1;

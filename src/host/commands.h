@@ -12,6 +12,10 @@ int cmd_run(const std::string& script, const std::vector<std::string>& args, int
 int cmd_test(const std::vector<std::string>& paths, int nproc = 1);
 int cmd_inspect(const std::string& model);
 
+/// Under torchrun's environment (or the launcher) joins the world before any script runs, so every
+/// rank meets at the same rendezvous whatever the script does first. Returns this rank.
+int join_world_from_env();
+
 /// Prints a failure of a script ("slapo-lua: <message with traceback>") to stderr.
 void report_error(const std::string& message);
 

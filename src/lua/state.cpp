@@ -80,6 +80,17 @@ void LuaState::run_file(const std::string& path, const std::vector<std::string>&
   lx_pcall(L_, static_cast<int>(args.size()), 0);
 }
 
+void LuaState::call_stdlib(const std::string& module, const std::string& function, const std::string& argument,
+                           int nresults) {
+  lua_getglobal(L_, "require");
+  lua_pushstring(L_, module.c_str());
+  lx_pcall(L_, 1, 1);
+  lua_getfield(L_, -1, function.c_str());
+  lua_remove(L_, -2);
+  lua_pushstring(L_, argument.c_str());
+  lx_pcall(L_, 1, nresults);
+}
+
 void LuaState::run_string(const std::string& code, const std::string& chunkname) {
   if (luaL_loadbuffer(L_, code.data(), code.size(), chunkname.c_str()) != 0) {
     std::string msg = lua_tostring(L_, -1);

@@ -24,6 +24,10 @@ class LuaState {
   /// Runs a chunk of Lua source; throws LuaError on failure.
   void run_string(const std::string& code, const std::string& chunkname = "=(slapo)");
 
+  /// Calls require(module)[function](argument) and leaves `nresults` results on the stack;
+  /// throws LuaError on failure.
+  void call_stdlib(const std::string& module, const std::string& function, const std::string& argument, int nresults);
+
   /// Directory of the Lua standard library (stdlib/): $SLAPO_STDLIB, else the source tree's.
   static std::string stdlib_dir();
 

@@ -1,5 +1,6 @@
 // BertLMHeadModel with Hugging Face's module names, shapes and tying.
 #include "core/error.h"
+#include "models/causal_lm.h"
 #include "models/layers.h"
 #include "models/transformer_ops.h"
 #include "models/zoo.h"
@@ -212,24 +213,13 @@ class BertOnlyMLMHead : public ModuleBase<BertOnlyMLMHead> {
   }
 };
 
-class BertLMHeadModel : public ModuleBase<BertLMHeadModel>, public HasConfig {
+class BertLMHeadModel : public CausalLM<BertLMHeadModel> {
  public:
-  BertLMHeadModel(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase("BertLMHeadModel"), HasConfig(c) {
+  BertLMHeadModel(const ModelConfig& c, const at::TensorOptions& o) : CausalLM("BertLMHeadModel", c, "bert", "cls") {
     auto bert = std::make_shared<BertModel>(c, o);
     auto word = bert->child("embeddings")->child("word_embeddings")->param("weight");
     set_child("bert", bert);
     set_child("cls", std::make_shared<BertOnlyMLMHead>(c, o, word));
-  }
-
- protected:
-  // (input_ids, {labels=, attention_mask=, token_type_ids=}) -> logits, or the loss with labels
-  Value forward(Values args) override {
-    auto ids = tensor_arg(args, 0, "BertLMHeadModel", "input_ids");
-    Values inner{ids};
-    if (args.size() > 1) inner.push_back(args[1]);
-    auto logits = call("cls", call("bert", inner).toTensor());
-    if (auto labels = kwarg_tensor(kwargs_arg(args, 1), "labels")) return causal_lm_loss(logits, *labels);
-    return logits;
   }
 };
 

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "models/causal_lm.h"
 #include "models/layers.h"
 #include "models/transformer_ops.h"
 #include "models/zoo.h"
@@ -100,26 +101,16 @@ class GPT2Model : public ModuleBase<GPT2Model> {
   }
 };
 
-class GPT2LMHeadModel : public ModuleBase<GPT2LMHeadModel>, public HasConfig {
+class GPT2LMHeadModel : public CausalLM<GPT2LMHeadModel> {
  public:
-  GPT2LMHeadModel(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase("GPT2LMHeadModel"), HasConfig(c) {
+  GPT2LMHeadModel(const ModelConfig& c, const at::TensorOptions& o)
+      : CausalLM("GPT2LMHeadModel", c, "transformer", "lm_head") {
     auto transformer = std::make_shared<GPT2Model>(c, o);
     set_child("transformer", transformer);
     auto head = std::make_shared<Linear>(c.integer("n_embd"), c.integer("vocab_size"), false, o);
     if (c.flag("tie_word_embeddings", true))
       head->set_param("weight", transformer->child("wte")->param("weight"));
     set_child("lm_head", head);
-  }
-
- protected:
-  // (input_ids, {labels=, attention_mask=}) -> logits, or the loss with labels
-  Value forward(Values args) override {
-    auto ids = tensor_arg(args, 0, "GPT2LMHeadModel", "input_ids");
-    Values inner{ids};
-    if (args.size() > 1) inner.push_back(args[1]);
-    auto logits = call("lm_head", call("transformer", inner).toTensor());
-    if (auto labels = kwarg_tensor(kwargs_arg(args, 1), "labels")) return causal_lm_loss(logits, *labels);
-    return logits;
   }
 };
 

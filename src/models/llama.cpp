@@ -1,5 +1,6 @@
 // LlamaForCausalLM: RMSNorm, rotary embeddings, SwiGLU and grouped-query attention, HF names.
 #include "core/error.h"
+#include "models/causal_lm.h"
 #include "models/layers.h"
 #include "models/transformer_ops.h"
 #include "models/zoo.h"
@@ -153,25 +154,16 @@ class LlamaModel : public ModuleBase<LlamaModel> {
   }
 };
 
-class LlamaForCausalLM : public ModuleBase<LlamaForCausalLM>, public HasConfig {
+class LlamaForCausalLM : public CausalLM<LlamaForCausalLM> {
  public:
-  LlamaForCausalLM(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase("LlamaForCausalLM"), HasConfig(c) {
+  LlamaForCausalLM(const ModelConfig& c, const at::TensorOptions& o)
+      : CausalLM("LlamaForCausalLM", c, "model", "lm_head") {
     auto model = std::make_shared<LlamaModel>(c, o);
     set_child("model", model);
     auto head = std::make_shared<Linear>(c.integer("hidden_size"), c.integer("vocab_size"), false, o);
     if (c.flag("tie_word_embeddings", false))
       head->set_param("weight", model->child("embed_tokens")->param("weight"));
     set_child("lm_head", head);
-  }
-
- protected:
-  Value forward(Values args) override {
-    auto ids = tensor_arg(args, 0, "LlamaForCausalLM", "input_ids");
-    Values inner{ids};
-    if (args.size() > 1) inner.push_back(args[1]);
-    auto logits = call("lm_head", call("model", inner).toTensor());
-    if (auto labels = kwarg_tensor(kwargs_arg(args, 1), "labels")) return causal_lm_loss(logits, *labels);
-    return logits;
   }
 };
 

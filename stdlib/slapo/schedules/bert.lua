@@ -5,34 +5,26 @@
 local common = require("slapo.schedules.common")
 local M = {}
 
+local function layer(bert_layer, opts)
+  local self_attn = bert_layer["attention.self"]
+  -- q, k, v share one input: one all-reduce of its gradient, on the attention module.
+  for _, name in ipairs({ "query", "key", "value" }) do
+    common.column(self_attn[name], { sync_input = false })
+  end
+  self_attn:sync("bwd_post", "all_reduce")
+  if opts.fork_rng ~= false then
+    self_attn["dropout"]:fork_rng()
+  end
+  common.row(bert_layer["attention.output.dense"])
+  common.column(bert_layer["intermediate.dense"])
+  common.row(bert_layer["output.dense"])
+end
+
 --- opts: tp, checkpoint (fraction of layers), fork_rng (see slapo.schedules.gpt2).
 function M.schedule(sch, opts)
-  opts = opts or {}
-  local notes = {}
-  local layers = sch["bert.encoder.layer"]:children()
-  if sch.world_size > 1 and opts.tp ~= false then
-    for _, layer in ipairs(layers) do
-      local self_attn = layer["attention.self"]
-      -- q, k, v share one input: one all-reduce of its gradient, on the attention module.
-      for _, name in ipairs({ "query", "key", "value" }) do
-        common.column(self_attn[name], { sync_input = false })
-      end
-      self_attn:sync("bwd_post", "all_reduce")
-      if opts.fork_rng ~= false then
-        self_attn["dropout"]:fork_rng()
-      end
-      common.row(layer["attention.output.dense"])
-      common.column(layer["intermediate.dense"])
-      common.row(layer["output.dense"])
-    end
-    local ok, why = common.vocab_parallel(sch["bert.embeddings.word_embeddings"], sch["cls.predictions.decoder"],
-      sch["cls.predictions"])
-    if not ok then
-      table.insert(notes, why)
-    end
-  end
-  common.checkpoint_layers(layers, opts.checkpoint)
-  return notes
+  return common.megatron(sch, opts, { layers = "bert.encoder.layer", layer = layer,
+    embedding = "bert.embeddings.word_embeddings", head = "cls.predictions.decoder",
+    head_bias_owner = "cls.predictions" })
 end
 
 return M

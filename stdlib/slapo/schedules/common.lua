@@ -56,6 +56,28 @@ function M.vocab_parallel(embedding, head, head_bias_owner)
   return true
 end
 
+--- The outline every reference schedule shares: when the group has several ranks (and opts.tp is
+--- not false) run `plan.layer(layer_schedule, opts)` on each layer under `plan.layers`, make the
+--- embedding and head vocab-parallel, then checkpoint a fraction of the layers. Returns notes.
+---   plan = {layers = "model.layers", layer = fn, embedding = "...", head = "...", head_bias_owner = "..."}
+function M.megatron(sch, opts, plan)
+  opts = opts or {}
+  local notes = {}
+  local layers = sch[plan.layers]:children()
+  if sch.world_size > 1 and opts.tp ~= false then
+    for _, layer in ipairs(layers) do
+      plan.layer(layer, opts)
+    end
+    local ok, why = M.vocab_parallel(sch[plan.embedding], sch[plan.head],
+      plan.head_bias_owner and sch[plan.head_bias_owner] or nil)
+    if not ok then
+      table.insert(notes, why)
+    end
+  end
+  M.checkpoint_layers(layers, opts.checkpoint)
+  return notes
+end
+
 --- Checkpoints the first ceil(fraction * n) of `layers` (an array of schedules).
 function M.checkpoint_layers(layers, fraction)
   local count = math.ceil((fraction or 0) * #layers)
