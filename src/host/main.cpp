@@ -49,6 +49,10 @@ int main(int argc, char** argv) {
 
   int script_at = script_position(argc, argv);
   std::vector<std::string> script_args(argv + std::min(script_at + 1, argc), argv + argc);
+  std::string repl_script;
+  auto* repl = app.add_subcommand("repl", "Interactive prompt (libedit): slapo-lua repl [SCRIPT.lua]");
+  repl->add_option("script", repl_script, "a script to run first");
+
   try {
     app.parse(std::min(script_at + 1, argc), argv);
   } catch (const CLI::ParseError& e) {
@@ -59,5 +63,6 @@ int main(int argc, char** argv) {
   if (*run) return slapo::cmd_run(script, script_args, nproc);
   if (*test) return slapo::cmd_test(test_paths, test_nproc);
   if (*inspect) return slapo::cmd_inspect(model);
+  if (*repl) return slapo::cmd_repl(repl_script);
   return 2;
 }

@@ -61,6 +61,15 @@ function slapo.verify(sch, inputs, opts, fn)
   return core._verify(sch, reference, inputs, opts or {})
 end
 
+--- slapo.help([name]) describes a primitive; slapo.list_primitives() names them all.
+function slapo.help(name)
+  return require("slapo.help").help(name)
+end
+
+function slapo.list_primitives()
+  return require("slapo.help").list()
+end
+
 --- Replaces every descendant whose type is `type_name` with make_fn(path, module); all new
 --- modules are made before any is swapped in, so a failing make_fn changes nothing.
 local schedule_methods = debug.getregistry()["slapo.Schedule"].methods

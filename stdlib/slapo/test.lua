@@ -9,9 +9,17 @@
 --- host prints "N passed, N failed" after all files.
 local M = {}
 
-local function describe_value(v)
+local function describe_value(v, depth)
   if type(v) == "string" then
     return string.format("%q", v)
+  end
+  if type(v) == "table" and getmetatable(v) == nil and (depth or 0) < 3 then
+    local parts = {}
+    for k, item in pairs(v) do
+      local key = type(k) == "number" and "" or (tostring(k) .. " = ")
+      table.insert(parts, key .. describe_value(item, (depth or 0) + 1))
+    end
+    return "{" .. table.concat(parts, ", ") .. "}"
   end
   return tostring(v)
 end

@@ -1,0 +1,41 @@
+--- slapo.help(name) and slapo.list_primitives(): one paragraph per primitive, as in docs/primitives.md.
+local M = {}
+
+M.primitives = {
+  replace = "sub:replace(new_module): put another module with the same call signature in this slot.",
+  replace_all = "sch:replace_all(type_name, make_fn): replace every descendant of a type with make_fn(path, module).",
+  shard = "sub:shard(param, axis, {groups = n}): keep this rank's slice of a parameter along axis; "
+    .. "groups splits each of n fused sections (QKV) alike.",
+  sync = "sub:sync(mode, op, {axis = n}): differentiable collective; mode fwd_pre | fwd_post | bwd_post; "
+    .. "op all_reduce | all_gather | reduce_scatter | scatter | \"RS->SR\"-style reshard | a Lua function.",
+  checkpoint = "sub:checkpoint(): recompute the module in backward, random states restored (bit-identical gradients).",
+  fork_rng = "sub:fork_rng([seed]): the module draws random numbers from its own per-rank stream.",
+  annotate = "sub:annotate(param, key, value): attach metadata to a parameter (see sub:param_info(param)).",
+  trace = "sub:trace{...}: not built yet (static-graph primitives).",
+  find = "sub:find(pattern): not built yet (static-graph primitives).",
+  fuse = "sub:fuse(subgraph, {...}): not built yet (static-graph primitives).",
+  decompose = "sub:decompose(): not built yet (static-graph primitives).",
+  cut_pipeline_stage = "sub:cut_pipeline_stage(): not built yet (pipeline parallelism).",
+}
+
+function M.list()
+  local names = {}
+  for name in pairs(M.primitives) do
+    table.insert(names, name)
+  end
+  table.sort(names)
+  return names
+end
+
+function M.help(name)
+  if name == nil then
+    return "primitives: " .. table.concat(M.list(), ", ") .. "\nslapo.help(\"shard\") describes one; see docs/primitives.md"
+  end
+  local text = M.primitives[name]
+  if not text then
+    error(("help: no primitive '%s' (primitives: %s)"):format(tostring(name), table.concat(M.list(), ", ")), 2)
+  end
+  return text
+end
+
+return M

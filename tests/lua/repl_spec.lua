@@ -1,0 +1,32 @@
+-- The REPL's Lua half: evaluation of complete and incomplete chunks, and completion.
+local repl = require("slapo.repl")
+
+describe("repl eval", function()
+  it("prints expressions without =, runs statements, and asks for more lines", function()
+    eq({ "ok", "3" }, { repl.eval("1 + 2") })
+    eq({ "ok", "" }, { repl.eval("repl_spec_x = 5") })
+    eq({ "ok", "5\thi" }, { repl.eval("repl_spec_x, 'hi'") })
+    eq("incomplete", repl.eval("function f()"))
+    eq("incomplete", repl.eval("x = {1,"))
+    local status, text = repl.eval("error('bad')")
+    eq("error", status)
+    matches("bad", text)
+    eq({ "error", "stdin:1: unexpected symbol near ')'" }, { repl.eval("x = )") })
+  end)
+end)
+
+describe("repl completion", function()
+  it("completes globals, fields, methods and module paths", function()
+    -- the REPL evaluates in the real globals, not in this spec's environment
+    _G.repl_model = slapo.models.gpt2("gpt2", { device = "meta" })
+    _G.repl_sch = slapo.create_schedule(_G.repl_model)
+    eq({ "repl_model" }, repl.complete("repl_m", "repl_m"))
+    eq({ "repl_sch", "repl_spec_x" }, repl.complete("x = repl_s", "repl_s"))
+    eq({ "slapo.models" }, repl.complete("slapo.mod", "slapo.mod"))
+    eq({ "repl_sch:children" }, repl.complete("repl_sch:chi", "repl_sch:chi"))
+    eq({ "transformer.h.0.attn" }, repl.complete('repl_sch["transformer.h.0.at', "transformer.h.0.at"))
+    eq({ "transformer.h.0", "transformer.h.1", "transformer.h.10", "transformer.h.11" },
+      { unpack(repl.complete('repl_sch["transformer.h.', "transformer.h."), 1, 4) })
+    eq({}, repl.complete("nothing_here.x", "nothing_here.x"))
+  end)
+end)
