@@ -48,6 +48,23 @@ int cmd_run(const std::string& script, const std::vector<std::string>& args, int
   return 0;
 }
 
+int cmd_plot(const std::vector<std::string>& files) {
+  try {
+    LuaState lua;
+    lua_State* L = lua.get();
+    lua_getglobal(L, "require");
+    lua_pushstring(L, "slapo.plot");
+    lx_pcall(L, 1, 1);
+    lua_getfield(L, -1, "main");
+    for (auto& f : files) lua_pushstring(L, f.c_str());
+    lx_pcall(L, static_cast<int>(files.size()), 0);
+  } catch (const std::exception& e) {
+    report_error(e.what());
+    return 1;
+  }
+  return 0;
+}
+
 int cmd_inspect(const std::string& model) {
   try {
     LuaState lua;

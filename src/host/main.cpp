@@ -49,6 +49,10 @@ int main(int argc, char** argv) {
 
   int script_at = script_position(argc, argv);
   std::vector<std::string> script_args(argv + std::min(script_at + 1, argc), argv + argc);
+  std::vector<std::string> plot_args;
+  auto* plot = app.add_subcommand("plot", "Chart a metrics.jsonl as SVG: slapo-lua plot metrics.jsonl [out.svg]");
+  plot->add_option("files", plot_args, "metrics.jsonl, then optionally the SVG to write")->required()->expected(1, 2);
+
   std::string repl_script;
   auto* repl = app.add_subcommand("repl", "Interactive prompt (libedit): slapo-lua repl [SCRIPT.lua]");
   repl->add_option("script", repl_script, "a script to run first");
@@ -64,5 +68,6 @@ int main(int argc, char** argv) {
   if (*test) return slapo::cmd_test(test_paths, test_nproc);
   if (*inspect) return slapo::cmd_inspect(model);
   if (*repl) return slapo::cmd_repl(repl_script);
+  if (*plot) return slapo::cmd_plot(plot_args);
   return 2;
 }

@@ -21,6 +21,7 @@ int luaopen_slapo_core(lua_State* L) {
   open_dist(L);
   open_verify(L);
   open_optim(L);
+  open_train(L);
   lua_pushstring(L, SLAPO_VERSION);
   lua_setfield(L, -2, "version");
   return 1;

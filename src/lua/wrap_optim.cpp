@@ -65,12 +65,29 @@ int w_Optimizer_zero_grad(lua_State* L) {
   check_optimizer(L, 1)->zero_grad();
   return 0;
 }
+// opt:lr() / opt:set_lr(x): the learning rate of every parameter group (LR schedules use it).
+int w_Optimizer_lr(lua_State* L) {
+  auto& groups = check_optimizer(L, 1)->param_groups();
+  lua_pushnumber(L, groups.empty() ? 0.0 : groups[0].options().get_lr());
+  return 1;
+}
+int w_Optimizer_set_lr(lua_State* L) {
+  double lr = luaL_checknumber(L, 2);
+  if (!(lr >= 0)) luaL_error(L, "Optimizer:set_lr: the learning rate must be >= 0, got %f", lr);
+  for (auto& group : check_optimizer(L, 1)->param_groups()) group.options().set_lr(lr);
+  return 0;
+}
+
 int w_Optimizer_gc(lua_State* L) {
   check_optimizer(L, 1).~OptimizerPtr();
   return 0;
 }
 
-const luaL_Reg optimizer_methods[] = {{"step", w_Optimizer_step}, {"zero_grad", w_Optimizer_zero_grad}, {nullptr, nullptr}};
+const luaL_Reg optimizer_methods[] = {{"step", w_Optimizer_step},
+                                      {"zero_grad", w_Optimizer_zero_grad},
+                                      {"lr", w_Optimizer_lr},
+                                      {"set_lr", w_Optimizer_set_lr},
+                                      {nullptr, nullptr}};
 const luaL_Reg optimizer_meta[] = {{"__gc", w_Optimizer_gc}, {nullptr, nullptr}};
 const luaL_Reg optim_functions[] = {{"sgd", w_sgd}, {"adamw", w_adamw}, {nullptr, nullptr}};
 

@@ -61,6 +61,11 @@ function slapo.verify(sch, inputs, opts, fn)
   return core._verify(sch, reference, inputs, opts or {})
 end
 
+--- slapo.train{model =, data =, steps =, ...}: see stdlib/slapo/train.lua.
+function slapo.train(opts)
+  return require("slapo.train").run(opts)
+end
+
 --- slapo.help([name]) describes a primitive; slapo.list_primitives() names them all.
 function slapo.help(name)
   return require("slapo.help").help(name)

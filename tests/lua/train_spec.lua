@@ -1,0 +1,72 @@
+-- slapo.train: LR schedule, gradient accumulation, clipping, metrics.jsonl and its plot.
+local train = require("slapo.train")
+
+local function tiny()
+  slapo.manual_seed(0)
+  return slapo.models.gpt2({ n_embd = 32, n_layer = 1, n_head = 2, vocab_size = 64, n_positions = 16, resid_pdrop = 0,
+    embd_pdrop = 0, attn_pdrop = 0 })
+end
+
+describe("train", function()
+  it("warms up linearly and decays with a cosine to min_lr", function()
+    local o = { lr = 1.0, warmup = 4, steps = 14, schedule = "cosine", min_lr = 0.1 }
+    eq(0.25, train.lr_at(1, o))
+    eq(1.0, train.lr_at(4, o))
+    assert(math.abs(train.lr_at(9, o) - 0.55) < 1e-12)
+    assert(math.abs(train.lr_at(14, o) - 0.1) < 1e-12)
+    o.schedule = "constant"
+    eq(1.0, train.lr_at(10, o))
+  end)
+
+  it("accumulates micro-batches into the step a single batch would take", function()
+    local a, b = slapo.randint(0, 64, { 2, 8 }), slapo.randint(0, 64, { 2, 8 })
+    local whole = slapo.cat({ a, b }, 0)
+    local one = tiny()
+    slapo.train({ model = one, steps = 1, optimizer = "sgd", lr = 0.1, quiet = true, data = function() return whole end })
+    local two = tiny()
+    slapo.train({ model = two, steps = 1, optimizer = "sgd", lr = 0.1, quiet = true, grad_accum = 2,
+      data = function(_, micro) return micro == 1 and a or b end })
+    local theirs = two:state_dict()
+    for name, p in pairs(one:state_dict()) do
+      close(p, theirs[name], { rtol = 1e-5, atol = 1e-6 })
+    end
+  end)
+
+  it("clips the gradient norm", function()
+    local m = tiny()
+    local ids = slapo.randint(0, 64, { 2, 8 })
+    m(ids, { labels = ids }):backward()
+    local before = slapo.clip_grad_norm(m, 0.01)
+    assert(before > 0.01)
+    local after = slapo.clip_grad_norm(m, 1e9)
+    assert(math.abs(after - 0.01) < 1e-4, "norm after clipping " .. after)
+  end)
+
+  it("learns a fixed batch and writes metrics.jsonl that plots to SVG", function()
+    local path = os.tmpname()
+    local result = slapo.train({ model = tiny(), steps = 15, lr = 1e-2, warmup = 2, quiet = true, metrics = path,
+      data = { vocab = 64, batch = 4, seq = 8 } })
+    assert(result.final_loss < result.losses[1] - 0.5, ("loss %f -> %f"):format(result.losses[1], result.final_loss))
+    local lines = {}
+    for line in io.lines(path) do
+      table.insert(lines, line)
+    end
+    eq(15, #lines)
+    for _, key in ipairs({ "step", "loss", "lr", "tokens_per_s", "tflops", "mfu", "memory_mib" }) do
+      matches('"' .. key .. '": ', lines[15])
+    end
+    local svg = require("slapo.plot").main(path, path .. ".svg")
+    local text = io.open(svg):read("*a")
+    matches("<svg", text)
+    eq(2, select(2, text:gsub("<polyline", "")))
+    os.remove(path)
+    os.remove(svg)
+  end)
+
+  it("names unknown options and choices", function()
+    matches("train: unknown option 'stpes'", pcall_err(slapo.train, { model = tiny(), data = {}, stpes = 3 }))
+    matches("unknown schedule 'linear' %(choices: cosine, constant%)", pcall_err(slapo.train,
+      { model = tiny(), data = {}, schedule = "linear" }))
+    matches("'data' is required", pcall_err(slapo.train, { model = tiny() }))
+  end)
+end)
