@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
+#include "train/optimizer_state.h"
 
 namespace slapo {
 
@@ -78,6 +79,39 @@ int w_Optimizer_set_lr(lua_State* L) {
   return 0;
 }
 
+// Unique named parameters of a module, as optimizer state is keyed.
+NamedTensors named_params(lua_State* L, int idx) {
+  NamedTensors out;
+  std::unordered_set<c10::TensorImpl*> seen;
+  for (auto& p : lx_check_module(L, idx)->named_parameters())
+    if (p.value().defined() && seen.insert(p.value().unsafeGetTensorImpl()).second) out.emplace_back(p.key(), p.value());
+  return out;
+}
+
+// opt:state_tensors(model) -> {name -> tensor}
+int w_Optimizer_state_tensors(lua_State* L) {
+  auto state = optimizer_state_tensors(*check_optimizer(L, 1), named_params(L, 2));
+  lua_newtable(L);
+  for (auto& [name, t] : state) {
+    lx_push_tensor(L, t);
+    lua_setfield(L, -2, name.c_str());
+  }
+  return 1;
+}
+
+// opt:load_state_tensors(model, {name -> tensor})
+int w_Optimizer_load_state_tensors(lua_State* L) {
+  luaL_checktype(L, 3, LUA_TTABLE);
+  NamedTensors state;
+  lua_pushnil(L);
+  while (lua_next(L, 3)) {
+    state.emplace_back(luaL_checkstring(L, -2), lx_check_tensor(L, -1));
+    lua_pop(L, 1);
+  }
+  load_optimizer_state_tensors(*check_optimizer(L, 1), named_params(L, 2), state);
+  return 0;
+}
+
 int w_Optimizer_gc(lua_State* L) {
   check_optimizer(L, 1).~OptimizerPtr();
   return 0;
@@ -87,6 +121,8 @@ const luaL_Reg optimizer_methods[] = {{"step", w_Optimizer_step},
                                       {"zero_grad", w_Optimizer_zero_grad},
                                       {"lr", w_Optimizer_lr},
                                       {"set_lr", w_Optimizer_set_lr},
+                                      {"state_tensors", w_Optimizer_state_tensors},
+                                      {"load_state_tensors", w_Optimizer_load_state_tensors},
                                       {nullptr, nullptr}};
 const luaL_Reg optimizer_meta[] = {{"__gc", w_Optimizer_gc}, {nullptr, nullptr}};
 const luaL_Reg optim_functions[] = {{"sgd", w_sgd}, {"adamw", w_adamw}, {nullptr, nullptr}};

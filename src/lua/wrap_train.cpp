@@ -1,11 +1,15 @@
 // The C++ pieces of slapo.train: clock, gradient clipping, peak FLOP/s, memory.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 
 #include "core/error.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
+#include "io/safetensors.h"
+#include "primitives/rng.h"
 #include "train/train_utils.h"
 
 namespace slapo {
@@ -31,6 +35,55 @@ int w_peak_flops(lua_State* L) {
   return 1;
 }
 
+// save_tensors(path, {name -> tensor}, {key -> string}): one safetensors file, written atomically
+int w_save_tensors(lua_State* L) {
+  std::string path = luaL_checkstring(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  NamedTensors tensors;
+  lua_pushnil(L);
+  while (lua_next(L, 2)) {
+    tensors.emplace_back(luaL_checkstring(L, -2), lx_check_tensor(L, -1));
+    lua_pop(L, 1);
+  }
+  std::sort(tensors.begin(), tensors.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  std::map<std::string, std::string> meta;
+  if (lua_istable(L, 3)) {
+    lua_pushnil(L);
+    while (lua_next(L, 3)) {
+      meta[luaL_checkstring(L, -2)] = luaL_checkstring(L, -1);
+      lua_pop(L, 1);
+    }
+  }
+  write_safetensors(path, tensors, meta);
+  return 0;
+}
+
+// load_tensors(path) -> {name -> tensor}, {key -> string}
+int w_load_tensors(lua_State* L) {
+  auto file = read_safetensors(luaL_checkstring(L, 1));
+  lua_newtable(L);
+  for (auto& [name, t] : file.tensors) {
+    lx_push_tensor(L, t);
+    lua_setfield(L, -2, name.c_str());
+  }
+  lua_newtable(L);
+  for (auto& [k, v] : file.metadata) {
+    lua_pushstring(L, v.c_str());
+    lua_setfield(L, -2, k.c_str());
+  }
+  return 2;
+}
+
+int w_rng_state(lua_State* L) {
+  lx_push_tensor(L, cpu_rng_state().clone());
+  return 1;
+}
+
+int w_set_rng_state(lua_State* L) {
+  set_cpu_rng_state(lx_check_tensor(L, 1));
+  return 0;
+}
+
 int w_stdout_is_terminal(lua_State* L) {
   lua_pushboolean(L, ::isatty(STDOUT_FILENO));
   return 1;
@@ -46,6 +99,10 @@ const luaL_Reg train_functions[] = {{"clock", w_clock},
                                     {"measure_peak_flops", w_peak_flops},
                                     {"memory_mib", w_memory_mib},
                                     {"stdout_is_terminal", w_stdout_is_terminal},
+                                    {"save_tensors", w_save_tensors},
+                                    {"load_tensors", w_load_tensors},
+                                    {"rng_state", w_rng_state},
+                                    {"set_rng_state", w_set_rng_state},
                                     {nullptr, nullptr}};
 
 }  // namespace

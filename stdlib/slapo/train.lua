@@ -13,7 +13,7 @@ local M = {}
 local defaults = {
   steps = 100, optimizer = "adamw", lr = 3e-4, weight_decay = 0.0, warmup = 0, schedule = "cosine",
   min_lr = 0.0, grad_accum = 1, clip = 0, seed = 0, log_every = 1, metrics = false, quiet = false,
-  group = false, layout = false,
+  group = false, layout = false, checkpoint_dir = false, checkpoint_every = 0, resume = true, schedule_log = false,
 }
 
 local function check_options(opts)
@@ -68,8 +68,11 @@ function M.synthetic(spec)
   local batches = {}
   return function(_, micro)
     if not batches[micro] then
+      -- drawn from its own seed, leaving the training run's random stream (dropout) untouched
+      local saved = slapo.rng_state()
       slapo.manual_seed((spec.seed or 0) * 1000 + micro)
       batches[micro] = slapo.randint(0, spec.vocab, { spec.batch, spec.seq })
+      slapo.set_rng_state(saved)
     end
     return batches[micro]
   end
@@ -103,8 +106,19 @@ function M.run(user_opts)
   local params = model:num_params()
   local dp = opts.layout and opts.layout.dp or 1
   local losses = {}
+  local checkpoint = require("slapo.checkpoint")
+  local first_step = 1
+  if opts.checkpoint_dir and opts.resume then
+    local from = type(opts.resume) == "string" and opts.resume or checkpoint.latest(opts.checkpoint_dir)
+    if from then
+      first_step = checkpoint.load(from, model, optimizer) + 1
+      if rank0 and not opts.quiet then
+        print(("resumed from %s at step %d"):format(from, first_step))
+      end
+    end
+  end
   model:train()
-  for step = 1, opts.steps do
+  for step = first_step, opts.steps do
     local started = slapo.clock()
     local lr = M.lr_at(step, opts)
     optimizer:set_lr(lr)
@@ -151,11 +165,14 @@ function M.run(user_opts)
         print(line)
       end
     end
+    if opts.checkpoint_dir and opts.checkpoint_every > 0 and step % opts.checkpoint_every == 0 then
+      checkpoint.save(opts.checkpoint_dir, step, model, optimizer, opts.schedule_log or nil)
+    end
   end
   if metrics then
     metrics:close()
   end
-  return { losses = losses, final_loss = losses[#losses], steps = opts.steps }
+  return { losses = losses, final_loss = losses[opts.steps], first_step = first_step, steps = opts.steps }
 end
 
 return M

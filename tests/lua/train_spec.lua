@@ -70,3 +70,41 @@ describe("train", function()
     matches("'data' is required", pcall_err(slapo.train, { model = tiny() }))
   end)
 end)
+
+describe("training checkpoints", function()
+  local function run(dir, steps, resume)
+    slapo.manual_seed(0)
+    local model = slapo.models.gpt2({ n_embd = 32, n_layer = 1, n_head = 2, vocab_size = 64, n_positions = 16 })
+    slapo.manual_seed(77)  -- the training stream (dropout is on: 0.1 by default)
+    return slapo.train({ model = model, steps = steps, lr = 1e-2, warmup = 2, quiet = true, checkpoint_dir = dir,
+      checkpoint_every = 5, resume = resume, data = { vocab = 64, batch = 2, seq = 8 } }), model
+  end
+
+  it("resume continues the same loss curve bit-exactly", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    local full, full_model = run(dir, 10, false)
+    local resumed, resumed_model = run(dir .. "-copy", 10, dir .. "/step-000005")
+    eq(6, resumed.first_step)
+    for step = 6, 10 do
+      eq(full.losses[step], resumed.losses[step], "step " .. step)
+    end
+    local theirs = resumed_model:state_dict()
+    for name, p in pairs(full_model:state_dict()) do
+      assert(p:equal(theirs[name]), name)
+    end
+    eq(dir .. "/step-000010", require("slapo.checkpoint").latest(dir))
+    os.execute("rm -rf " .. dir .. " " .. dir .. "-copy")
+  end)
+
+  it("keeps the last good checkpoint when a save was cut off", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    run(dir, 5, false)
+    -- a save killed halfway leaves only its temporary directory
+    os.execute("mkdir -p " .. dir .. "/.step-000010.tmp && echo broken > " .. dir .. "/.step-000010.tmp/trainer.json")
+    local again = run(dir, 6, true)
+    eq(6, again.first_step)
+    os.execute("rm -rf " .. dir)
+  end)
+end)

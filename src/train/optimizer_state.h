@@ -1,0 +1,16 @@
+// Optimizer state as named tensors, so training checkpoints are safetensors files:
+// "<param>.exp_avg", "<param>.exp_avg_sq", "<param>.step" (AdamW), "<param>.momentum_buffer" (SGD).
+#pragma once
+
+#include "io/safetensors.h"
+
+namespace slapo {
+
+/// The state of `optimizer` for each named parameter that has one.
+NamedTensors optimizer_state_tensors(torch::optim::Optimizer& optimizer, const NamedTensors& params);
+
+/// Restores what optimizer_state_tensors wrote; names absent from `state` keep no state.
+void load_optimizer_state_tensors(torch::optim::Optimizer& optimizer, const NamedTensors& params,
+                                  const NamedTensors& state);
+
+}  // namespace slapo
