@@ -11,6 +11,8 @@ int cmd_run(const std::string& script, const std::vector<std::string>& args, int
 /// Runs spec files; with nproc > 1 every rank runs them (multi-rank specs) and rank 0 reports.
 int cmd_test(const std::vector<std::string>& paths, int nproc = 1);
 int cmd_inspect(const std::string& model);
+/// Runs a script again in a fresh Lua state whenever a .lua file beside it changes.
+int cmd_watch(const std::string& script, const std::vector<std::string>& args);
 /// Writes an SVG chart of a metrics.jsonl (stdlib/slapo/plot.lua).
 int cmd_plot(const std::vector<std::string>& files);
 /// The interactive prompt; runs SCRIPT first when given.

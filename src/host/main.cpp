@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <fmt/format.h>
 
 #include "host/commands.h"
 #include "slapo/build_config.h"
@@ -35,6 +36,8 @@ int main(int argc, char** argv) {
   int nproc = 1;
   run->add_option("--nproc", nproc, "spawn N local ranks (Gloo on CPU) that all run the script")
       ->check(CLI::Range(1, 1024));
+  bool watch = false;
+  run->add_flag("--watch", watch, "run again on every change of a .lua file beside the script");
   run->add_option("script", script, "the Lua script; the arguments after it are the script's arg[1..n]")->required();
 
   std::vector<std::string> test_paths;
@@ -64,6 +67,13 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
 
+  if (*run && watch) {
+    if (nproc > 1) {
+      fmt::print(stderr, "slapo-lua: run: --watch runs one process; it cannot be combined with --nproc {}\n", nproc);
+      return 2;
+    }
+    return slapo::cmd_watch(script, script_args);
+  }
   if (*run) return slapo::cmd_run(script, script_args, nproc);
   if (*test) return slapo::cmd_test(test_paths, test_nproc);
   if (*inspect) return slapo::cmd_inspect(model);
