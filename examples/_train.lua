@@ -24,6 +24,9 @@ function M.options(defaults)
       error(("option --%s needs a value"):format(name), 0)
     end
     opts[name] = type(defaults[name]) == "number" and tonumber(value) or value
+    if opts[name] == nil then
+      error(("option --%s needs a number, got '%s'"):format(name, value), 0)
+    end
     i = i + 2
   end
   return opts

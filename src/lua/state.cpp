@@ -24,6 +24,10 @@ int luaopen_slapo_core(lua_State* L) {
   open_train(L);
   lua_pushstring(L, SLAPO_VERSION);
   lua_setfield(L, -2, "version");
+  // The checkout the stdlib came from (data/ lives there): slapo.source_dir()
+  lua_pushstring(L, (LuaState::stdlib_dir() + "/..").c_str());
+  lua_pushcclosure(L, [](lua_State* T) { lua_pushvalue(T, lua_upvalueindex(1)); return 1; }, 1);
+  lua_setfield(L, -2, "source_dir");
   return 1;
 }
 

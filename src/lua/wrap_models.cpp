@@ -1,5 +1,6 @@
 // slapo.models (zoo, presets, from_pretrained), slapo.save and slapo.load.
 #include <cmath>
+#include <fstream>
 
 #include "core/error.h"
 #include "io/pretrained.h"
@@ -141,6 +142,21 @@ int w_save(lua_State* L) {
   return 0;
 }
 
+// read_json(path) -> the file's JSON as Lua values (objects become tables, arrays 1-based)
+int w_read_json(lua_State* L) {
+  std::string path = luaL_checkstring(L, 1);
+  std::ifstream in(path);
+  if (!in) throw Error(fmt::format("read_json: cannot open '{}'", path));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("read_json: '{}' is not valid JSON ({})", path, e.what()));
+  }
+  push_json(L, j);
+  return 1;
+}
+
 int w_load(lua_State* L) {
   lx_push_module(L, load_torchscript(luaL_checkstring(L, 1)));
   return 1;
@@ -161,6 +177,8 @@ void open_models(lua_State* L) {
   lua_setfield(L, -2, "save");
   lua_pushcfunction(L, w_load);
   lua_setfield(L, -2, "load");
+  lua_pushcfunction(L, w_read_json);
+  lua_setfield(L, -2, "read_json");
 }
 
 }  // namespace slapo
