@@ -19,6 +19,7 @@ Module::Module(std::string type_name) : torch::nn::Module(type_name), type_name_
 Module::Module(const Module& other)
     : torch::nn::Module(other),
       type_name_(other.type_name_),
+      profile_label_(other.profile_label_),
       meta_(other.meta_),
       wrapper_(other.wrapper_),
       slots_(other.slots_),
@@ -32,6 +33,8 @@ Module::~Module() { --g_live_modules; }
 int64_t Module::live_count() { return g_live_modules.load(); }
 
 Value Module::operator()(Values args) {
+  // A named span in profiles (free when no profiler is recording).
+  RECORD_USER_SCOPE(profile_label_.empty() ? type_name_.c_str() : profile_label_.c_str());
   if (wrapper_) return wrapper_(*this, std::move(args), [this](Values a) { return call_unwrapped(std::move(a)); });
   return call_unwrapped(std::move(args));
 }

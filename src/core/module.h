@@ -86,6 +86,10 @@ class Module : public torch::nn::Module {
   int add_forward_post_hook(PostHook hook);
   void remove_hook(int id);
 
+  /// The span name this module's calls get in a profile ("GPT2Attention transformer.h.0.attn");
+  /// create_schedule labels every module with its path.
+  void set_profile_label(std::string label) { profile_label_ = std::move(label); }
+
   ModuleMeta& meta() { return meta_; }
   const ModuleMeta& meta() const { return meta_; }
 
@@ -111,6 +115,7 @@ class Module : public torch::nn::Module {
  private:
 
   std::string type_name_;
+  std::string profile_label_;
   ModuleMeta meta_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> slots_;
   Value call_unwrapped(Values args);

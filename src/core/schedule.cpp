@@ -23,6 +23,7 @@ int Schedule::world_size() const { return group_->size(); }
 
 void Schedule::rebind_module(std::shared_ptr<Module> module) {
   mod_ = std::move(module);
+  mod_->set_profile_label(mod_->type_name() + " " + path_);
   refresh_children();
 }
 
@@ -36,6 +37,8 @@ std::shared_ptr<Schedule> Schedule::make_node(std::shared_ptr<Module> mod, std::
   node->parent_ = std::move(parent);
   node->log_ = std::move(log);
   node->group_ = std::move(group);
+  node->mod_->set_profile_label(node->path_.empty() ? node->mod_->type_name()
+                                                    : node->mod_->type_name() + " " + node->path_);
   node->refresh_children();
   return node;
 }

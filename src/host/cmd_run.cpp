@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include <torch/csrc/autograd/profiler_legacy.h>
+
 #include "dist/world.h"
 #include "host/commands.h"
 #include "host/launcher.h"
@@ -24,13 +26,15 @@ int join_world_from_env() {
   return world.rank;
 }
 
-int cmd_run(const std::string& script, const std::vector<std::string>& args, int nproc) {
+int cmd_run(const std::string& script, const std::vector<std::string>& args, int nproc, const std::string& profile) {
   if (!std::filesystem::exists(script)) {
     report_error(fmt::format("run: no script '{}'", script));
     return 2;
   }
   if (nproc > 1 && !std::getenv("RANK")) {
-    std::vector<std::string> command{"run", script};
+    std::vector<std::string> command{"run"};
+    if (!profile.empty()) command.insert(command.end(), {"--profile", profile});
+    command.push_back(script);
     command.insert(command.end(), args.begin(), args.end());
     return launch_ranks(nproc, command);
   }
@@ -38,6 +42,17 @@ int cmd_run(const std::string& script, const std::vector<std::string>& args, int
   int rank = 0;
   try {
     rank = join_world_from_env();
+    // A chrome trace (chrome://tracing, Perfetto) of every op, with a span per module call named
+    // by its type and path; each rank of a multi-rank run writes its own file.
+    std::unique_ptr<torch::autograd::profiler::RecordProfile> profiler;
+    if (!profile.empty()) {
+      std::string path = profile;
+      if (dist::world()->size() > 1) {
+        auto dot = path.rfind(".json");
+        path = (dot == std::string::npos ? path : path.substr(0, dot)) + fmt::format("-rank{}.json", rank);
+      }
+      profiler = std::make_unique<torch::autograd::profiler::RecordProfile>(path);
+    }
     LuaState lua;
     lua.run_file(script, args);
   } catch (const std::exception& e) {

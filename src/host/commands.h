@@ -7,7 +7,9 @@
 namespace slapo {
 
 /// Runs a script; with nproc > 1 (and no RANK in the environment) launches that many ranks.
-int cmd_run(const std::string& script, const std::vector<std::string>& args, int nproc = 1);
+/// `profile`: write a chrome trace of the run there.
+int cmd_run(const std::string& script, const std::vector<std::string>& args, int nproc = 1,
+            const std::string& profile = "");
 /// Runs spec files; with nproc > 1 every rank runs them (multi-rank specs) and rank 0 reports.
 int cmd_test(const std::vector<std::string>& paths, int nproc = 1);
 int cmd_inspect(const std::string& model);

@@ -18,7 +18,7 @@ int script_position(int argc, char** argv) {
   for (++i; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--") return i + 1 < argc ? i + 1 : argc;
-    if (a == "--nproc") ++i;  // the option's value
+    if (a == "--nproc" || a == "--profile") ++i;  // the option's value
     else if (a.empty() || a[0] != '-') return i;
   }
   return argc;
@@ -36,6 +36,8 @@ int main(int argc, char** argv) {
   int nproc = 1;
   run->add_option("--nproc", nproc, "spawn N local ranks (Gloo on CPU) that all run the script")
       ->check(CLI::Range(1, 1024));
+  std::string profile;
+  run->add_option("--profile", profile, "write a chrome trace (spans per module path) to this .json file");
   bool watch = false;
   run->add_flag("--watch", watch, "run again on every change of a .lua file beside the script");
   run->add_option("script", script, "the Lua script; the arguments after it are the script's arg[1..n]")->required();
@@ -74,7 +76,7 @@ int main(int argc, char** argv) {
     }
     return slapo::cmd_watch(script, script_args);
   }
-  if (*run) return slapo::cmd_run(script, script_args, nproc);
+  if (*run) return slapo::cmd_run(script, script_args, nproc, profile);
   if (*test) return slapo::cmd_test(test_paths, test_nproc);
   if (*inspect) return slapo::cmd_inspect(model);
   if (*repl) return slapo::cmd_repl(repl_script);
