@@ -3,9 +3,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "core/error.h"
+#include "dist/group.h"
 #include "io/safetensors.h"
 
 namespace slapo {
@@ -81,6 +84,33 @@ std::shared_ptr<Module> from_pretrained(const std::string& dir, const BuildOptio
     fmt::print(stderr, "from_pretrained: ignored {} checkpoint entr{} the model does not have (e.g. {})\n", ignored.size(),
                ignored.size() == 1 ? "y" : "ies", ignored.front());
   return model;
+}
+
+void save_consolidated(Schedule& sch, const std::string& dir, int64_t max_shard_bytes) {
+  auto& root = *sch.mod();
+  std::unordered_map<c10::TensorImpl*, const ShardSpec*> specs;
+  std::function<void(Module&)> visit = [&](Module& m) {
+    for (auto& [name, spec] : m.meta().shards) specs[m.param(name).unsafeGetTensorImpl()] = &spec;
+    for (auto& [name, child] : m.children_in_order()) visit(*child);
+  };
+  visit(root);
+  NamedTensors full;
+  std::unordered_set<c10::TensorImpl*> seen;
+  for (auto& p : root.named_parameters()) {
+    if (!p.value().defined() || !seen.insert(p.value().unsafeGetTensorImpl()).second) continue;
+    auto spec = specs.find(p.value().unsafeGetTensorImpl());
+    at::Tensor value = p.value().detach();
+    if (spec != specs.end())  // a collective: every rank walks the parameters in the same order
+      value = spec->second->regroup(sch.group()->all_gather(value, spec->second->axis, "save"));
+    full.emplace_back(p.key(), value);
+  }
+  if (sch.rank() != 0) return;
+  write_checkpoint_dir(dir, full, max_shard_bytes);
+  if (const ModelConfig* config = model_config(root)) {
+    std::string tmp = (fs::path(dir) / "config.json.tmp").string();
+    std::ofstream(tmp) << config->json().dump(2) << "\n";
+    fs::rename(tmp, fs::path(dir) / "config.json");
+  }
 }
 
 void save_pretrained(Module& model, const std::string& dir, int64_t max_shard_bytes) {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/module.h"
+#include "core/schedule.h"
 #include "io/safetensors.h"
 #include "models/zoo.h"
 
@@ -16,6 +17,11 @@ std::shared_ptr<Module> from_pretrained(const std::string& dir, const BuildOptio
 
 /// Writes `dir`/config.json (zoo models) and the weights, tied ones once under their first name.
 void save_pretrained(Module& model, const std::string& dir, int64_t max_shard_bytes = 0);
+
+/// Writes a sharded model as one Hugging Face checkpoint: every rank of the schedule's group
+/// gathers each sharded parameter (in its shard layout, fused QKV sections included); rank 0
+/// writes config.json and the full tensors. Every rank of the group must call it.
+void save_consolidated(Schedule& sch, const std::string& dir, int64_t max_shard_bytes = 0);
 
 /// Copies `tensors` into `model`'s parameters by name (the rules of from_pretrained). Returns the
 /// checkpoint keys it ignored.

@@ -135,9 +135,15 @@ int w_models_from_pretrained(lua_State* L) {
   return 1;
 }
 
+// save(model or schedule, dir, {max_shard_size = bytes}): a schedule's sharded parameters are
+// gathered into one Hugging Face checkpoint (every rank calls it; rank 0 writes).
 int w_save(lua_State* L) {
-  auto& m = lx_check_module(L, 1);
   double shard = lx_opt_number(L, 3, "max_shard_size", 0, "save");
+  if (luaL_testudata(L, 1, "slapo.Schedule")) {
+    save_consolidated(*lx_check_schedule(L, 1), luaL_checkstring(L, 2), static_cast<int64_t>(shard));
+    return 0;
+  }
+  auto& m = lx_check_module(L, 1);
   save_pretrained(*m, luaL_checkstring(L, 2), static_cast<int64_t>(shard));
   return 0;
 }
