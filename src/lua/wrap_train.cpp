@@ -8,6 +8,8 @@
 #include "core/error.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
+#include <ATen/autocast_mode.h>
+
 #include "io/safetensors.h"
 #include "primitives/rng.h"
 #include "train/train_utils.h"
@@ -84,6 +86,32 @@ int w_set_rng_state(lua_State* L) {
   return 0;
 }
 
+// autocast(dtype, fn, ...): runs fn with LibTorch's CPU autocast (matmuls and linears in
+// bfloat16; reductions and losses stay float32), then restores the previous mode.
+int w_autocast(lua_State* L) {
+  std::string dtype = luaL_checkstring(L, 1);
+  if (dtype != "bfloat16" && dtype != "bf16")
+    luaL_error(L, "autocast: CPU autocast supports bfloat16 ('bfloat16' or 'bf16'), got '%s'", dtype.c_str());
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  bool was_enabled = at::autocast::is_cpu_enabled();
+  at::ScalarType was_dtype = at::autocast::get_autocast_cpu_dtype();
+  at::autocast::set_cpu_enabled(true);
+  at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+  int base = 2;
+  try {
+    lx_pcall(L, lua_gettop(L) - base, LUA_MULTRET);
+  } catch (...) {
+    at::autocast::set_cpu_enabled(was_enabled);
+    at::autocast::set_autocast_cpu_dtype(was_dtype);
+    if (!was_enabled) at::autocast::clear_cache();
+    throw;
+  }
+  at::autocast::set_cpu_enabled(was_enabled);
+  at::autocast::set_autocast_cpu_dtype(was_dtype);
+  if (!was_enabled) at::autocast::clear_cache();
+  return lua_gettop(L) - 1;
+}
+
 int w_stdout_is_terminal(lua_State* L) {
   lua_pushboolean(L, ::isatty(STDOUT_FILENO));
   return 1;
@@ -100,6 +128,7 @@ const luaL_Reg train_functions[] = {{"clock", w_clock},
                                     {"memory_mib", w_memory_mib},
                                     {"stdout_is_terminal", w_stdout_is_terminal},
                                     {"save_tensors", w_save_tensors},
+                                    {"autocast", w_autocast},
                                     {"load_tensors", w_load_tensors},
                                     {"rng_state", w_rng_state},
                                     {"set_rng_state", w_set_rng_state},

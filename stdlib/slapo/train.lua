@@ -13,7 +13,7 @@ local M = {}
 local defaults = {
   steps = 100, optimizer = "adamw", lr = 3e-4, weight_decay = 0.0, warmup = 0, schedule = "cosine",
   min_lr = 0.0, grad_accum = 1, clip = 0, seed = 0, log_every = 1, metrics = false, quiet = false,
-  group = false, layout = false, checkpoint_dir = false, checkpoint_every = 0, resume = true, schedule_log = false,
+  group = false, layout = false, autocast = false, checkpoint_dir = false, checkpoint_every = 0, resume = true, schedule_log = false,
 }
 
 local function check_options(opts)
@@ -126,7 +126,12 @@ function M.run(user_opts)
     local total, tokens = 0, 0
     for micro = 1, opts.grad_accum do
       local ids = data(step, micro)
-      local loss = model(ids, { labels = ids }) / opts.grad_accum
+      local loss
+      if opts.autocast then
+        loss = slapo.autocast(opts.autocast, function() return model(ids, { labels = ids }) end) / opts.grad_accum
+      else
+        loss = model(ids, { labels = ids }) / opts.grad_accum
+      end
       loss:backward()
       total = total + loss:item()
       tokens = tokens + ids:numel()
