@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "core/schedule.h"
+#include "dist/group.h"
 #include "lua/lua_module.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
@@ -184,6 +185,35 @@ int w_Schedule_param_info(lua_State* L) {
   return 1;
 }
 
+// The shard spec of parameter `path` ("a.b.weight", relative to this node), or nullptr.
+const ShardSpec* spec_of(Schedule& s, const std::string& path) {
+  auto dot = path.rfind('.');
+  auto owner = s.at(dot == std::string::npos ? "" : path.substr(0, dot));
+  std::string leaf = dot == std::string::npos ? path : path.substr(dot + 1);
+  auto found = owner->mod()->meta().shards.find(leaf);
+  return found == owner->mod()->meta().shards.end() ? nullptr : &found->second;
+}
+
+// sch:full_param(path, local) -> the full tensor (gathered over the group when sharded). Every
+// rank of the group calls it for the same path.
+int w_Schedule_full_param(lua_State* L) {
+  auto s = lx_check_schedule(L, 1);
+  auto& local = lx_check_tensor(L, 3);
+  const ShardSpec* spec = spec_of(*s, luaL_checkstring(L, 2));
+  lx_push_tensor(L, spec ? spec->regroup(s->group()->all_gather(local.detach(), spec->axis, "full_param"))
+                         : local.detach());
+  return 1;
+}
+
+// sch:local_param(path, full) -> this rank's part of a full tensor for that parameter
+int w_Schedule_local_param(lua_State* L) {
+  auto s = lx_check_schedule(L, 1);
+  auto& full = lx_check_tensor(L, 3);
+  const ShardSpec* spec = spec_of(*s, luaL_checkstring(L, 2));
+  lx_push_tensor(L, spec ? spec->local(full).contiguous() : full);
+  return 1;
+}
+
 int w_Schedule_log(lua_State* L) {
   lua_pushstring(L, lx_check_schedule(L, 1)->log().to_lua().c_str());
   return 1;
@@ -251,6 +281,8 @@ const luaL_Reg schedule_methods[] = {{"log", w_Schedule_log},
                                      {"checkpoint", w_Schedule_checkpoint},
                                      {"fork_rng", w_Schedule_fork_rng},
                                      {"param_info", w_Schedule_param_info},
+                                     {"full_param", w_Schedule_full_param},
+                                     {"local_param", w_Schedule_local_param},
                                      {"named_schedules", w_Schedule_named_schedules},
                                      {"children", w_Schedule_children},
                                      {nullptr, nullptr}};

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <map>
 
 #include "core/error.h"
@@ -112,6 +113,18 @@ int w_autocast(lua_State* L) {
   return lua_gettop(L) - 1;
 }
 
+// file_mtime(path) -> modification time in seconds (nanosecond resolution), or nil if absent
+int w_file_mtime(lua_State* L) {
+  std::error_code ec;
+  auto t = std::filesystem::last_write_time(luaL_checkstring(L, 1), ec);
+  if (ec) {
+    lua_pushnil(L);
+    return 1;
+  }
+  lua_pushnumber(L, std::chrono::duration<double>(t.time_since_epoch()).count());
+  return 1;
+}
+
 int w_stdout_is_terminal(lua_State* L) {
   lua_pushboolean(L, ::isatty(STDOUT_FILENO));
   return 1;
@@ -129,6 +142,7 @@ const luaL_Reg train_functions[] = {{"clock", w_clock},
                                     {"stdout_is_terminal", w_stdout_is_terminal},
                                     {"save_tensors", w_save_tensors},
                                     {"autocast", w_autocast},
+                                    {"file_mtime", w_file_mtime},
                                     {"load_tensors", w_load_tensors},
                                     {"rng_state", w_rng_state},
                                     {"set_rng_state", w_set_rng_state},

@@ -13,15 +13,16 @@ local M = {}
 local defaults = {
   steps = 100, optimizer = "adamw", lr = 3e-4, weight_decay = 0.0, warmup = 0, schedule = "cosine",
   min_lr = 0.0, grad_accum = 1, clip = 0, seed = 0, log_every = 1, metrics = false, quiet = false,
-  group = false, layout = false, autocast = false, checkpoint_dir = false, checkpoint_every = 0, resume = true, schedule_log = false,
+  group = false, layout = false, autocast = false, checkpoint_dir = false,
+  schedule_file = false, make_model = false, on_step = false, checkpoint_every = 0, resume = true, schedule_log = false,
 }
 
 local function check_options(opts)
   if type(opts) ~= "table" then
     error("train: expected a table of options {model = ..., data = ..., steps = ...}", 3)
   end
-  if opts.model == nil then
-    error("train: 'model' is required (a module, e.g. slapo.build(sch))", 3)
+  if opts.model == nil and not (opts.schedule_file and opts.make_model) then
+    error("train: 'model' is required (a module, e.g. slapo.build(sch)), or schedule_file with make_model", 3)
   end
   if opts.data == nil then
     error("train: 'data' is required: a function(step, micro) returning token ids, or {vocab =, batch =, seq =}", 3)
@@ -93,13 +94,72 @@ local function with_commas(n)
   return (s:reverse():gsub("(%d%d%d)", "%1,"):reverse():gsub("^,", ""))
 end
 
+-- With schedule_file: the model is make_model() scheduled by the file, re-applied when it changes.
+local function scheduled_model(opts)
+  local swap = require("slapo.hot_swap")
+  local fn, err = swap.load(opts.schedule_file)
+  if not fn then
+    error("train: " .. err, 0)
+  end
+  local ok, sch = swap.apply(opts.make_model, fn, opts.group or nil)
+  if not ok then
+    error("train: " .. opts.schedule_file .. ": " .. sch, 0)
+  end
+  return sch
+end
+
+-- At a step boundary: has the schedule file changed? Rank 0 decides for every rank.
+local function schedule_changed(opts, state)
+  local mtime = slapo.file_mtime(opts.schedule_file) or state.mtime
+  local flag = slapo.tensor({ (slapo.dist.rank() == 0 and mtime ~= state.mtime) and 1 or 0 })
+  slapo.dist.all_reduce(flag)
+  state.mtime = mtime
+  return flag:item() > 0
+end
+
+-- Applies the changed file on every rank; all swap, or (any failure) none does.
+local function try_swap(opts, state, step, rank0)
+  local swap = require("slapo.hot_swap")
+  local fn, err = swap.load(opts.schedule_file)
+  local ok, sch = false, err
+  if fn then
+    ok, sch = swap.apply(opts.make_model, fn, opts.group or nil)
+  end
+  local failed = slapo.tensor({ ok and 0 or 1 })
+  slapo.dist.all_reduce(failed)
+  if failed:item() > 0 then
+    if rank0 then
+      io.stderr:write(("[swap] step %d: %s failed, training goes on with the previous schedule:\n%s\n"):format(step,
+        opts.schedule_file, ok and "(on another rank)" or tostring(sch)))
+    end
+    return false
+  end
+  local make = opts.optimizer == "adamw" and slapo.optim.adamw or slapo.optim.sgd
+  local optimizer = make(sch.mod, { lr = opts.lr, weight_decay = opts.weight_decay })
+  local carried = swap.carry(state.sch, state.optimizer, sch, optimizer)
+  if rank0 then
+    print(("[swap] step %d: applied %s (%d parameters carried over)"):format(step, opts.schedule_file, carried))
+  end
+  state.sch, state.optimizer = sch, optimizer
+  return true
+end
+
 function M.run(user_opts)
   local opts = check_options(user_opts)
+  local swap_state
+  if opts.schedule_file then
+    local sch = scheduled_model(opts)
+    swap_state = { sch = sch, mtime = slapo.file_mtime(opts.schedule_file) }
+    opts.model = sch.mod
+  end
   local model = opts.model
   local data = type(opts.data) == "function" and opts.data or M.synthetic(opts.data)
   local rank0 = slapo.dist.rank() == 0
   local make = opts.optimizer == "adamw" and slapo.optim.adamw or slapo.optim.sgd
   local optimizer = make(model, { lr = opts.lr, weight_decay = opts.weight_decay })
+  if swap_state then
+    swap_state.optimizer = optimizer
+  end
   local terminal = slapo.stdout_is_terminal() and not opts.quiet
   local metrics = opts.metrics and rank0 and assert(io.open(opts.metrics, "w"))
   local peak = slapo.measure_peak_flops()
@@ -119,6 +179,11 @@ function M.run(user_opts)
   end
   model:train()
   for step = first_step, opts.steps do
+    if swap_state and schedule_changed(opts, swap_state) and try_swap(opts, swap_state, step, rank0) then
+      model, optimizer = swap_state.sch.mod, swap_state.optimizer
+      model:train()
+      params = model:num_params()
+    end
     local started = slapo.clock()
     local lr = M.lr_at(step, opts)
     optimizer:set_lr(lr)
@@ -170,6 +235,9 @@ function M.run(user_opts)
         print(line)
       end
     end
+    if opts.on_step then
+      opts.on_step(step, model)
+    end
     if opts.checkpoint_dir and opts.checkpoint_every > 0 and step % opts.checkpoint_every == 0 then
       checkpoint.save(opts.checkpoint_dir, step, model, optimizer, opts.schedule_log or nil)
     end
@@ -177,7 +245,8 @@ function M.run(user_opts)
   if metrics then
     metrics:close()
   end
-  return { losses = losses, final_loss = losses[opts.steps], first_step = first_step, steps = opts.steps }
+  return { losses = losses, final_loss = losses[opts.steps], first_step = first_step, steps = opts.steps,
+    model = model, schedule = swap_state and swap_state.sch or nil }
 end
 
 return M
