@@ -161,7 +161,6 @@ function M.run(user_opts)
     swap_state.optimizer = optimizer
   end
   local terminal = slapo.stdout_is_terminal() and not opts.quiet
-  local metrics = opts.metrics and rank0 and assert(io.open(opts.metrics, "w"))
   local peak = slapo.measure_peak_flops()
   local params = model:num_params()
   local dp = opts.layout and opts.layout.dp or 1
@@ -177,6 +176,8 @@ function M.run(user_opts)
       end
     end
   end
+  -- a resumed run appends to the metrics of the run it continues
+  local metrics = opts.metrics and rank0 and assert(io.open(opts.metrics, first_step > 1 and "a" or "w"))
   model:train()
   for step = first_step, opts.steps do
     if swap_state and schedule_changed(opts, swap_state) and try_swap(opts, swap_state, step, rank0) then
