@@ -25,6 +25,7 @@ void open_schedule(lua_State* L);    // create_schedule and the Schedule class
 void open_dist(lua_State* L);        // slapo.dist and the Group class
 void open_optim(lua_State* L);       // slapo.optim (SGD, AdamW)
 void open_train(lua_State* L);       // clock, clip_grad_norm, measure_peak_flops, memory_mib
+void open_kernels(lua_State* L);     // slapo.kernels (fused CPU kernels)
 void open_verify(lua_State* L);      // slapo.build and the core of slapo.verify
 
 /// Opens everything as package.loaded["slapo.core"].

@@ -66,6 +66,8 @@ function slapo.train(opts)
   return require("slapo.train").run(opts)
 end
 
+slapo.op = setmetatable({}, { __index = function(_, name) return require("slapo.op")[name] end })
+
 --- slapo.help([name]) describes a primitive; slapo.list_primitives() names them all.
 function slapo.help(name)
   return require("slapo.help").help(name)

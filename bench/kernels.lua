@@ -1,0 +1,34 @@
+-- Fused CPU kernels vs the unfused ATen ops they replace: forward + backward time, one run.
+--   slapo-lua run bench/kernels.lua
+package.path = "bench/?.lua;" .. package.path
+local timing = require("timing")
+slapo.manual_seed(0)
+
+local function step(fn, inputs)
+  return function()
+    local leaves = {}
+    for i, t in ipairs(inputs) do
+      leaves[i] = t:detach():requires_grad(true)
+    end
+    fn(unpack(leaves)):sum():backward()
+  end
+end
+
+local x, b = slapo.randn({ 64, 512, 768 }), slapo.randn({ 768 })
+local g, u = slapo.randn({ 64, 512, 688 }), slapo.randn({ 64, 512, 688 })
+local w = slapo.randn({ 768 })
+local cases = {
+  { "bias_gelu (tanh)", { x, b }, function(x, b) return slapo.kernels.bias_gelu(x, b, { approximate = "tanh" }) end,
+    function(x, b) return slapo.F.gelu(x + b, "tanh") end },
+  { "rms_norm", { x, w }, function(x, w) return slapo.kernels.rms_norm(x, w, 1e-6) end,
+    function(x, w) return w * (x * (1 / ((x * x):mean(2, true) + 1e-6):sqrt())) end },
+  { "swiglu", { g, u }, function(g, u) return slapo.kernels.swiglu(g, u) end,
+    function(g, u) return slapo.F.silu(g) * u end },
+}
+print("| kernel (fwd + bwd) | unfused ATen | fused | fused / unfused |")
+print("|---|---|---|---|")
+for _, case in ipairs(cases) do
+  local unfused = timing.time(step(case[4], case[2]), 1, 5)
+  local fused = timing.time(step(case[3], case[2]), 1, 5)
+  print(("| %s | %.1f ms | %.1f ms | %.2f |"):format(case[1], unfused * 1000, fused * 1000, fused / unfused))
+end

@@ -1,0 +1,22 @@
+// The fused kernels: one API over the CPU kernels (kernels/cpu) and, in CUDA builds, the CUDA ones
+// (kernels/cuda). Each is a custom op (namespace "slapo", registered with TORCH_LIBRARY) with a
+// hand-written forward and backward, callable from eager code and from TorchScript graphs.
+#pragma once
+
+#include <torch/torch.h>
+
+namespace slapo::kernels {
+
+/// gelu(x + bias), bias broadcast over the last dim; `tanh_approx` selects GELU's tanh form.
+at::Tensor bias_gelu(const at::Tensor& x, const at::Tensor& bias, bool tanh_approx);
+
+/// LLaMA's RMSNorm: weight * x / sqrt(mean(x^2, -1) + eps), statistics in float32 or better.
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+
+/// SwiGLU: silu(gate) * up, elementwise.
+at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up);
+
+/// Rotary embedding of q or k [B, H, S, D] with cos, sin [B, S, D] (rotate-half convention).
+at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+
+}  // namespace slapo::kernels

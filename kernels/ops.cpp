@@ -1,0 +1,138 @@
+// Registration of the fused kernels as custom ops ("slapo::bias_gelu", ...), with autograd
+// Functions whose backward calls the hand-written backward kernels, and the kernels.h API.
+#include <torch/library.h>
+
+#include "core/error.h"
+#include "cpu/cpu_kernels.h"
+#include "kernels.h"
+
+namespace slapo::kernels {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+void check_float(const at::Tensor& t, const char* op, const char* what) {
+  if (!t.defined() || !at::isFloatingType(t.scalar_type()) ||
+      (t.scalar_type() != at::kFloat && t.scalar_type() != at::kDouble))
+    throw Error(fmt::format("{}: {} must be a float32 or float64 tensor", op, what));
+  if (!t.device().is_cpu())
+    throw Error(fmt::format("{}: {} is on {}; this build has the CPU kernels only", op, what, t.device().str()));
+}
+
+struct BiasGeluFn : public torch::autograd::Function<BiasGeluFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& bias, bool tanh_approx) {
+    ctx->save_for_backward({x, bias});
+    ctx->saved_data["tanh"] = tanh_approx;
+    return cpu::bias_gelu_forward(x, bias, tanh_approx);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    auto [dx, dbias] = cpu::bias_gelu_backward(grads[0], saved[0], saved[1], ctx->saved_data["tanh"].toBool());
+    return {dx, dbias, at::Tensor()};
+  }
+};
+
+struct RmsNormFn : public torch::autograd::Function<RmsNormFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight, double eps) {
+    auto [y, inv] = cpu::rms_norm_forward(x, weight, eps);
+    ctx->save_for_backward({x, weight, inv});
+    return y;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto s = ctx->get_saved_variables();
+    auto [dx, dw] = cpu::rms_norm_backward(grads[0], s[0], s[1], s[2]);
+    return {dx, dw, at::Tensor()};
+  }
+};
+
+struct SwigluFn : public torch::autograd::Function<SwigluFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate, const at::Tensor& up) {
+    ctx->save_for_backward({gate, up});
+    return cpu::swiglu_forward(gate, up);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto s = ctx->get_saved_variables();
+    auto [dg, du] = cpu::swiglu_backward(grads[0], s[0], s[1]);
+    return {dg, du};
+  }
+};
+
+// cos and sin are constants of the position (no gradient flows to them).
+struct RopeFn : public torch::autograd::Function<RopeFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+    ctx->save_for_backward({cos, sin});
+    return cpu::rope_apply(x, cos, sin, /*inverse=*/false);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto s = ctx->get_saved_variables();
+    return {cpu::rope_apply(grads[0], s[0], s[1], /*inverse=*/true), at::Tensor(), at::Tensor()};
+  }
+};
+
+at::Tensor bias_gelu_autograd(const at::Tensor& x, const at::Tensor& bias, bool tanh_approx) {
+  return BiasGeluFn::apply(x, bias, tanh_approx);
+}
+at::Tensor rms_norm_autograd(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  return RmsNormFn::apply(x, weight, eps);
+}
+at::Tensor swiglu_autograd(const at::Tensor& gate, const at::Tensor& up) { return SwigluFn::apply(gate, up); }
+at::Tensor rope_autograd(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  return RopeFn::apply(x, cos, sin);
+}
+
+}  // namespace
+
+TORCH_LIBRARY(slapo, m) {
+  m.def("bias_gelu(Tensor x, Tensor bias, bool tanh_approx) -> Tensor");
+  m.def("rms_norm(Tensor x, Tensor weight, float eps) -> Tensor");
+  m.def("swiglu(Tensor gate, Tensor up) -> Tensor");
+  m.def("rope(Tensor x, Tensor cos, Tensor sin) -> Tensor");
+}
+
+// The autograd Functions run the CPU kernels; a CUDA build registers its kernels here too.
+TORCH_LIBRARY_IMPL(slapo, CompositeImplicitAutograd, m) {
+  m.impl("bias_gelu", bias_gelu_autograd);
+  m.impl("rms_norm", rms_norm_autograd);
+  m.impl("swiglu", swiglu_autograd);
+  m.impl("rope", rope_autograd);
+}
+
+at::Tensor bias_gelu(const at::Tensor& x, const at::Tensor& bias, bool tanh_approx) {
+  check_float(x, "bias_gelu", "x");
+  check_float(bias, "bias_gelu", "bias");
+  if (bias.dim() != 1 || x.size(-1) != bias.size(0))
+    throw Error(fmt::format("bias_gelu: bias must be 1-d with x's last size {}, got shape [{}]", x.size(-1),
+                            fmt::join(bias.sizes(), ", ")));
+  static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("slapo::bias_gelu", "").typed<decltype(bias_gelu)>();
+  return op.call(x, bias, tanh_approx);
+}
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  check_float(x, "rms_norm", "x");
+  check_float(weight, "rms_norm", "weight");
+  if (weight.dim() != 1 || x.size(-1) != weight.size(0))
+    throw Error(fmt::format("rms_norm: weight must be 1-d with x's last size {}, got shape [{}]", x.size(-1),
+                            fmt::join(weight.sizes(), ", ")));
+  static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("slapo::rms_norm", "").typed<decltype(rms_norm)>();
+  return op.call(x, weight, eps);
+}
+
+at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) {
+  check_float(gate, "swiglu", "gate");
+  check_float(up, "swiglu", "up");
+  if (gate.sizes() != up.sizes())
+    throw Error(fmt::format("swiglu: gate [{}] and up [{}] must have one shape", fmt::join(gate.sizes(), ", "),
+                            fmt::join(up.sizes(), ", ")));
+  static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("slapo::swiglu", "").typed<decltype(swiglu)>();
+  return op.call(gate, up);
+}
+
+at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  check_float(x, "rope", "x");
+  static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("slapo::rope", "").typed<decltype(rope)>();
+  return op.call(x, cos.to(x.scalar_type()), sin.to(x.scalar_type()));
+}
+
+}  // namespace slapo::kernels

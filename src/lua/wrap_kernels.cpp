@@ -1,0 +1,44 @@
+// slapo.kernels: the fused kernels of kernels.h, for eager code and slapo.op replacements.
+#include "kernels.h"
+#include "lua/runtime.h"
+#include "lua/wrap.h"
+
+namespace slapo {
+
+namespace {
+
+int push(lua_State* L, at::Tensor t) {
+  lx_push_tensor(L, std::move(t));
+  return 1;
+}
+
+// bias_gelu(x, bias, {approximate = "none" | "tanh"})
+int w_bias_gelu(lua_State* L) {
+  std::string approximate = lx_opt_string(L, 3, "approximate", "none", "kernels.bias_gelu");
+  if (approximate != "none" && approximate != "tanh")
+    luaL_error(L, "kernels.bias_gelu: approximate must be 'none' or 'tanh', got '%s'", approximate.c_str());
+  return push(L, kernels::bias_gelu(lx_check_tensor(L, 1), lx_check_tensor(L, 2), approximate == "tanh"));
+}
+int w_rms_norm(lua_State* L) {
+  return push(L, kernels::rms_norm(lx_check_tensor(L, 1), lx_check_tensor(L, 2), luaL_optnumber(L, 3, 1e-6)));
+}
+int w_swiglu(lua_State* L) { return push(L, kernels::swiglu(lx_check_tensor(L, 1), lx_check_tensor(L, 2))); }
+int w_rope(lua_State* L) {
+  return push(L, kernels::rope(lx_check_tensor(L, 1), lx_check_tensor(L, 2), lx_check_tensor(L, 3)));
+}
+
+const luaL_Reg kernel_functions[] = {{"bias_gelu", w_bias_gelu},
+                                     {"rms_norm", w_rms_norm},
+                                     {"swiglu", w_swiglu},
+                                     {"rope", w_rope},
+                                     {nullptr, nullptr}};
+
+}  // namespace
+
+void open_kernels(lua_State* L) {
+  lua_newtable(L);
+  lx_set_funcs(L, kernel_functions);
+  lua_setfield(L, -2, "kernels");
+}
+
+}  // namespace slapo

@@ -1,0 +1,58 @@
+--- slapo.op: ready-made replacement modules built on the fused kernels (Slapo's op library).
+--- Each takes the module it replaces and shares its parameters, so a replace keeps the weights.
+---
+--- Example usage:
+---   for _, layer in ipairs(sch["model.layers"]:children()) do
+---     layer["mlp"]:replace(slapo.op.FusedLlamaMLP(layer["mlp"].mod))
+---     layer["input_layernorm"]:replace(slapo.op.FusedRMSNorm(layer["input_layernorm"].mod))
+---   end
+local M = {}
+
+local function expect_type(module, wanted, fn)
+  if module:type() ~= wanted then
+    error(("op.%s: expected a %s to replace, got %s"):format(fn, wanted, module:type()), 3)
+  end
+end
+
+--- LlamaMLP with silu(gate) * up in one fused kernel.
+function M.FusedLlamaMLP(mlp)
+  expect_type(mlp, "LlamaMLP", "FusedLlamaMLP")
+  return slapo.nn.Module({
+    type = "FusedLlamaMLP",
+    children = { gate_proj = mlp.gate_proj, up_proj = mlp.up_proj, down_proj = mlp.down_proj },
+    forward = function(self, x)
+      return self.down_proj(slapo.kernels.swiglu(self.gate_proj(x), self.up_proj(x)))
+    end,
+  })
+end
+
+--- LlamaRMSNorm as one fused kernel (statistics in double precision).
+function M.FusedRMSNorm(norm, eps)
+  expect_type(norm, "LlamaRMSNorm", "FusedRMSNorm")
+  return slapo.nn.Module({
+    type = "FusedRMSNorm",
+    params = { weight = norm.weight },
+    forward = function(self, x)
+      return slapo.kernels.rms_norm(x, self.weight, eps or 1e-6)
+    end,
+  })
+end
+
+--- GPT-2's MLP with the c_fc bias add and the tanh GELU fused.
+function M.FusedGPT2MLP(mlp)
+  expect_type(mlp, "GPT2MLP", "FusedGPT2MLP")
+  return slapo.nn.Module({
+    type = "FusedGPT2MLP",
+    children = { c_fc = mlp.c_fc, c_proj = mlp.c_proj, dropout = mlp.dropout },
+    forward = function(self, x)
+      local w = self.c_fc.weight  -- Conv1D stores [in, out]
+      local shape = x:size()
+      local h = x:reshape({ -1, shape[#shape] }):matmul(w)
+      h = slapo.kernels.bias_gelu(h, self.c_fc.bias, { approximate = "tanh" })
+      shape[#shape] = w:size(1)
+      return self.dropout(self.c_proj(h:view(shape)))
+    end,
+  })
+end
+
+return M

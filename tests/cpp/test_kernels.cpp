@@ -1,0 +1,99 @@
+// Fused kernels against the unfused ATen reference, forward and backward, on fresh random inputs.
+// Bounds: max relative error (|a - b| / max(1, |b|)) below 1e-12 in float64, 1e-5 in float32.
+#include <torch/torch.h>
+#include <doctest/doctest.h>
+
+#include "kernels.h"
+
+namespace {
+
+double rel_error(const at::Tensor& got, const at::Tensor& want) {
+  auto diff = (got.to(at::kDouble) - want.to(at::kDouble)).abs();
+  auto scale = want.to(at::kDouble).abs().clamp_min(1.0);
+  return (diff / scale).max().item<double>();
+}
+
+// Runs fn(inputs) and ref(inputs) with the same output gradient; returns the worst relative error
+// over the output and every input gradient.
+double compare(const std::vector<at::Tensor>& inputs,
+               const std::function<at::Tensor(const std::vector<at::Tensor>&)>& fn,
+               const std::function<at::Tensor(const std::vector<at::Tensor>&)>& ref) {
+  auto leaves = [&] {
+    std::vector<at::Tensor> out;
+    for (auto& t : inputs) out.push_back(t.detach().clone().requires_grad_(true));
+    return out;
+  };
+  auto a = leaves(), b = leaves();
+  auto ya = fn(a), yb = ref(b);
+  auto g = torch::randn_like(yb);
+  ya.backward(g);
+  yb.backward(g);
+  double worst = rel_error(ya, yb);
+  for (size_t i = 0; i < a.size(); ++i)
+    if (b[i].grad().defined()) worst = std::max(worst, rel_error(a[i].grad(), b[i].grad()));
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("kernels: bias_gelu (exact and tanh) matches gelu(x + b), forward and backward") {
+  for (auto dtype : {at::kDouble, at::kFloat}) {
+    double bound = dtype == at::kDouble ? 1e-12 : 1e-5;
+    for (bool tanh_approx : {false, true}) {
+      torch::manual_seed(tanh_approx ? 1 : 2);
+      std::vector<at::Tensor> in{torch::randn({7, 5, 33}, dtype) * 3, torch::randn({33}, dtype)};
+      double err = compare(
+          in, [&](auto& t) { return slapo::kernels::bias_gelu(t[0], t[1], tanh_approx); },
+          [&](auto& t) { return at::gelu(t[0] + t[1], tanh_approx ? "tanh" : "none"); });
+      CHECK_MESSAGE(err < bound, "bias_gelu tanh=" << tanh_approx << " dtype=" << dtype << " err=" << err);
+    }
+  }
+}
+
+TEST_CASE("kernels: rms_norm matches LlamaRMSNorm's formula, forward and backward") {
+  for (auto dtype : {at::kDouble, at::kFloat}) {
+    torch::manual_seed(3);
+    std::vector<at::Tensor> in{torch::randn({4, 9, 64}, dtype), torch::randn({64}, dtype)};
+    double err = compare(
+        in, [](auto& t) { return slapo::kernels::rms_norm(t[0], t[1], 1e-6); },
+        [](auto& t) { return t[1] * (t[0] * at::rsqrt(t[0].pow(2).mean(-1, true) + 1e-6)); });
+    CHECK_MESSAGE(err < (dtype == at::kDouble ? 1e-12 : 1e-5), "rms_norm err=" << err);
+  }
+}
+
+TEST_CASE("kernels: swiglu matches silu(gate) * up, forward and backward") {
+  for (auto dtype : {at::kDouble, at::kFloat}) {
+    torch::manual_seed(4);
+    std::vector<at::Tensor> in{torch::randn({6, 130}, dtype) * 4, torch::randn({6, 130}, dtype)};
+    double err = compare(
+        in, [](auto& t) { return slapo::kernels::swiglu(t[0], t[1]); },
+        [](auto& t) { return at::silu(t[0]) * t[1]; });
+    CHECK_MESSAGE(err < (dtype == at::kDouble ? 1e-12 : 1e-5), "swiglu err=" << err);
+  }
+}
+
+TEST_CASE("kernels: rope matches x*cos + rotate_half(x)*sin, forward and backward") {
+  torch::manual_seed(5);
+  int64_t B = 2, H = 3, S = 5, D = 8;
+  auto freqs = torch::randn({B, S, D / 2}, at::kDouble);
+  auto emb = at::cat({freqs, freqs}, -1);
+  auto cos = emb.cos(), sin = emb.sin();
+  std::vector<at::Tensor> in{torch::randn({B, H, S, D}, at::kDouble)};
+  double err = compare(
+      in, [&](auto& t) { return slapo::kernels::rope(t[0], cos, sin); },
+      [&](auto& t) {
+        auto halves = t[0].chunk(2, -1);
+        auto rotated = at::cat({-halves[1], halves[0]}, -1);
+        return t[0] * cos.unsqueeze(1) + rotated * sin.unsqueeze(1);
+      });
+  CHECK_MESSAGE(err < 1e-12, "rope err=" << err);
+}
+
+TEST_CASE("kernels: bad inputs raise errors naming the op") {
+  auto x = torch::randn({2, 4});
+  CHECK_THROWS_WITH(slapo::kernels::bias_gelu(x, torch::randn({3}), false),
+                    doctest::Contains("bias_gelu: bias must be 1-d with x's last size 4"));
+  CHECK_THROWS_WITH(slapo::kernels::swiglu(x, torch::randn({4, 2})), doctest::Contains("swiglu: gate [2, 4] and up [4, 2]"));
+  CHECK_THROWS_WITH(slapo::kernels::rms_norm(x.to(at::kLong), torch::ones({4}), 1e-6),
+                    doctest::Contains("rms_norm: x must be a float32 or float64 tensor"));
+}

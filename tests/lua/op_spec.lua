@@ -1,0 +1,34 @@
+-- slapo.op replacements on the fused kernels verify against the modules they replace.
+describe("slapo.op", function()
+  it("FusedLlamaMLP and FusedRMSNorm keep LLaMA's outputs and gradients", function()
+    slapo.manual_seed(6)
+    local model = slapo.models.llama({ hidden_size = 32, num_hidden_layers = 2, num_attention_heads = 4,
+      num_key_value_heads = 2, intermediate_size = 64, vocab_size = 50, rms_norm_eps = 1e-6 })
+    local sch = slapo.create_schedule(model)
+    local report = slapo.verify(sch, { slapo.randint(0, 50, { 2, 7 }) }, {}, function(s)
+      for _, layer in ipairs(s["model.layers"]:children()) do
+        layer["mlp"]:replace(slapo.op.FusedLlamaMLP(layer["mlp"].mod))
+        layer["input_layernorm"]:replace(slapo.op.FusedRMSNorm(layer["input_layernorm"].mod, 1e-6))
+      end
+    end)
+    assert(report.gradients >= 10)
+    eq("FusedLlamaMLP", sch["model.layers.1.mlp"].mod:type())
+  end)
+
+  it("FusedGPT2MLP keeps GPT-2's outputs and gradients", function()
+    slapo.manual_seed(7)
+    local model = slapo.models.gpt2({ n_embd = 32, n_layer = 2, n_head = 4, vocab_size = 50, n_positions = 16 })
+    local sch = slapo.create_schedule(model)
+    slapo.verify(sch, { slapo.randint(0, 50, { 2, 7 }) }, {}, function(s)
+      for _, block in ipairs(s["transformer.h"]:children()) do
+        block["mlp"]:replace(slapo.op.FusedGPT2MLP(block["mlp"].mod))
+      end
+    end)
+  end)
+
+  it("refuses the wrong module", function()
+    matches("op.FusedLlamaMLP: expected a LlamaMLP to replace, got Linear", pcall_err(function()
+      slapo.op.FusedLlamaMLP(slapo.nn.Linear(2, 2))
+    end))
+  end)
+end)
