@@ -25,6 +25,10 @@ local cases = {
   { "swiglu", { g, u }, function(g, u) return slapo.kernels.swiglu(g, u) end,
     function(g, u) return slapo.F.silu(g) * u end },
 }
+local q, k, v = slapo.randn({ 1, 4, 1024, 64 }), slapo.randn({ 1, 4, 1024, 64 }), slapo.randn({ 1, 4, 1024, 64 })
+table.insert(cases, { "attention (causal, S=1024)", { q, k, v },
+  function(q, k, v) return slapo.kernels.attention(q, k, v, { causal = true }) end,
+  function(q, k, v) return slapo.F.scaled_dot_product_attention(q, k, v, { causal = true }) end })
 print("| kernel (fwd + bwd) | unfused ATen | fused | fused / unfused |")
 print("|---|---|---|---|")
 for _, case in ipairs(cases) do

@@ -19,4 +19,8 @@ at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up);
 /// Rotary embedding of q or k [B, H, S, D] with cos, sin [B, S, D] (rotate-half convention).
 at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 
+/// softmax(q k^T / sqrt(D) [+ causal mask]) v for q [B, H, Sq, D], k and v [B, H, Sk, D], without
+/// materialising the Sq x Sk matrix (online softmax forward, recomputation backward).
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal);
+
 }  // namespace slapo::kernels

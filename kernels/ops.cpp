@@ -71,6 +71,25 @@ struct RopeFn : public torch::autograd::Function<RopeFn> {
   }
 };
 
+struct AttentionFn : public torch::autograd::Function<AttentionFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            bool causal) {
+    auto [out, lse] = cpu::attention_forward(q, k, v, causal);
+    ctx->save_for_backward({q, k, v, out, lse});
+    ctx->saved_data["causal"] = causal;
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto s = ctx->get_saved_variables();
+    auto [dq, dk, dv] = cpu::attention_backward(grads[0], s[0], s[1], s[2], s[3], s[4], ctx->saved_data["causal"].toBool());
+    return {dq, dk, dv, at::Tensor()};
+  }
+};
+
+at::Tensor attention_autograd(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal) {
+  return AttentionFn::apply(q, k, v, causal);
+}
+
 at::Tensor bias_gelu_autograd(const at::Tensor& x, const at::Tensor& bias, bool tanh_approx) {
   return BiasGeluFn::apply(x, bias, tanh_approx);
 }
@@ -89,6 +108,7 @@ TORCH_LIBRARY(slapo, m) {
   m.def("rms_norm(Tensor x, Tensor weight, float eps) -> Tensor");
   m.def("swiglu(Tensor gate, Tensor up) -> Tensor");
   m.def("rope(Tensor x, Tensor cos, Tensor sin) -> Tensor");
+  m.def("attention(Tensor q, Tensor k, Tensor v, bool causal) -> Tensor");
 }
 
 // The autograd Functions run the CPU kernels; a CUDA build registers its kernels here too.
@@ -97,6 +117,7 @@ TORCH_LIBRARY_IMPL(slapo, CompositeImplicitAutograd, m) {
   m.impl("rms_norm", rms_norm_autograd);
   m.impl("swiglu", swiglu_autograd);
   m.impl("rope", rope_autograd);
+  m.impl("attention", attention_autograd);
 }
 
 at::Tensor bias_gelu(const at::Tensor& x, const at::Tensor& bias, bool tanh_approx) {
@@ -133,6 +154,18 @@ at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& si
   check_float(x, "rope", "x");
   static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("slapo::rope", "").typed<decltype(rope)>();
   return op.call(x, cos.to(x.scalar_type()), sin.to(x.scalar_type()));
+}
+
+}  // namespace slapo::kernels
+
+namespace slapo::kernels {
+
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal) {
+  check_float(q, "attention", "q");
+  check_float(k, "attention", "k");
+  check_float(v, "attention", "v");
+  static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("slapo::attention", "").typed<decltype(attention)>();
+  return op.call(q, k, v, causal);
 }
 
 }  // namespace slapo::kernels

@@ -26,4 +26,13 @@ std::tuple<at::Tensor, at::Tensor> swiglu_backward(const at::Tensor& dy, const a
 /// `inverse` rotates by -theta (the backward of the rotation).
 at::Tensor rope_apply(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool inverse);
 
+/// Memory-efficient attention: returns (out, log-sum-exp per query row).
+std::tuple<at::Tensor, at::Tensor> attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                     bool causal);
+/// Returns (dq, dk, dv), recomputing probabilities from the log-sum-exp.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(const at::Tensor& dout, const at::Tensor& q,
+                                                                  const at::Tensor& k, const at::Tensor& v,
+                                                                  const at::Tensor& out, const at::Tensor& lse,
+                                                                  bool causal);
+
 }  // namespace slapo::kernels::cpu

@@ -27,7 +27,13 @@ int w_rope(lua_State* L) {
   return push(L, kernels::rope(lx_check_tensor(L, 1), lx_check_tensor(L, 2), lx_check_tensor(L, 3)));
 }
 
-const luaL_Reg kernel_functions[] = {{"bias_gelu", w_bias_gelu},
+// attention(q, k, v, {causal = false})
+int w_attention(lua_State* L) {
+  bool causal = lx_opt_bool(L, 4, "causal", false, "kernels.attention");
+  return push(L, kernels::attention(lx_check_tensor(L, 1), lx_check_tensor(L, 2), lx_check_tensor(L, 3), causal));
+}
+
+const luaL_Reg kernel_functions[] = {{"attention", w_attention},{"bias_gelu", w_bias_gelu},
                                      {"rms_norm", w_rms_norm},
                                      {"swiglu", w_swiglu},
                                      {"rope", w_rope},

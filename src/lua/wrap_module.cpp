@@ -45,6 +45,12 @@ int w_Module_type(lua_State* L) {
   return 1;
 }
 
+// m:describe() -> the module's settings line ("head_dim=64", "p=0.1"), as the tree shows them
+int w_Module_describe(lua_State* L) {
+  lua_pushstring(L, lx_check_module(L, 1)->describe().c_str());
+  return 1;
+}
+
 int w_Module_train(lua_State* L) {
   lx_check_module(L, 1)->train(lua_isnone(L, 2) ? true : lua_toboolean(L, 2));
   lua_settop(L, 1);
@@ -212,6 +218,7 @@ int module_fields(lua_State* L) {
 const luaL_Reg module_methods[] = {
     {"num_params", w_Module_num_params},
     {"type", w_Module_type},
+    {"describe", w_Module_describe},
     {"train", w_Module_train},
     {"eval", w_Module_eval},
     {"is_training", w_Module_is_training},

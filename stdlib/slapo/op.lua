@@ -55,4 +55,26 @@ function M.FusedGPT2MLP(mlp)
   })
 end
 
+--- GPT2Attention with the attention core in the memory-efficient kernel (no S x S matrix).
+--- The head size is the original's; the head count follows c_attn's width, so it also works
+--- on a tensor-parallel shard. Attention dropout is not applied (use it for eval or p = 0).
+function M.FusedGPT2Attention(attn)
+  expect_type(attn, "GPT2Attention", "FusedGPT2Attention")
+  local head_dim = tonumber(attn:describe():match("head_dim=(%d+)"))
+  return slapo.nn.Module({
+    type = "FusedGPT2Attention",
+    children = { c_attn = attn.c_attn, c_proj = attn.c_proj, resid_dropout = attn.resid_dropout },
+    forward = function(self, x)
+      local b, s = x:size(0), x:size(1)
+      local qkv = self.c_attn(x)
+      local width = qkv:size(2) / 3
+      local function heads(i)
+        return qkv:narrow(2, i * width, width):reshape({ b, s, width / head_dim, head_dim }):transpose(1, 2)
+      end
+      local out = slapo.kernels.attention(heads(0), heads(1), heads(2), { causal = true })
+      return self.resid_dropout(self.c_proj(out:transpose(1, 2):reshape({ b, s, width })))
+    end,
+  })
+end
+
 return M

@@ -3,6 +3,8 @@
 #include <torch/torch.h>
 #include <doctest/doctest.h>
 
+#include <limits>
+
 #include "kernels.h"
 
 namespace {
@@ -96,4 +98,24 @@ TEST_CASE("kernels: bad inputs raise errors naming the op") {
   CHECK_THROWS_WITH(slapo::kernels::swiglu(x, torch::randn({4, 2})), doctest::Contains("swiglu: gate [2, 4] and up [4, 2]"));
   CHECK_THROWS_WITH(slapo::kernels::rms_norm(x.to(at::kLong), torch::ones({4}), 1e-6),
                     doctest::Contains("rms_norm: x must be a float32 or float64 tensor"));
+}
+
+TEST_CASE("kernels: memory-efficient attention matches softmax(q k^T / sqrt(d)) v, forward and backward") {
+  for (bool causal : {false, true}) {
+    torch::manual_seed(causal ? 8 : 9);
+    int64_t B = 2, H = 3, Sq = 5, Sk = 7, D = 8;
+    std::vector<at::Tensor> in{torch::randn({B, H, Sq, D}, at::kDouble), torch::randn({B, H, Sk, D}, at::kDouble),
+                               torch::randn({B, H, Sk, D}, at::kDouble)};
+    double err = compare(
+        in, [&](auto& t) { return slapo::kernels::attention(t[0], t[1], t[2], causal); },
+        [&](auto& t) {
+          auto scores = at::matmul(t[0], t[1].transpose(-1, -2)) / std::sqrt(double(D));
+          if (causal) {  // query i sees keys j <= i + (Sk - Sq), as the zoo's causal mask
+            auto future = torch::ones({Sq, Sk}, at::kBool).triu(Sk - Sq + 1);
+            scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
+          }
+          return at::matmul(at::softmax(scores, -1), t[2]);
+        });
+    CHECK_MESSAGE(err < 1e-12, "attention causal=" << causal << " err=" << err);
+  }
 }

@@ -26,6 +26,18 @@ describe("slapo.op", function()
     end)
   end)
 
+  it("FusedGPT2Attention keeps GPT-2's outputs and gradients (eval, no attention dropout)", function()
+    slapo.manual_seed(8)
+    local model = slapo.models.gpt2({ n_embd = 32, n_layer = 2, n_head = 4, vocab_size = 50, n_positions = 16 })
+    local sch = slapo.create_schedule(model)
+    slapo.verify(sch, { slapo.randint(0, 50, { 2, 9 }) }, {}, function(s)
+      for _, block in ipairs(s["transformer.h"]:children()) do
+        block["attn"]:replace(slapo.op.FusedGPT2Attention(block["attn"].mod))
+      end
+    end)
+    eq("FusedGPT2Attention", sch["transformer.h.0.attn"].mod:type())
+  end)
+
   it("refuses the wrong module", function()
     matches("op.FusedLlamaMLP: expected a LlamaMLP to replace, got Linear", pcall_err(function()
       slapo.op.FusedLlamaMLP(slapo.nn.Linear(2, 2))
