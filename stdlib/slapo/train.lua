@@ -240,7 +240,9 @@ function M.run(user_opts)
       opts.on_step(step, model)
     end
     if opts.checkpoint_dir and opts.checkpoint_every > 0 and step % opts.checkpoint_every == 0 then
-      checkpoint.save(opts.checkpoint_dir, step, model, optimizer, opts.schedule_log or nil)
+      -- the schedule that produced these weights travels with them
+      local log = opts.schedule_log or (swap_state and swap_state.sch:log()) or nil
+      checkpoint.save(opts.checkpoint_dir, step, model, optimizer, log)
     end
   end
   if metrics then

@@ -48,6 +48,18 @@ describe("hot swap", function()
     os.remove(path)
   end)
 
+  it("stores the schedule log in training checkpoints", function()
+    local path, dir = os.tmpname(), os.tmpname()
+    os.remove(dir)
+    write(path, "return function(sch) sch['transformer.h.1']:checkpoint() end\n")
+    slapo.train({ make_model = make_model, schedule_file = path, steps = 2, quiet = true, checkpoint_dir = dir,
+      checkpoint_every = 2, data = function() return ids end })
+    local saved = io.open(dir .. "/step-000002/schedule.lua"):read("*a")
+    matches('sch%["transformer%.h%.1"%]:checkpoint%(%)', saved)
+    os.remove(path)
+    os.execute("rm -rf " .. dir)
+  end)
+
   it("names a schedule file that returns nothing usable", function()
     local path = os.tmpname()
     write(path, "x = 1\n")
