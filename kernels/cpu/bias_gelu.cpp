@@ -54,29 +54,22 @@ std::tuple<at::Tensor, at::Tensor> bias_gelu_backward(const at::Tensor& dy_in, c
                                                       const at::Tensor& bias_in, bool tanh_approx) {
   auto dy = dy_in.contiguous(), x = x_in.contiguous(), bias = bias_in.contiguous();
   auto dx = at::empty_like(x);
+  at::Tensor dbias;
   const int64_t cols = bias.numel(), rows = x.numel() / cols;
-  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), rows));
-  auto partial = at::zeros({chunks, cols}, x.options());  // per-chunk dbias, summed at the end
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "bias_gelu_backward", [&] {
     const scalar_t* dyp = dy.data_ptr<scalar_t>();
     const scalar_t* xp = x.data_ptr<scalar_t>();
     const scalar_t* bp = bias.data_ptr<scalar_t>();
     scalar_t* dxp = dx.data_ptr<scalar_t>();
-    scalar_t* pp = partial.data_ptr<scalar_t>();
-    const int64_t per_chunk = (rows + chunks - 1) / chunks;
-    at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t k = begin; k < end; ++k) {
-        scalar_t* acc = pp + k * cols;
-        for (int64_t r = k * per_chunk; r < std::min(rows, (k + 1) * per_chunk); ++r)
-          for (int64_t c = 0; c < cols; ++c) {
-            scalar_t g = dyp[r * cols + c] * gelu_grad(xp[r * cols + c] + bp[c], tanh_approx);
-            dxp[r * cols + c] = g;
-            acc[c] += g;
-          }
+    dbias = rows_with_column_sum<scalar_t>(rows, cols, x.options(), [&](int64_t r, scalar_t* acc) {
+      for (int64_t c = 0; c < cols; ++c) {
+        scalar_t g = dyp[r * cols + c] * gelu_grad(xp[r * cols + c] + bp[c], tanh_approx);
+        dxp[r * cols + c] = g;
+        acc[c] += g;
       }
     });
   });
-  return {dx, partial.sum(0)};
+  return {dx, dbias};
 }
 
 }  // namespace slapo::kernels::cpu

@@ -39,35 +39,27 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_backward(const at::Tensor& dy_in, co
   auto dy = dy_in.contiguous(), x = x_in.contiguous(), w = weight_in.contiguous(), inv = inv_in.contiguous();
   const int64_t cols = w.numel(), rows = x.numel() / cols;
   auto dx = at::empty_like(x);
-  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), rows));
-  auto partial = at::zeros({chunks, cols}, x.options());
+  at::Tensor dweight;
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "rms_norm_backward", [&] {
     const scalar_t* dyp = dy.data_ptr<scalar_t>();
     const scalar_t* xp = x.data_ptr<scalar_t>();
     const scalar_t* wp = w.data_ptr<scalar_t>();
     const scalar_t* ip = inv.data_ptr<scalar_t>();
     scalar_t* dxp = dx.data_ptr<scalar_t>();
-    scalar_t* pp = partial.data_ptr<scalar_t>();
-    const int64_t per_chunk = (rows + chunks - 1) / chunks;
-    at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t k = begin; k < end; ++k) {
-        scalar_t* acc = pp + k * cols;
-        for (int64_t r = k * per_chunk; r < std::min(rows, (k + 1) * per_chunk); ++r) {
-          const scalar_t* row = xp + r * cols;
-          const scalar_t* drow = dyp + r * cols;
-          const double s = ip[r];
-          double dot = 0;
-          for (int64_t c = 0; c < cols; ++c) dot += double(wp[c]) * double(drow[c]) * double(row[c]);
-          const double coef = s * s * s * dot / double(cols);
-          for (int64_t c = 0; c < cols; ++c) {
-            dxp[r * cols + c] = scalar_t(s * double(wp[c]) * double(drow[c]) - double(row[c]) * coef);
-            acc[c] += drow[c] * row[c] * scalar_t(s);
-          }
-        }
+    dweight = rows_with_column_sum<scalar_t>(rows, cols, x.options(), [&](int64_t r, scalar_t* acc) {
+      const scalar_t* row = xp + r * cols;
+      const scalar_t* drow = dyp + r * cols;
+      const double s = ip[r];
+      double dot = 0;
+      for (int64_t c = 0; c < cols; ++c) dot += double(wp[c]) * double(drow[c]) * double(row[c]);
+      const double coef = s * s * s * dot / double(cols);
+      for (int64_t c = 0; c < cols; ++c) {
+        dxp[r * cols + c] = scalar_t(s * double(wp[c]) * double(drow[c]) - double(row[c]) * coef);
+        acc[c] += drow[c] * row[c] * scalar_t(s);
       }
     });
   });
-  return {dx, partial.sum(0)};
+  return {dx, dweight};
 }
 
 }  // namespace slapo::kernels::cpu
