@@ -41,7 +41,7 @@ Value Module::operator()(Values args) {
 
 Value Module::call_unwrapped(Values args) {
   for (auto& hook : pre_hooks_) hook.second(*this, args);
-  Value out = forward(args);
+  Value out = forward_override_ ? forward_override_(args) : forward(args);
   for (auto& hook : post_hooks_) hook.second(*this, args, out);
   return finish(std::move(out));
 }

@@ -31,11 +31,14 @@ struct ShardSpec {
 };
 
 /// What primitives record on a module; it travels with the module (replace, clone, build).
+class TracedGraph;
+
 struct ModuleMeta {
   std::map<std::string, ShardSpec> shards;                          ///< by parameter name
   std::map<std::string, std::map<std::string, Value>> annotations;  ///< parameter -> key -> value
   std::shared_ptr<at::Tensor> rng_state;  ///< fork_rng: this module's own CPU generator state
   bool checkpointed = false;              ///< checkpoint: recomputed in backward
+  std::shared_ptr<TracedGraph> graph;     ///< trace: the graph that runs as this module's forward
 };
 
 /// Base of every schedulable module.
@@ -55,9 +58,17 @@ class Module : public torch::nn::Module {
 
   /// Runs the module: fwd_pre hooks, forward, fwd_post hooks (through the call wrapper if set).
   Value operator()(Values args);
+  /// Runs the module's own forward (no hooks, no wrapper): what `trace` records.
+  Value forward_only(Values args) { return forward_override_ ? forward_override_(std::move(args)) : forward(std::move(args)); }
+  /// Replaces forward (hooks and the call wrapper still apply): `trace` runs its graph here.
+  /// Copies (clone) do not keep it: they run the eager forward the graph was traced from.
+  void set_forward_override(std::function<Value(Values)> fn) { forward_override_ = std::move(fn); }
+  bool has_forward_override() const { return static_cast<bool>(forward_override_); }
+
   /// What `checkpoint` installs: it receives the arguments and the plain call to run them.
   using CallWrapper = std::function<Value(Module&, Values, const std::function<Value(Values)>&)>;
   void set_call_wrapper(CallWrapper wrapper) { wrapper_ = std::move(wrapper); }
+  const CallWrapper& call_wrapper() const { return wrapper_; }
   at::Tensor operator()(const at::Tensor& x) { return (*this)(Values{x}).toTensor(); }
 
   /// Child access by slot name.
@@ -121,6 +132,7 @@ class Module : public torch::nn::Module {
   Value call_unwrapped(Values args);
 
   CallWrapper wrapper_;
+  std::function<Value(Values)> forward_override_;
   std::vector<std::pair<int, PreHook>> pre_hooks_;
   std::vector<std::pair<int, PostHook>> post_hooks_;
 };

@@ -7,6 +7,7 @@
 #include "lua/lua_module.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
+#include "graph/traced_graph.h"
 #include "primitives/primitives.h"
 
 namespace slapo {
@@ -141,6 +142,95 @@ int w_Schedule_fork_rng(lua_State* L) {
   int64_t seed = lua_isnoneornil(L, 2) ? -1 : static_cast<int64_t>(luaL_checknumber(L, 2));
   fork_rng(*s, seed, call_site(L, *s, 2, 2));
   lua_settop(L, 1);
+  return 1;
+}
+
+// sub:trace{inputs = {x, ...}, leaves = {"path" or "Type", ...}, flatten = false}
+int w_Schedule_trace(lua_State* L) {
+  auto s = lx_check_schedule(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  Values inputs;
+  std::vector<std::string> leaves;
+  lua_getfield(L, 2, "inputs");
+  if (lua_istable(L, -1))
+    for (size_t i = 1; i <= lua_objlen(L, -1); ++i) {
+      lua_rawgeti(L, -1, static_cast<int>(i));
+      inputs.push_back(lx_to_value(L, -1));
+      lua_pop(L, 1);
+    }
+  lua_pop(L, 1);
+  lua_getfield(L, 2, "leaves");
+  if (lua_istable(L, -1))
+    for (size_t i = 1; i <= lua_objlen(L, -1); ++i) {
+      lua_rawgeti(L, -1, static_cast<int>(i));
+      leaves.emplace_back(luaL_checkstring(L, -1));
+      lua_pop(L, 1);
+    }
+  lua_pop(L, 1);
+  bool flatten = lx_opt_bool(L, 2, "flatten", false, "trace");
+  // The options hold tensors, so the log refers to them as args[N] (sch:log_args()).
+  CallSite site = call_site(L, *s, 2, 2);
+  trace(*s, inputs, leaves, flatten, site);
+  lua_settop(L, 1);
+  return 1;
+}
+
+void push_graph_nodes(lua_State* L, const std::vector<GraphNode>& nodes) {
+  auto push_strings = [L](const std::vector<std::string>& v) {
+    lua_createtable(L, static_cast<int>(v.size()), 0);
+    for (size_t i = 0; i < v.size(); ++i) {
+      lua_pushstring(L, v[i].c_str());
+      lua_rawseti(L, -2, static_cast<int>(i + 1));
+    }
+  };
+  lua_createtable(L, static_cast<int>(nodes.size()), 0);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    lua_newtable(L);
+    lua_pushstring(L, nodes[i].op.c_str());
+    lua_setfield(L, -2, "op");
+    lua_pushstring(L, nodes[i].name.c_str());
+    lua_setfield(L, -2, "name");
+    if (!nodes[i].target.empty()) {
+      lua_pushstring(L, nodes[i].target.c_str());
+      lua_setfield(L, -2, "target");
+    }
+    push_strings(nodes[i].inputs);
+    lua_setfield(L, -2, "inputs");
+    push_strings(nodes[i].users);
+    lua_setfield(L, -2, "users");
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+}
+
+// sub:graph() -> {nodes = {...}} printing as the graph's text
+int w_Schedule_graph(lua_State* L) {
+  auto s = lx_check_schedule(L, 1);
+  auto& graph = s->mod()->meta().graph;
+  if (!graph) throw Error(fmt::format("graph: {} is not traced; call trace{{inputs = ...}} on it first", s->where()));
+  lua_newtable(L);
+  push_graph_nodes(L, graph->nodes());
+  lua_setfield(L, -2, "nodes");
+  lua_pushstring(L, graph->str().c_str());
+  lua_setfield(L, -2, "text");
+  luaL_getmetatable(L, "slapo.Graph");
+  lua_setmetatable(L, -2);
+  return 1;
+}
+
+// sub:find(regex) -> array of subgraphs, each an array of nodes
+int w_Schedule_find(lua_State* L) {
+  auto s = lx_check_schedule(L, 1);
+  auto nodes = find_nodes(*s, luaL_checkstring(L, 2));
+  lua_createtable(L, static_cast<int>(nodes.size()), 0);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    push_graph_nodes(L, {nodes[i]});
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+  return 1;
+}
+
+int w_Graph_tostring(lua_State* L) {
+  lua_getfield(L, 1, "text");
   return 1;
 }
 
@@ -282,6 +372,9 @@ const luaL_Reg schedule_methods[] = {{"log", w_Schedule_log},
                                      {"fork_rng", w_Schedule_fork_rng},
                                      {"param_info", w_Schedule_param_info},
                                      {"full_param", w_Schedule_full_param},
+                                     {"trace", w_Schedule_trace},
+                                     {"graph", w_Schedule_graph},
+                                     {"find", w_Schedule_find},
                                      {"local_param", w_Schedule_local_param},
                                      {"named_schedules", w_Schedule_named_schedules},
                                      {"children", w_Schedule_children},
@@ -293,6 +386,10 @@ const luaL_Reg schedule_meta[] = {
 }  // namespace
 
 void open_schedule(lua_State* L) {
+  luaL_newmetatable(L, "slapo.Graph");
+  lua_pushcfunction(L, w_Graph_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pop(L, 1);
   lua_newtable(L);
   lua_setfield(L, LUA_REGISTRYINDEX, "slapo.log_args");
   lx_new_class(L, "slapo.Schedule", schedule_methods, schedule_meta, schedule_fields);

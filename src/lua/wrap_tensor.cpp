@@ -2,6 +2,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "graph/traced_graph.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
 
@@ -102,6 +103,7 @@ int w_Tensor_max(lua_State* L) { return push(L, lx_check_tensor(L, 1).max()); }
 int w_Tensor_min(lua_State* L) { return push(L, lx_check_tensor(L, 1).min()); }
 int w_Tensor_item(lua_State* L) {
   auto& t = lx_check_tensor(L, 1);
+  refuse_value_read_while_tracing("Tensor:item()");
   if (t.numel() != 1)
     luaL_error(L, "Tensor:item: the tensor has %d elements; item() needs exactly one", static_cast<int>(t.numel()));
   if (t.scalar_type() == at::kBool) lua_pushboolean(L, t.item<bool>());
@@ -188,10 +190,12 @@ int w_Tensor_double(lua_State* L) { return push(L, lx_check_tensor(L, 1).to(at::
 int w_Tensor_long(lua_State* L) { return push(L, lx_check_tensor(L, 1).to(at::kLong)); }
 int w_Tensor_eq(lua_State* L) { auto& t = lx_check_tensor(L, 1); return push(L, t.eq(check_operand(L, 2, t))); }
 int w_Tensor_equal(lua_State* L) {
+  refuse_value_read_while_tracing("Tensor:equal()");
   lua_pushboolean(L, torch::equal(lx_check_tensor(L, 1), lx_check_tensor(L, 2)));
   return 1;
 }
 int w_Tensor_tolist(lua_State* L) {
+  refuse_value_read_while_tracing("Tensor:tolist()");
   auto t = lx_check_tensor(L, 1).detach().to(at::kDouble).contiguous().view({-1});
   lua_createtable(L, static_cast<int>(t.numel()), 0);
   auto* data = t.data_ptr<double>();
@@ -289,6 +293,7 @@ int w_cat(lua_State* L) {
   return push(L, at::cat(parts, static_cast<int64_t>(luaL_optnumber(L, 2, 0))));
 }
 int w_allclose(lua_State* L) {
+  refuse_value_read_while_tracing("allclose()");
   auto& a = lx_check_tensor(L, 1);
   auto& b = lx_check_tensor(L, 2);
   double rtol = lx_opt_number(L, 3, "rtol", 1e-5, "allclose"), atol = lx_opt_number(L, 3, "atol", 1e-8, "allclose");

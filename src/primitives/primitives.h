@@ -56,6 +56,16 @@ void checkpoint(Schedule& sch, const CallSite& site);
 /// seed (default: the default generator's seed) + 2718 + rank, swapped in around each call.
 void fork_rng(Schedule& sch, int64_t seed, const CallSite& site);
 
+/// trace{inputs, leaves, flatten}: the module's forward becomes a traced graph (aten ops, its
+/// parameters as inputs) run with autograd; leaves stay calls through their parent's slot.
+/// flatten = false: the direct children are leaves; true: the named paths or types are. Raises on
+/// data-dependent forwards (a value read into a number) rather than baking the value in.
+void trace(Schedule& sch, const Values& inputs, const std::vector<std::string>& leaves, bool flatten,
+           const CallSite& site);
+
+/// find(regex) on a traced module: its call nodes whose leaf path matches.
+std::vector<struct GraphNode> find_nodes(Schedule& sch, const std::string& pattern);
+
 /// annotate(param, key, value): attaches metadata to a parameter; it survives replace, build and clone.
 void annotate(Schedule& sch, const std::string& param, const std::string& key, const Value& value,
               const CallSite& site);

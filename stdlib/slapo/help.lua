@@ -11,8 +11,10 @@ M.primitives = {
   checkpoint = "sub:checkpoint(): recompute the module in backward, random states restored (bit-identical gradients).",
   fork_rng = "sub:fork_rng([seed]): the module draws random numbers from its own per-rank stream.",
   annotate = "sub:annotate(param, key, value): attach metadata to a parameter (see sub:param_info(param)).",
-  trace = "sub:trace{...}: not built yet (static-graph primitives).",
-  find = "sub:find(pattern): not built yet (static-graph primitives).",
+  trace = "sub:trace{inputs = {...}, leaves = {...}, flatten = false}: the module's forward becomes a graph; "
+    .. "leaves (direct children, or with flatten the named paths/types) stay calls; see sub:graph().",
+  find = "sub:find(regex): on a traced module, the call nodes whose leaf path matches (pattern matching by "
+    .. "traced functions is not built yet).",
   fuse = "sub:fuse(subgraph, {...}): not built yet (static-graph primitives).",
   decompose = "sub:decompose(): not built yet (static-graph primitives).",
   cut_pipeline_stage = "sub:cut_pipeline_stage(): not built yet (pipeline parallelism).",

@@ -1,0 +1,219 @@
+// Tracing with LibTorch's tracer, leaf modules as slapo::call_module nodes, graph execution.
+#include "graph/traced_graph.h"
+
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/frontend/tracer.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/library.h>
+
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/error.h"
+
+namespace slapo {
+
+namespace {
+
+// Leaf modules a graph calls, by id (a graph holds the id as a constant).
+struct LeafRegistry {
+  std::mutex mutex;
+  struct Entry {
+    std::weak_ptr<Module> parent;
+    std::string slot, path;
+  };
+  std::unordered_map<int64_t, Entry> leaves;
+  int64_t next = 1;
+};
+LeafRegistry& registry() {
+  static LeafRegistry r;
+  return r;
+}
+
+at::Tensor call_module(int64_t id, at::TensorList inputs) {
+  std::shared_ptr<Module> parent;
+  std::string slot, path;
+  {
+    std::lock_guard<std::mutex> lock(registry().mutex);
+    auto found = registry().leaves.find(id);
+    if (found == registry().leaves.end()) throw Error(fmt::format("call_module: no leaf module with id {}", id));
+    parent = found->second.parent.lock();
+    slot = found->second.slot;
+    path = found->second.path;
+  }
+  if (!parent) throw Error(fmt::format("call_module: the module holding leaf '{}' no longer exists", path));
+  auto m = parent->child(slot);  // the slot's current module: replace() reaches into traced graphs
+  Values args(inputs.begin(), inputs.end());
+  Value out = (*m)(std::move(args));
+  if (!out.isTensor()) throw Error(fmt::format("call_module: leaf '{}' returned a {}, not a tensor", path, out.tagKind()));
+  return out.toTensor();
+}
+
+// Ops by which a forward reads a tensor's value into the host: a trace would freeze that value.
+const std::unordered_set<std::string> kDataDependent = {"aten::item", "aten::_local_scalar_dense", "aten::Int",
+                                                        "aten::Float", "aten::Bool", "aten::ScalarImplicit",
+                                                        "aten::is_nonzero"};
+
+}  // namespace
+
+void refuse_value_read_while_tracing(const char* what) {
+  if (torch::jit::tracer::isTracing())
+    throw Error(fmt::format("{} reads a tensor's value while tracing, so the trace would bake in this input's "
+                            "value (a data-dependent branch); make the module that does it a leaf", what));
+}
+
+TORCH_LIBRARY_FRAGMENT(slapo, m) { m.def("call_module(int id, Tensor[] inputs) -> Tensor"); }
+// The leaf's own forward records autograd; the op needs no backward of its own.
+TORCH_LIBRARY_IMPL(slapo, CompositeImplicitAutograd, m) { m.impl("call_module", call_module); }
+
+TracedGraph::TracedGraph(std::shared_ptr<torch::jit::Graph> graph, std::vector<at::Tensor> params,
+                         std::vector<std::vector<int64_t>> input_shapes, std::string where)
+    : graph_(std::move(graph)), params_(std::move(params)), input_shapes_(std::move(input_shapes)), where_(std::move(where)) {
+  function_ = std::make_unique<torch::jit::GraphFunction>("slapo_traced", graph_, nullptr);
+}
+
+TracedGraph::~TracedGraph() = default;
+
+Value TracedGraph::run(const Values& args) {
+  if (args.size() != input_shapes_.size())
+    throw Error(fmt::format("traced {}: called with {} inputs, traced with {}", where_, args.size(), input_shapes_.size()));
+  for (size_t i = 0; i < args.size(); ++i)
+    if (!args[i].isTensor() || args[i].toTensor().sizes().vec() != input_shapes_[i])
+      throw Error(fmt::format("traced {}: input {} has shape [{}] but the trace was taken with [{}]; the trace holds "
+                              "the example's sizes, so trace it again with inputs of this shape",
+                              where_, i + 1, args[i].isTensor() ? fmt::format("{}", fmt::join(args[i].toTensor().sizes(), ", ")) : args[i].tagKind(),
+                              fmt::join(input_shapes_[i], ", ")));
+  torch::jit::Stack stack(args.begin(), args.end());
+  for (auto& p : params_) stack.emplace_back(p);
+  return (*function_)(std::move(stack));
+}
+
+std::string TracedGraph::str() const {
+  std::ostringstream out;
+  out << *graph_;
+  return out.str();
+}
+
+std::vector<GraphNode> TracedGraph::nodes() const {
+  std::unordered_map<int64_t, std::string> paths;
+  {
+    std::lock_guard<std::mutex> lock(registry().mutex);
+    for (auto& [id, leaf] : registry().leaves) paths[id] = leaf.path;
+  }
+  std::vector<GraphNode> out;
+  for (auto* node : graph_->nodes()) {
+    if (node->kind() == c10::prim::Constant || node->kind() == c10::prim::ListConstruct) continue;
+    GraphNode n;
+    n.op = node->kind().toQualString();
+    n.name = node->outputs().empty() ? "" : "%" + node->outputs()[0]->debugName();
+    for (auto* in : node->inputs()) {
+      if (in->node()->kind() == c10::prim::ListConstruct)
+        for (auto* item : in->node()->inputs()) n.inputs.push_back("%" + item->debugName());
+      else if (in->node()->kind() != c10::prim::Constant)
+        n.inputs.push_back("%" + in->debugName());
+    }
+    for (auto* o : node->outputs())
+      for (auto& use : o->uses()) n.users.push_back(use.user->outputs().empty() ? "return" : "%" + use.user->outputs()[0]->debugName());
+    if (n.op == "slapo::call_module") {
+      auto id = torch::jit::constant_as<int64_t>(node->inputs()[0]);
+      if (id && paths.count(*id)) n.target = paths[*id];
+    }
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
+std::shared_ptr<TracedGraph> trace_module(Module& module, const std::string& where, const Values& example_inputs,
+                                          const std::vector<TraceLeaf>& leaves) {
+  for (size_t i = 0; i < example_inputs.size(); ++i)
+    if (!example_inputs[i].isTensor())
+      throw Error(fmt::format("trace: input {} of {} is a {}; trace takes tensor inputs", i + 1, where,
+                              example_inputs[i].tagKind()));
+  // Parameters go in as extra inputs: the tracer maps tensors by identity, so the module's own
+  // parameters become graph inputs instead of constants.
+  std::vector<at::Tensor> params;
+  std::unordered_set<c10::TensorImpl*> seen;
+  for (auto& p : module.parameters())
+    if (p.defined() && seen.insert(p.unsafeGetTensorImpl()).second) params.push_back(p);
+
+  // Leaves: paused tracing around their call, one call_module node in its place.
+  std::vector<Module::CallWrapper> previous;
+  for (auto& leaf_info : leaves) {
+    int64_t id;
+    {
+      std::lock_guard<std::mutex> lock(registry().mutex);
+      id = registry().next++;
+      registry().leaves[id] = {leaf_info.parent, leaf_info.slot, leaf_info.path};
+    }
+    auto leaf = leaf_info.parent->child(leaf_info.slot);
+    previous.push_back(leaf->call_wrapper());
+    leaf->set_call_wrapper([id](Module&, Values args, const std::function<Value(Values)>& run) {
+      auto state = torch::jit::tracer::getTracingState();
+      if (!state) return run(std::move(args));
+      torch::jit::tracer::setTracingState(nullptr);
+      Value out;
+      try {
+        out = run(args);
+      } catch (...) {
+        torch::jit::tracer::setTracingState(state);
+        throw;
+      }
+      torch::jit::tracer::setTracingState(state);
+      auto& graph = *state->graph;
+      std::vector<torch::jit::Value*> tensor_inputs;
+      for (auto& a : args)
+        if (a.isTensor()) tensor_inputs.push_back(torch::jit::tracer::getValueTrace(a));
+      auto* list = graph.insertNode(graph.createList(c10::TensorType::get(), tensor_inputs))->output();
+      auto* id_value = graph.insertConstant(id);
+      auto* node = graph.insertNode(graph.create(c10::Symbol::fromQualString("slapo::call_module"), {id_value, list}, 1));
+      node->output()->setType(c10::TensorType::get());
+      if (out.isTensor()) torch::jit::tracer::setValueTrace(out, node->output());
+      return out;
+    });
+  }
+  auto clear_wrappers = [&] {  // give each leaf back the wrapper it had (checkpoint's, say)
+    for (size_t i = 0; i < leaves.size(); ++i) leaves[i].parent->child(leaves[i].slot)->set_call_wrapper(previous[i]);
+  };
+
+  torch::jit::Stack inputs(example_inputs.begin(), example_inputs.end());
+  for (auto& p : params) inputs.emplace_back(p);
+  size_t n_inputs = example_inputs.size();
+  std::shared_ptr<torch::jit::Graph> graph;
+  try {
+    auto traced = torch::jit::tracer::trace(
+        inputs,
+        [&](torch::jit::Stack in) -> torch::jit::Stack {
+          Values args(in.begin(), in.begin() + static_cast<int64_t>(n_inputs));
+          Value out = module.forward_only(std::move(args));
+          if (!out.isTensor())
+            throw Error(fmt::format("trace: {} returned a {}; trace supports modules that return one tensor", where,
+                                    out.tagKind()));
+          return {out};
+        },
+        [](const at::Tensor&) { return std::string(); }, /*strict=*/false);
+    graph = traced.first->graph;
+  } catch (const Error&) {
+    clear_wrappers();
+    throw;
+  } catch (const std::exception& e) {
+    clear_wrappers();
+    std::string msg = e.what();
+    if (msg.size() > 400) msg = msg.substr(0, 400) + " ...";  // the tracer dumps whole tensors
+    throw Error(fmt::format("trace: tracing {} failed: {}", where, msg));
+  }
+  clear_wrappers();
+  for (auto* node : graph->nodes()) {
+    std::string kind = node->kind().toQualString();
+    if (kDataDependent.count(kind))
+      throw Error(fmt::format("trace: {} reads a tensor's value into a number ({}), so a trace would bake in this "
+                              "input's value; make the module that does it a leaf (trace{{leaves = {{...}}}})",
+                              where, kind));
+  }
+  std::vector<std::vector<int64_t>> shapes;
+  for (auto& v : example_inputs) shapes.push_back(v.toTensor().sizes().vec());
+  return std::make_shared<TracedGraph>(graph, params, shapes, where);
+}
+
+}  // namespace slapo

@@ -1,0 +1,66 @@
+// A module traced into a TorchScript graph (the one place that knows TorchScript, so PyTorch 2.x
+// builds can swap it): aten ops plus `slapo::call_module` nodes for leaf modules, the module's
+// parameters as graph inputs, executed with autograd by a GraphFunction.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/module.h"
+
+namespace torch::jit {
+struct Graph;
+struct GraphFunction;
+}  // namespace torch::jit
+
+namespace slapo {
+
+/// A node as Lua sees it.
+struct GraphNode {
+  std::string op;       ///< "aten::matmul", "slapo::call_module", ...
+  std::string name;     ///< the node's first output ("%x.3")
+  std::string target;   ///< for call_module: the leaf's path below the traced module
+  std::vector<std::string> inputs, users;
+};
+
+class TracedGraph {
+ public:
+  TracedGraph(std::shared_ptr<torch::jit::Graph> graph, std::vector<at::Tensor> params,
+              std::vector<std::vector<int64_t>> input_shapes, std::string where);
+  ~TracedGraph();
+
+  /// Runs the graph on `args` (the traced module's inputs) with the module's parameters. A trace
+  /// holds the example's sizes as constants, so other input shapes are refused, not miscomputed.
+  Value run(const Values& args);
+  std::string str() const;
+  std::vector<GraphNode> nodes() const;
+
+ private:
+  std::shared_ptr<torch::jit::Graph> graph_;
+  std::vector<at::Tensor> params_;
+  std::vector<std::vector<int64_t>> input_shapes_;
+  std::string where_;
+  std::unique_ptr<torch::jit::GraphFunction> function_;
+};
+
+/// Raises while a trace is being taken: `what` (Tensor:item, ...) reads a tensor's value into the
+/// host, and a trace would keep that one value forever (torch.jit.trace's silent trap).
+void refuse_value_read_while_tracing(const char* what);
+
+/// A module kept as one call in a trace: found through its parent's slot at run time, so a
+/// later `replace` of the leaf takes effect in the graph.
+struct TraceLeaf {
+  std::shared_ptr<Module> parent;
+  std::string slot;
+  std::string path;  ///< below the traced module, for printing and find
+};
+
+/// Traces `module.forward` on `example_inputs`; `leaves` are recorded as single call nodes and
+/// keep running their own forward. Raises
+/// slapo::Error naming `where` when the forward reads a tensor's value as a number (a trace would
+/// bake that value in) or when the inputs are not tensors.
+std::shared_ptr<TracedGraph> trace_module(Module& module, const std::string& where, const Values& example_inputs,
+                                          const std::vector<TraceLeaf>& leaves);
+
+}  // namespace slapo

@@ -1,0 +1,76 @@
+// trace: turn a module's forward into a graph; its leaves stay calls that sch["..."] reaches.
+#include <regex>
+
+#include "core/error.h"
+#include "graph/traced_graph.h"
+#include "primitives/primitives.h"
+
+namespace slapo {
+
+namespace {
+
+// flatten = false: the direct children are the leaves. flatten = true: the descendants named in
+// `leaves` (paths below the module, or type names) are, and every Dropout.
+std::vector<TraceLeaf> choose_leaves(Schedule& sch, const std::vector<std::string>& names, bool flatten) {
+  std::vector<TraceLeaf> out;
+  if (!flatten) {
+    for (auto& child : sch.children()) out.push_back({sch.mod(), child->name(), child->name()});
+    return out;
+  }
+  std::vector<bool> used(names.size(), false);
+  auto under_leaf = [&](const std::string& path) {
+    for (auto& leaf : out)
+      if (path.rfind(leaf.path + ".", 0) == 0) return true;
+    return false;
+  };
+  for (auto& [path, node] : sch.named_schedules()) {
+    if (under_leaf(path)) continue;
+    bool chosen = false;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (names[i] == path || names[i] == node->mod()->type_name()) {
+        used[i] = chosen = true;
+        break;
+      }
+    }
+    // Dropout switches on train/eval at call time; traced, that switch would be frozen.
+    if (chosen || node->mod()->type_name() == "Dropout") out.push_back({node->parent()->mod(), node->name(), path});
+  }
+  for (size_t i = 0; i < names.size(); ++i)
+    if (!used[i])
+      throw Error(fmt::format("trace: leaf '{}' is neither a path below {} nor the type of a module there", names[i],
+                              sch.where()));
+  return out;
+}
+
+}  // namespace
+
+void trace(Schedule& sch, const Values& inputs, const std::vector<std::string>& leaves, bool flatten,
+           const CallSite& site) {
+  Module& m = *sch.mod();
+  if (m.meta().graph) throw Error(fmt::format("trace: {} ({}) is traced already", sch.where(), m.type_name()));
+  if (inputs.empty())
+    throw Error(fmt::format("trace: {} needs example inputs: trace{{inputs = {{x, ...}}}}", sch.where()));
+  auto chosen = choose_leaves(sch, leaves, flatten);
+  auto graph = trace_module(m, sch.where(), inputs, chosen);
+  m.meta().graph = graph;
+  m.set_forward_override([graph](Values args) { return graph->run(args); });
+  sch.log().append({"trace", sch.path(), site.lua_args, site.source});
+}
+
+std::vector<GraphNode> find_nodes(Schedule& sch, const std::string& pattern) {
+  auto& graph = sch.mod()->meta().graph;
+  if (!graph)
+    throw Error(fmt::format("find: {} is not traced; call trace{{inputs = ...}} on it first", sch.where()));
+  std::regex re;
+  try {
+    re = std::regex(pattern);
+  } catch (const std::regex_error& e) {
+    throw Error(fmt::format("find: '{}' is not a valid regular expression ({})", pattern, e.what()));
+  }
+  std::vector<GraphNode> out;
+  for (auto& node : graph->nodes())
+    if (node.op == "slapo::call_module" && std::regex_search(node.target, re)) out.push_back(node);
+  return out;
+}
+
+}  // namespace slapo

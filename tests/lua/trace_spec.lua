@@ -1,0 +1,92 @@
+-- trace and find on the zoo (after Slapo's test_trace.py): graphs of aten ops with leaf calls,
+-- same outputs and gradients, leaves still replaceable, data-dependent forwards refused.
+local function gpt2()
+  slapo.manual_seed(0)
+  return slapo.models.gpt2({ n_embd = 32, n_layer = 2, n_head = 4, vocab_size = 50, n_positions = 16 })
+end
+
+local function ops(graph)
+  local out = {}
+  for _, n in ipairs(graph.nodes) do
+    table.insert(out, n.op .. (n.target and ("(" .. n.target .. ")") or ""))
+  end
+  return table.concat(out, " ")
+end
+
+describe("trace", function()
+  it("keeps direct children as calls by default", function()
+    local sch = slapo.create_schedule(gpt2())
+    sch["transformer.h.0.mlp"]:trace({ inputs = { slapo.randn({ 2, 5, 32 }) } })
+    eq("slapo::call_module(c_fc) slapo::call_module(act) slapo::call_module(c_proj) slapo::call_module(dropout)",
+      ops(sch["transformer.h.0.mlp"]:graph()))
+  end)
+
+  it("inlines children with flatten and keeps outputs and gradients", function()
+    local sch = slapo.create_schedule(gpt2())
+    local ids = slapo.randint(0, 50, { 2, 5 })
+    slapo.verify(sch, { ids }, {}, function(s)
+      for i = 0, 1 do
+        s["transformer.h." .. i .. ".mlp"]:trace({ inputs = { slapo.randn({ 2, 5, 32 }) }, leaves = { "c_fc" },
+          flatten = true })
+      end
+    end)
+    local text = ops(sch["transformer.h.1.mlp"]:graph())
+    matches("^slapo::call_module%(c_fc%) ", text)
+    matches("aten::gelu", text)   -- NewGELUActivation, inlined
+    matches("aten::addmm", text)  -- c_proj's Conv1D, inlined
+    matches("graph%(", tostring(sch["transformer.h.1.mlp"]:graph()))
+  end)
+
+  it("leaves stay reachable: replacing one changes what the graph calls", function()
+    local model = gpt2():eval()
+    local sch = slapo.create_schedule(model)
+    local ids = slapo.randint(0, 50, { 1, 4 })
+    local before = model(ids)
+    sch["transformer.h.0.mlp"]:trace({ inputs = { slapo.randn({ 1, 4, 32 }) } })
+    local calls = 0
+    local c_fc = sch["transformer.h.0.mlp.c_fc"]
+    c_fc:replace(slapo.nn.Module({ type = "Counting", children = { inner = c_fc.mod },
+      forward = function(self, x) calls = calls + 1 return self.inner(x) end }))
+    close(before, model(ids))
+    eq(1, calls)
+  end)
+
+  it("find returns the call nodes whose leaf path matches", function()
+    local sch = slapo.create_schedule(gpt2())
+    local mlp = sch["transformer.h.0.mlp"]
+    matches("find: 'transformer%.h%.0%.mlp' is not traced", pcall_err(function() mlp:find("c_") end))
+    mlp:trace({ inputs = { slapo.randn({ 2, 3, 32 }) } })
+    local found = mlp:find("^c_")
+    eq(2, #found)
+    eq("c_fc", found[1][1].target)
+    eq("c_proj", found[2][1].target)
+    eq(found[1][1].name, found[1][1].name:match("^%%.*"))
+  end)
+
+  it("refuses a forward that reads a tensor's value, and other input shapes", function()
+    local branchy = slapo.nn.Module({ type = "Branchy", children = { fc = slapo.nn.Linear(4, 4) },
+      forward = function(self, x)
+        if x:sum():item() > 0 then return self.fc(x) end
+        return x
+      end })
+    local sch = slapo.create_schedule(slapo.nn.Sequential({ branchy }))
+    matches("trace: tracing '0' failed: Branchy%.forward: .*Tensor:item%(%) reads a tensor's value while tracing",
+      pcall_err(function()
+      sch["0"]:trace({ inputs = { slapo.ones({ 2, 4 }) } })
+    end))
+    local sch2 = slapo.create_schedule(gpt2())
+    sch2["transformer.h.0.mlp"]:trace({ inputs = { slapo.randn({ 2, 5, 32 }) } })
+    matches("input 1 has shape %[1, 5, 32%] but the trace was taken with %[2, 5, 32%]", pcall_err(function()
+      sch2.mod(slapo.randint(0, 50, { 1, 5 }))
+    end))
+  end)
+
+  it("replays from the log with the example inputs", function()
+    local sch = slapo.create_schedule(gpt2())
+    sch["transformer.h.0.mlp"]:trace({ inputs = { slapo.randn({ 2, 5, 32 }) }, leaves = { "c_fc" }, flatten = true })
+    matches('sch%["transformer%.h%.0%.mlp"%]:trace%(args%[1%]%)', sch:log())
+    local fresh = slapo.create_schedule(gpt2())
+    load(sch:log())()(fresh, sch:log_args())
+    eq(ops(sch["transformer.h.0.mlp"]:graph()), ops(fresh["transformer.h.0.mlp"]:graph()))
+  end)
+end)
