@@ -38,6 +38,7 @@ struct ModuleMeta {
   std::map<std::string, std::map<std::string, Value>> annotations;  ///< parameter -> key -> value
   std::shared_ptr<at::Tensor> rng_state;  ///< fork_rng: this module's own CPU generator state
   bool checkpointed = false;              ///< checkpoint: recomputed in backward
+  bool decomposed = false;                ///< decompose: Linear/Conv1D as matmul + bias add
   std::shared_ptr<TracedGraph> graph;     ///< trace: the graph that runs as this module's forward
 };
 

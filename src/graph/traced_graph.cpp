@@ -4,6 +4,8 @@
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+#include <torch/csrc/jit/passes/subgraph_rewrite.h>
 #include <torch/library.h>
 
 #include <mutex>
@@ -88,6 +90,34 @@ Value TracedGraph::run(const Values& args) {
   torch::jit::Stack stack(args.begin(), args.end());
   for (auto& p : params_) stack.emplace_back(p);
   return (*function_)(std::move(stack));
+}
+
+int TracedGraph::fuse_kernels() {
+  auto count = [this] {
+    int n = 0;
+    for (auto* node : graph_->nodes()) n += node->kind().toQualString() == std::string("slapo::bias_gelu");
+    return n;
+  };
+  int before = count();
+  torch::jit::SubgraphRewriter rewriter;
+  // The add's operand is the bias of a decomposed Linear/Conv1D: it follows a matmul directly.
+  rewriter.RegisterRewritePattern(R"IR(
+graph(%x, %w, %b, %alpha : int, %approx : str):
+  %m = aten::matmul(%x, %w)
+  %y = aten::add(%m, %b, %alpha)
+  %z = aten::gelu(%y, %approx)
+  return (%z))IR",
+                                  R"IR(
+graph(%x, %w, %b, %alpha : int, %approx : str):
+  %m = aten::matmul(%x, %w)
+  %tanh : str = prim::Constant[value="tanh"]()
+  %t : bool = aten::eq(%approx, %tanh)
+  %z = slapo::bias_gelu(%m, %b, %t)
+  return (%z))IR");
+  rewriter.runOnGraph(graph_);
+  torch::jit::EliminateDeadCode(graph_);
+  function_ = std::make_unique<torch::jit::GraphFunction>("slapo_traced", graph_, nullptr);
+  return count() - before;
 }
 
 std::string TracedGraph::str() const {

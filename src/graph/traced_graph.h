@@ -36,6 +36,10 @@ class TracedGraph {
   std::string str() const;
   std::vector<GraphNode> nodes() const;
 
+  /// Rewrites the kernel patterns of kernels.h into their fused ops (today: a matmul whose output
+  /// gets a bias added and goes through GELU -> matmul + slapo::bias_gelu). Returns how many.
+  int fuse_kernels();
+
  private:
   std::shared_ptr<torch::jit::Graph> graph_;
   std::vector<at::Tensor> params_;

@@ -229,6 +229,25 @@ int w_Schedule_find(lua_State* L) {
   return 1;
 }
 
+int w_Schedule_decompose(lua_State* L) {
+  auto s = lx_check_schedule(L, 1);
+  decompose(*s, call_site(L, *s, 2, 1));
+  lua_settop(L, 1);
+  return 1;
+}
+
+// sub:fuse(nil, {compiler = "kernels"}) -> number of fused subgraphs
+int w_Schedule_fuse(lua_State* L) {
+  auto s = lx_check_schedule(L, 1);
+  if (!lua_isnoneornil(L, 2))
+    throw Error(fmt::format("fuse: fusing a chosen subgraph of {} needs pattern matching, which is not built yet; "
+                            "fuse(nil, {{compiler = \"kernels\"}}) fuses the known patterns of the whole traced module",
+                            s->where()));
+  std::string compiler = lx_opt_string(L, 3, "compiler", "kernels", "fuse");
+  lua_pushnumber(L, fuse(*s, compiler, call_site(L, *s, 2, 3)));
+  return 1;
+}
+
 int w_Graph_tostring(lua_State* L) {
   lua_getfield(L, 1, "text");
   return 1;
@@ -375,6 +394,8 @@ const luaL_Reg schedule_methods[] = {{"log", w_Schedule_log},
                                      {"trace", w_Schedule_trace},
                                      {"graph", w_Schedule_graph},
                                      {"find", w_Schedule_find},
+                                     {"decompose", w_Schedule_decompose},
+                                     {"fuse", w_Schedule_fuse},
                                      {"local_param", w_Schedule_local_param},
                                      {"named_schedules", w_Schedule_named_schedules},
                                      {"children", w_Schedule_children},

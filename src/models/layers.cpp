@@ -40,6 +40,10 @@ bool Linear::row_parallel() const { return bias_after_sync(*this, 1); }
 Value Linear::forward(Values args) {
   auto x = tensor_arg(args, 0, "Linear", "input");
   bool with_bias = has_param("bias") && !row_parallel();
+  if (meta().decomposed) {  // separate ops, so a trace shows the bias add for fusion
+    auto y = at::matmul(x, param("weight").t());
+    return with_bias ? y + param("bias") : y;
+  }
   return at::linear(x, param("weight"), with_bias ? param("bias") : at::Tensor());
 }
 
@@ -67,6 +71,10 @@ Value Conv1D::forward(Values args) {
   auto w = param("weight");
   auto out_shape = x.sizes().vec();
   out_shape.back() = w.size(1);
+  if (meta().decomposed) {
+    auto y = at::matmul(x, w);
+    return row_parallel() ? y : y + param("bias");
+  }
   auto flat = x.reshape({-1, x.size(-1)});
   if (row_parallel()) return at::mm(flat, w).view(out_shape);
   return at::addmm(param("bias"), flat, w).view(out_shape);

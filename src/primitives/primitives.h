@@ -66,6 +66,15 @@ void trace(Schedule& sch, const Values& inputs, const std::vector<std::string>& 
 /// find(regex) on a traced module: its call nodes whose leaf path matches.
 std::vector<struct GraphNode> find_nodes(Schedule& sch, const std::string& pattern);
 
+/// decompose(): a Linear or Conv1D computes matmul, then the bias add, as separate ops, so a trace
+/// exposes the bias add to fusion. Requires: a Linear or Conv1D, not decomposed yet.
+void decompose(Schedule& sch, const CallSite& site);
+
+/// fuse({compiler = "kernels"}): on a traced module, rewrites the known patterns into the fused
+/// kernels of kernels.h. Returns how many subgraphs were fused; zero is an error naming the
+/// patterns it looked for.
+int fuse(Schedule& sch, const std::string& compiler, const CallSite& site);
+
 /// annotate(param, key, value): attaches metadata to a parameter; it survives replace, build and clone.
 void annotate(Schedule& sch, const std::string& param, const std::string& key, const Value& value,
               const CallSite& site);

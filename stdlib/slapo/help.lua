@@ -15,8 +15,9 @@ M.primitives = {
     .. "leaves (direct children, or with flatten the named paths/types) stay calls; see sub:graph().",
   find = "sub:find(regex): on a traced module, the call nodes whose leaf path matches (pattern matching by "
     .. "traced functions is not built yet).",
-  fuse = "sub:fuse(subgraph, {...}): not built yet (static-graph primitives).",
-  decompose = "sub:decompose(): not built yet (static-graph primitives).",
+  fuse = "sub:fuse(nil, {compiler = \"kernels\"}): on a traced module, rewrite matmul -> bias add -> gelu into "
+    .. "slapo::bias_gelu (chosen subgraphs are not supported yet).",
+  decompose = "sub:decompose(): a Linear/Conv1D computes matmul and bias add separately, so a trace can fuse the bias.",
   cut_pipeline_stage = "sub:cut_pipeline_stage(): not built yet (pipeline parallelism).",
 }
 

@@ -90,3 +90,39 @@ describe("trace", function()
     eq(ops(sch["transformer.h.0.mlp"]:graph()), ops(fresh["transformer.h.0.mlp"]:graph()))
   end)
 end)
+
+describe("decompose, trace and fuse", function()
+  it("fuse bias + GELU into the kernel and keep outputs and gradients (the issue's done-means flow)", function()
+    local sch = slapo.create_schedule(gpt2())
+    local ids = slapo.randint(0, 50, { 2, 5 })
+    local fused = 0
+    slapo.verify(sch, { ids }, {}, function(s)
+      for i = 0, 1 do
+        local mlp = s["transformer.h." .. i .. ".mlp"]
+        mlp["c_fc"]:decompose()
+        mlp:trace({ inputs = { slapo.randn({ 2, 5, 32 }) }, flatten = true })
+        fused = fused + mlp:fuse(nil, { compiler = "kernels" })
+      end
+    end)
+    eq(2, fused)
+    local text = ops(sch["transformer.h.0.mlp"]:graph())
+    matches("slapo::bias_gelu", text)
+    assert(not text:find("aten::gelu"), text)
+  end)
+
+  it("explains what it looked for when nothing matches, and checks its inputs", function()
+    local sch = slapo.create_schedule(gpt2())
+    local mlp = sch["transformer.h.0.mlp"]
+    matches("fuse: 'transformer%.h%.0%.mlp' is not traced", pcall_err(function() mlp:fuse(nil, {}) end))
+    mlp:trace({ inputs = { slapo.randn({ 2, 5, 32 }) }, flatten = true })
+    matches("no kernel pattern in 'transformer%.h%.0%.mlp' %(looked for: matmul %-> bias add %-> gelu",
+      pcall_err(function() mlp:fuse(nil, { compiler = "kernels" }) end))
+    matches("unknown compiler 'tvm'.*choices: kernels", pcall_err(function() mlp:fuse(nil, { compiler = "tvm" }) end))
+    matches("decompose: 'transformer%.h%.0%.mlp%.act' is a NewGELUActivation", pcall_err(function()
+      mlp["act"]:decompose()
+    end))
+    matches("decompose: the parent of 'transformer%.h%.0%.mlp%.c_fc' is traced already", pcall_err(function()
+      mlp["c_fc"]:decompose()
+    end))
+  end)
+end)
