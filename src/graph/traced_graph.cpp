@@ -4,10 +4,12 @@
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/ir/subgraph_matcher.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/subgraph_rewrite.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
@@ -64,6 +66,29 @@ void refuse_value_read_while_tracing(const char* what) {
   if (torch::jit::tracer::isTracing())
     throw Error(fmt::format("{} reads a tensor's value while tracing, so the trace would bake in this input's "
                             "value (a data-dependent branch); make the module that does it a leaf", what));
+}
+
+std::shared_ptr<TracedGraph> trace_pattern(const std::function<Value(Values)>& fn, const Values& example_inputs) {
+  torch::jit::Stack inputs(example_inputs.begin(), example_inputs.end());
+  std::shared_ptr<torch::jit::Graph> graph;
+  try {
+    auto traced = torch::jit::tracer::trace(
+        inputs,
+        [&](torch::jit::Stack in) -> torch::jit::Stack {
+          Value out = fn(Values(in.begin(), in.end()));
+          if (!out.isTensor()) throw Error(fmt::format("find: the pattern returned a {}, not a tensor", out.tagKind()));
+          return {out};
+        },
+        [](const at::Tensor&) { return std::string(); }, /*strict=*/false);
+    graph = traced.first->graph;
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("find: tracing the pattern failed: {}", e.what()));
+  }
+  std::vector<std::vector<int64_t>> shapes;
+  for (auto& v : example_inputs) shapes.push_back(v.toTensor().sizes().vec());
+  return std::make_shared<TracedGraph>(graph, std::vector<at::Tensor>{}, shapes, "pattern");
 }
 
 TORCH_LIBRARY_FRAGMENT(slapo, m) { m.def("call_module(int id, Tensor[] inputs) -> Tensor"); }
@@ -124,6 +149,35 @@ std::string TracedGraph::str() const {
   std::ostringstream out;
   out << *graph_;
   return out.str();
+}
+
+std::vector<std::vector<GraphNode>> TracedGraph::match(const TracedGraph& pattern) const {
+  // Describe every node once, then pick a match's nodes in graph order.
+  auto described = nodes();
+  std::unordered_map<const torch::jit::Node*, size_t> index;
+  size_t k = 0;
+  for (auto* node : graph_->nodes()) {
+    if (node->kind() == c10::prim::Constant || node->kind() == c10::prim::ListConstruct) continue;
+    index[node] = k++;
+  }
+  std::vector<std::vector<GraphNode>> out;
+  for (auto& m : torch::jit::findPatternMatches(*pattern.graph_, *graph_)) {
+    std::vector<size_t> picked;
+    for (auto& [pattern_node, graph_node] : m.nodes_map) {
+      auto kind = pattern_node->kind();
+      if (kind == c10::prim::Constant || kind == c10::prim::ListConstruct || kind == c10::prim::Param ||
+          kind == c10::prim::Return)
+        continue;
+      auto found = index.find(graph_node);
+      if (found != index.end()) picked.push_back(found->second);
+    }
+    std::sort(picked.begin(), picked.end());
+    std::vector<GraphNode> subgraph;
+    for (auto i : picked) subgraph.push_back(described[i]);
+    out.push_back(std::move(subgraph));
+  }
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.front().name < b.front().name; });
+  return out;
 }
 
 std::vector<GraphNode> TracedGraph::nodes() const {

@@ -36,6 +36,10 @@ class TracedGraph {
   std::string str() const;
   std::vector<GraphNode> nodes() const;
 
+  /// The subgraphs that match `pattern` (a traced pattern function) by dataflow: the same ops
+  /// wired the same way, constants equal. Each match lists its nodes in graph order.
+  std::vector<std::vector<GraphNode>> match(const TracedGraph& pattern) const;
+
   /// Rewrites the kernel patterns of kernels.h into their fused ops (today: a matmul whose output
   /// gets a bias added and goes through GELU -> matmul + slapo::bias_gelu). Returns how many.
   int fuse_kernels();
@@ -51,6 +55,9 @@ class TracedGraph {
 /// Raises while a trace is being taken: `what` (Tensor:item, ...) reads a tensor's value into the
 /// host, and a trace would keep that one value forever (torch.jit.trace's silent trap).
 void refuse_value_read_while_tracing(const char* what);
+
+/// Traces `fn` (a pattern such as `function(x, b) return F.gelu(x + b) end`) on example inputs.
+std::shared_ptr<TracedGraph> trace_pattern(const std::function<Value(Values)>& fn, const Values& example_inputs);
 
 /// A module kept as one call in a trace: found through its parent's slot at run time, so a
 /// later `replace` of the leaf takes effect in the graph.

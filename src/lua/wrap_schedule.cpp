@@ -220,6 +220,33 @@ int w_Schedule_graph(lua_State* L) {
 // sub:find(regex) -> array of subgraphs, each an array of nodes
 int w_Schedule_find(lua_State* L) {
   auto s = lx_check_schedule(L, 1);
+  if (lua_isfunction(L, 2)) {  // a pattern: traced with one tensor per parameter
+    auto fn = LuaRef::from_stack(L, 2);
+    // debug.getinfo(fn, "u").nparams: one example tensor per parameter
+    lua_getglobal(L, "debug");
+    lua_getfield(L, -1, "getinfo");
+    lua_pushvalue(L, 2);
+    lua_pushstring(L, "u");
+    lx_pcall(L, 2, 1);
+    lua_getfield(L, -1, "nparams");
+    int nparams = static_cast<int>(lua_tonumber(L, -1));
+    lua_pop(L, 3);
+    auto matches = find_pattern(*s, [fn](Values args) {
+      lua_State* T = fn->push("find pattern");
+      int top = lua_gettop(T) - 1;
+      for (auto& a : args) lx_push_value(T, a);
+      lx_pcall(T, static_cast<int>(args.size()), 1);
+      Value out = lx_to_value(T, -1);
+      lua_settop(T, top);
+      return out;
+    }, nparams);
+    lua_createtable(L, static_cast<int>(matches.size()), 0);
+    for (size_t i = 0; i < matches.size(); ++i) {
+      push_graph_nodes(L, matches[i]);
+      lua_rawseti(L, -2, static_cast<int>(i + 1));
+    }
+    return 1;
+  }
   auto nodes = find_nodes(*s, luaL_checkstring(L, 2));
   lua_createtable(L, static_cast<int>(nodes.size()), 0);
   for (size_t i = 0; i < nodes.size(); ++i) {

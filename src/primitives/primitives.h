@@ -66,6 +66,10 @@ void trace(Schedule& sch, const Values& inputs, const std::vector<std::string>& 
 /// find(regex) on a traced module: its call nodes whose leaf path matches.
 std::vector<struct GraphNode> find_nodes(Schedule& sch, const std::string& pattern);
 
+/// find(fn) on a traced module: the subgraphs matching the traced pattern function by dataflow.
+std::vector<std::vector<struct GraphNode>> find_pattern(Schedule& sch, const std::function<Value(Values)>& fn,
+                                                        int n_inputs);
+
 /// decompose(): a Linear or Conv1D computes matmul, then the bias add, as separate ops, so a trace
 /// exposes the bias add to fusion. Requires: a Linear or Conv1D, not decomposed yet.
 void decompose(Schedule& sch, const CallSite& site);

@@ -73,4 +73,16 @@ std::vector<GraphNode> find_nodes(Schedule& sch, const std::string& pattern) {
   return out;
 }
 
+std::vector<std::vector<GraphNode>> find_pattern(Schedule& sch, const std::function<Value(Values)>& fn,
+                                                 int n_inputs) {
+  auto& graph = sch.mod()->meta().graph;
+  if (!graph)
+    throw Error(fmt::format("find: {} is not traced; call trace{{inputs = ...}} on it first", sch.where()));
+  if (n_inputs < 1) throw Error("find: the pattern function must take at least one tensor argument");
+  // Small random example inputs: the pattern's ops and wiring are what matter, not its sizes.
+  Values examples;
+  for (int i = 0; i < n_inputs; ++i) examples.push_back(torch::randn({2, 4}));
+  return graph->match(*trace_pattern(fn, examples));
+}
+
 }  // namespace slapo

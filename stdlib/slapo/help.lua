@@ -13,8 +13,8 @@ M.primitives = {
   annotate = "sub:annotate(param, key, value): attach metadata to a parameter (see sub:param_info(param)).",
   trace = "sub:trace{inputs = {...}, leaves = {...}, flatten = false}: the module's forward becomes a graph; "
     .. "leaves (direct children, or with flatten the named paths/types) stay calls; see sub:graph().",
-  find = "sub:find(regex): on a traced module, the call nodes whose leaf path matches (pattern matching by "
-    .. "traced functions is not built yet).",
+  find = "sub:find(regex | function): on a traced module, the call nodes whose leaf path matches, or the "
+    .. "subgraphs matching a traced Lua function by dataflow.",
   fuse = "sub:fuse(nil, {compiler = \"kernels\"}): on a traced module, rewrite matmul -> bias add -> gelu into "
     .. "slapo::bias_gelu (chosen subgraphs are not supported yet).",
   decompose = "sub:decompose(): a Linear/Conv1D computes matmul and bias add separately, so a trace can fuse the bias.",

@@ -126,3 +126,32 @@ describe("decompose, trace and fuse", function()
     end))
   end)
 end)
+
+describe("find with a traced pattern", function()
+  local function traced(forward)
+    local block = slapo.nn.Module({ type = "Block", children = { fc = slapo.nn.Linear(4, 4) }, forward = forward })
+    local sch = slapo.create_schedule(slapo.nn.Sequential({ block }))
+    sch["0"]:trace({ inputs = { slapo.randn({ 2, 4 }) }, flatten = true })
+    return sch["0"]
+  end
+
+  it("matches relu(x) + x by dataflow: exactly its 2 nodes", function()
+    local sub = traced(function(self, x)
+      local h = self.fc(x)
+      return slapo.F.relu(h) + h
+    end)
+    local found = sub:find(function(x) return slapo.F.relu(x) + x end)
+    eq(1, #found)
+    eq(2, #found[1])
+    eq({ "aten::relu", "aten::add" }, { found[1][1].op, found[1][2].op })
+  end)
+
+  it("does not match when the wiring differs, even with the same ops in order", function()
+    local sub = traced(function(self, x)
+      local h = self.fc(x)
+      return slapo.F.relu(h) + x  -- adds the input, not relu's operand
+    end)
+    eq(0, #sub:find(function(x) return slapo.F.relu(x) + x end))
+    eq(1, #sub:find(function(x, y) return slapo.F.relu(x) + y end))
+  end)
+end)
