@@ -222,6 +222,26 @@ std::string lx_opt_string(lua_State* L, int table, const char* key, const std::s
   return out;
 }
 
+std::vector<std::pair<std::string, at::Tensor>> lx_check_named_tensors(lua_State* L, int idx, const char* fn) {
+  if (!lua_istable(L, idx)) luaL_error(L, "%s: expected a table {name = tensor, ...}, got %s", fn, luaL_typename(L, idx));
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "%s: table keys must be tensor names (strings)", fn);
+    out.emplace_back(lua_tostring(L, -2), lx_check_tensor(L, -1));
+    lua_pop(L, 1);
+  }
+  return out;
+}
+
+void lx_push_named_tensors(lua_State* L, const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
+  lua_createtable(L, 0, static_cast<int>(tensors.size()));
+  for (auto& [name, t] : tensors) {
+    lx_push_tensor(L, t);
+    lua_setfield(L, -2, name.c_str());
+  }
+}
+
 std::vector<int64_t> lx_check_shape(lua_State* L, int idx, const char* fn) {
   if (lua_isnumber(L, idx)) return {static_cast<int64_t>(lua_tonumber(L, idx))};
   if (!lua_istable(L, idx)) luaL_error(L, "%s: shape must be a table of sizes like {2, 3}, got %s", fn, luaL_typename(L, idx));

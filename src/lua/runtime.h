@@ -58,6 +58,10 @@ double lx_opt_number(lua_State* L, int table, const char* key, double fallback, 
 bool lx_opt_bool(lua_State* L, int table, const char* key, bool fallback, const char* fn);
 std::string lx_opt_string(lua_State* L, int table, const char* key, const std::string& fallback, const char* fn);
 
+/// A table {name = tensor} <-> named tensors (checkpoint files, optimizer state).
+std::vector<std::pair<std::string, at::Tensor>> lx_check_named_tensors(lua_State* L, int idx, const char* fn);
+void lx_push_named_tensors(lua_State* L, const std::vector<std::pair<std::string, at::Tensor>>& tensors);
+
 /// Integer-valued Lua array {2, 3} -> shape.
 std::vector<int64_t> lx_check_shape(lua_State* L, int idx, const char* fn);
 

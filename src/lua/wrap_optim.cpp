@@ -90,24 +90,13 @@ NamedTensors named_params(lua_State* L, int idx) {
 
 // opt:state_tensors(model) -> {name -> tensor}
 int w_Optimizer_state_tensors(lua_State* L) {
-  auto state = optimizer_state_tensors(*check_optimizer(L, 1), named_params(L, 2));
-  lua_newtable(L);
-  for (auto& [name, t] : state) {
-    lx_push_tensor(L, t);
-    lua_setfield(L, -2, name.c_str());
-  }
+  lx_push_named_tensors(L, optimizer_state_tensors(*check_optimizer(L, 1), named_params(L, 2)));
   return 1;
 }
 
 // opt:load_state_tensors(model, {name -> tensor})
 int w_Optimizer_load_state_tensors(lua_State* L) {
-  luaL_checktype(L, 3, LUA_TTABLE);
-  NamedTensors state;
-  lua_pushnil(L);
-  while (lua_next(L, 3)) {
-    state.emplace_back(luaL_checkstring(L, -2), lx_check_tensor(L, -1));
-    lua_pop(L, 1);
-  }
+  auto state = lx_check_named_tensors(L, 3, "Optimizer:load_state_tensors");
   load_optimizer_state_tensors(*check_optimizer(L, 1), named_params(L, 2), state);
   return 0;
 }

@@ -41,13 +41,7 @@ int w_peak_flops(lua_State* L) {
 // save_tensors(path, {name -> tensor}, {key -> string}): one safetensors file, written atomically
 int w_save_tensors(lua_State* L) {
   std::string path = luaL_checkstring(L, 1);
-  luaL_checktype(L, 2, LUA_TTABLE);
-  NamedTensors tensors;
-  lua_pushnil(L);
-  while (lua_next(L, 2)) {
-    tensors.emplace_back(luaL_checkstring(L, -2), lx_check_tensor(L, -1));
-    lua_pop(L, 1);
-  }
+  NamedTensors tensors = lx_check_named_tensors(L, 2, "save_tensors");
   std::sort(tensors.begin(), tensors.end(), [](auto& a, auto& b) { return a.first < b.first; });
   std::map<std::string, std::string> meta;
   if (lua_istable(L, 3)) {
@@ -64,11 +58,7 @@ int w_save_tensors(lua_State* L) {
 // load_tensors(path) -> {name -> tensor}, {key -> string}
 int w_load_tensors(lua_State* L) {
   auto file = read_safetensors(luaL_checkstring(L, 1));
-  lua_newtable(L);
-  for (auto& [name, t] : file.tensors) {
-    lx_push_tensor(L, t);
-    lua_setfield(L, -2, name.c_str());
-  }
+  lx_push_named_tensors(L, file.tensors);
   lua_newtable(L);
   for (auto& [k, v] : file.metadata) {
     lua_pushstring(L, v.c_str());
