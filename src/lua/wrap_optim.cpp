@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
+#include "dist/zero.h"
 #include "train/optimizer_state.h"
 
 namespace slapo {
@@ -106,6 +107,65 @@ int w_Optimizer_gc(lua_State* L) {
   return 0;
 }
 
+// ---- ZeRO-1 ----
+using ZeroPtr = std::shared_ptr<dist::ZeroAdamW>;
+ZeroPtr& check_zero(lua_State* L, int idx) { return *static_cast<ZeroPtr*>(luaL_checkudata(L, idx, "slapo.ZeroOptimizer")); }
+
+// optim.zero_adamw(model, {lr=, weight_decay=, eps=, beta1=, beta2=, group=})
+int w_zero_adamw(lua_State* L) {
+  dist::ZeroOptions o;
+  o.lr = lx_opt_number(L, 2, "lr", o.lr, "optim.zero_adamw");
+  o.weight_decay = lx_opt_number(L, 2, "weight_decay", o.weight_decay, "optim.zero_adamw");
+  o.eps = lx_opt_number(L, 2, "eps", o.eps, "optim.zero_adamw");
+  o.beta1 = lx_opt_number(L, 2, "beta1", o.beta1, "optim.zero_adamw");
+  o.beta2 = lx_opt_number(L, 2, "beta2", o.beta2, "optim.zero_adamw");
+  std::shared_ptr<dist::Group> group;
+  if (lua_istable(L, 2)) {
+    lua_getfield(L, 2, "group");
+    group = lx_group_arg(L, lua_gettop(L));
+    lua_pop(L, 1);
+  } else {
+    group = lx_group_arg(L, 3);
+  }
+  void* p = lua_newuserdata(L, sizeof(ZeroPtr));
+  new (p) ZeroPtr(std::make_shared<dist::ZeroAdamW>(param_list(L, 1, "optim.zero_adamw"), group, o));
+  luaL_getmetatable(L, "slapo.ZeroOptimizer");
+  lua_setmetatable(L, -2);
+  return 1;
+}
+int w_Zero_step(lua_State* L) {
+  check_zero(L, 1)->step();
+  return 0;
+}
+int w_Zero_zero_grad(lua_State* L) {
+  check_zero(L, 1)->zero_grad();
+  return 0;
+}
+int w_Zero_lr(lua_State* L) {
+  lua_pushnumber(L, check_zero(L, 1)->lr());
+  return 1;
+}
+int w_Zero_set_lr(lua_State* L) {
+  check_zero(L, 1)->set_lr(luaL_checknumber(L, 2));
+  return 0;
+}
+int w_Zero_shard_numel(lua_State* L) {
+  lua_pushnumber(L, static_cast<double>(check_zero(L, 1)->shard_numel()));
+  return 1;
+}
+int w_Zero_state_tensors(lua_State* L) {
+  return luaL_error(L, "ZeroOptimizer:state_tensors: checkpointing a sharded optimizer state is not supported yet");
+}
+int w_Zero_gc(lua_State* L) {
+  check_zero(L, 1).~ZeroPtr();
+  return 0;
+}
+const luaL_Reg zero_methods[] = {{"step", w_Zero_step},         {"zero_grad", w_Zero_zero_grad},
+                                 {"lr", w_Zero_lr},             {"set_lr", w_Zero_set_lr},
+                                 {"shard_numel", w_Zero_shard_numel}, {"state_tensors", w_Zero_state_tensors},
+                                 {nullptr, nullptr}};
+const luaL_Reg zero_meta[] = {{"__gc", w_Zero_gc}, {nullptr, nullptr}};
+
 const luaL_Reg optimizer_methods[] = {{"step", w_Optimizer_step},
                                       {"zero_grad", w_Optimizer_zero_grad},
                                       {"lr", w_Optimizer_lr},
@@ -114,12 +174,13 @@ const luaL_Reg optimizer_methods[] = {{"step", w_Optimizer_step},
                                       {"load_state_tensors", w_Optimizer_load_state_tensors},
                                       {nullptr, nullptr}};
 const luaL_Reg optimizer_meta[] = {{"__gc", w_Optimizer_gc}, {nullptr, nullptr}};
-const luaL_Reg optim_functions[] = {{"sgd", w_sgd}, {"adamw", w_adamw}, {nullptr, nullptr}};
+const luaL_Reg optim_functions[] = {{"sgd", w_sgd}, {"adamw", w_adamw}, {"zero_adamw", w_zero_adamw}, {nullptr, nullptr}};
 
 }  // namespace
 
 void open_optim(lua_State* L) {
   lx_new_class(L, "slapo.Optimizer", optimizer_methods, optimizer_meta, nullptr);
+  lx_new_class(L, "slapo.ZeroOptimizer", zero_methods, zero_meta, nullptr);
   lua_newtable(L);
   lx_set_funcs(L, optim_functions);
   lua_setfield(L, -2, "optim");

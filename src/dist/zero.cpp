@@ -1,0 +1,56 @@
+// ZeRO-1 AdamW over a flat view of the parameters.
+#include "dist/zero.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "dist/group.h"
+
+namespace slapo::dist {
+
+ZeroAdamW::ZeroAdamW(std::vector<at::Tensor> params, std::shared_ptr<Group> group, ZeroOptions options)
+    : params_(std::move(params)), group_(std::move(group)), options_(options) {
+  if (params_.empty()) throw Error("optim.zero_adamw: no parameters to optimize");
+  for (auto& p : params_) total_ += p.numel();
+  int parts = group_->size();
+  padded_ = (total_ + parts - 1) / parts * parts;  // every rank owns an equal slice
+  shard_numel_ = padded_ / parts;
+  exp_avg_ = torch::zeros({shard_numel_}, params_[0].options().requires_grad(false));
+  exp_avg_sq_ = torch::zeros({shard_numel_}, params_[0].options().requires_grad(false));
+}
+
+void ZeroAdamW::zero_grad() {
+  for (auto& p : params_) p.mutable_grad() = at::Tensor();
+}
+
+void ZeroAdamW::step() {
+  torch::NoGradGuard no_grad;
+  ++step_;
+  std::vector<at::Tensor> grads, values;
+  for (auto& p : params_) {
+    grads.push_back(p.grad().defined() ? p.grad().reshape({-1}) : torch::zeros({p.numel()}, p.options()));
+    values.push_back(p.detach().reshape({-1}));
+  }
+  auto pad = [&](at::Tensor flat) { return at::constant_pad_nd(flat, {0, padded_ - total_}); };
+  // 1. this rank's slice of the gradient averaged over the group (reduce-scatter)
+  at::Tensor grad = group_->reduce_scatter(pad(at::cat(grads)), 0, "zero_adamw") / group_->size();
+  at::Tensor param = group_->local_slice(pad(at::cat(values)), 0, "zero_adamw").clone();
+  // 2. torch::optim::AdamW's update on the slice
+  const double b1 = options_.beta1, b2 = options_.beta2;
+  param.mul_(1 - options_.lr * options_.weight_decay);
+  exp_avg_.mul_(b1).add_(grad, 1 - b1);
+  exp_avg_sq_.mul_(b2).addcmul_(grad, grad, 1 - b2);
+  const double bias1 = 1 - std::pow(b1, static_cast<double>(step_));
+  const double bias2 = 1 - std::pow(b2, static_cast<double>(step_));
+  auto denom = (exp_avg_sq_.sqrt() / std::sqrt(bias2)).add_(options_.eps);
+  param.addcdiv_(exp_avg_, denom, -options_.lr / bias1);
+  // 3. every rank gets every slice back (all-gather) and writes it into the parameters
+  at::Tensor full = group_->all_gather(param, 0, "zero_adamw");
+  int64_t offset = 0;
+  for (auto& p : params_) {
+    p.detach().copy_(full.narrow(0, offset, p.numel()).view_as(p));
+    offset += p.numel();
+  }
+}
+
+}  // namespace slapo::dist
