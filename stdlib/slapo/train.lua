@@ -45,8 +45,8 @@ local function check_options(opts)
   if out.schedule ~= "cosine" and out.schedule ~= "constant" then
     error(("train: unknown schedule '%s' (choices: cosine, constant)"):format(tostring(out.schedule)), 3)
   end
-  if out.optimizer ~= "adamw" and out.optimizer ~= "sgd" then
-    error(("train: unknown optimizer '%s' (choices: adamw, sgd)"):format(tostring(out.optimizer)), 3)
+  if out.optimizer ~= "adamw" and out.optimizer ~= "sgd" and out.optimizer ~= "zero_adamw" then
+    error(("train: unknown optimizer '%s' (choices: adamw, sgd, zero_adamw)"):format(tostring(out.optimizer)), 3)
   end
   return out
 end
@@ -94,6 +94,16 @@ local function with_commas(n)
   return (s:reverse():gsub("(%d%d%d)", "%1,"):reverse():gsub("^,", ""))
 end
 
+-- The optimizer of a run; zero_adamw shards its state over the data-parallel group.
+local function make_optimizer(model, opts)
+  if opts.optimizer == "zero_adamw" then
+    return slapo.optim.zero_adamw(model, { lr = opts.lr, weight_decay = opts.weight_decay,
+      group = opts.layout and opts.layout.dp_group or nil })
+  end
+  local make = opts.optimizer == "adamw" and slapo.optim.adamw or slapo.optim.sgd
+  return make(model, { lr = opts.lr, weight_decay = opts.weight_decay })
+end
+
 -- With schedule_file: the model is make_model() scheduled by the file, re-applied when it changes.
 local function scheduled_model(opts)
   local swap = require("slapo.hot_swap")
@@ -134,8 +144,7 @@ local function try_swap(opts, state, step, rank0)
     end
     return false
   end
-  local make = opts.optimizer == "adamw" and slapo.optim.adamw or slapo.optim.sgd
-  local optimizer = make(sch.mod, { lr = opts.lr, weight_decay = opts.weight_decay })
+  local optimizer = make_optimizer(sch.mod, opts)
   local carried = swap.carry(state.sch, state.optimizer, sch, optimizer)
   if rank0 then
     print(("[swap] step %d: applied %s (%d parameters carried over)"):format(step, opts.schedule_file, carried))
@@ -155,8 +164,7 @@ function M.run(user_opts)
   local model = opts.model
   local data = type(opts.data) == "function" and opts.data or M.synthetic(opts.data)
   local rank0 = slapo.dist.rank() == 0
-  local make = opts.optimizer == "adamw" and slapo.optim.adamw or slapo.optim.sgd
-  local optimizer = make(model, { lr = opts.lr, weight_decay = opts.weight_decay })
+  local optimizer = make_optimizer(model, opts)
   if swap_state then
     swap_state.optimizer = optimizer
   end
@@ -202,7 +210,7 @@ function M.run(user_opts)
       total = total + loss:item()
       tokens = tokens + ids:numel()
     end
-    if opts.layout then
+    if opts.layout and opts.optimizer ~= "zero_adamw" then  -- ZeRO averages as it reduce-scatters
       opts.layout:all_reduce_grads(model)
     end
     local norm = opts.clip > 0 and slapo.clip_grad_norm(model, opts.clip, opts.group or nil) or nil

@@ -45,3 +45,22 @@ describe("ZeRO-1", function()
     close(one.fc1.weight, dp.fc1.weight, { rtol = 1e-5, atol = 1e-6 })
   end)
 end)
+
+describe("train with zero_adamw", function()
+  it("follows the plain AdamW loss curve", function()
+    local function build()
+      slapo.manual_seed(3)
+      return slapo.models.gpt2({ n_embd = 32, n_layer = 1, n_head = 2, vocab_size = 64, n_positions = 16,
+        resid_pdrop = 0, embd_pdrop = 0, attn_pdrop = 0 })
+    end
+    local ids = slapo.randint(0, 64, { 2, 8 })
+    slapo.dist.broadcast(ids, 0)
+    local plain = slapo.train({ model = build(), steps = 4, lr = 1e-2, quiet = true, data = function() return ids end })
+    local zero = slapo.train({ model = build(), steps = 4, lr = 1e-2, quiet = true, optimizer = "zero_adamw",
+      data = function() return ids end })
+    for step = 1, 4 do
+      assert(math.abs(plain.losses[step] - zero.losses[step]) < 1e-5 * plain.losses[step],
+        ("step %d: %.7f vs %.7f"):format(step, plain.losses[step], zero.losses[step]))
+    end
+  end)
+end)
