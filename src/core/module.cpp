@@ -33,6 +33,16 @@ Module::~Module() { --g_live_modules; }
 int64_t Module::live_count() { return g_live_modules.load(); }
 
 Value Module::operator()(Values args) {
+  last_call_.resize(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].isTensor()) {
+      const auto& t = args[i].toTensor();
+      last_call_[i].shape.assign(t.sizes().begin(), t.sizes().end());
+      last_call_[i].dtype = t.scalar_type();
+    } else {
+      last_call_[i] = ArgSpec{};
+    }
+  }
   // A named span in profiles (free when no profiler is recording).
   RECORD_USER_SCOPE(profile_label_.empty() ? type_name_.c_str() : profile_label_.c_str());
   if (wrapper_) return wrapper_(*this, std::move(args), [this](Values a) { return call_unwrapped(std::move(a)); });

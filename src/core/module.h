@@ -59,6 +59,14 @@ class Module : public torch::nn::Module {
 
   /// Runs the module: fwd_pre hooks, forward, fwd_post hooks (through the call wrapper if set).
   Value operator()(Values args);
+  /// Shape and dtype of each tensor argument of the last call (non-tensors: empty shape, Undefined
+  /// dtype): `trace` without inputs draws example inputs like them. Values are not kept.
+  struct ArgSpec {
+    std::vector<int64_t> shape;
+    at::ScalarType dtype = at::ScalarType::Undefined;
+  };
+  const std::vector<ArgSpec>& last_call() const { return last_call_; }
+
   /// Runs the module's own forward (no hooks, no wrapper): what `trace` records.
   Value forward_only(Values args) { return forward_override_ ? forward_override_(std::move(args)) : forward(std::move(args)); }
   /// Replaces forward (hooks and the call wrapper still apply): `trace` runs its graph here.
@@ -134,6 +142,7 @@ class Module : public torch::nn::Module {
 
   CallWrapper wrapper_;
   std::function<Value(Values)> forward_override_;
+  std::vector<ArgSpec> last_call_;
   std::vector<std::pair<int, PreHook>> pre_hooks_;
   std::vector<std::pair<int, PostHook>> post_hooks_;
 };

@@ -145,9 +145,14 @@ int w_Schedule_fork_rng(lua_State* L) {
   return 1;
 }
 
-// sub:trace{inputs = {x, ...}, leaves = {"path" or "Type", ...}, flatten = false}
+// sub:trace{inputs = {x, ...}, leaves = {"path" or "Type", ...}, flatten = false}; without inputs,
+// example inputs shaped like the module's last call
 int w_Schedule_trace(lua_State* L) {
   auto s = lx_check_schedule(L, 1);
+  if (lua_isnoneornil(L, 2)) {  // sub:trace(): every option at its default
+    lua_settop(L, 1);
+    lua_newtable(L);
+  }
   luaL_checktype(L, 2, LUA_TTABLE);
   Values inputs;
   std::vector<std::string> leaves;

@@ -48,10 +48,21 @@ void trace(Schedule& sch, const Values& inputs, const std::vector<std::string>& 
            const CallSite& site) {
   Module& m = *sch.mod();
   if (m.meta().graph) throw Error(fmt::format("trace: {} ({}) is traced already", sch.where(), m.type_name()));
-  if (inputs.empty())
-    throw Error(fmt::format("trace: {} needs example inputs: trace{{inputs = {{x, ...}}}}", sch.where()));
+  Values examples = inputs;
+  if (examples.empty()) {  // inputs like those of the module's last call
+    if (m.last_call().empty())
+      throw Error(fmt::format("trace: {} has not run yet, so its inputs are unknown; run the model once or pass "
+                              "trace{{inputs = {{x, ...}}}}", sch.where()));
+    for (auto& arg : m.last_call()) {
+      if (arg.dtype == at::ScalarType::Undefined)
+        throw Error(fmt::format("trace: the last call of {} had a non-tensor argument; pass trace{{inputs = ...}}",
+                                sch.where()));
+      examples.push_back(at::isFloatingType(arg.dtype) ? torch::randn(arg.shape, at::TensorOptions().dtype(arg.dtype))
+                                                       : torch::zeros(arg.shape, at::TensorOptions().dtype(arg.dtype)));
+    }
+  }
   auto chosen = choose_leaves(sch, leaves, flatten);
-  auto graph = trace_module(m, sch.where(), inputs, chosen);
+  auto graph = trace_module(m, sch.where(), examples, chosen);
   m.meta().graph = graph;
   m.set_forward_override([graph](Values args) { return graph->run(args); });
   sch.log().append({"trace", sch.path(), site.lua_args, site.source});
