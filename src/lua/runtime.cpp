@@ -17,20 +17,16 @@ thread_local lua_State* t_current = nullptr;
 int wrap_exceptions(lua_State* L, lua_CFunction f) {
   lua_State* previous = t_current;
   t_current = L;
-  bool failed = false;
   try {
     int n = f(L);
     t_current = previous;
     return n;
   } catch (const c10::Error& e) {
     lua_pushstring(L, e.what_without_backtrace());
-    failed = true;
   } catch (const std::exception& e) {
     lua_pushstring(L, e.what());
-    failed = true;
   }
   t_current = previous;
-  (void)failed;
   return lua_error(L);
 }
 
