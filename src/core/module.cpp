@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <unordered_set>
 
 #include "core/error.h"
 
@@ -162,6 +163,14 @@ at::Tensor Module::call(const std::string& name, const at::Tensor& x) const {
     throw Error(fmt::format("{}: child '{}' ({}) returned {} where a tensor was expected", type_name_,
                             name, child(name)->type_name(), out.tagKind()));
   return out.toTensor();
+}
+
+std::vector<std::pair<std::string, at::Tensor>> unique_named_parameters(const torch::nn::Module& m) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  std::unordered_set<c10::TensorImpl*> seen;
+  for (auto& p : m.named_parameters())
+    if (p.value().defined() && seen.insert(p.value().unsafeGetTensorImpl()).second) out.emplace_back(p.key(), p.value());
+  return out;
 }
 
 at::Tensor ShardSpec::local(const at::Tensor& full) const {

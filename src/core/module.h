@@ -159,6 +159,10 @@ class ModuleBase : public Module {
   }
 };
 
+/// Every defined parameter once (tied ones under their first name), in module order, as
+/// PyTorch's named_parameters() deduplicates.
+std::vector<std::pair<std::string, at::Tensor>> unique_named_parameters(const torch::nn::Module& m);
+
 /// Argument helpers for forward implementations.
 at::Tensor tensor_arg(const Values& args, size_t i, const char* module, const char* what);
 /// The keyword table a caller passed as the last argument (`model(ids, {labels = t})`), or none.

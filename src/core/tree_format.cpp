@@ -30,10 +30,8 @@ std::string join_path(const std::string& prefix, const std::string& name) {
 }
 
 int64_t subtree_params(const Module& m) {
-  std::unordered_set<c10::TensorImpl*> seen;
   int64_t total = 0;
-  for (auto& p : m.parameters())
-    if (p.defined() && seen.insert(p.unsafeGetTensorImpl()).second) total += p.numel();
+  for (auto& p : unique_named_parameters(m)) total += p.second.numel();
   return total;
 }
 

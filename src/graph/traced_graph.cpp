@@ -218,9 +218,7 @@ std::shared_ptr<TracedGraph> trace_module(Module& module, const std::string& whe
   // Parameters go in as extra inputs: the tracer maps tensors by identity, so the module's own
   // parameters become graph inputs instead of constants.
   std::vector<at::Tensor> params;
-  std::unordered_set<c10::TensorImpl*> seen;
-  for (auto& p : module.parameters())
-    if (p.defined() && seen.insert(p.unsafeGetTensorImpl()).second) params.push_back(p);
+  for (auto& p : unique_named_parameters(module)) params.push_back(p.second);
 
   // Leaves: paused tracing around their call, one call_module node in its place.
   std::vector<Module::CallWrapper> previous;

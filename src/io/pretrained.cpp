@@ -95,14 +95,12 @@ void save_consolidated(Schedule& sch, const std::string& dir, int64_t max_shard_
   };
   visit(root);
   NamedTensors full;
-  std::unordered_set<c10::TensorImpl*> seen;
-  for (auto& p : root.named_parameters()) {
-    if (!p.value().defined() || !seen.insert(p.value().unsafeGetTensorImpl()).second) continue;
-    auto spec = specs.find(p.value().unsafeGetTensorImpl());
-    at::Tensor value = p.value().detach();
+  for (auto& [name, param] : unique_named_parameters(root)) {
+    auto spec = specs.find(param.unsafeGetTensorImpl());
+    at::Tensor value = param.detach();
     if (spec != specs.end())  // a collective: every rank walks the parameters in the same order
       value = spec->second->regroup(sch.group()->all_gather(value, spec->second->axis, "save"));
-    full.emplace_back(p.key(), value);
+    full.emplace_back(name, value);
   }
   if (sch.rank() != 0) return;
   write_checkpoint_dir(dir, full, max_shard_bytes);
@@ -114,10 +112,9 @@ void save_consolidated(Schedule& sch, const std::string& dir, int64_t max_shard_
 }
 
 void save_pretrained(Module& model, const std::string& dir, int64_t max_shard_bytes) {
-  NamedTensors unique;
+  NamedTensors unique = unique_named_parameters(model);
   std::unordered_set<c10::TensorImpl*> seen;
-  for (auto& p : model.named_parameters())
-    if (p.value().defined() && seen.insert(p.value().unsafeGetTensorImpl()).second) unique.emplace_back(p.key(), p.value());
+  for (auto& p : unique) seen.insert(p.second.unsafeGetTensorImpl());
   for (auto& b : model.named_buffers())
     if (seen.insert(b.value().unsafeGetTensorImpl()).second) unique.emplace_back(b.key(), b.value());
   write_checkpoint_dir(dir, unique, max_shard_bytes);

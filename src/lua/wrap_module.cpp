@@ -82,15 +82,6 @@ int w_Module_clone(lua_State* L) {
   return 1;
 }
 
-// Unique parameters in module order (tied ones once, under their first name), as PyTorch.
-std::vector<std::pair<std::string, at::Tensor>> unique_named_parameters(Module& m) {
-  std::vector<std::pair<std::string, at::Tensor>> out;
-  std::unordered_set<c10::TensorImpl*> seen;
-  for (auto& p : m.named_parameters())
-    if (p.value().defined() && seen.insert(p.value().unsafeGetTensorImpl()).second) out.emplace_back(p.key(), p.value());
-  return out;
-}
-
 int w_Module_parameters(lua_State* L) {
   auto params = unique_named_parameters(*lx_check_module(L, 1));
   lua_createtable(L, static_cast<int>(params.size()), 0);

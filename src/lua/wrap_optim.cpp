@@ -21,9 +21,8 @@ OptimizerPtr& check_optimizer(lua_State* L, int idx) {
 std::vector<at::Tensor> param_list(lua_State* L, int idx, const char* fn) {
   if (lx_is_module(L, idx)) {
     std::vector<at::Tensor> out;
-    std::unordered_set<c10::TensorImpl*> seen;
-    for (auto& p : lx_check_module(L, idx)->parameters())
-      if (p.requires_grad() && seen.insert(p.unsafeGetTensorImpl()).second) out.push_back(p);
+    for (auto& [name, p] : unique_named_parameters(*lx_check_module(L, idx)))
+      if (p.requires_grad()) out.push_back(p);
     return out;
   }
   if (!lua_istable(L, idx)) throw Error(fmt::format("{}: params must be a module or an array of tensors, got {}", fn, luaL_typename(L, idx)));
@@ -80,25 +79,16 @@ int w_Optimizer_set_lr(lua_State* L) {
   return 0;
 }
 
-// Unique named parameters of a module, as optimizer state is keyed.
-NamedTensors named_params(lua_State* L, int idx) {
-  NamedTensors out;
-  std::unordered_set<c10::TensorImpl*> seen;
-  for (auto& p : lx_check_module(L, idx)->named_parameters())
-    if (p.value().defined() && seen.insert(p.value().unsafeGetTensorImpl()).second) out.emplace_back(p.key(), p.value());
-  return out;
-}
-
 // opt:state_tensors(model) -> {name -> tensor}
 int w_Optimizer_state_tensors(lua_State* L) {
-  lx_push_named_tensors(L, optimizer_state_tensors(*check_optimizer(L, 1), named_params(L, 2)));
+  lx_push_named_tensors(L, optimizer_state_tensors(*check_optimizer(L, 1), unique_named_parameters(*lx_check_module(L, 2))));
   return 1;
 }
 
 // opt:load_state_tensors(model, {name -> tensor})
 int w_Optimizer_load_state_tensors(lua_State* L) {
   auto state = lx_check_named_tensors(L, 3, "Optimizer:load_state_tensors");
-  load_optimizer_state_tensors(*check_optimizer(L, 1), named_params(L, 2), state);
+  load_optimizer_state_tensors(*check_optimizer(L, 1), unique_named_parameters(*lx_check_module(L, 2)), state);
   return 0;
 }
 

@@ -52,10 +52,8 @@ void init_weights_hf(Module& root, double std) {
 }
 
 int64_t count_unique_parameters(torch::nn::Module& module) {
-  std::unordered_set<c10::TensorImpl*> seen;
   int64_t total = 0;
-  for (auto& p : module.parameters())
-    if (p.defined() && seen.insert(p.unsafeGetTensorImpl()).second) total += p.numel();
+  for (auto& p : unique_named_parameters(module)) total += p.second.numel();
   return total;
 }
 

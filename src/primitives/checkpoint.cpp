@@ -114,9 +114,8 @@ Value checkpointed_call(Module& m, Values args, const std::function<Value(Values
     r->input_requires_grad.push_back(args[i].toTensor().requires_grad());
     tensors.push_back(args[i].toTensor());
   }
-  std::unordered_set<c10::TensorImpl*> seen;
-  for (auto& p : m.parameters())
-    if (p.defined() && p.requires_grad() && seen.insert(p.unsafeGetTensorImpl()).second) r->params.push_back(p);
+  for (auto& p : unique_named_parameters(m))
+    if (p.second.requires_grad()) r->params.push_back(p.second);
   tensors.insert(tensors.end(), r->params.begin(), r->params.end());
   r->args = std::move(args);
   auto outs = CheckpointFunction::apply(at::TensorList(tensors), r);

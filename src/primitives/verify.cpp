@@ -246,25 +246,23 @@ VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inpu
   collect(scheduled, "", mods);
   for (auto& m : mods) owners.emplace(m.first, m.second);
   auto ref_params = reference->named_parameters();
-  std::unordered_set<c10::TensorImpl*> seen;
-  for (auto& p : scheduled->named_parameters()) {
-    if (!p.value().defined() || !seen.insert(p.value().unsafeGetTensorImpl()).second) continue;
-    const at::Tensor* ref = ref_params.find(p.key());
+  for (auto& [name, param] : unique_named_parameters(*scheduled)) {
+    const at::Tensor* ref = ref_params.find(name);
     if (!ref) {
       ++report.skipped_params;
       continue;
     }
-    at::Tensor g = p.value().grad();
+    at::Tensor g = param.grad();
     at::Tensor rg = ref->grad();
-    const ShardSpec* spec = shard_spec_of(p.key(), owners);
+    const ShardSpec* spec = shard_spec_of(name, owners);
     if (spec) {  // every rank gathers, with zeros standing in for a missing gradient
       at::Tensor gathered = spec->regroup(
-          group->all_gather(g.defined() ? g : torch::zeros_like(p.value()), spec->axis, "verify"));
+          group->all_gather(g.defined() ? g : torch::zeros_like(param), spec->axis, "verify"));
       if (g.defined()) g = gathered;
     }
     if (!problem.empty() || (!rg.defined() && !g.defined())) continue;
     if (!g.defined() || !rg.defined()) {
-      problem = fmt::format("verify: '{}' has a gradient in the {} model only", p.key(),
+      problem = fmt::format("verify: '{}' has a gradient in the {} model only", name,
                             g.defined() ? "scheduled" : "original");
       continue;
     }
@@ -272,7 +270,7 @@ VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inpu
     report.max_grad_diff = std::max(report.max_grad_diff, diff);
     if (!close(rg, g, o))
       problem = fmt::format("verify: the gradient of '{}' differs on rank {} (max abs difference {:g}, shape [{}] vs [{}])",
-                            p.key(), sch.rank(), diff, fmt::join(g.sizes(), ", "), fmt::join(rg.sizes(), ", "));
+                            name, sch.rank(), diff, fmt::join(g.sizes(), ", "), fmt::join(rg.sizes(), ", "));
     else
       ++report.gradients;
   }

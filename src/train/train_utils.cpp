@@ -12,7 +12,7 @@
 namespace slapo {
 
 double clip_grad_norm(Module& model, double max_norm, const std::shared_ptr<dist::Group>& group) {
-  std::unordered_set<c10::TensorImpl*> sharded, seen;
+  std::unordered_set<c10::TensorImpl*> sharded;
   std::function<void(Module&)> visit = [&](Module& m) {
     for (auto& [name, spec] : m.meta().shards) sharded.insert(m.param(name).unsafeGetTensorImpl());
     for (auto& [name, child] : m.children_in_order()) visit(*child);
@@ -20,8 +20,8 @@ double clip_grad_norm(Module& model, double max_norm, const std::shared_ptr<dist
   visit(model);
   double replicated_sq = 0, sharded_sq = 0;
   std::vector<at::Tensor> grads;
-  for (auto& p : model.parameters()) {
-    if (!p.grad().defined() || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
+  for (auto& [name, p] : unique_named_parameters(model)) {
+    if (!p.grad().defined()) continue;
     double sq = p.grad().detach().to(at::kDouble).pow(2).sum().item<double>();
     (sharded.count(p.unsafeGetTensorImpl()) ? sharded_sq : replicated_sq) += sq;
     grads.push_back(p.grad());
