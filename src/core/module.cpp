@@ -173,6 +173,16 @@ std::vector<std::pair<std::string, at::Tensor>> unique_named_parameters(const to
   return out;
 }
 
+std::unordered_map<c10::TensorImpl*, const ShardSpec*> shard_specs_by_tensor(const Module& root) {
+  std::unordered_map<c10::TensorImpl*, const ShardSpec*> out;
+  std::function<void(const Module&)> visit = [&](const Module& m) {
+    for (auto& [name, spec] : m.meta().shards) out[m.param(name).unsafeGetTensorImpl()] = &spec;
+    for (auto& [name, child] : m.children_in_order()) visit(*child);
+  };
+  visit(root);
+  return out;
+}
+
 at::Tensor ShardSpec::local(const at::Tensor& full) const {
   int64_t section = full.size(axis) / groups, part = section / parts;
   std::vector<at::Tensor> pieces;

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <map>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -162,6 +163,9 @@ class ModuleBase : public Module {
 /// Every defined parameter once (tied ones under their first name), in module order, as
 /// PyTorch's named_parameters() deduplicates.
 std::vector<std::pair<std::string, at::Tensor>> unique_named_parameters(const torch::nn::Module& m);
+
+/// The shard spec of every sharded parameter below `root`, by tensor (ties included).
+std::unordered_map<c10::TensorImpl*, const ShardSpec*> shard_specs_by_tensor(const Module& root);
 
 /// Argument helpers for forward implementations.
 at::Tensor tensor_arg(const Values& args, size_t i, const char* module, const char* what);

@@ -88,12 +88,7 @@ std::shared_ptr<Module> from_pretrained(const std::string& dir, const BuildOptio
 
 void save_consolidated(Schedule& sch, const std::string& dir, int64_t max_shard_bytes) {
   auto& root = *sch.mod();
-  std::unordered_map<c10::TensorImpl*, const ShardSpec*> specs;
-  std::function<void(Module&)> visit = [&](Module& m) {
-    for (auto& [name, spec] : m.meta().shards) specs[m.param(name).unsafeGetTensorImpl()] = &spec;
-    for (auto& [name, child] : m.children_in_order()) visit(*child);
-  };
-  visit(root);
+  auto specs = shard_specs_by_tensor(root);
   NamedTensors full;
   for (auto& [name, param] : unique_named_parameters(root)) {
     auto spec = specs.find(param.unsafeGetTensorImpl());

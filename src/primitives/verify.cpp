@@ -61,17 +61,6 @@ bool close(const at::Tensor& ref, const at::Tensor& got, const VerifyOptions& o)
          at::allclose(got.detach().to(at::kDouble), ref.detach().to(at::kDouble), o.rtol, atol_for(ref, o));
 }
 
-// The module that owns each parameter name, for the shard spec of sharded gradients.
-const ShardSpec* shard_spec_of(const std::string& name, const std::map<std::string, std::shared_ptr<Module>>& owners) {
-  auto dot = name.rfind('.');
-  std::string path = dot == std::string::npos ? "" : name.substr(0, dot);
-  std::string leaf = dot == std::string::npos ? name : name.substr(dot + 1);
-  auto owner = owners.find(path);
-  if (owner == owners.end()) return nullptr;
-  auto spec = owner->second->meta().shards.find(leaf);
-  return spec == owner->second->meta().shards.end() ? nullptr : &spec->second;
-}
-
 // Runs `model` on inputs with a recording hook on every module: path -> first output tensor.
 std::vector<std::pair<std::string, at::Tensor>> trace_outputs(const std::shared_ptr<Module>& model, const Values& inputs) {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> mods;
@@ -241,10 +230,7 @@ VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inpu
   if (!sch_roots.empty()) torch::autograd::backward(sch_roots, grads_out);
 
   // Compare every gradient (gathering sharded ones: a collective, so every rank walks them all).
-  std::map<std::string, std::shared_ptr<Module>> owners;
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> mods;
-  collect(scheduled, "", mods);
-  for (auto& m : mods) owners.emplace(m.first, m.second);
+  auto specs = shard_specs_by_tensor(*scheduled);
   auto ref_params = reference->named_parameters();
   for (auto& [name, param] : unique_named_parameters(*scheduled)) {
     const at::Tensor* ref = ref_params.find(name);
@@ -254,7 +240,8 @@ VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inpu
     }
     at::Tensor g = param.grad();
     at::Tensor rg = ref->grad();
-    const ShardSpec* spec = shard_spec_of(name, owners);
+    auto found = specs.find(param.unsafeGetTensorImpl());
+    const ShardSpec* spec = found == specs.end() ? nullptr : found->second;
     if (spec) {  // every rank gathers, with zeros standing in for a missing gradient
       at::Tensor gathered = spec->regroup(
           group->all_gather(g.defined() ? g : torch::zeros_like(param), spec->axis, "verify"));

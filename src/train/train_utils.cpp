@@ -12,12 +12,7 @@
 namespace slapo {
 
 double clip_grad_norm(Module& model, double max_norm, const std::shared_ptr<dist::Group>& group) {
-  std::unordered_set<c10::TensorImpl*> sharded;
-  std::function<void(Module&)> visit = [&](Module& m) {
-    for (auto& [name, spec] : m.meta().shards) sharded.insert(m.param(name).unsafeGetTensorImpl());
-    for (auto& [name, child] : m.children_in_order()) visit(*child);
-  };
-  visit(model);
+  auto sharded = shard_specs_by_tensor(model);
   double replicated_sq = 0, sharded_sq = 0;
   std::vector<at::Tensor> grads;
   for (auto& [name, p] : unique_named_parameters(model)) {
