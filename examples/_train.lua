@@ -2,9 +2,15 @@
 -- AdamW loop on a fixed synthetic batch (the loss falls as the model memorises it).
 local M = {}
 
+-- Pipeline options every example takes: stages, micro-batches per step, and their order.
+local pipeline_defaults = { pp = 1, micro = 0, schedule = "1f1b" }
+
 --- "--tp 2 --steps 5" -> {tp = 2, steps = 5}; unknown options are an error listing the valid ones.
 function M.options(defaults)
   local opts = {}
+  for k, v in pairs(pipeline_defaults) do
+    defaults[k] = defaults[k] == nil and v or defaults[k]
+  end
   for k, v in pairs(defaults) do
     opts[k] = v
   end
@@ -40,10 +46,13 @@ end
 M.log = log
 
 --- Builds the model on every rank (same seed), applies `schedule(sch, opts)` over the TP group,
---- and trains `opts.steps` steps. Returns the list of losses.
-function M.run(opts, make_model, schedule)
-  local layout = require("slapo.parallel").layout({ tp = opts.tp > 0 and opts.tp or slapo.dist.world_size() })
-  log(("%d rank(s): tensor parallel %d x data parallel %d"):format(layout.world, layout.tp, layout.dp))
+--- cuts `opts.pp` pipeline stages evenly over the layer list at `where.layers`, and trains
+--- `opts.steps` steps. Returns the list of losses.
+function M.run(opts, make_model, schedule, where)
+  local parallel = require("slapo.parallel")
+  local layout = parallel.layout({ tp = opts.tp > 0 and opts.tp or nil, pp = opts.pp })
+  log(("%d rank(s): tensor parallel %d x data parallel %d x pipeline parallel %d"):format(layout.world, layout.tp,
+    layout.dp, layout.pp))
   for r = 0, layout.world - 1 do
     if r == layout.rank then
       io.stdout:write(tostring(layout), "\n")
@@ -60,24 +69,48 @@ function M.run(opts, make_model, schedule)
   for _, note in ipairs(notes or {}) do
     log("note: " .. note)
   end
-  model = slapo.build(sch)
-  log(("%s: %.1fM parameters, %.1fM on this rank; %d primitives applied"):format(model:type(), full_params / 1e6,
-    model:num_params() / 1e6, select(2, sch:log():gsub("\n  sch", ""))))
-
-  local optimizer = slapo.optim.adamw(model, { lr = opts.lr, weight_decay = 0.0 })
+  if layout.pp > 1 then
+    parallel.cut_evenly(sch, where and where.layers, layout.pp)
+  end
   slapo.manual_seed(opts.seed + 1000 + layout.dp_rank)  -- each data-parallel replica its own batch
   local ids = slapo.randint(0, opts.vocab, { opts.batch, opts.seq })
+  local pipe
+  if layout.pp > 1 then
+    pipe = slapo.build(sch, { pipeline = { group = layout.pp_group, schedule = opts.schedule,
+      micro_batches = opts.micro > 0 and opts.micro or 2 * layout.pp } })
+    pipe:prepare(ids)
+    model = pipe.module
+    for r = 0, layout.world - 1 do
+      if r == layout.rank and layout.tp_rank == 0 and layout.dp_rank == 0 then
+        io.stdout:write(tostring(pipe), "\n")
+        io.stdout:flush()
+      end
+      slapo.dist.barrier()
+    end
+  else
+    model = slapo.build(sch)
+  end
+  local trained = pipe or model
+  log(("%s: %.1fM parameters, %.1fM on this rank; %d primitives applied"):format(model:type(), full_params / 1e6,
+    trained:num_params() / 1e6, select(2, sch:log():gsub("\n  sch", ""))))
+
+  local optimizer = slapo.optim.adamw(pipe and pipe:parameters() or model, { lr = opts.lr, weight_decay = 0.0 })
   local losses = {}
   for step = 1, opts.steps do
     local start = os.clock()
     optimizer:zero_grad()
-    local loss = model(ids, { labels = ids })
-    loss:backward()
-    layout:all_reduce_grads(model)
+    local value
+    if pipe then
+      value = slapo.tensor({ pipe:step(ids, { labels = ids }) })
+    else
+      local loss = model(ids, { labels = ids })
+      loss:backward()
+      value = loss:detach()
+    end
+    layout:all_reduce_grads(trained)
     optimizer:step()
-    local value = loss:detach()
     slapo.dist.all_reduce(value, layout.dp_group)
-    losses[step] = value:item() / layout.dp
+    losses[step] = value:sum():item() / layout.dp
     log(("step %d  loss %.4f  (%.2f s cpu)"):format(step, losses[step], os.clock() - start))
   end
   return losses

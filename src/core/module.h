@@ -41,6 +41,7 @@ struct ModuleMeta {
   bool checkpointed = false;              ///< checkpoint: recomputed in backward
   bool decomposed = false;                ///< decompose: Linear/Conv1D as matmul + bias add
   std::shared_ptr<TracedGraph> graph;     ///< trace: the graph that runs as this module's forward
+  bool ends_stage = false;                ///< cut_pipeline_stage: a pipeline stage ends after it
 };
 
 /// Base of every schedulable module.

@@ -7,8 +7,13 @@
 
 namespace slapo::dist {
 
+struct Group::PendingSends {
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+};
+
 Group::Group(int id, int rank, std::vector<int> global_ranks, c10::intrusive_ptr<c10d::ProcessGroup> pg)
-    : id_(id), rank_(rank), ranks_(std::move(global_ranks)), pg_(std::move(pg)) {}
+    : id_(id), rank_(rank), ranks_(std::move(global_ranks)), pg_(std::move(pg)),
+      pending_(std::make_shared<PendingSends>()) {}
 
 std::string Group::describe() const {
   return id_ == 0 ? fmt::format("the world ({} rank{})", size(), size() == 1 ? "" : "s")
@@ -80,6 +85,31 @@ at::Tensor Group::reduce_scatter(const at::Tensor& t, int64_t dim, const char* c
   at::Tensor sum = t.detach().clone();
   all_reduce(sum, caller);
   return local_slice(sum, dim, caller).contiguous();
+}
+
+void Group::send(const at::Tensor& t, int dst, int tag, const char* caller) {
+  check_member(caller);
+  if (dst < 0 || dst >= size() || dst == rank_)
+    throw Error(fmt::format("dist.{}: destination rank {} is not another rank of {} (valid: 0 .. {}, not {})", caller,
+                            dst, describe(), size() - 1, rank_));
+  std::vector<at::Tensor> bufs{t.detach().contiguous()};  // the work holds the buffer until sent
+  pending_->works.push_back(pg_->send(bufs, dst, tag));
+}
+
+void Group::recv(at::Tensor& t, int src, int tag, const char* caller) {
+  check_member(caller);
+  if (src < 0 || src >= size() || src == rank_)
+    throw Error(fmt::format("dist.{}: source rank {} is not another rank of {} (valid: 0 .. {}, not {})", caller, src,
+                            describe(), size() - 1, rank_));
+  if (!t.is_contiguous()) throw Error(fmt::format("dist.{}: the receive buffer must be contiguous", caller));
+  std::vector<at::Tensor> bufs{t};
+  pg_->recv(bufs, src, tag)->wait();
+}
+
+void Group::wait_sends() {
+  auto works = std::move(pending_->works);
+  pending_->works.clear();
+  for (auto& w : works) w->wait();
 }
 
 void Group::barrier() {

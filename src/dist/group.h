@@ -39,6 +39,13 @@ class Group {
   at::Tensor local_slice(const at::Tensor& t, int64_t dim, const char* caller = "scatter") const;
   void barrier();
 
+  /// Point-to-point (group-local ranks). `send` returns at once and keeps the tensor until
+  /// `wait_sends`, so two ranks sending to each other cannot deadlock; `recv` fills `t` (its shape
+  /// and dtype must match the sender's) and waits. Messages between two ranks match by tag.
+  void send(const at::Tensor& t, int dst, int tag, const char* caller = "send");
+  void recv(at::Tensor& t, int src, int tag, const char* caller = "recv");
+  void wait_sends();
+
  private:
   void check_member(const char* caller) const;
 
@@ -46,6 +53,8 @@ class Group {
   int rank_;
   std::vector<int> ranks_;
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+  struct PendingSends;
+  std::shared_ptr<PendingSends> pending_;
 };
 
 }  // namespace slapo::dist

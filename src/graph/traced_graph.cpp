@@ -62,6 +62,12 @@ const std::unordered_set<std::string> kDataDependent = {"aten::item", "aten::_lo
 
 }  // namespace
 
+std::string leaf_path(int64_t id) {
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  auto found = registry().leaves.find(id);
+  return found == registry().leaves.end() ? std::string() : found->second.path;
+}
+
 void refuse_value_read_while_tracing(const char* what) {
   if (torch::jit::tracer::isTracing())
     throw Error(fmt::format("{} reads a tensor's value while tracing, so the trace would bake in this input's "

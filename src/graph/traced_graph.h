@@ -44,6 +44,10 @@ class TracedGraph {
   /// gets a bias added and goes through GELU -> matmul + slapo::bias_gelu). Returns how many.
   int fuse_kernels();
 
+  const std::shared_ptr<torch::jit::Graph>& graph() const { return graph_; }
+  const std::vector<at::Tensor>& params() const { return params_; }
+  const std::vector<std::vector<int64_t>>& input_shapes() const { return input_shapes_; }
+
  private:
   std::shared_ptr<torch::jit::Graph> graph_;
   std::vector<at::Tensor> params_;
@@ -66,6 +70,9 @@ struct TraceLeaf {
   std::string slot;
   std::string path;  ///< below the traced module, for printing and find
 };
+
+/// The path (below the traced module) of the leaf a `slapo::call_module` node with this id calls.
+std::string leaf_path(int64_t id);
 
 /// Traces `module.forward` on `example_inputs`; `leaves` are recorded as single call nodes and
 /// keep running their own forward. Raises

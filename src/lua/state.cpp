@@ -20,6 +20,7 @@ int luaopen_slapo_core(lua_State* L) {
   open_schedule(L);
   open_dist(L);
   open_verify(L);
+  open_pipeline(L);
   open_optim(L);
   open_train(L);
   open_kernels(L);

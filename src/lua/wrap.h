@@ -16,6 +16,8 @@ class Group;
 
 namespace slapo {
 
+class Schedule;
+
 void open_tensor(lua_State* L);      // slapo.randn, ..., and the Tensor class
 void open_functional(lua_State* L);  // slapo.F
 void open_module(lua_State* L);      // the Module class
@@ -27,6 +29,10 @@ void open_optim(lua_State* L);       // slapo.optim (SGD, AdamW)
 void open_train(lua_State* L);       // clock, clip_grad_norm, measure_peak_flops, memory_mib
 void open_kernels(lua_State* L);     // slapo.kernels (fused CPU kernels)
 void open_verify(lua_State* L);      // slapo.build and the core of slapo.verify
+void open_pipeline(lua_State* L);    // the Pipeline class slapo.build returns for cut stages
+
+/// Pushes the pipeline a schedule with cut stages builds into; `opts` is build's options index.
+void lx_push_pipeline(lua_State* L, std::shared_ptr<Schedule> root, int opts);
 
 /// Opens everything as package.loaded["slapo.core"].
 int luaopen_slapo_core(lua_State* L);

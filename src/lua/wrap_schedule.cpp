@@ -8,6 +8,7 @@
 #include "lua/runtime.h"
 #include "lua/wrap.h"
 #include "graph/traced_graph.h"
+#include "primitives/pipeline.h"
 #include "primitives/primitives.h"
 
 namespace slapo {
@@ -285,6 +286,13 @@ int w_Graph_tostring(lua_State* L) {
   return 1;
 }
 
+int w_Schedule_cut_pipeline_stage(lua_State* L) {
+  auto s = lx_check_schedule(L, 1);
+  cut_pipeline_stage(*s, call_site(L, *s, 2, 1));
+  lua_settop(L, 1);
+  return 1;
+}
+
 int w_Schedule_annotate(lua_State* L) {
   auto s = lx_check_schedule(L, 1);
   annotate(*s, luaL_checkstring(L, 2), luaL_checkstring(L, 3), lx_to_value(L, 4), call_site(L, *s, 2, 4));
@@ -428,6 +436,7 @@ const luaL_Reg schedule_methods[] = {{"log", w_Schedule_log},
                                      {"find", w_Schedule_find},
                                      {"decompose", w_Schedule_decompose},
                                      {"fuse", w_Schedule_fuse},
+                                     {"cut_pipeline_stage", w_Schedule_cut_pipeline_stage},
                                      {"local_param", w_Schedule_local_param},
                                      {"named_schedules", w_Schedule_named_schedules},
                                      {"children", w_Schedule_children},

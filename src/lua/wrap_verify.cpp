@@ -4,6 +4,7 @@
 #include "lua/lua_module.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
+#include "primitives/pipeline.h"
 #include "primitives/verify.h"
 
 namespace slapo {
@@ -31,7 +32,9 @@ int w_build(lua_State* L) {
     lua_pop(L, 1);
     o.seed = static_cast<uint64_t>(lx_opt_number(L, 2, "seed", 0, "build"));
   }
-  lx_push_module(L, build(*s, o));
+  auto model = build(*s, o);
+  if (pipeline_cuts(*s).empty()) lx_push_module(L, model);
+  else lx_push_pipeline(L, s, 2);
   return 1;
 }
 

@@ -18,7 +18,9 @@ M.primitives = {
   fuse = "sub:fuse(nil, {compiler = \"kernels\"}): on a traced module, rewrite matmul -> bias add -> gelu into "
     .. "slapo::bias_gelu (chosen subgraphs are not supported yet).",
   decompose = "sub:decompose(): a Linear/Conv1D computes matmul and bias add separately, so a trace can fuse the bias.",
-  cut_pipeline_stage = "sub:cut_pipeline_stage(): not built yet (pipeline parallelism).",
+  cut_pipeline_stage = "sub:cut_pipeline_stage(): a pipeline stage ends after this module; slapo.build(sch, "
+    .. "{pipeline = {group =, micro_batches =, schedule = \"1f1b\" | \"gpipe\"}}) then returns a pipeline: "
+    .. "pipe:step(ids, {labels = ids}) runs forward and backward of every micro-batch.",
 }
 
 function M.list()

@@ -1,4 +1,4 @@
---- Rank layouts for tensor x data parallelism, and data-parallel gradient averaging.
+--- Rank layouts for tensor x data x pipeline parallelism, and data-parallel gradient averaging.
 ---
 --- Example usage (4 ranks, TP = 2):
 ---   local layout = require("slapo.parallel").layout({ tp = 2 })
@@ -11,11 +11,16 @@ local Layout = {}
 Layout.__index = Layout
 
 function Layout:__tostring()
-  return ("rank %d: tp group {%s} (tp rank %d), dp group {%s} (dp rank %d)"):format(self.rank,
+  local s = ("rank %d: tp group {%s} (tp rank %d), dp group {%s} (dp rank %d)"):format(self.rank,
     table.concat(self.tp_ranks, ", "), self.tp_rank, table.concat(self.dp_ranks, ", "), self.dp_rank)
+  if self.pp > 1 then
+    s = s .. (", pp group {%s} (stage %d)"):format(table.concat(self.pp_ranks, ", "), self.pp_rank)
+  end
+  return s
 end
 
 --- Averages gradients over the data-parallel group (after backward, before the optimizer step).
+--- `model` is a module or a pipeline (whose parameters() are its stage's).
 function Layout:all_reduce_grads(model)
   if self.dp == 1 then
     return
@@ -29,39 +34,65 @@ function Layout:all_reduce_grads(model)
   end
 end
 
---- Ranks 0..N-1 form TP groups of consecutive ranks and DP groups across them:
---- TP = 2 on 4 ranks gives TP {0,1} {2,3} and DP {0,2} {1,3}. Every rank must call this.
+--- Cuts `stages` pipeline stages with equal numbers of layers from the layer list at
+--- `layers_path` ("transformer.h"): on 8 layers and 2 stages, after layer 3.
+function M.cut_evenly(sch, layers_path, stages)
+  if type(layers_path) ~= "string" then
+    error("parallel.cut_evenly: pass the path of the layer list, e.g. \"transformer.h\"", 2)
+  end
+  local layers = sch[layers_path]:children()
+  if #layers < stages then
+    error(("parallel.cut_evenly: %s has %d layers, too few for %d stages"):format(layers_path, #layers, stages), 2)
+  end
+  for s = 1, stages - 1 do
+    layers[math.floor(s * #layers / stages)]:cut_pipeline_stage()
+  end
+end
+
+--- Ranks 0..N-1 laid out as Megatron does: TP groups of consecutive ranks, then DP across them,
+--- pipeline stages outermost. rank = (pp rank * dp + dp rank) * tp + tp rank, so TP = 2 on 4 ranks
+--- gives TP {0,1} {2,3} and DP {0,2} {1,3}; TP = 2 x PP = 2 gives PP groups {0,2} {1,3}.
+--- Every rank must call this (it creates every group, in the same order).
 function M.layout(opts)
   opts = opts or {}
   local world, rank = slapo.dist.world_size(), slapo.dist.rank()
-  local tp = opts.tp or world
-  if type(tp) ~= "number" or tp < 1 or world % tp ~= 0 then
-    error(("parallel.layout: tp = %s does not divide the world of %d ranks (choices: divisors of %d)"):format(
-      tostring(tp), world, world), 2)
+  local pp = opts.pp or 1
+  if type(pp) ~= "number" or pp < 1 or world % pp ~= 0 then
+    error(("parallel.layout: pp = %s does not divide the world of %d ranks (choices: divisors of %d)"):format(
+      tostring(pp), world, world), 2)
   end
-  local dp = world / tp
-  local layout = setmetatable({ rank = rank, world = world, tp = tp, dp = dp }, Layout)
-  -- every rank creates every group, in the same order (as torch.distributed.new_group requires)
-  for first = 0, world - 1, tp do
-    local ranks = {}
-    for r = first, first + tp - 1 do
-      table.insert(ranks, r)
-    end
-    local group = slapo.dist.new_group(ranks)
-    if rank >= first and rank < first + tp then
-      layout.tp_group, layout.tp_ranks, layout.tp_rank = group, ranks, rank - first
+  local tp = opts.tp or world / pp
+  if type(tp) ~= "number" or tp < 1 or (world / pp) % tp ~= 0 then
+    error(("parallel.layout: tp = %s does not divide the %d ranks of a pipeline stage (world %d / pp %d)"):format(
+      tostring(tp), world / pp, world, pp), 2)
+  end
+  local dp = world / (tp * pp)
+  local layout = setmetatable({ rank = rank, world = world, tp = tp, dp = dp, pp = pp }, Layout)
+  local function rank_of(t, d, p)
+    return (p * dp + d) * tp + t
+  end
+  local me = { t = rank % tp, d = math.floor(rank / tp) % dp, p = math.floor(rank / (tp * dp)) }
+  -- one group per combination of the other two coordinates, created in the same order everywhere
+  local function make(kind, size, coords)
+    for a = 0, coords[1] - 1 do
+      for b = 0, coords[2] - 1 do
+        local ranks = {}
+        for i = 0, size - 1 do
+          table.insert(ranks, coords.rank(a, b, i))
+        end
+        local group = slapo.dist.new_group(ranks)
+        for i, r in ipairs(ranks) do
+          if r == rank then
+            layout[kind .. "_group"], layout[kind .. "_ranks"], layout[kind .. "_rank"] = group, ranks, i - 1
+          end
+        end
+      end
     end
   end
-  for offset = 0, tp - 1 do
-    local ranks = {}
-    for r = offset, world - 1, tp do
-      table.insert(ranks, r)
-    end
-    local group = slapo.dist.new_group(ranks)
-    if rank % tp == offset then
-      layout.dp_group, layout.dp_ranks, layout.dp_rank = group, ranks, (rank - offset) / tp
-    end
-  end
+  make("tp", tp, { dp, pp, rank = function(d, p, i) return rank_of(i, d, p) end })
+  make("dp", dp, { tp, pp, rank = function(t, p, i) return rank_of(t, i, p) end })
+  make("pp", pp, { tp, dp, rank = function(t, d, i) return rank_of(t, d, i) end })
+  assert(layout.tp_rank == me.t and layout.dp_rank == me.d and layout.pp_rank == me.p)
   return layout
 end
 

@@ -1,0 +1,189 @@
+// slapo.Pipeline: what slapo.build returns for a schedule with cut stages.
+#include "core/error.h"
+#include "lua/lua_module.h"
+#include "lua/runtime.h"
+#include "lua/wrap.h"
+#include "primitives/pipeline.h"
+
+namespace slapo {
+
+namespace {
+
+using PipelinePtr = std::shared_ptr<Pipeline>;
+
+Pipeline& check_pipeline(lua_State* L, int idx) {
+  return **static_cast<PipelinePtr*>(luaL_checkudata(L, idx, "slapo.Pipeline"));
+}
+
+int w_Pipeline_gc(lua_State* L) {
+  static_cast<PipelinePtr*>(luaL_checkudata(L, 1, "slapo.Pipeline"))->~PipelinePtr();
+  return 0;
+}
+
+int w_Pipeline_tostring(lua_State* L) {
+  lua_pushstring(L, check_pipeline(L, 1).describe().c_str());
+  return 1;
+}
+
+// The tensors from index 2 on, and the labels of a trailing {labels = t}.
+Values batch_args(lua_State* L, at::Tensor* labels, const char* fn) {
+  int top = lua_gettop(L);
+  if (top >= 2 && lua_istable(L, top)) {
+    lua_getfield(L, top, "labels");
+    if (!lua_isnil(L, -1)) *labels = lx_check_tensor(L, -1);
+    lua_pop(L, 1);
+    --top;
+  }
+  Values inputs;
+  for (int i = 2; i <= top; ++i) {
+    if (!lx_is_tensor(L, i))
+      throw Error(fmt::format("{}: argument {} must be a tensor (the model's inputs, then {{labels = t}}), got {}", fn,
+                              i - 1, luaL_typename(L, i)));
+    inputs.emplace_back(lx_check_tensor(L, i));
+  }
+  if (inputs.empty()) throw Error(fmt::format("{}: pass the model's inputs, e.g. pipe:step(ids, {{labels = ids}})", fn));
+  return inputs;
+}
+
+// pipe:step(x, ..., {labels = t}) -> the batch's mean loss (every rank); gradients accumulate
+int w_Pipeline_step(lua_State* L) {
+  auto& p = check_pipeline(L, 1);
+  at::Tensor labels;
+  Values inputs = batch_args(L, &labels, "pipeline:step");
+  lua_pushnumber(L, p.step(inputs, labels));
+  return 1;
+}
+
+// pipe:prepare(x, ...): trace and split for batches of this shape (parameters() needs it)
+int w_Pipeline_prepare(lua_State* L) {
+  auto& p = check_pipeline(L, 1);
+  at::Tensor labels;
+  p.prepare(batch_args(L, &labels, "pipeline:prepare"));
+  lua_settop(L, 1);
+  return 1;
+}
+
+int push_tensors(lua_State* L, const std::vector<at::Tensor>& tensors) {
+  lua_createtable(L, static_cast<int>(tensors.size()), 0);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    lx_push_tensor(L, tensors[i]);
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+  return 1;
+}
+
+int push_strings(lua_State* L, const std::vector<std::string>& strings) {
+  lua_createtable(L, static_cast<int>(strings.size()), 0);
+  for (size_t i = 0; i < strings.size(); ++i) {
+    lua_pushstring(L, strings[i].c_str());
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+  return 1;
+}
+
+int w_Pipeline_parameters(lua_State* L) { return push_tensors(L, check_pipeline(L, 1).parameters()); }
+int w_Pipeline_leaves(lua_State* L) { return push_strings(L, check_pipeline(L, 1).stage_leaves()); }
+int w_Pipeline_shared_parameters(lua_State* L) { return push_strings(L, check_pipeline(L, 1).shared_parameters()); }
+
+int w_Pipeline_num_params(lua_State* L) {
+  double n = 0;
+  for (auto& p : check_pipeline(L, 1).parameters()) n += static_cast<double>(p.numel());
+  lua_pushnumber(L, n);
+  return 1;
+}
+
+// pipe:stats() -> {wall_s, busy_s, bubble, ideal_bubble, micro_batches, stages} of the last step
+int w_Pipeline_stats(lua_State* L) {
+  auto& s = check_pipeline(L, 1).runner().last_stats();
+  lua_newtable(L);
+  auto set = [L](const char* key, double v) {
+    lua_pushnumber(L, v);
+    lua_setfield(L, -2, key);
+  };
+  set("wall_s", s.wall_s);
+  set("busy_s", s.busy_s);
+  set("bubble", s.wall_s > 0 ? 1.0 - s.busy_s / s.wall_s : 0.0);
+  set("ideal_bubble", s.ideal_bubble());
+  set("micro_batches", s.micro_batches);
+  set("stages", s.stages);
+  return 1;
+}
+
+int pipeline_fields(lua_State* L) {
+  auto& p = check_pipeline(L, 1);
+  std::string key = luaL_checkstring(L, 2);
+  if (key == "stage") lua_pushnumber(L, p.stage());
+  else if (key == "stages") lua_pushnumber(L, p.stages());
+  else if (key == "micro_batches") lua_pushnumber(L, p.micro_batches());
+  else if (key == "schedule") lua_pushstring(L, dist::pipeline_schedule_name(p.runner().schedule()));
+  else if (key == "module") lx_push_module(L, p.module());
+  else lua_pushnil(L);
+  return 1;
+}
+
+const luaL_Reg pipeline_methods[] = {{"step", w_Pipeline_step},
+                                     {"prepare", w_Pipeline_prepare},
+                                     {"parameters", w_Pipeline_parameters},
+                                     {"num_params", w_Pipeline_num_params},
+                                     {"leaves", w_Pipeline_leaves},
+                                     {"shared_parameters", w_Pipeline_shared_parameters},
+                                     {"stats", w_Pipeline_stats},
+                                     {nullptr, nullptr}};
+const luaL_Reg pipeline_meta[] = {{"__gc", w_Pipeline_gc}, {"__tostring", w_Pipeline_tostring}, {nullptr, nullptr}};
+
+}  // namespace
+
+void lx_push_pipeline(lua_State* L, std::shared_ptr<Schedule> root, int opts) {
+  PipelineOptions o;
+  if (lua_istable(L, opts)) {
+    lua_getfield(L, opts, "pipeline");
+    int t = lua_gettop(L);
+    if (lua_istable(L, t)) {
+      lua_getfield(L, t, "group");
+      if (!lua_isnil(L, -1)) o.group = lx_group_arg(L, lua_gettop(L));
+      lua_pop(L, 1);
+      o.micro_batches = static_cast<int>(lx_opt_number(L, t, "micro_batches", 0, "build"));
+      o.schedule = dist::parse_pipeline_schedule(lx_opt_string(L, t, "schedule", "1f1b", "build"), "build: pipeline.schedule");
+      lua_getfield(L, t, "loss");
+      if (lua_isfunction(L, -1)) {
+        auto fn = LuaRef::from_stack(L, -1);
+        o.loss = [fn](const at::Tensor& output, const Value& target) {
+          lua_State* T = fn->push("pipeline loss");
+          int top = lua_gettop(T) - 1;
+          lx_push_tensor(T, output);
+          lx_push_value(T, target);
+          lx_pcall(T, 2, 1);
+          if (!lx_is_tensor(T, -1)) {
+            std::string got = luaL_typename(T, -1);
+            lua_settop(T, top);
+            throw Error(fmt::format("pipeline: the loss function returned a {}, not a tensor", got));
+          }
+          at::Tensor loss = lx_check_tensor(T, -1);
+          lua_settop(T, top);
+          return loss;
+        };
+      } else if (!lua_isnil(L, -1)) {
+        throw Error(fmt::format("build: pipeline.loss must be a function(output, labels), got {}", luaL_typename(L, -1)));
+      }
+      lua_pop(L, 1);
+    } else if (!lua_isnil(L, t)) {
+      throw Error(fmt::format("build: pipeline must be a table {{group =, micro_batches =, schedule =, loss =}}, got {}",
+                              luaL_typename(L, t)));
+    }
+    lua_pop(L, 1);
+  }
+  if (!o.group && root->world_size() > 1)
+    throw Error("build: the schedule shards over several ranks, so name the pipeline's ranks: "
+                "slapo.build(sch, {pipeline = {group = layout.pp_group}})");
+  auto pipeline = std::make_shared<Pipeline>(std::move(root), std::move(o));
+  void* p = lua_newuserdata(L, sizeof(PipelinePtr));
+  new (p) PipelinePtr(std::move(pipeline));
+  luaL_getmetatable(L, "slapo.Pipeline");
+  lua_setmetatable(L, -2);
+}
+
+void open_pipeline(lua_State* L) {
+  lx_new_class(L, "slapo.Pipeline", pipeline_methods, pipeline_meta, pipeline_fields);
+}
+
+}  // namespace slapo

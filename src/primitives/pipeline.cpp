@@ -1,0 +1,206 @@
+// cut_pipeline_stage, and Pipeline: trace the root down to the cuts, split, run the stages.
+#include "primitives/pipeline.h"
+
+#include <set>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "dist/world.h"
+#include "graph/pipeline_stages.h"
+#include "models/transformer_ops.h"
+#include "primitives/rng.h"
+
+namespace slapo {
+
+void cut_pipeline_stage(Schedule& sch, const CallSite& site) {
+  if (!sch.parent())
+    throw Error("cut_pipeline_stage: the root module cannot end a stage; cut after a layer, e.g. "
+                "sch[\"transformer.h.5\"]:cut_pipeline_stage()");
+  auto& meta = sch.mod()->meta();
+  if (meta.ends_stage) throw Error(fmt::format("cut_pipeline_stage: {} already ends a stage", sch.where()));
+  for (auto p = sch.parent(); p; p = p->parent())
+    if (p->mod()->meta().ends_stage)
+      throw Error(fmt::format("cut_pipeline_stage: {} is inside {}, which already ends a stage; cut after modules "
+                              "that do not contain each other", sch.where(), p->where()));
+  for (auto& [path, node] : sch.named_schedules())
+    if (node->mod()->meta().ends_stage)
+      throw Error(fmt::format("cut_pipeline_stage: {} contains {}, which already ends a stage; cut after modules "
+                              "that do not contain each other", sch.where(), node->where()));
+  meta.ends_stage = true;
+  sch.log().append({"cut_pipeline_stage", sch.path(), site.lua_args, site.source});
+}
+
+std::vector<std::string> pipeline_cuts(const Schedule& root) {
+  std::vector<std::string> out;
+  for (auto& [path, node] : root.named_schedules())
+    if (node->mod()->meta().ends_stage) out.push_back(path);
+  return out;
+}
+
+struct Pipeline::Split {
+  std::vector<std::shared_ptr<StageGraph>> stages;
+  std::vector<std::vector<std::string>> param_names;  // per stage
+  std::vector<at::Tensor> my_params;
+  std::vector<std::pair<std::string, at::Tensor>> shared;  // used by several stages, stage order
+};
+
+namespace {
+
+// The leaves of a trace that reaches the cut modules: every module whose parent contains a cut
+// and which contains none itself (Slapo's trace_until: embeddings, the layers, the head).
+std::vector<TraceLeaf> leaves_down_to(Schedule& root, const std::vector<std::string>& cuts) {
+  std::set<std::string> holds_cut{""};
+  for (auto& cut : cuts)
+    for (size_t dot = cut.find('.'); dot != std::string::npos; dot = cut.find('.', dot + 1))
+      holds_cut.insert(cut.substr(0, dot));
+  std::vector<TraceLeaf> out;
+  for (auto& [path, node] : root.named_schedules()) {
+    auto dot = path.rfind('.');
+    std::string parent = dot == std::string::npos ? "" : path.substr(0, dot);
+    if (holds_cut.count(parent) && !holds_cut.count(path)) out.push_back({node->parent()->mod(), node->name(), path});
+  }
+  return out;
+}
+
+std::vector<std::vector<int64_t>> shapes_of(const Values& inputs) {
+  std::vector<std::vector<int64_t>> out;
+  for (auto& v : inputs) out.push_back(v.isTensor() ? v.toTensor().sizes().vec() : std::vector<int64_t>{-1});
+  return out;
+}
+
+}  // namespace
+
+Pipeline::Pipeline(std::shared_ptr<Schedule> root, PipelineOptions options)
+    : root_(std::move(root)),
+      cuts_(pipeline_cuts(*root_)),
+      micro_batches_(options.micro_batches),
+      loss_(std::move(options.loss)),
+      runner_(options.group ? options.group : dist::world(), options.schedule) {
+  if (cuts_.empty())
+    throw Error("build: no pipeline stage was cut; call cut_pipeline_stage() on the module after which each stage "
+                "ends (e.g. sch[\"transformer.h.5\"]:cut_pipeline_stage())");
+  if (static_cast<int>(cuts_.size()) + 1 != runner_.stages())
+    throw Error(fmt::format("build: {} cut{} ({}) make{} {} pipeline stages, but the pipeline group has {} rank{}; "
+                            "cut {} time{} for this group", cuts_.size(), cuts_.size() == 1 ? "" : "s",
+                            fmt::join(cuts_, ", "), cuts_.size() == 1 ? "s" : "", cuts_.size() + 1, runner_.stages(),
+                            runner_.stages() == 1 ? "" : "s", runner_.stages() - 1, runner_.stages() == 2 ? "" : "s"));
+  if (micro_batches_ == 0) micro_batches_ = runner_.stages();
+  if (micro_batches_ < 1)
+    throw Error(fmt::format("build: pipeline micro_batches must be at least 1, got {}", micro_batches_));
+  if (!loss_)
+    loss_ = [](const at::Tensor& logits, const Value& labels) {
+      if (!labels.isTensor())
+        throw Error("pipeline: step needs {labels = t} for the causal-LM loss (or pass pipeline.loss to build)");
+      return causal_lm_loss(logits, labels.toTensor());
+    };
+}
+
+Pipeline::~Pipeline() = default;
+
+const Pipeline::Split& Pipeline::split_for(const Values& micro_inputs) {
+  auto key = shapes_of(micro_inputs);
+  auto found = splits_.find(key);
+  if (found != splits_.end()) return *found->second;
+
+  // Trace by need, for this micro-batch shape; the trace's forward must not move the RNG.
+  Module& model = *root_->mod();
+  auto rng = RngSnapshot::capture(model);
+  auto traced = trace_module(model, root_->where(), micro_inputs, leaves_down_to(*root_, cuts_));
+  rng.restore();
+  auto split = std::make_shared<Split>();
+  split->stages = split_stages(*traced, cuts_, root_->where());
+
+  // Which parameters each stage uses: its graph's own, and its leaves'.
+  std::unordered_map<const c10::TensorImpl*, std::string> name_of;
+  for (auto& [name, p] : unique_named_parameters(model)) name_of[p.unsafeGetTensorImpl()] = name;
+  std::map<std::string, std::vector<int>> users;
+  std::map<std::string, at::Tensor> by_name;
+  for (auto& stage : split->stages) {
+    std::set<std::string> names;
+    auto add = [&](const at::Tensor& p) {
+      auto n = name_of.find(p.unsafeGetTensorImpl());
+      if (n == name_of.end()) return;
+      if (names.insert(n->second).second) users[n->second].push_back(stage->index());
+      by_name[n->second] = p;
+    };
+    for (auto& p : stage->direct_params()) add(p);
+    for (auto& leaf : stage->leaves())
+      for (auto& [name, p] : unique_named_parameters(*root_->at(leaf)->mod())) add(p);
+    split->param_names.emplace_back(names.begin(), names.end());
+  }
+  for (auto& name : split->param_names[stage()]) split->my_params.push_back(by_name[name]);
+  for (auto& [name, stages] : users)
+    if (stages.size() > 1) split->shared.emplace_back(name, by_name[name]);
+  shared_.clear();
+  for (auto& s : split->shared) shared_.push_back(s.first);
+  return *(splits_[key] = split);
+}
+
+void Pipeline::prepare(const Values& inputs) {
+  Values micro;
+  for (auto& v : inputs) {
+    if (!v.isTensor()) throw Error(fmt::format("pipeline: inputs must be tensors, got a {}", v.tagKind()));
+    auto& t = v.toTensor();
+    if (t.dim() == 0 || t.size(0) % micro_batches_ != 0)
+      throw Error(fmt::format("pipeline: the batch of {} rows does not split into {} micro-batches; use a batch size "
+                              "divisible by micro_batches", t.dim() ? t.size(0) : 0, micro_batches_));
+    micro.emplace_back(t.narrow(0, 0, t.size(0) / micro_batches_));
+  }
+  current_ = &split_for(micro);
+}
+
+double Pipeline::step(const Values& inputs, const at::Tensor& labels) {
+  prepare(inputs);
+  std::vector<Values> micro(micro_batches_);
+  for (auto& v : inputs) {
+    auto chunks = v.toTensor().chunk(micro_batches_, 0);
+    for (int i = 0; i < micro_batches_; ++i) micro[i].emplace_back(chunks[i]);
+  }
+  std::vector<Value> targets;
+  if (labels.defined()) {
+    if (labels.dim() == 0 || labels.size(0) % micro_batches_ != 0)
+      throw Error(fmt::format("pipeline: labels of {} rows do not split into {} micro-batches", labels.dim() ? labels.size(0) : 0,
+                              micro_batches_));
+    for (auto& c : labels.chunk(micro_batches_, 0)) targets.emplace_back(c);
+  }
+  auto& stage = *current_->stages[runner_.stage()];
+  double loss = runner_.step([&stage](const Values& in, const std::vector<at::Tensor>& received) {
+    return stage.run(in, received);
+  }, loss_, micro, targets);
+
+  // A parameter used by several stages (a tied embedding and LM head) gets the sum of their grads.
+  std::set<std::string> mine(current_->param_names[runner_.stage()].begin(), current_->param_names[runner_.stage()].end());
+  for (auto& [name, p] : current_->shared) {
+    at::Tensor g = p.grad().defined() ? p.grad().detach().clone() : torch::zeros_like(p.detach());
+    runner_.group()->all_reduce(g, "pipeline");
+    if (mine.count(name)) p.mutable_grad() = g;
+  }
+  return loss;
+}
+
+std::vector<at::Tensor> Pipeline::parameters() const {
+  if (!current_) throw Error("pipeline: the stages are not known before the model is traced; run step once, or "
+                             "prepare(inputs) with an example batch");
+  return current_->my_params;
+}
+
+std::vector<std::string> Pipeline::stage_leaves() const {
+  if (!current_) throw Error("pipeline: the stages are not known before the model is traced; run step once, or "
+                             "prepare(inputs) with an example batch");
+  return current_->stages[runner_.stage()]->leaves();
+}
+
+std::string Pipeline::describe() const {
+  std::string out = fmt::format("pipeline of {} stages ({}, {} micro-batches), cut after {}; this rank runs stage {}",
+                                stages(), dist::pipeline_schedule_name(runner_.schedule()), micro_batches_,
+                                fmt::join(cuts_, ", "), stage());
+  if (current_) {
+    auto& s = *current_->stages[stage()];
+    out += fmt::format(": {} ({} parameter tensors; receives {}, sends {} tensor{})", fmt::join(s.leaves(), ", "),
+                       current_->my_params.size(), s.received_count(), s.sent_count(), s.sent_count() == 1 ? "" : "s");
+    if (!shared_.empty()) out += fmt::format("; shared with another stage: {}", fmt::join(shared_, ", "));
+  }
+  return out;
+}
+
+}  // namespace slapo

@@ -1,0 +1,74 @@
+// cut_pipeline_stage and the pipeline a schedule with cuts builds into: the root traced down to
+// the cut modules, split into one graph per stage, run by dist::PipelineRunner.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/schedule.h"
+#include "dist/pipeline.h"
+#include "primitives/primitives.h"
+
+namespace slapo {
+
+class StageGraph;
+
+/// cut_pipeline_stage(): a pipeline stage ends after this module's call. Requires: 1) not the root;
+/// 2) not cut already; 3) no ancestor or descendant is cut (stages nest nothing).
+void cut_pipeline_stage(Schedule& sch, const CallSite& site);
+
+/// The paths of the cut modules below `root`, in tree order.
+std::vector<std::string> pipeline_cuts(const Schedule& root);
+
+struct PipelineOptions {
+  std::shared_ptr<dist::Group> group;  ///< one rank per stage, in stage order
+  int micro_batches = 0;               ///< 0: as many as stages
+  dist::PipelineSchedule schedule = dist::PipelineSchedule::OneFOneB;
+  dist::PipelineRunner::LossFn loss;   ///< default: the causal-LM loss of logits and labels
+};
+
+class Pipeline {
+ public:
+  /// Checks that the cuts make as many stages as the group has ranks.
+  Pipeline(std::shared_ptr<Schedule> root, PipelineOptions options);
+  ~Pipeline();
+
+  /// Splits each input (and `labels`) along dim 0 into the micro-batches, runs forward and
+  /// backward of each on this rank's stage, and sums the gradients of parameters shared by
+  /// several stages (a tied embedding and LM head) over their stages. Gradients accumulate in
+  /// .grad as after loss:backward(). Returns the batch's mean loss on every rank.
+  double step(const Values& inputs, const at::Tensor& labels);
+
+  int stage() const { return runner_.stage(); }
+  int stages() const { return runner_.stages(); }
+  int micro_batches() const { return micro_batches_; }
+  const dist::PipelineRunner& runner() const { return runner_; }
+  std::shared_ptr<Module> module() const { return root_->mod(); }
+
+  /// This rank's stage: its parameters, the leaves it calls, and what it exchanges. Known once
+  /// the model is traced (at the first step, or `prepare` with an example batch).
+  std::vector<at::Tensor> parameters() const;
+  std::vector<std::string> stage_leaves() const;
+  /// Parameters used by several stages, by name.
+  const std::vector<std::string>& shared_parameters() const { return shared_; }
+  /// Traces and splits the model for batches shaped like `inputs` (done by step when needed).
+  void prepare(const Values& inputs);
+  std::string describe() const;
+
+ private:
+  struct Split;
+  const Split& split_for(const Values& micro_inputs);
+
+  std::shared_ptr<Schedule> root_;
+  std::vector<std::string> cuts_;
+  int micro_batches_;
+  dist::PipelineRunner::LossFn loss_;
+  dist::PipelineRunner runner_;
+  std::map<std::vector<std::vector<int64_t>>, std::shared_ptr<Split>> splits_;  // by micro-batch input shapes
+  const Split* current_ = nullptr;
+  std::vector<std::string> shared_;
+};
+
+}  // namespace slapo
