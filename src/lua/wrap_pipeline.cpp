@@ -82,6 +82,19 @@ int push_strings(lua_State* L, const std::vector<std::string>& strings) {
 }
 
 int w_Pipeline_parameters(lua_State* L) { return push_tensors(L, check_pipeline(L, 1).parameters()); }
+// pipe:named_parameters() -> iterator over this stage's (name, parameter)
+int w_Pipeline_named_parameters(lua_State* L) {
+  auto named = check_pipeline(L, 1).named_parameters();
+  lua_createtable(L, static_cast<int>(2 * named.size()), 0);
+  for (size_t i = 0; i < named.size(); ++i) {
+    lua_pushstring(L, named[i].first.c_str());
+    lua_rawseti(L, -2, static_cast<int>(2 * i + 1));
+    lx_push_tensor(L, named[i].second);
+    lua_rawseti(L, -2, static_cast<int>(2 * i + 2));
+  }
+  return lx_push_pairs_iterator(L);
+}
+
 int w_Pipeline_leaves(lua_State* L) { return push_strings(L, check_pipeline(L, 1).stage_leaves()); }
 int w_Pipeline_shared_parameters(lua_State* L) { return push_strings(L, check_pipeline(L, 1).shared_parameters()); }
 
@@ -124,6 +137,7 @@ int pipeline_fields(lua_State* L) {
 const luaL_Reg pipeline_methods[] = {{"step", w_Pipeline_step},
                                      {"prepare", w_Pipeline_prepare},
                                      {"parameters", w_Pipeline_parameters},
+                                     {"named_parameters", w_Pipeline_named_parameters},
                                      {"num_params", w_Pipeline_num_params},
                                      {"leaves", w_Pipeline_leaves},
                                      {"shared_parameters", w_Pipeline_shared_parameters},

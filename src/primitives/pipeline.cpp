@@ -37,18 +37,7 @@ std::vector<std::string> pipeline_cuts(const Schedule& root) {
   return out;
 }
 
-struct Pipeline::Split {
-  std::vector<std::shared_ptr<StageGraph>> stages;
-  std::vector<std::vector<std::string>> param_names;  // per stage
-  std::vector<at::Tensor> my_params;
-  std::vector<std::pair<std::string, at::Tensor>> shared;  // used by several stages, stage order
-};
-
-namespace {
-
-// The leaves of a trace that reaches the cut modules: every module whose parent contains a cut
-// and which contains none itself (Slapo's trace_until: embeddings, the layers, the head).
-std::vector<TraceLeaf> leaves_down_to(Schedule& root, const std::vector<std::string>& cuts) {
+std::vector<TraceLeaf> pipeline_trace_leaves(Schedule& root, const std::vector<std::string>& cuts) {
   std::set<std::string> holds_cut{""};
   for (auto& cut : cuts)
     for (size_t dot = cut.find('.'); dot != std::string::npos; dot = cut.find('.', dot + 1))
@@ -61,6 +50,15 @@ std::vector<TraceLeaf> leaves_down_to(Schedule& root, const std::vector<std::str
   }
   return out;
 }
+
+struct Pipeline::Split {
+  std::vector<std::shared_ptr<StageGraph>> stages;
+  std::vector<std::vector<std::string>> param_names;  // per stage
+  std::vector<at::Tensor> my_params;
+  std::vector<std::pair<std::string, at::Tensor>> shared;  // used by several stages, stage order
+};
+
+namespace {
 
 std::vector<std::vector<int64_t>> shapes_of(const Values& inputs) {
   std::vector<std::vector<int64_t>> out;
@@ -81,9 +79,11 @@ Pipeline::Pipeline(std::shared_ptr<Schedule> root, PipelineOptions options)
                 "ends (e.g. sch[\"transformer.h.5\"]:cut_pipeline_stage())");
   if (static_cast<int>(cuts_.size()) + 1 != runner_.stages())
     throw Error(fmt::format("build: {} cut{} ({}) make{} {} pipeline stages, but the pipeline group has {} rank{}; "
-                            "cut {} time{} for this group", cuts_.size(), cuts_.size() == 1 ? "" : "s",
+                            "a pipeline runs one stage per rank of its group (pipeline = {{group = ...}}), so cut "
+                            "{} time{} or use a group of {} ranks", cuts_.size(), cuts_.size() == 1 ? "" : "s",
                             fmt::join(cuts_, ", "), cuts_.size() == 1 ? "s" : "", cuts_.size() + 1, runner_.stages(),
-                            runner_.stages() == 1 ? "" : "s", runner_.stages() - 1, runner_.stages() == 2 ? "" : "s"));
+                            runner_.stages() == 1 ? "" : "s", runner_.stages() - 1, runner_.stages() == 2 ? "" : "s",
+                            cuts_.size() + 1));
   if (micro_batches_ == 0) micro_batches_ = runner_.stages();
   if (micro_batches_ < 1)
     throw Error(fmt::format("build: pipeline micro_batches must be at least 1, got {}", micro_batches_));
@@ -105,7 +105,7 @@ const Pipeline::Split& Pipeline::split_for(const Values& micro_inputs) {
   // Trace by need, for this micro-batch shape; the trace's forward must not move the RNG.
   Module& model = *root_->mod();
   auto rng = RngSnapshot::capture(model);
-  auto traced = trace_module(model, root_->where(), micro_inputs, leaves_down_to(*root_, cuts_));
+  auto traced = trace_module(model, root_->where(), micro_inputs, pipeline_trace_leaves(*root_, cuts_));
   rng.restore();
   auto split = std::make_shared<Split>();
   split->stages = split_stages(*traced, cuts_, root_->where());
@@ -182,6 +182,14 @@ std::vector<at::Tensor> Pipeline::parameters() const {
   if (!current_) throw Error("pipeline: the stages are not known before the model is traced; run step once, or "
                              "prepare(inputs) with an example batch");
   return current_->my_params;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> Pipeline::named_parameters() const {
+  auto params = parameters();
+  auto& names = current_->param_names[runner_.stage()];
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (size_t i = 0; i < params.size(); ++i) out.emplace_back(names[i], params[i]);
+  return out;
 }
 
 std::vector<std::string> Pipeline::stage_leaves() const {

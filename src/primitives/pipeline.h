@@ -9,6 +9,7 @@
 
 #include "core/schedule.h"
 #include "dist/pipeline.h"
+#include "graph/traced_graph.h"
 #include "primitives/primitives.h"
 
 namespace slapo {
@@ -21,6 +22,10 @@ void cut_pipeline_stage(Schedule& sch, const CallSite& site);
 
 /// The paths of the cut modules below `root`, in tree order.
 std::vector<std::string> pipeline_cuts(const Schedule& root);
+
+/// The leaves of a trace that reaches the cut modules: every module whose parent contains a cut
+/// and which contains none itself (Slapo's trace_until: the embeddings, the layers, the head).
+std::vector<TraceLeaf> pipeline_trace_leaves(Schedule& root, const std::vector<std::string>& cuts);
 
 struct PipelineOptions {
   std::shared_ptr<dist::Group> group;  ///< one rank per stage, in stage order
@@ -50,6 +55,7 @@ class Pipeline {
   /// This rank's stage: its parameters, the leaves it calls, and what it exchanges. Known once
   /// the model is traced (at the first step, or `prepare` with an example batch).
   std::vector<at::Tensor> parameters() const;
+  std::vector<std::pair<std::string, at::Tensor>> named_parameters() const;
   std::vector<std::string> stage_leaves() const;
   /// Parameters used by several stages, by name.
   const std::vector<std::string>& shared_parameters() const { return shared_; }

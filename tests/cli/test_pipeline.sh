@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Pipeline parallelism on 4 ranks: TP = 2 x PP = 2 and DP = 2 x PP = 2 follow the loss curves of
+# the runs without a pipeline, and a stage that raises stops every rank with one message.
+set -euo pipefail
+bin="$1"
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+small=(--steps 3 --layers 4 --hidden 64 --heads 4 --vocab 512 --seq 16 --batch 8)
+
+losses() { grep -o "^step [0-9]*  loss [0-9.]*" | awk '{print $4}' | tr '\n' ' '; }
+
+same() {  # same <what> <expected> <actual>: losses equal to 1e-4 relative
+  python3 - "$@" <<'PY'
+import sys
+what, a, b = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+if len(a) != len(b) or not a or any(abs(float(x) - float(y)) > 1e-4 * abs(float(x)) for x, y in zip(a, b)):
+    sys.exit(f"{what}: expected losses {a}, got {b}")
+PY
+}
+
+cd "$root/examples"
+one=$("$bin" run gpt2_schedule.lua "${small[@]}" --dropout 0 | losses)
+tp_pp=$("$bin" run --nproc 4 gpt2_schedule.lua "${small[@]}" --dropout 0 --tp 2 --pp 2 | losses)
+same "gpt2 TP=2 x PP=2 (1f1b)" "$one" "$tp_pp"
+
+dp=$("$bin" run --nproc 2 gpt2_schedule.lua "${small[@]}" --dropout 0 --tp 1 | losses)
+dp_pp=$("$bin" run --nproc 4 gpt2_schedule.lua "${small[@]}" --dropout 0 --tp 1 --pp 2 --schedule gpipe | losses)
+same "gpt2 DP=2 x PP=2 (gpipe)" "$dp" "$dp_pp"
+
+one=$("$bin" run llama_schedule.lua "${small[@]}" --kv_heads 2 | losses)
+tp_pp=$("$bin" run --nproc 4 llama_schedule.lua "${small[@]}" --kv_heads 2 --tp 2 --pp 2 --micro 8 | losses)
+same "llama TP=2 x PP=2 (1f1b, 8 micro-batches)" "$one" "$tp_pp"
+
+# the last stage's loss raises while the first stage waits for its gradient
+cat > "$tmp/raise.lua" <<'LUA'
+local layout = require("slapo.parallel").layout({ pp = 2 })
+local sch = slapo.create_schedule(slapo.models.gpt2({ n_embd = 32, n_layer = 2, n_head = 2, vocab_size = 64,
+  n_positions = 16 }), { group = layout.tp_group })
+sch["transformer.h.0"]:cut_pipeline_stage()
+local pipe = slapo.build(sch, { pipeline = { group = layout.pp_group, micro_batches = 2,
+  loss = function() error("loss exploded") end } })
+local ids = slapo.randint(0, 64, { 4, 8 })
+pipe:step(ids, { labels = ids })
+LUA
+start=$(date +%s)
+set +e
+SLAPO_DIST_TIMEOUT=60 "$bin" run --nproc 2 "$tmp/raise.lua" >"$tmp/out" 2>"$tmp/err"; rc=$?
+set -e
+elapsed=$(( $(date +%s) - start ))
+[ $rc -ne 0 ] || { echo "a raising stage must fail the run"; exit 1; }
+[ "$elapsed" -lt 15 ] || { echo "stopping the ranks took ${elapsed}s"; exit 1; }
+[ "$(grep -c 'loss exploded' "$tmp/err")" -eq 1 ] || { echo "failure not shown exactly once:"; cat "$tmp/err"; exit 1; }
+grep -q "rank 1 of 2 failed: .*raise.lua:6: loss exploded" "$tmp/err"
+echo "pipeline ok"

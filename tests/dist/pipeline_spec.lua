@@ -1,0 +1,154 @@
+-- Pipeline parallelism on 2 ranks (one stage each): GPipe and 1F1B training steps equal the
+-- single-rank model in loss, gradients and updated weights, with the tied embedding / LM head
+-- kept in sync across the stages that use it.
+local parallel = require("slapo.parallel")
+
+local configs = {
+  gpt2 = { n_embd = 32, n_layer = 4, n_head = 4, vocab_size = 64, n_positions = 16, resid_pdrop = 0, embd_pdrop = 0,
+    attn_pdrop = 0 },
+  llama = { hidden_size = 32, num_hidden_layers = 4, num_attention_heads = 4, num_key_value_heads = 2,
+    intermediate_size = 64, vocab_size = 64 },
+}
+local layers = { gpt2 = "transformer.h", llama = "model.layers" }
+
+local function build(kind)
+  slapo.manual_seed(21)
+  return slapo.models[kind](configs[kind])
+end
+
+local function named(model)
+  local out = {}
+  for name, p in model:named_parameters() do
+    out[name] = p
+  end
+  return out
+end
+
+local function batch(rows)
+  slapo.manual_seed(9)
+  local ids = slapo.randint(0, 64, { rows, 8 })
+  slapo.dist.broadcast(ids, 0)
+  return ids
+end
+
+-- A pipeline over the 2 ranks (each stage's TP group is the rank alone), and the one-rank model.
+local function pipeline(kind, schedule, micro_batches)
+  local layout = parallel.layout({ pp = 2 })
+  local sch = slapo.create_schedule(build(kind), { group = layout.tp_group })
+  parallel.cut_evenly(sch, layers[kind], 2)
+  local pipe = slapo.build(sch, { pipeline = { group = layout.pp_group, schedule = schedule,
+    micro_batches = micro_batches } })
+  return pipe, build(kind)
+end
+
+for _, case in ipairs({ { "gpt2", "1f1b", 4 }, { "gpt2", "gpipe", 2 }, { "llama", "1f1b", 4 } }) do
+  local kind, schedule, m = case[1], case[2], case[3]
+  describe(("%s, 2 stages, %s, %d micro-batches"):format(kind, schedule, m), function()
+    it("trains 3 AdamW steps with the single-rank loss, gradients and weights", function()
+      local pipe, ref = pipeline(kind, schedule, m)
+      local ids = batch(8)
+      pipe:prepare(ids)
+      local opts = { slapo.optim.adamw(ref, { lr = 1e-2 }), slapo.optim.adamw(pipe:parameters(), { lr = 1e-2 }) }
+      for step = 1, 3 do
+        opts[1]:zero_grad()
+        opts[2]:zero_grad()
+        local expected = ref(ids, { labels = ids })
+        expected:backward()
+        local loss = pipe:step(ids, { labels = ids })
+        assert(math.abs(loss - expected:item()) < 1e-5 * expected:item(),
+          ("step %d: loss %.7f on 1 rank, %.7f pipelined"):format(step, expected:item(), loss))
+        local theirs, compared = named(ref), 0
+        for name, p in pipe:named_parameters() do
+          close(theirs[name].grad, p.grad, { rtol = 1e-4, atol = 1e-5 })
+          compared = compared + 1
+        end
+        assert(compared > 10, "compared " .. compared .. " gradients")
+        opts[1]:step()
+        opts[2]:step()
+      end
+      local theirs = named(ref)
+      -- Adam divides by the gradient's own scale, so summing micro-batches in another order moves
+      -- near-zero gradients' updates by up to a few 1e-5 of lr = 1e-2.
+      for name, p in pipe:named_parameters() do
+        close(theirs[name], p, { rtol = 1e-4, atol = 5e-5 })
+      end
+    end)
+  end)
+end
+
+describe("pipeline stages", function()
+  it("split GPT-2 between its layers, the tied embedding on both ends", function()
+    local pipe = pipeline("gpt2", "1f1b", 2)
+    pipe:prepare(batch(4))
+    eq(slapo.dist.rank(), pipe.stage)
+    eq(2, pipe.stages)
+    local expected = slapo.dist.rank() == 0
+        and { "transformer.wpe", "transformer.wte", "transformer.drop", "transformer.h.0", "transformer.h.1" }
+        or { "transformer.h.2", "transformer.h.3", "transformer.ln_f", "lm_head" }
+    eq(expected, pipe:leaves())
+    eq({ "transformer.wte.weight" }, pipe:shared_parameters())
+    matches("this rank runs stage " .. slapo.dist.rank(), tostring(pipe))
+  end)
+
+  it("report the step's busy time against the ideal bubble", function()
+    local pipe = pipeline("gpt2", "gpipe", 4)
+    local ids = batch(8)
+    pipe:step(ids, { labels = ids })
+    local stats = pipe:stats()
+    eq(4, stats.micro_batches)
+    close(slapo.tensor(1 / 5), slapo.tensor(stats.ideal_bubble))
+    assert(stats.busy_s > 0 and stats.busy_s <= stats.wall_s, "busy time within the step")
+  end)
+
+  it("take a Lua loss function", function()
+    local layout = parallel.layout({ pp = 2 })
+    local sch = slapo.create_schedule(build("gpt2"), { group = layout.tp_group })
+    parallel.cut_evenly(sch, "transformer.h", 2)
+    local calls = 0
+    local pipe = slapo.build(sch, { pipeline = { group = layout.pp_group, micro_batches = 2,
+      loss = function(logits, labels)
+        calls = calls + 1
+        return (logits * logits):mean()
+      end } })
+    local ids = batch(4)
+    local loss = pipe:step(ids, { labels = ids })
+    local ref = build("gpt2")
+    local logits = ref(ids)
+    close((logits * logits):mean(), slapo.tensor(loss), { rtol = 1e-5 })
+    eq(slapo.dist.rank() == 1 and 2 or 0, calls)
+  end)
+end)
+
+describe("pipeline errors", function()
+  it("name the cuts when they do not match the pipeline group", function()
+    local layout = parallel.layout({ pp = 2 })
+    local sch = slapo.create_schedule(build("gpt2"), { group = layout.tp_group })
+    sch["transformer.h.0"]:cut_pipeline_stage()
+    sch["transformer.h.2"]:cut_pipeline_stage()
+    eq("build: 2 cuts (transformer.h.0, transformer.h.2) make 3 pipeline stages, but the pipeline group has 2 ranks; "
+      .. "a pipeline runs one stage per rank of its group (pipeline = {group = ...}), so cut 1 time or use a group of "
+      .. "3 ranks",
+      pcall_err(slapo.build, sch, { pipeline = { group = layout.pp_group } }))
+  end)
+
+  it("refuse a batch that does not split into the micro-batches", function()
+    local pipe = pipeline("gpt2", "1f1b", 4)
+    local ids = batch(6)
+    eq("pipeline: the batch of 6 rows does not split into 4 micro-batches; use a batch size divisible by "
+      .. "micro_batches", pcall_err(pipe.step, pipe, ids, { labels = ids }))
+  end)
+
+  it("ask for the pipeline group when the schedule shards over several ranks", function()
+    local sch = slapo.create_schedule(build("gpt2"))
+    sch["transformer.h.1"]:cut_pipeline_stage()
+    matches("name the pipeline's ranks", pcall_err(slapo.build, sch))
+  end)
+
+  it("refuse an unknown schedule", function()
+    local layout = parallel.layout({ pp = 2 })
+    local sch = slapo.create_schedule(build("gpt2"), { group = layout.tp_group })
+    sch["transformer.h.1"]:cut_pipeline_stage()
+    eq("build: pipeline.schedule: unknown pipeline schedule 'zero-bubble' (choices: \"1f1b\", \"gpipe\")",
+      pcall_err(slapo.build, sch, { pipeline = { group = layout.pp_group, schedule = "zero-bubble" } }))
+  end)
+end)
