@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "core/error.h"
+#include "error_of.h"
 #include "dist/pipeline.h"
 #include "graph/pipeline_stages.h"
 #include "models/zoo.h"
@@ -26,15 +27,6 @@ std::shared_ptr<Module> tiny_gpt2() {
   return build_model(ModelConfig(nlohmann::json{{"model_type", "gpt2"}, {"n_embd", 16}, {"n_layer", 4}, {"n_head", 2},
                                                 {"vocab_size", 32}, {"n_positions", 16}, {"resid_pdrop", 0.0},
                                                 {"embd_pdrop", 0.0}, {"attn_pdrop", 0.0}}));
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "core/error.h"
+#include "error_of.h"
 #include "models/layers.h"
 #include "models/zoo.h"
 #include "primitives/primitives.h"
@@ -14,15 +15,6 @@ namespace {
 std::shared_ptr<Module> tiny_mlp() {
   torch::manual_seed(0);
   return build_model(ModelConfig(nlohmann::json{{"model_type", "mlp"}, {"hidden_size", 8}, {"intermediate_size", 16}}));
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 }  // namespace
 
