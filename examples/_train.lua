@@ -77,7 +77,7 @@ function M.run(opts, make_model, schedule, where)
   local pipe
   if layout.pp > 1 then
     pipe = slapo.build(sch, { pipeline = { group = layout.pp_group, schedule = opts.schedule,
-      micro_batches = opts.micro > 0 and opts.micro or 2 * layout.pp } })
+      micro_batches = opts.micro > 0 and opts.micro or 2 * layout.pp, dp_group = layout.dp_group } })
     pipe:prepare(ids)
     model = pipe.module
     for r = 0, layout.world - 1 do
@@ -90,11 +90,12 @@ function M.run(opts, make_model, schedule, where)
   else
     model = slapo.build(sch)
   end
-  local trained = pipe or model
   log(("%s: %.1fM parameters, %.1fM on this rank; %d primitives applied"):format(model:type(), full_params / 1e6,
-    trained:num_params() / 1e6, select(2, sch:log():gsub("\n  sch", ""))))
+    (pipe or model):num_params() / 1e6, select(2, sch:log():gsub("\n  sch", ""))))
 
   local optimizer = slapo.optim.adamw(pipe and pipe:parameters() or model, { lr = opts.lr, weight_decay = 0.0 })
+  -- data parallelism: a pipeline averages its stage's gradients itself (dp_group above)
+  local dp = not pipe and layout.dp > 1 and slapo.dist.data_parallel(model, { group = layout.dp_group }) or nil
   local losses = {}
   for step = 1, opts.steps do
     local start = os.clock()
@@ -104,10 +105,12 @@ function M.run(opts, make_model, schedule, where)
       value = slapo.tensor({ pipe:step(ids, { labels = ids }) })
     else
       local loss = model(ids, { labels = ids })
-      loss:backward()
+      loss:backward()  -- the data-parallel buckets start their all-reduce as gradients complete
+      if dp then
+        dp:finish()
+      end
       value = loss:detach()
     end
-    layout:all_reduce_grads(trained)
     optimizer:step()
     slapo.dist.all_reduce(value, layout.dp_group)
     losses[step] = value:sum():item() / layout.dp

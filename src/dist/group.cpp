@@ -45,6 +45,15 @@ at::Tensor& Group::all_reduce(at::Tensor& t, const char* caller) {
   return t;
 }
 
+std::function<void()> Group::all_reduce_async(at::Tensor t, const char* caller) {
+  check_member(caller);
+  if (!t.is_contiguous()) throw Error(fmt::format("dist.{}: the tensor must be contiguous", caller));
+  if (size() == 1) return [] {};
+  std::vector<at::Tensor> bufs{t.detach()};
+  auto work = pg_->allreduce(bufs);
+  return [work] { work->wait(); };
+}
+
 at::Tensor Group::all_gather(const at::Tensor& t, int64_t dim, const char* caller) {
   check_member(caller);
   dim = wrap_dim(t, dim, caller);

@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +30,9 @@ class Group {
 
   /// Sum over the group, in place; returns t.
   at::Tensor& all_reduce(at::Tensor& t, const char* caller = "all_reduce");
+  /// Starts a sum over the group into the contiguous tensor `t` and returns at once; calling the
+  /// returned function waits for it. Every rank must start the same collectives in the same order.
+  std::function<void()> all_reduce_async(at::Tensor t, const char* caller = "all_reduce");
   /// Every rank's tensor concatenated along `dim`, in rank order.
   at::Tensor all_gather(const at::Tensor& t, int64_t dim, const char* caller = "all_gather");
   /// Copies `src`'s tensor (group-local rank) into t on every rank; returns t.

@@ -19,6 +19,7 @@ int luaopen_slapo_core(lua_State* L) {
   open_models(L);
   open_schedule(L);
   open_dist(L);
+  open_data_parallel(L);
   open_verify(L);
   open_pipeline(L);
   open_optim(L);

@@ -25,6 +25,7 @@ void open_nn(lua_State* L);          // slapo.nn layers and Lua-defined modules
 void open_models(lua_State* L);      // slapo.models, save, load
 void open_schedule(lua_State* L);    // create_schedule and the Schedule class
 void open_dist(lua_State* L);        // slapo.dist and the Group class
+void open_data_parallel(lua_State* L);  // slapo.dist.data_parallel (after open_dist)
 void open_optim(lua_State* L);       // slapo.optim (SGD, AdamW)
 void open_train(lua_State* L);       // clock, clip_grad_norm, measure_peak_flops, memory_mib
 void open_kernels(lua_State* L);     // slapo.kernels (fused CPU kernels)

@@ -62,8 +62,13 @@ int w_Optimizer_step(lua_State* L) {
   check_optimizer(L, 1)->step();
   return 0;
 }
+// Zeroes gradients in place, as LibTorch 1.13 does, but without its detach_(): a gradient that is
+// a view of a data-parallel bucket must stay one.
 int w_Optimizer_zero_grad(lua_State* L) {
-  check_optimizer(L, 1)->zero_grad();
+  torch::NoGradGuard no_grad;
+  for (auto& group : check_optimizer(L, 1)->param_groups())
+    for (auto& p : group.params())
+      if (p.grad().defined()) p.mutable_grad().zero_();
   return 0;
 }
 // opt:lr() / opt:set_lr(x): the learning rate of every parameter group (LR schedules use it).

@@ -157,6 +157,10 @@ void lx_push_pipeline(lua_State* L, std::shared_ptr<Schedule> root, int opts) {
       if (!lua_isnil(L, -1)) o.group = lx_group_arg(L, lua_gettop(L));
       lua_pop(L, 1);
       o.micro_batches = static_cast<int>(lx_opt_number(L, t, "micro_batches", 0, "build"));
+      lua_getfield(L, t, "dp_group");
+      if (!lua_isnil(L, -1)) o.dp_group = lx_group_arg(L, lua_gettop(L));
+      lua_pop(L, 1);
+      o.bucket_bytes = static_cast<int64_t>(lx_opt_number(L, t, "bucket_mb", 25, "build") * (1 << 20));
       o.schedule = dist::parse_pipeline_schedule(lx_opt_string(L, t, "schedule", "1f1b", "build"), "build: pipeline.schedule");
       lua_getfield(L, t, "loss");
       if (lua_isfunction(L, -1)) {

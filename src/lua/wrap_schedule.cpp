@@ -417,7 +417,14 @@ int w_create_schedule(lua_State* L) {
     if (!lua_isnil(L, -1)) group = lx_group_arg(L, lua_gettop(L));
     lua_pop(L, 1);
   }
-  lx_push_schedule(L, Schedule::create(lx_check_module(L, 1), group));
+  auto sch = Schedule::create(lx_check_module(L, 1), group);
+  // log_args are keyed by the log's address: a new log may reuse a freed one's
+  lua_getfield(L, LUA_REGISTRYINDEX, "slapo.log_args");
+  lua_pushlightuserdata(L, &sch->log());
+  lua_pushnil(L);
+  lua_rawset(L, -3);
+  lua_pop(L, 1);
+  lx_push_schedule(L, sch);
   return 1;
 }
 

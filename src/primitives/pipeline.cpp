@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "dist/grad_buckets.h"
 #include "dist/world.h"
 #include "graph/pipeline_stages.h"
 #include "models/transformer_ops.h"
@@ -73,7 +74,9 @@ Pipeline::Pipeline(std::shared_ptr<Schedule> root, PipelineOptions options)
       cuts_(pipeline_cuts(*root_)),
       micro_batches_(options.micro_batches),
       loss_(std::move(options.loss)),
-      runner_(options.group ? options.group : dist::world(), options.schedule) {
+      runner_(options.group ? options.group : dist::world(), options.schedule),
+      dp_group_(std::move(options.dp_group)),
+      bucket_bytes_(options.bucket_bytes) {
   if (cuts_.empty())
     throw Error("build: no pipeline stage was cut; call cut_pipeline_stage() on the module after which each stage "
                 "ends (e.g. sch[\"transformer.h.5\"]:cut_pipeline_stage())");
@@ -133,6 +136,13 @@ const Pipeline::Split& Pipeline::split_for(const Values& micro_inputs) {
     if (stages.size() > 1) split->shared.emplace_back(name, by_name[name]);
   shared_.clear();
   for (auto& s : split->shared) shared_.push_back(s.first);
+  if (!dp_ && dp_group_ && dp_group_->size() > 1) {
+    std::vector<std::pair<std::string, at::Tensor>> named;
+    for (size_t i = 0; i < split->my_params.size(); ++i)
+      named.emplace_back(split->param_names[stage()][i], split->my_params[i]);
+    dp_ = std::make_unique<dist::GradBuckets>(std::move(named), dp_group_, bucket_bytes_);
+    dp_->set_backward_passes(micro_batches_);
+  }
   return *(splits_[key] = split);
 }
 
@@ -167,6 +177,7 @@ double Pipeline::step(const Values& inputs, const at::Tensor& labels) {
   double loss = runner_.step([&stage](const Values& in, const std::vector<at::Tensor>& received) {
     return stage.run(in, received);
   }, loss_, micro, targets);
+  if (dp_) dp_->finish();  // before the shared sum, which would otherwise be averaged away
 
   // A parameter used by several stages (a tied embedding and LM head) gets the sum of their grads.
   std::set<std::string> mine(current_->param_names[runner_.stage()].begin(), current_->param_names[runner_.stage()].end());

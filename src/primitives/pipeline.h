@@ -15,6 +15,9 @@
 namespace slapo {
 
 class StageGraph;
+namespace dist {
+class GradBuckets;
+}
 
 /// cut_pipeline_stage(): a pipeline stage ends after this module's call. Requires: 1) not the root;
 /// 2) not cut already; 3) no ancestor or descendant is cut (stages nest nothing).
@@ -32,6 +35,10 @@ struct PipelineOptions {
   int micro_batches = 0;               ///< 0: as many as stages
   dist::PipelineSchedule schedule = dist::PipelineSchedule::OneFOneB;
   dist::PipelineRunner::LossFn loss;   ///< default: the causal-LM loss of logits and labels
+  /// Data parallelism across pipelines: the same stage's ranks of the other pipelines. Gradients
+  /// are averaged over it in buckets of `bucket_bytes`, started during the last micro-batch's backward.
+  std::shared_ptr<dist::Group> dp_group;
+  int64_t bucket_bytes = 25 << 20;
 };
 
 class Pipeline {
@@ -50,6 +57,8 @@ class Pipeline {
   int stages() const { return runner_.stages(); }
   int micro_batches() const { return micro_batches_; }
   const dist::PipelineRunner& runner() const { return runner_; }
+  /// The data-parallel buckets (null without a dp_group of several ranks, or before the first split).
+  const dist::GradBuckets* data_parallel() const { return dp_.get(); }
   std::shared_ptr<Module> module() const { return root_->mod(); }
 
   /// This rank's stage: its parameters, the leaves it calls, and what it exchanges. Known once
@@ -75,6 +84,9 @@ class Pipeline {
   std::map<std::vector<std::vector<int64_t>>, std::shared_ptr<Split>> splits_;  // by micro-batch input shapes
   const Split* current_ = nullptr;
   std::vector<std::string> shared_;
+  std::shared_ptr<dist::Group> dp_group_;
+  int64_t bucket_bytes_;
+  std::unique_ptr<dist::GradBuckets> dp_;  // over this stage's parameters, made with the first split
 };
 
 }  // namespace slapo

@@ -19,7 +19,16 @@ function Layout:__tostring()
   return s
 end
 
---- Averages gradients over the data-parallel group (after backward, before the optimizer step).
+--- Bucketed data parallelism over this layout's DP group: dp = layout:data_parallel(model, {bucket_mb = 25});
+--- loss:backward(); dp:finish(); opt:step(). Buckets start their all-reduce during backward.
+function Layout:data_parallel(model, opts)
+  opts = opts or {}
+  return slapo.dist.data_parallel(model, { group = self.dp_group, bucket_mb = opts.bucket_mb,
+    backward_passes = opts.backward_passes })
+end
+
+--- Averages gradients over the data-parallel group (after backward, before the optimizer step),
+--- one all-reduce per parameter; data_parallel overlaps them with backward instead.
 --- `model` is a module or a pipeline (whose parameters() are its stage's).
 function Layout:all_reduce_grads(model)
   if self.dp == 1 then
