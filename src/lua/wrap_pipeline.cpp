@@ -97,6 +97,7 @@ int w_Pipeline_named_parameters(lua_State* L) {
 
 int w_Pipeline_leaves(lua_State* L) { return push_strings(L, check_pipeline(L, 1).stage_leaves()); }
 int w_Pipeline_shared_parameters(lua_State* L) { return push_strings(L, check_pipeline(L, 1).shared_parameters()); }
+int w_Pipeline_released_parameters(lua_State* L) { return push_strings(L, check_pipeline(L, 1).released_parameters()); }
 
 int w_Pipeline_num_params(lua_State* L) {
   double n = 0;
@@ -141,6 +142,7 @@ const luaL_Reg pipeline_methods[] = {{"step", w_Pipeline_step},
                                      {"num_params", w_Pipeline_num_params},
                                      {"leaves", w_Pipeline_leaves},
                                      {"shared_parameters", w_Pipeline_shared_parameters},
+                                     {"released_parameters", w_Pipeline_released_parameters},
                                      {"stats", w_Pipeline_stats},
                                      {nullptr, nullptr}};
 const luaL_Reg pipeline_meta[] = {{"__gc", w_Pipeline_gc}, {"__tostring", w_Pipeline_tostring}, {nullptr, nullptr}};
@@ -161,6 +163,7 @@ void lx_push_pipeline(lua_State* L, std::shared_ptr<Schedule> root, int opts) {
       if (!lua_isnil(L, -1)) o.dp_group = lx_group_arg(L, lua_gettop(L));
       lua_pop(L, 1);
       o.bucket_bytes = static_cast<int64_t>(lx_opt_number(L, t, "bucket_mb", 25, "build") * (1 << 20));
+      o.release_other_stages = lx_opt_bool(L, t, "release_other_stages", true, "build");
       o.schedule = dist::parse_pipeline_schedule(lx_opt_string(L, t, "schedule", "1f1b", "build"), "build: pipeline.schedule");
       lua_getfield(L, t, "loss");
       if (lua_isfunction(L, -1)) {

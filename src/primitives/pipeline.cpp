@@ -76,7 +76,8 @@ Pipeline::Pipeline(std::shared_ptr<Schedule> root, PipelineOptions options)
       loss_(std::move(options.loss)),
       runner_(options.group ? options.group : dist::world(), options.schedule),
       dp_group_(std::move(options.dp_group)),
-      bucket_bytes_(options.bucket_bytes) {
+      bucket_bytes_(options.bucket_bytes),
+      release_other_stages_(options.release_other_stages) {
   if (cuts_.empty())
     throw Error("build: no pipeline stage was cut; call cut_pipeline_stage() on the module after which each stage "
                 "ends (e.g. sch[\"transformer.h.5\"]:cut_pipeline_stage())");
@@ -104,6 +105,11 @@ const Pipeline::Split& Pipeline::split_for(const Values& micro_inputs) {
   auto key = shapes_of(micro_inputs);
   auto found = splits_.find(key);
   if (found != splits_.end()) return *found->second;
+  if (!released_.empty())
+    throw Error(fmt::format("pipeline: batches shaped [{}] need a new trace of the whole model, but this rank dropped the "
+                            "other stages' weights after the first trace (shaped [{}]); keep the batch shape, or build with "
+                            "pipeline = {{release_other_stages = false}}",
+                            fmt::join(key.front(), ", "), fmt::join(splits_.begin()->first.front(), ", ")));
 
   // Trace by need, for this micro-batch shape; the trace's forward must not move the RNG.
   Module& model = *root_->mod();
@@ -136,6 +142,16 @@ const Pipeline::Split& Pipeline::split_for(const Values& micro_inputs) {
     if (stages.size() > 1) split->shared.emplace_back(name, by_name[name]);
   shared_.clear();
   for (auto& s : split->shared) shared_.push_back(s.first);
+  if (release_other_stages_) {  // the other stages' weights are never read on this rank again
+    torch::NoGradGuard no_grad;
+    std::set<std::string> mine(split->param_names[stage()].begin(), split->param_names[stage()].end());
+    for (auto& [name, p] : unique_named_parameters(model))
+      if (!mine.count(name)) {
+        p.set_data(torch::empty({0}, p.options()));
+        p.mutable_grad() = at::Tensor();
+        released_.push_back(name);
+      }
+  }
   if (!dp_ && dp_group_ && dp_group_->size() > 1) {
     std::vector<std::pair<std::string, at::Tensor>> named;
     for (size_t i = 0; i < split->my_params.size(); ++i)

@@ -39,6 +39,10 @@ struct PipelineOptions {
   /// are averaged over it in buckets of `bucket_bytes`, started during the last micro-batch's backward.
   std::shared_ptr<dist::Group> dp_group;
   int64_t bucket_bytes = 25 << 20;
+  /// After the first trace, drop the weights of the other stages' modules from this rank's copy
+  /// of the model (they are never used here), so a rank holds about 1/stages of the weights.
+  /// The price: batches of another shape cannot be traced any more.
+  bool release_other_stages = true;
 };
 
 class Pipeline {
@@ -68,6 +72,8 @@ class Pipeline {
   std::vector<std::string> stage_leaves() const;
   /// Parameters used by several stages, by name.
   const std::vector<std::string>& shared_parameters() const { return shared_; }
+  /// Parameters of other stages whose weights this rank dropped.
+  const std::vector<std::string>& released_parameters() const { return released_; }
   /// Traces and splits the model for batches shaped like `inputs` (done by step when needed).
   void prepare(const Values& inputs);
   std::string describe() const;
@@ -87,6 +93,8 @@ class Pipeline {
   std::shared_ptr<dist::Group> dp_group_;
   int64_t bucket_bytes_;
   std::unique_ptr<dist::GradBuckets> dp_;  // over this stage's parameters, made with the first split
+  bool release_other_stages_;
+  std::vector<std::string> released_;       // parameters emptied on this rank
 };
 
 }  // namespace slapo

@@ -90,6 +90,40 @@ describe("pipeline stages", function()
     matches("this rank runs stage " .. slapo.dist.rank(), tostring(pipe))
   end)
 
+  it("drop the other stages' weights after the first trace", function()
+    local pipe = pipeline("gpt2", "1f1b", 2)
+    local full = pipe.module:num_params()
+    local ids = batch(4)
+    pipe:step(ids, { labels = ids })
+    local released = pipe:released_parameters()
+    local other = slapo.dist.rank() == 0 and "transformer.h.3.mlp.c_fc.weight" or "transformer.h.0.mlp.c_fc.weight"
+    local found = false
+    for _, name in ipairs(released) do
+      found = found or name == other
+      assert(name ~= "transformer.wte.weight", "the shared embedding stays on both stages")
+    end
+    assert(found, other .. " is released")
+    eq(pipe:num_params(), pipe.module:num_params())  -- what is left is this stage's
+    assert(pipe:num_params() < 0.75 * full, ("stage holds %d of %d"):format(pipe:num_params(), full))
+    local other_shape = batch(2)
+    matches("need a new trace of the whole model, but this rank dropped", pcall_err(pipe.step, pipe, other_shape,
+      { labels = other_shape }))
+  end)
+
+  it("keep every weight with release_other_stages = false, and trace each new batch shape", function()
+    local layout = parallel.layout({ pp = 2 })
+    local sch = slapo.create_schedule(build("gpt2"), { group = layout.tp_group })
+    parallel.cut_evenly(sch, "transformer.h", 2)
+    local pipe = slapo.build(sch, { pipeline = { group = layout.pp_group, micro_batches = 2,
+      release_other_stages = false } })
+    local ref = build("gpt2")
+    for _, rows in ipairs({ 4, 2 }) do
+      local ids = batch(rows)
+      close(ref(ids, { labels = ids }), slapo.tensor(pipe:step(ids, { labels = ids })), { rtol = 1e-5 })
+    end
+    eq(0, #pipe:released_parameters())
+  end)
+
   it("report the step's busy time against the ideal bubble", function()
     local pipe = pipeline("gpt2", "gpipe", 4)
     local ids = batch(8)
