@@ -41,7 +41,7 @@ local function pipeline(kind, schedule, micro_batches)
   return pipe, build(kind)
 end
 
-for _, case in ipairs({ { "gpt2", "1f1b", 4 }, { "gpt2", "gpipe", 2 }, { "llama", "1f1b", 4 } }) do
+for _, case in ipairs({ { "gpt2", "1f1b", 4 }, { "gpt2", "gpipe", 2 }, { "llama", "1f1b", 4 }, { "llama", "gpipe", 4 } }) do
   local kind, schedule, m = case[1], case[2], case[3]
   describe(("%s, 2 stages, %s, %d micro-batches"):format(kind, schedule, m), function()
     it("trains 3 AdamW steps with the single-rank loss, gradients and weights", function()
