@@ -19,7 +19,10 @@ namespace {
 using JNode = torch::jit::Node;
 using JValue = torch::jit::Value;
 
-bool is_call(const JNode* n) { return n->kind().toQualString() == std::string("slapo::call_module"); }
+bool is_call(const JNode* n) {
+  std::string kind = n->kind().toQualString();
+  return kind == "slapo::call_module" || kind == "slapo::call_module_list";
+}
 
 std::string call_target(const JNode* n) {
   auto id = torch::jit::constant_as<int64_t>(n->inputs()[0]);

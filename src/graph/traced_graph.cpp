@@ -36,7 +36,34 @@ LeafRegistry& registry() {
   return r;
 }
 
+Value call_leaf(int64_t id, at::TensorList inputs, std::string* path_out);
+
 at::Tensor call_module(int64_t id, at::TensorList inputs) {
+  std::string path;
+  Value out = call_leaf(id, inputs, &path);
+  if (!out.isTensor()) throw Error(fmt::format("call_module: leaf '{}' returned a {}, not a tensor", path, out.tagKind()));
+  return out.toTensor();
+}
+
+// A leaf standing for a subgraph with several outputs returns a tuple of tensors.
+std::vector<at::Tensor> call_module_list(int64_t id, at::TensorList inputs) {
+  std::string path;
+  Value out = call_leaf(id, inputs, &path);
+  std::vector<at::Tensor> tensors;
+  if (out.isTensor()) return {out.toTensor()};
+  if (out.isTuple())
+    for (auto& e : out.toTupleRef().elements())
+      if (e.isTensor()) tensors.push_back(e.toTensor());
+      else throw Error(fmt::format("call_module: leaf '{}' returned a tuple holding a {}", path, e.tagKind()));
+  else if (out.isList())
+    for (const Value& e : out.toListRef())
+      if (e.isTensor()) tensors.push_back(e.toTensor());
+      else throw Error(fmt::format("call_module: leaf '{}' returned a list holding a {}", path, e.tagKind()));
+  else throw Error(fmt::format("call_module: leaf '{}' returned a {}, not tensors", path, out.tagKind()));
+  return tensors;
+}
+
+Value call_leaf(int64_t id, at::TensorList inputs, std::string* path_out) {
   std::shared_ptr<Module> parent;
   std::string slot, path;
   {
@@ -50,9 +77,8 @@ at::Tensor call_module(int64_t id, at::TensorList inputs) {
   if (!parent) throw Error(fmt::format("call_module: the module holding leaf '{}' no longer exists", path));
   auto m = parent->child(slot);  // the slot's current module: replace() reaches into traced graphs
   Values args(inputs.begin(), inputs.end());
-  Value out = (*m)(std::move(args));
-  if (!out.isTensor()) throw Error(fmt::format("call_module: leaf '{}' returned a {}, not a tensor", path, out.tagKind()));
-  return out.toTensor();
+  *path_out = path;
+  return (*m)(std::move(args));
 }
 
 // Ops by which a forward reads a tensor's value into the host: a trace would freeze that value.
@@ -61,6 +87,13 @@ const std::unordered_set<std::string> kDataDependent = {"aten::item", "aten::_lo
                                                         "aten::is_nonzero"};
 
 }  // namespace
+
+int64_t register_leaf(const TraceLeaf& leaf) {
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  int64_t id = registry().next++;
+  registry().leaves[id] = {leaf.parent, leaf.slot, leaf.path};
+  return id;
+}
 
 std::string leaf_path(int64_t id) {
   std::lock_guard<std::mutex> lock(registry().mutex);
@@ -97,9 +130,15 @@ std::shared_ptr<TracedGraph> trace_pattern(const std::function<Value(Values)>& f
   return std::make_shared<TracedGraph>(graph, std::vector<at::Tensor>{}, shapes, "pattern");
 }
 
-TORCH_LIBRARY_FRAGMENT(slapo, m) { m.def("call_module(int id, Tensor[] inputs) -> Tensor"); }
-// The leaf's own forward records autograd; the op needs no backward of its own.
-TORCH_LIBRARY_IMPL(slapo, CompositeImplicitAutograd, m) { m.impl("call_module", call_module); }
+TORCH_LIBRARY_FRAGMENT(slapo, m) {
+  m.def("call_module(int id, Tensor[] inputs) -> Tensor");
+  m.def("call_module_list(int id, Tensor[] inputs) -> Tensor[]");
+}
+// The leaf's own forward records autograd; the ops need no backward of their own.
+TORCH_LIBRARY_IMPL(slapo, CompositeImplicitAutograd, m) {
+  m.impl("call_module", call_module);
+  m.impl("call_module_list", call_module_list);
+}
 
 TracedGraph::TracedGraph(std::shared_ptr<torch::jit::Graph> graph, std::vector<at::Tensor> params,
                          std::vector<std::vector<int64_t>> input_shapes, std::string where)
@@ -109,7 +148,9 @@ TracedGraph::TracedGraph(std::shared_ptr<torch::jit::Graph> graph, std::vector<a
 
 TracedGraph::~TracedGraph() = default;
 
-Value TracedGraph::run(const Values& args) {
+Value TracedGraph::run(const Values& given) {
+  Values args = given;  // a parent may pass optional arguments as None (BERT's absent mask)
+  while (args.size() > input_shapes_.size() && args.back().isNone()) args.pop_back();
   if (args.size() != input_shapes_.size())
     throw Error(fmt::format("traced {}: called with {} inputs, traced with {}", where_, args.size(), input_shapes_.size()));
   for (size_t i = 0; i < args.size(); ++i)
@@ -123,7 +164,7 @@ Value TracedGraph::run(const Values& args) {
   return (*function_)(std::move(stack));
 }
 
-int TracedGraph::fuse_kernels() {
+int TracedGraph::fuse_kernels(bool chosen) {
   auto count = [this] {
     int n = 0;
     for (auto* node : graph_->nodes()) n += node->kind().toQualString() == std::string("slapo::bias_gelu");
@@ -145,7 +186,31 @@ graph(%x, %w, %b, %alpha : int, %approx : str):
   %t : bool = aten::eq(%approx, %tanh)
   %z = slapo::bias_gelu(%m, %b, %t)
   return (%z))IR");
-  rewriter.runOnGraph(graph_);
+  if (chosen)
+    rewriter.RegisterRewritePattern(R"IR(
+graph(%x, %b, %alpha : int, %approx : str):
+  %y = aten::add(%x, %b, %alpha)
+  %z = aten::gelu(%y, %approx)
+  return (%z))IR",
+                                    R"IR(
+graph(%x, %b, %alpha : int, %approx : str):
+  %tanh : str = prim::Constant[value="tanh"]()
+  %t : bool = aten::eq(%approx, %tanh)
+  %z = slapo::bias_gelu(%x, %b, %t)
+  return (%z))IR");
+  // bias_gelu adds a vector along the last dimension, with alpha 1
+  auto is_bias = [](const torch::jit::Match& match, const std::unordered_map<std::string, torch::jit::Value*>& vars) {
+    auto alpha = torch::jit::toIValue(match.values_map.at(vars.at("alpha")));
+    if (!alpha || !alpha->isInt() || alpha->toInt() != 1) return false;
+    bool after_matmul = vars.count("m") > 0;  // a decomposed Linear's bias, by construction
+    auto x = match.values_map.at(vars.at(after_matmul ? "m" : "x"))->type()->cast<c10::TensorType>();
+    auto b = match.values_map.at(vars.at("b"))->type()->cast<c10::TensorType>();
+    auto xs = x ? x->sizes().concrete_sizes() : c10::nullopt;
+    auto bs = b ? b->sizes().concrete_sizes() : c10::nullopt;
+    if (!xs || !bs) return after_matmul;
+    return bs->size() == 1 && !xs->empty() && xs->back() == bs->front();
+  };
+  rewriter.runOnGraph(graph_, is_bias);
   torch::jit::EliminateDeadCode(graph_);
   function_ = std::make_unique<torch::jit::GraphFunction>("slapo_traced", graph_, nullptr);
   return count() - before;
@@ -206,7 +271,7 @@ std::vector<GraphNode> TracedGraph::nodes() const {
     }
     for (auto* o : node->outputs())
       for (auto& use : o->uses()) n.users.push_back(use.user->outputs().empty() ? "return" : "%" + use.user->outputs()[0]->debugName());
-    if (n.op == "slapo::call_module") {
+    if (n.op == "slapo::call_module" || n.op == "slapo::call_module_list") {
       auto id = torch::jit::constant_as<int64_t>(node->inputs()[0]);
       if (id && paths.count(*id)) n.target = paths[*id];
     }
@@ -229,12 +294,7 @@ std::shared_ptr<TracedGraph> trace_module(Module& module, const std::string& whe
   // Leaves: paused tracing around their call, one call_module node in its place.
   std::vector<Module::CallWrapper> previous;
   for (auto& leaf_info : leaves) {
-    int64_t id;
-    {
-      std::lock_guard<std::mutex> lock(registry().mutex);
-      id = registry().next++;
-      registry().leaves[id] = {leaf_info.parent, leaf_info.slot, leaf_info.path};
-    }
+    int64_t id = register_leaf(leaf_info);
     auto leaf = leaf_info.parent->child(leaf_info.slot);
     previous.push_back(leaf->call_wrapper());
     leaf->set_call_wrapper([id](Module&, Values args, const std::function<Value(Values)>& run) {

@@ -24,6 +24,14 @@ struct GraphNode {
   std::vector<std::string> inputs, users;
 };
 
+/// A module kept as one call in a trace: found through its parent's slot at run time, so a
+/// later `replace` of the leaf takes effect in the graph.
+struct TraceLeaf {
+  std::shared_ptr<Module> parent;
+  std::string slot;
+  std::string path;  ///< below the traced module, for printing and find
+};
+
 class TracedGraph {
  public:
   TracedGraph(std::shared_ptr<torch::jit::Graph> graph, std::vector<at::Tensor> params,
@@ -42,7 +50,24 @@ class TracedGraph {
 
   /// Rewrites the kernel patterns of kernels.h into their fused ops (today: a matmul whose output
   /// gets a bias added and goes through GELU -> matmul + slapo::bias_gelu). Returns how many.
-  int fuse_kernels();
+  /// `chosen`: the graph is a subgraph the user picked, so any add of a bias vector followed by
+  /// GELU is fused, not only one right after a matmul.
+  int fuse_kernels(bool chosen = false);
+
+  /// The subgraph of the nodes named `names` ("%x.3", as nodes() lists them) as a graph of its
+  /// own: its inputs are the tensors those nodes read from outside, in order of first use; its
+  /// outputs the values used after them, in graph order (a tuple when several). Raises naming
+  /// `where` for unknown names or a non-tensor crossing the subgraph's border.
+  std::shared_ptr<TracedGraph> extract(const std::vector<std::string>& names, const std::string& where,
+                                       const char* caller = "subgraph") const;
+
+  /// Replaces the nodes named `names` by one call of `leaf` with the inputs `extract` lists, in
+  /// that order; its output (a tuple: its elements) stands for the subgraph's outputs. Nodes
+  /// between the subgraph's nodes that use its outputs move after the call.
+  void replace_with_leaf(const std::vector<std::string>& names, const TraceLeaf& leaf, const std::string& where);
+
+  /// Input and output names of the subgraph `extract` would make ("%x.3"), for messages.
+  std::vector<std::string> input_names() const;
 
   const std::shared_ptr<torch::jit::Graph>& graph() const { return graph_; }
   const std::vector<at::Tensor>& params() const { return params_; }
@@ -53,6 +78,7 @@ class TracedGraph {
   std::vector<at::Tensor> params_;
   std::vector<std::vector<int64_t>> input_shapes_;
   std::string where_;
+  std::vector<std::string> input_names_;  // for an extracted subgraph: its inputs' names outside
   std::unique_ptr<torch::jit::GraphFunction> function_;
 };
 
@@ -63,16 +89,11 @@ void refuse_value_read_while_tracing(const char* what);
 /// Traces `fn` (a pattern such as `function(x, b) return F.gelu(x + b) end`) on example inputs.
 std::shared_ptr<TracedGraph> trace_pattern(const std::function<Value(Values)>& fn, const Values& example_inputs);
 
-/// A module kept as one call in a trace: found through its parent's slot at run time, so a
-/// later `replace` of the leaf takes effect in the graph.
-struct TraceLeaf {
-  std::shared_ptr<Module> parent;
-  std::string slot;
-  std::string path;  ///< below the traced module, for printing and find
-};
 
 /// The path (below the traced module) of the leaf a `slapo::call_module` node with this id calls.
 std::string leaf_path(int64_t id);
+/// Registers a leaf for call nodes; returns its id.
+int64_t register_leaf(const TraceLeaf& leaf);
 
 /// Traces `module.forward` on `example_inputs`; `leaves` are recorded as single call nodes and
 /// keep running their own forward. Raises

@@ -1,4 +1,5 @@
 // slapo.Schedule: sch["a.b"], fields path/name/mod/parent, named_schedules, tostring, log.
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -85,8 +86,59 @@ int w_Schedule_log_args(lua_State* L) {
   return 1;
 }
 
+// The node names of a subgraph argument: a match from find (an array of nodes) or an array of
+// matches (horizontal: q, k and v), merged.
+void collect_node_names(lua_State* L, int idx, SubgraphNames& out, const char* caller, int depth = 0) {
+  if (idx < 0) idx = lua_gettop(L) + idx + 1;
+  if (!lua_istable(L, idx) || depth > 2)
+    throw Error(fmt::format("{}: a subgraph is what find returns (an array of nodes, or of such arrays), got {}", caller,
+                            luaL_typename(L, idx)));
+  lua_getfield(L, idx, "name");
+  if (lua_isstring(L, -1)) {
+    out.emplace_back(lua_tostring(L, -1));
+    lua_pop(L, 1);
+    return;
+  }
+  lua_pop(L, 1);
+  for (size_t i = 1; i <= lua_objlen(L, idx); ++i) {
+    lua_rawgeti(L, idx, static_cast<int>(i));
+    collect_node_names(L, -1, out, caller, depth + 1);
+    lua_pop(L, 1);
+  }
+}
+
+SubgraphNames subgraph_arg(lua_State* L, int idx, const char* caller) {
+  SubgraphNames names;
+  collect_node_names(L, idx, names, caller);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  if (names.empty()) throw Error(fmt::format("{}: the subgraph is empty (find matched nothing?)", caller));
+  return names;
+}
+
+// sub:replace(module_or_fn, subgraph, {check = true}) -> the new child's schedule
+int replace_subgraph_call(lua_State* L, const std::shared_ptr<Schedule>& s) {
+  if (lua_isfunction(L, 2)) {  // a function becomes a module calling it
+    lua_getglobal(L, "slapo");
+    lua_getfield(L, -1, "_function_module");
+    lua_pushvalue(L, 2);
+    lx_pcall(L, 1, 1);
+    lua_replace(L, 2);
+    lua_pop(L, 1);
+  }
+  if (!lx_is_module(L, 2))
+    throw Error(fmt::format("replace: the replacement for a subgraph of {} must be a module or a function, got {}",
+                            s->where(), luaL_typename(L, 2)));
+  auto names = subgraph_arg(L, 3, "replace");
+  bool check = lx_opt_bool(L, 4, "check", true, "replace");
+  std::string child = replace_subgraph(*s, lx_check_module(L, 2), names, check, call_site(L, *s, 2, 4));
+  lx_push_schedule(L, s->at(child));
+  return 1;
+}
+
 int w_Schedule_replace(lua_State* L) {
   auto s = lx_check_schedule(L, 1);
+  if (!lua_isnoneornil(L, 3)) return replace_subgraph_call(L, s);
   if (!lx_is_module(L, 2))
     throw Error(fmt::format("replace: the replacement for {} must be a module, got {} (build one with slapo.nn "
                             "or slapo.nn.Module{{...}})", s->where(), luaL_typename(L, 2)));
@@ -129,9 +181,11 @@ int w_Schedule_sync(lua_State* L) {
 
 int w_Schedule_checkpoint(lua_State* L) {
   auto s = lx_check_schedule(L, 1);
-  if (!lua_isnoneornil(L, 2))
-    throw Error(fmt::format("checkpoint: checkpointing a subgraph of {} needs the static-graph primitives (trace, "
-                            "find), which are not built yet; call checkpoint() on a module", s->where()));
+  if (!lua_isnoneornil(L, 2)) {  // sub:checkpoint(subgraph) -> the wrapper's schedule
+    std::string child = checkpoint_subgraph(*s, subgraph_arg(L, 2, "checkpoint"), call_site(L, *s, 2, 2));
+    lx_push_schedule(L, s->at(child));
+    return 1;
+  }
   checkpoint(*s, call_site(L, *s, 2, 1));
   lua_settop(L, 1);
   return 1;
@@ -269,13 +323,18 @@ int w_Schedule_decompose(lua_State* L) {
   return 1;
 }
 
-// sub:fuse(nil, {compiler = "kernels"}) -> number of fused subgraphs
+// sub:fuse(nil, {compiler = "kernels"}) -> number of fused subgraphs;
+// sub:fuse(subgraph, {compiler = "kernels", name = "BiasGeLU"}) -> the fused child's schedule
 int w_Schedule_fuse(lua_State* L) {
   auto s = lx_check_schedule(L, 1);
-  if (!lua_isnoneornil(L, 2))
-    throw Error(fmt::format("fuse: fusing a chosen subgraph of {} needs pattern matching, which is not built yet; "
-                            "fuse(nil, {{compiler = \"kernels\"}}) fuses the known patterns of the whole traced module",
-                            s->where()));
+  if (!lua_isnoneornil(L, 2)) {
+    auto names = subgraph_arg(L, 2, "fuse");
+    std::string compiler = lx_opt_string(L, 3, "compiler", "kernels", "fuse");
+    std::string name = lx_opt_string(L, 3, "name", "FusedKernel", "fuse");
+    std::string child = fuse_subgraph(*s, names, compiler, name, call_site(L, *s, 2, 3));
+    lx_push_schedule(L, s->at(child));
+    return 1;
+  }
   std::string compiler = lx_opt_string(L, 3, "compiler", "kernels", "fuse");
   lua_pushnumber(L, fuse(*s, compiler, call_site(L, *s, 2, 3)));
   return 1;

@@ -125,6 +125,13 @@ Value checkpointed_call(Module& m, Values args, const std::function<Value(Values
 
 }  // namespace
 
+void make_checkpointed(Module& m, const std::string& where) {
+  m.set_call_wrapper([where](Module& self, Values args, const std::function<Value(Values)>& run) {
+    return checkpointed_call(self, std::move(args), run, where);
+  });
+  m.meta().checkpointed = true;
+}
+
 void checkpoint(Schedule& sch, const CallSite& site) {
   Module& m = *sch.mod();
   if (m.meta().checkpointed)
@@ -132,11 +139,7 @@ void checkpoint(Schedule& sch, const CallSite& site) {
   if (!sch.parent())
     throw Error("checkpoint: the root module cannot be checkpointed (nothing outside it would hold its inputs); "
                 "checkpoint its layers instead");
-  std::string where = sch.where();
-  m.set_call_wrapper([where](Module& self, Values args, const std::function<Value(Values)>& run) {
-    return checkpointed_call(self, std::move(args), run, where);
-  });
-  m.meta().checkpointed = true;
+  make_checkpointed(m, sch.where());
   sch.log().append({"checkpoint", sch.path(), site.lua_args, site.source});
 }
 

@@ -52,6 +52,32 @@ void sync(Schedule& sch, SyncMode mode, const SyncOp& op, const CallSite& site);
 /// gradients are bit-identical with dropout on. Requires: not the root, not checkpointed yet.
 void checkpoint(Schedule& sch, const CallSite& site);
 
+/// Installs checkpoint's recomputing call wrapper on `m` (checkpoint and checkpoint(subgraph)).
+void make_checkpointed(Module& m, const std::string& where);
+
+/// A subgraph as Lua passes it: the names of its nodes ("%x.3"); several matches (horizontal:
+/// the q, k and v projections) are merged.
+using SubgraphNames = std::vector<std::string>;
+
+/// replace(new_mod, subgraph) on a traced module: `new_mod` becomes a child named
+/// "<Type>_<n>" and one call of it takes the subgraph's place, fed the subgraph's inputs in the
+/// order of first use; several outputs come back as a tuple, in graph order. Before rewriting,
+/// the subgraph and `new_mod` run on the same random inputs: different results are an error that
+/// names the input order that would match, if one does (SDPA's q, k, v swapped, say).
+/// `check = false` skips that (for replacements that are meant to differ). Returns the name.
+std::string replace_subgraph(Schedule& sch, std::shared_ptr<Module> new_mod, const SubgraphNames& nodes, bool check,
+                             const CallSite& site);
+
+/// checkpoint(subgraph): the subgraph moves into a child "CheckPointWrapper_<n>" that recomputes
+/// it in backward. Returns the child's name.
+std::string checkpoint_subgraph(Schedule& sch, const SubgraphNames& nodes, const CallSite& site);
+
+/// fuse(subgraph, {compiler = "kernels", name = "BiasGeLU"}): the subgraph moves into a child
+/// "<name>_<n>" whose graph has the kernel patterns rewritten onto the fused kernels (at least
+/// one must be found). Returns the child's name.
+std::string fuse_subgraph(Schedule& sch, const SubgraphNames& nodes, const std::string& compiler,
+                          const std::string& name, const CallSite& site);
+
 /// fork_rng(seed): the module draws random numbers from its own stream seeded with
 /// seed (default: the default generator's seed) + 2718 + rank, swapped in around each call.
 void fork_rng(Schedule& sch, int64_t seed, const CallSite& site);

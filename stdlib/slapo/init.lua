@@ -73,6 +73,11 @@ function slapo.help(name)
   return require("slapo.help").help(name)
 end
 
+--- A module whose forward calls fn(...) (replace(fn, subgraph) passes functions through it).
+function slapo._function_module(fn)
+  return slapo.nn.Module({ type = "Function", forward = function(_, ...) return fn(...) end })
+end
+
 function slapo.list_primitives()
   return require("slapo.help").list()
 end

@@ -1,0 +1,161 @@
+// The subgraph primitives: replace, checkpoint and fuse a chosen part of a traced module. Each
+// moves the subgraph (or its replacement) into a new child that one call node runs.
+#include <algorithm>
+
+#include "core/error.h"
+#include "graph/graph_module.h"
+#include "graph/traced_graph.h"
+#include "primitives/primitives.h"
+#include "primitives/rng.h"
+
+namespace slapo {
+
+namespace {
+
+TracedGraph& traced_graph(Schedule& sch, const char* caller) {
+  auto& graph = sch.mod()->meta().graph;
+  if (!graph) throw Error(fmt::format("{}: {} is not traced; trace it, then find the subgraph", caller, sch.where()));
+  return *graph;
+}
+
+// "<base>_<n>" with the first n no child of the module uses yet.
+std::string fresh_child_name(const Module& m, const std::string& base) {
+  for (int n = 0;; ++n) {
+    std::string name = fmt::format("{}_{}", base, n);
+    if (!m.has_child(name)) return name;
+  }
+}
+
+std::string shapes_text(const std::vector<std::string>& names, const std::vector<std::vector<int64_t>>& shapes,
+                        const std::vector<size_t>& order) {
+  std::vector<std::string> parts;
+  for (auto i : order) parts.push_back(fmt::format("{} [{}]", names[i], fmt::join(shapes[i], ", ")));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+std::vector<at::Tensor> tensors_of(const Value& v) {
+  if (v.isTensor()) return {v.toTensor()};
+  std::vector<at::Tensor> out;
+  if (v.isTuple())
+    for (auto& e : v.toTupleRef().elements())
+      if (e.isTensor()) out.push_back(e.toTensor());
+  if (v.isList())
+    for (const Value& e : v.toListRef())
+      if (e.isTensor()) out.push_back(e.toTensor());
+  return out;
+}
+
+// How far apart two results are (infinity when their shapes differ).
+double distance(const Value& a, const Value& b) {
+  auto x = tensors_of(a), y = tensors_of(b);
+  if (x.size() != y.size() || x.empty()) return INFINITY;
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (x[i].sizes() != y[i].sizes()) return INFINITY;
+    auto scale = x[i].abs().max().item<double>() + 1e-12;
+    worst = std::max(worst, (x[i].to(at::kDouble) - y[i].to(at::kDouble)).abs().max().item<double>() / scale);
+  }
+  return worst;
+}
+
+// Runs the subgraph and the replacement on the same random inputs (and random state); raises
+// when they differ, naming an input order that would match.
+void check_same_results(TracedGraph& subgraph, Module& replacement, const std::string& where) {
+  torch::NoGradGuard no_grad;
+  auto names = subgraph.input_names();
+  auto& shapes = subgraph.input_shapes();
+  Values inputs;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    auto type = subgraph.graph()->inputs()[i]->type()->cast<c10::TensorType>();
+    auto dtype = type && type->scalarType() ? *type->scalarType() : at::kFloat;
+    inputs.emplace_back(at::isFloatingType(dtype) ? torch::randn(shapes[i], torch::TensorOptions().dtype(dtype))
+                                                  : torch::zeros(shapes[i], torch::TensorOptions().dtype(dtype)));
+  }
+  auto rng = cpu_rng_state();
+  Value expected = subgraph.run(inputs);
+  auto run_replacement = [&](const std::vector<size_t>& order) -> Value {
+    Values args;
+    for (auto i : order) args.push_back(inputs[i]);
+    set_cpu_rng_state(rng);
+    try {
+      return replacement(args);
+    } catch (const std::exception&) {
+      return Value();
+    }
+  };
+  std::vector<size_t> order(inputs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::string first_error;
+  Values args(inputs.begin(), inputs.end());
+  set_cpu_rng_state(rng);
+  Value got;
+  try {
+    got = replacement(args);
+  } catch (const std::exception& e) {
+    first_error = e.what();
+  }
+  if (first_error.empty() && distance(expected, got) <= 1e-4) return;
+  // Which order of the inputs would give the subgraph's results?
+  std::vector<size_t> perm = order;
+  if (perm.size() <= 5)
+    while (std::next_permutation(perm.begin(), perm.end()))
+      if (distance(expected, run_replacement(perm)) <= 1e-4)
+        throw Error(fmt::format("replace: the replacement for a subgraph of {} matches it only with its arguments in "
+                                "another order: it is called with {}, and gives the subgraph's results when called "
+                                "with {}; reorder its parameters",
+                                where, shapes_text(names, shapes, order), shapes_text(names, shapes, perm)));
+  if (!first_error.empty())
+    throw Error(fmt::format("replace: the replacement for a subgraph of {} failed on inputs like the subgraph's ({}): {}",
+                            where, shapes_text(names, shapes, order), first_error));
+  throw Error(fmt::format("replace: the replacement for a subgraph of {} gives other results than the subgraph on the "
+                          "same inputs ({}; relative difference {:.3g}); pass {{check = false}} if that is intended",
+                          where, shapes_text(names, shapes, order), distance(expected, got)));
+}
+
+// Puts `child` under `name` in the traced module and its call in place of the subgraph.
+void install(Schedule& sch, TracedGraph& graph, const SubgraphNames& nodes, const std::string& name,
+             std::shared_ptr<Module> child) {
+  graph.replace_with_leaf(nodes, {sch.mod(), name, name}, sch.where());  // checks all before changing
+  sch.mod()->set_child(name, std::move(child));  // the call node finds it through this slot at run time
+  sch.refresh_children();
+}
+
+}  // namespace
+
+std::string replace_subgraph(Schedule& sch, std::shared_ptr<Module> new_mod, const SubgraphNames& nodes, bool check,
+                             const CallSite& site) {
+  auto& graph = traced_graph(sch, "replace");
+  auto subgraph = graph.extract(nodes, sch.where(), "replace");  // checks the names and the border first
+  if (check) check_same_results(*subgraph, *new_mod, sch.where());
+  std::string name = fresh_child_name(*sch.mod(), new_mod->type_name());
+  install(sch, graph, nodes, name, std::move(new_mod));
+  sch.log().append({"replace", sch.path(), site.lua_args, site.source});
+  return name;
+}
+
+std::string checkpoint_subgraph(Schedule& sch, const SubgraphNames& nodes, const CallSite& site) {
+  auto& graph = traced_graph(sch, "checkpoint");
+  auto child = std::make_shared<GraphModule>("CheckPointWrapper", graph.extract(nodes, sch.where(), "checkpoint"));
+  std::string name = fresh_child_name(*sch.mod(), "CheckPointWrapper");
+  make_checkpointed(*child, fmt::format("'{}{}{}'", sch.path(), sch.path().empty() ? "" : ".", name));
+  install(sch, graph, nodes, name, child);
+  sch.log().append({"checkpoint", sch.path(), site.lua_args, site.source});
+  return name;
+}
+
+std::string fuse_subgraph(Schedule& sch, const SubgraphNames& nodes, const std::string& compiler,
+                          const std::string& name, const CallSite& site) {
+  auto& graph = traced_graph(sch, "fuse");
+  if (compiler != "kernels")
+    throw Error(fmt::format("fuse: unknown compiler '{}' for {} (choices: kernels)", compiler, sch.where()));
+  auto extracted = graph.extract(nodes, sch.where(), "fuse");
+  if (extracted->fuse_kernels(/*chosen=*/true) == 0)
+    throw Error(fmt::format("fuse: no kernel pattern in the chosen subgraph of {} (looked for: a bias add -> gelu, "
+                            "the bias a vector as long as the last dimension)", sch.where()));
+  std::string child_name = fresh_child_name(*sch.mod(), name);
+  install(sch, graph, nodes, child_name, std::make_shared<GraphModule>(name, extracted));
+  sch.log().append({"fuse", sch.path(), site.lua_args, site.source});
+  return child_name;
+}
+
+}  // namespace slapo

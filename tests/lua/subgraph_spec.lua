@@ -1,0 +1,141 @@
+-- The subgraph primitives (after Slapo's test_subgraph.py, test_fusion.py and the subgraph cases
+-- of test_replace.py and test_checkpoint.py): replace, checkpoint and fuse a chosen part of a
+-- traced module; outputs and gradients stay equal, new children are reachable by name.
+local cfg = { hidden_size = 32, num_hidden_layers = 1, num_attention_heads = 2, intermediate_size = 64,
+  vocab_size = 64, max_position_embeddings = 16, hidden_dropout_prob = 0, attention_probs_dropout_prob = 0 }
+
+local function bert()
+  slapo.manual_seed(3)
+  return slapo.models.bert(cfg)
+end
+
+local function ids()
+  slapo.manual_seed(4)
+  return slapo.randint(0, 64, { 2, 8 })
+end
+
+local hidden = { 2, 8, 32 }
+local attention = "bert.encoder.layer.0.attention.self"
+
+-- The attention core of a traced BertSelfAttention: from k's transpose to probs @ v.
+local function attention_core(sub)
+  local nodes, inside = {}, false
+  local list = sub:graph().nodes
+  for i, n in ipairs(list) do
+    if n.op == "aten::transpose" and list[i + 1] and list[i + 1].op == "aten::matmul" then
+      inside = true
+    end
+    if inside then
+      table.insert(nodes, n)
+    end
+    if inside and n.op == "aten::matmul" and #nodes > 2 then
+      break
+    end
+  end
+  return nodes
+end
+
+describe("fuse(subgraph)", function()
+  it("fuses a found bias + GELU into BiasGeLU_0, reachable by name, outputs and gradients kept", function()
+    local report = slapo.verify(slapo.create_schedule(bert()), { ids() }, {}, function(sch)
+      local mlp = sch["bert.encoder.layer.0.intermediate"]
+      mlp["dense"]:decompose()
+      mlp:trace({ inputs = { slapo.randn(hidden) }, flatten = true })
+      local found = mlp:find(function(x, b) return slapo.F.gelu(x + b) end)
+      eq(1, #found)
+      eq({ "aten::add", "aten::gelu" }, { found[1][1].op, found[1][2].op })
+      local fused = mlp:fuse(found[1], { compiler = "kernels", name = "BiasGeLU" })
+      eq("bert.encoder.layer.0.intermediate.BiasGeLU_0", fused.path)
+      eq("BiasGeLU", sch["bert.encoder.layer.0.intermediate.BiasGeLU_0"].mod:type())
+      matches("call_module%(BiasGeLU_0%)", table.concat((function()
+        local t = {}
+        for _, n in ipairs(mlp:graph().nodes) do
+          table.insert(t, n.op .. "(" .. (n.target or "") .. ")")
+        end
+        return t
+      end)(), " "))
+    end)
+    assert(report.gradients > 5)
+  end)
+
+  it("names a subgraph without a kernel pattern and changes nothing", function()
+    local sch = slapo.create_schedule(bert())
+    local sub = sch[attention]
+    sub:trace({ inputs = { slapo.randn(hidden) }, flatten = true })
+    local before = tostring(sub:graph())
+    local core = attention_core(sub)
+    matches("fuse: no kernel pattern in the chosen subgraph", pcall_err(sub.fuse, sub, core))
+    eq(before, tostring(sub:graph()))
+    eq(0, #sub:children() - 4)  -- query, key, value, dropout
+  end)
+end)
+
+describe("replace(fn, subgraph)", function()
+  it("catches a replacement whose arguments are in another order than the subgraph's inputs", function()
+    local sch = slapo.create_schedule(bert())
+    local sub = sch[attention]
+    sub:trace({ inputs = { slapo.randn(hidden) }, flatten = true })
+    local core = attention_core(sub)
+    local before = tostring(sub:graph())
+    -- the core reads k first (its transpose), then q, then v
+    local err = pcall_err(sub.replace, sub, function(q, k, v) return slapo.kernels.attention(q, k, v) end, core)
+    matches("matches it only with its arguments in another order", err)
+    matches("reorder its parameters", err)
+    eq(before, tostring(sub:graph()))
+  end)
+
+  it("puts the fused attention kernel in place of the core; verify passes", function()
+    local report = slapo.verify(slapo.create_schedule(bert()), { ids() }, {}, function(sch)
+      local sub = sch[attention]
+      sub:trace({ inputs = { slapo.randn(hidden) }, flatten = true })
+      local new = sub:replace(function(k, q, v) return slapo.kernels.attention(q, k, v) end, attention_core(sub))
+      eq(attention .. ".Function_0", new.path)
+    end)
+    assert(report.gradients > 5)
+  end)
+
+  it("replaces the q, k and v projections together (horizontal) with one fused projection", function()
+    -- outputs only: the fused projection has parameters of its own, the old ones get no gradient
+    local report = slapo.verify(slapo.create_schedule(bert()), { ids() }, { backward = false }, function(sch)
+      local sub = sch[attention]
+      sub:trace({ inputs = { slapo.randn(hidden) } })  -- query, key, value stay calls
+      local found = sub:find("query|key|value")
+      eq(3, #found)
+      local w = slapo.cat({ sub.mod.query.weight, sub.mod.key.weight, sub.mod.value.weight }, 0):detach()
+      local b = slapo.cat({ sub.mod.query.bias, sub.mod.key.bias, sub.mod.value.bias }, 0):detach()
+      local qkv = slapo.nn.Linear(32, 96)
+      qkv.weight:detach():copy_(w)
+      qkv.bias:detach():copy_(b)
+      local fused = slapo.nn.Module({ type = "FusedQKV", children = { qkv = qkv }, forward = function(self, x)
+        local out = self.qkv(x)
+        return { out:narrow(2, 0, 32), out:narrow(2, 32, 32), out:narrow(2, 64, 32) }
+      end })
+      local new = sub:replace(fused, found)
+      eq("FusedQKV_0", new.name)
+    end)
+    assert(report.outputs == 1)
+  end)
+end)
+
+describe("checkpoint(subgraph)", function()
+  it("moves the subgraph into CheckPointWrapper_0, recomputed in backward with equal gradients", function()
+    local report = slapo.verify(slapo.create_schedule(bert()), { ids() }, {}, function(sch)
+      local sub = sch[attention]
+      sub:trace({ inputs = { slapo.randn(hidden) }, flatten = true })
+      local wrapper = sub:checkpoint(attention_core(sub))
+      eq("CheckPointWrapper_0", wrapper.name)
+    end)
+    assert(report.gradients > 5)
+  end)
+
+  it("refuses names that are not nodes of the graph", function()
+    local sch = slapo.create_schedule(bert())
+    local sub = sch[attention]
+    sub:trace({ inputs = { slapo.randn(hidden) } })
+    matches("checkpoint: no node %%nope in the graph of 'bert.encoder.layer.0.attention.self'",
+      pcall_err(sub.checkpoint, sub, { { name = "%nope" } }))
+    matches("replace: 'bert.encoder.layer.0.attention' is not traced",
+      pcall_err(sch["bert.encoder.layer.0.attention"].replace, sch["bert.encoder.layer.0.attention"],
+        slapo.nn.Identity(), { { name = "%1" } }))
+  end)
+end)
