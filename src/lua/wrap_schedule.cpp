@@ -90,6 +90,10 @@ int w_Schedule_log_args(lua_State* L) {
 // matches (horizontal: q, k and v), merged.
 void collect_node_names(lua_State* L, int idx, SubgraphNames& out, const char* caller, int depth = 0) {
   if (idx < 0) idx = lua_gettop(L) + idx + 1;
+  if (lua_type(L, idx) == LUA_TSTRING && depth > 0) {  // a node name, as the log writes them
+    out.emplace_back(lua_tostring(L, idx));
+    return;
+  }
   if (!lua_istable(L, idx) || depth > 2)
     throw Error(fmt::format("{}: a subgraph is what find returns (an array of nodes, or of such arrays), got {}", caller,
                             luaL_typename(L, idx)));
@@ -107,12 +111,19 @@ void collect_node_names(lua_State* L, int idx, SubgraphNames& out, const char* c
   }
 }
 
+// The names, and the argument at `idx` replaced by their array, so the log shows {"%40", "%42"}.
 SubgraphNames subgraph_arg(lua_State* L, int idx, const char* caller) {
   SubgraphNames names;
   collect_node_names(L, idx, names, caller);
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
   if (names.empty()) throw Error(fmt::format("{}: the subgraph is empty (find matched nothing?)", caller));
+  lua_createtable(L, static_cast<int>(names.size()), 0);
+  for (size_t i = 0; i < names.size(); ++i) {
+    lua_pushstring(L, names[i].c_str());
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+  lua_replace(L, idx);
   return names;
 }
 
@@ -182,7 +193,8 @@ int w_Schedule_sync(lua_State* L) {
 int w_Schedule_checkpoint(lua_State* L) {
   auto s = lx_check_schedule(L, 1);
   if (!lua_isnoneornil(L, 2)) {  // sub:checkpoint(subgraph) -> the wrapper's schedule
-    std::string child = checkpoint_subgraph(*s, subgraph_arg(L, 2, "checkpoint"), call_site(L, *s, 2, 2));
+    auto names = subgraph_arg(L, 2, "checkpoint");
+    std::string child = checkpoint_subgraph(*s, names, call_site(L, *s, 2, 2));
     lx_push_schedule(L, s->at(child));
     return 1;
   }
