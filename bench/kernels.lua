@@ -25,6 +25,18 @@ local cases = {
   { "swiglu", { g, u }, function(g, u) return slapo.kernels.swiglu(g, u) end,
     function(g, u) return slapo.F.silu(g) * u end },
 }
+local s = slapo.randn({ 8, 12, 512, 512 })
+-- padding: the last quarter of the keys of every sequence
+local mask = slapo.cat({ slapo.zeros({ 8, 1, 1, 384 }), slapo.ones({ 8, 1, 1, 128 }) * -1e9 }, 3)
+table.insert(cases, { "masked_softmax (8x12x512x512)", { s },
+  function(s) return slapo.kernels.masked_softmax(s, mask, 0.125) end,
+  function(s) return slapo.F.softmax(s * 0.125 + mask, -1) end })
+local r, lw, lb = slapo.randn({ 64, 512, 768 }), slapo.randn({ 768 }), slapo.randn({ 768 })
+table.insert(cases, { "bias+dropout+residual+LayerNorm (p=0.1)", { x, b, r, lw, lb },
+  function(x, b, r, lw, lb)
+    return slapo.kernels.bias_dropout_add_layer_norm(x, b, r, lw, lb, { p = 0.1, training = true })
+  end,
+  function(x, b, r, lw, lb) return slapo.F.layer_norm(slapo.F.dropout(x + b, 0.1, true) + r, { 768 }, lw, lb) end })
 local q, k, v = slapo.randn({ 1, 4, 1024, 64 }), slapo.randn({ 1, 4, 1024, 64 }), slapo.randn({ 1, 4, 1024, 64 })
 table.insert(cases, { "attention (causal, S=1024)", { q, k, v },
   function(q, k, v) return slapo.kernels.attention(q, k, v, { causal = true }) end,

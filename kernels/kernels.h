@@ -23,4 +23,17 @@ at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& si
 /// materialising the Sq x Sk matrix (online softmax forward, recomputation backward).
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal);
 
+/// softmax(scores * scale + mask) over the last dim; `mask` is additive (0 or a large negative)
+/// and broadcasts to scores (e.g. [B, 1, 1, Sk] padding or [1, 1, Sq, Sk] causal). No gradient
+/// flows to the mask.
+at::Tensor masked_softmax(const at::Tensor& scores, const at::Tensor& mask, double scale);
+
+/// LayerNorm(dropout(x + bias, p) + residual) with LayerNorm's weight and bias, over the last dim:
+/// the end of every BERT / GPT-2 sublayer in one pass. The dropout mask is drawn as
+/// torch.nn.functional.dropout draws it (same generator, same order), so a seeded run gives the
+/// unfused module's mask; `training = false` or p = 0 skips it.
+at::Tensor bias_dropout_add_layer_norm(const at::Tensor& x, const at::Tensor& bias, const at::Tensor& residual,
+                                       const at::Tensor& weight, const at::Tensor& ln_bias, double p, bool training,
+                                       double eps);
+
 }  // namespace slapo::kernels

@@ -86,6 +86,49 @@ struct AttentionFn : public torch::autograd::Function<AttentionFn> {
   }
 };
 
+struct MaskedSoftmaxFn : public torch::autograd::Function<MaskedSoftmaxFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& scores, const at::Tensor& mask, double scale) {
+    auto y = cpu::masked_softmax_forward(scores, mask, scale);
+    ctx->save_for_backward({y});
+    ctx->saved_data["scale"] = scale;
+    return y;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto s = ctx->get_saved_variables();
+    return {cpu::masked_softmax_backward(grads[0], s[0], ctx->saved_data["scale"].toDouble()), at::Tensor(),
+            at::Tensor()};
+  }
+};
+
+struct BiasDropoutAddLayerNormFn : public torch::autograd::Function<BiasDropoutAddLayerNormFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& bias, const at::Tensor& residual,
+                            const at::Tensor& weight, const at::Tensor& ln_bias, double p, bool training, double eps) {
+    at::Tensor keep;  // drawn as F.dropout draws it: bernoulli(1 - p) over x's shape
+    if (training && p > 0) keep = at::empty_like(x).bernoulli_(1 - p);
+    double keep_scale = keep.defined() ? (p < 1 ? 1.0 / (1 - p) : 0.0) : 1.0;
+    auto [y, normed, rstd] = cpu::bias_dropout_add_layer_norm_forward(x, bias, residual, weight, ln_bias, keep,
+                                                                      keep_scale, eps);
+    ctx->save_for_backward({normed, rstd, weight, keep});
+    ctx->saved_data["keep_scale"] = keep_scale;
+    return y;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto s = ctx->get_saved_variables();
+    auto g = cpu::bias_dropout_add_layer_norm_backward(grads[0], s[0], s[1], s[2], s[3],
+                                                      ctx->saved_data["keep_scale"].toDouble());
+    return {g[0], g[1], g[2], g[3], g[4], at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+at::Tensor masked_softmax_autograd(const at::Tensor& scores, const at::Tensor& mask, double scale) {
+  return MaskedSoftmaxFn::apply(scores, mask, scale);
+}
+at::Tensor bias_dropout_add_layer_norm_autograd(const at::Tensor& x, const at::Tensor& bias, const at::Tensor& residual,
+                                                const at::Tensor& weight, const at::Tensor& ln_bias, double p,
+                                                bool training, double eps) {
+  return BiasDropoutAddLayerNormFn::apply(x, bias, residual, weight, ln_bias, p, training, eps);
+}
+
 at::Tensor attention_autograd(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal) {
   return AttentionFn::apply(q, k, v, causal);
 }
@@ -109,6 +152,9 @@ TORCH_LIBRARY(slapo, m) {
   m.def("swiglu(Tensor gate, Tensor up) -> Tensor");
   m.def("rope(Tensor x, Tensor cos, Tensor sin) -> Tensor");
   m.def("attention(Tensor q, Tensor k, Tensor v, bool causal) -> Tensor");
+  m.def("masked_softmax(Tensor scores, Tensor mask, float scale) -> Tensor");
+  m.def("bias_dropout_add_layer_norm(Tensor x, Tensor bias, Tensor residual, Tensor weight, Tensor ln_bias, "
+        "float p, bool training, float eps) -> Tensor");
 }
 
 // The autograd Functions run the CPU kernels; a CUDA build registers its kernels here too.
@@ -118,6 +164,8 @@ TORCH_LIBRARY_IMPL(slapo, CompositeImplicitAutograd, m) {
   m.impl("swiglu", swiglu_autograd);
   m.impl("rope", rope_autograd);
   m.impl("attention", attention_autograd);
+  m.impl("masked_softmax", masked_softmax_autograd);
+  m.impl("bias_dropout_add_layer_norm", bias_dropout_add_layer_norm_autograd);
 }
 
 at::Tensor bias_gelu(const at::Tensor& x, const at::Tensor& bias, bool tanh_approx) {
@@ -166,6 +214,43 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   check_float(v, "attention", "v");
   static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("slapo::attention", "").typed<decltype(attention)>();
   return op.call(q, k, v, causal);
+}
+
+}  // namespace slapo::kernels
+
+namespace slapo::kernels {
+
+at::Tensor masked_softmax(const at::Tensor& scores, const at::Tensor& mask, double scale) {
+  check_float(scores, "masked_softmax", "scores");
+  check_float(mask, "masked_softmax", "mask");
+  if (!at::is_expandable_to(mask.sizes(), scores.sizes()))
+    throw Error(fmt::format("masked_softmax: mask [{}] does not broadcast to scores [{}]", fmt::join(mask.sizes(), ", "),
+                            fmt::join(scores.sizes(), ", ")));
+  static auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("slapo::masked_softmax", "").typed<decltype(masked_softmax)>();
+  return op.call(scores, mask, scale);
+}
+
+at::Tensor bias_dropout_add_layer_norm(const at::Tensor& x, const at::Tensor& bias, const at::Tensor& residual,
+                                       const at::Tensor& weight, const at::Tensor& ln_bias, double p, bool training,
+                                       double eps) {
+  const char* op_name = "bias_dropout_add_layer_norm";
+  check_float(x, op_name, "x");
+  check_float(residual, op_name, "residual");
+  if (residual.sizes() != x.sizes())
+    throw Error(fmt::format("{}: residual [{}] must have x's shape [{}]", op_name, fmt::join(residual.sizes(), ", "),
+                            fmt::join(x.sizes(), ", ")));
+  for (auto [t, what] : {std::pair{&bias, "bias"}, {&weight, "weight"}, {&ln_bias, "ln_bias"}}) {
+    check_float(*t, op_name, what);
+    if (t->dim() != 1 || t->size(0) != x.size(-1))
+      throw Error(fmt::format("{}: {} must be 1-d with x's last size {}, got shape [{}]", op_name, what, x.size(-1),
+                              fmt::join(t->sizes(), ", ")));
+  }
+  if (p < 0 || p > 1) throw Error(fmt::format("{}: dropout p must be in [0, 1], got {}", op_name, p));
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("slapo::bias_dropout_add_layer_norm", "")
+                       .typed<decltype(bias_dropout_add_layer_norm)>();
+  return op.call(x, bias, residual, weight, ln_bias, p, training, eps);
 }
 
 }  // namespace slapo::kernels

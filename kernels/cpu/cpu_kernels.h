@@ -54,4 +54,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(const at::Tens
                                                                   const at::Tensor& out, const at::Tensor& lse,
                                                                   bool causal);
 
+/// softmax(scores * scale + mask) over the last dim; the additive mask broadcasts to scores.
+at::Tensor masked_softmax_forward(const at::Tensor& scores, const at::Tensor& mask, double scale);
+at::Tensor masked_softmax_backward(const at::Tensor& dy, const at::Tensor& y, double scale);
+
+/// LayerNorm(dropout(x + bias) + residual) with the dropout's keep mask given (undefined: no
+/// dropout) and kept values scaled by keep_scale. Returns (y, normalised rows, 1/std per row).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> bias_dropout_add_layer_norm_forward(
+    const at::Tensor& x, const at::Tensor& bias, const at::Tensor& residual, const at::Tensor& weight,
+    const at::Tensor& ln_bias, const at::Tensor& keep, double keep_scale, double eps);
+/// Returns (dx, dbias, dresidual, dweight, dln_bias).
+std::vector<at::Tensor> bias_dropout_add_layer_norm_backward(const at::Tensor& dy, const at::Tensor& normed,
+                                                             const at::Tensor& rstd, const at::Tensor& weight,
+                                                             const at::Tensor& keep, double keep_scale);
+
 }  // namespace slapo::kernels::cpu

@@ -33,7 +33,24 @@ int w_attention(lua_State* L) {
   return push(L, kernels::attention(lx_check_tensor(L, 1), lx_check_tensor(L, 2), lx_check_tensor(L, 3), causal));
 }
 
-const luaL_Reg kernel_functions[] = {{"attention", w_attention},{"bias_gelu", w_bias_gelu},
+// masked_softmax(scores, mask, scale)
+int w_masked_softmax(lua_State* L) {
+  return push(L, kernels::masked_softmax(lx_check_tensor(L, 1), lx_check_tensor(L, 2), luaL_optnumber(L, 3, 1.0)));
+}
+
+// bias_dropout_add_layer_norm(x, bias, residual, weight, ln_bias, {p = 0, training = false, eps = 1e-5})
+int w_bias_dropout_add_layer_norm(lua_State* L) {
+  const char* fn = "kernels.bias_dropout_add_layer_norm";
+  return push(L, kernels::bias_dropout_add_layer_norm(lx_check_tensor(L, 1), lx_check_tensor(L, 2), lx_check_tensor(L, 3),
+                                                      lx_check_tensor(L, 4), lx_check_tensor(L, 5),
+                                                      lx_opt_number(L, 6, "p", 0.0, fn), lx_opt_bool(L, 6, "training", false, fn),
+                                                      lx_opt_number(L, 6, "eps", 1e-5, fn)));
+}
+
+const luaL_Reg kernel_functions[] = {{"attention", w_attention},
+                                     {"bias_gelu", w_bias_gelu},
+                                     {"masked_softmax", w_masked_softmax},
+                                     {"bias_dropout_add_layer_norm", w_bias_dropout_add_layer_norm},
                                      {"rms_norm", w_rms_norm},
                                      {"swiglu", w_swiglu},
                                      {"rope", w_rope},

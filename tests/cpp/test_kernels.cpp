@@ -119,3 +119,52 @@ TEST_CASE("kernels: memory-efficient attention matches softmax(q k^T / sqrt(d)) 
     CHECK_MESSAGE(err < 1e-12, "attention causal=" << causal << " err=" << err);
   }
 }
+
+TEST_CASE("kernels: masked_softmax matches softmax(s * scale + mask), padding and causal masks") {
+  for (auto dtype : {at::kDouble, at::kFloat}) {
+    double bound = dtype == at::kDouble ? 1e-12 : 1e-5;
+    torch::manual_seed(11);
+    auto padding = torch::zeros({3, 1, 1, 17}, dtype);
+    padding.narrow(3, 12, 5).fill_(std::numeric_limits<float>::lowest());
+    auto causal = torch::zeros({1, 1, 17, 17}, dtype).masked_fill(torch::ones({17, 17}, at::kBool).triu(1),
+                                                                  std::numeric_limits<float>::lowest());
+    for (auto& mask : {padding, causal}) {
+      std::vector<at::Tensor> in{torch::randn({3, 4, 17, 17}, dtype) * 4};
+      double err = compare(
+          in, [&](auto& t) { return slapo::kernels::masked_softmax(t[0], mask, 0.25); },
+          [&](auto& t) { return at::softmax(t[0] * 0.25 + mask, -1); });
+      CHECK_MESSAGE(err < bound, "masked_softmax dtype=" << dtype << " err=" << err);
+    }
+  }
+  CHECK_THROWS_WITH(slapo::kernels::masked_softmax(torch::randn({2, 3, 4}), torch::zeros({5}), 1.0),
+                    "masked_softmax: mask [5] does not broadcast to scores [2, 3, 4]");
+}
+
+TEST_CASE("kernels: bias_dropout_add_layer_norm matches layer_norm(dropout(x + b) + residual)") {
+  for (auto dtype : {at::kDouble, at::kFloat}) {
+    double bound = dtype == at::kDouble ? 1e-12 : 1e-5;
+    for (double p : {0.0, 0.3}) {
+      torch::manual_seed(12);
+      std::vector<at::Tensor> in{torch::randn({5, 7, 48}, dtype), torch::randn({48}, dtype),
+                                 torch::randn({5, 7, 48}, dtype), torch::randn({48}, dtype) + 1,
+                                 torch::randn({48}, dtype)};
+      // both sides draw the dropout mask from the same generator state
+      double err = compare(
+          in,
+          [&](auto& t) {
+            torch::manual_seed(99);
+            return slapo::kernels::bias_dropout_add_layer_norm(t[0], t[1], t[2], t[3], t[4], p, true, 1e-5);
+          },
+          [&](auto& t) {
+            torch::manual_seed(99);
+            auto h = at::dropout(t[0] + t[1], p, true) + t[2];
+            return at::layer_norm(h, {48}, t[3], t[4], 1e-5);
+          });
+      CHECK_MESSAGE(err < bound, "bias_dropout_add_layer_norm p=" << p << " dtype=" << dtype << " err=" << err);
+    }
+  }
+  CHECK_THROWS_WITH(slapo::kernels::bias_dropout_add_layer_norm(torch::randn({2, 8}), torch::randn({4}),
+                                                                torch::randn({2, 8}), torch::ones({8}),
+                                                                torch::zeros({8}), 0.1, true, 1e-5),
+                    "bias_dropout_add_layer_norm: bias must be 1-d with x's last size 8, got shape [4]");
+}
