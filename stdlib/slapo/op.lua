@@ -26,9 +26,11 @@ function M.FusedLlamaMLP(mlp)
   })
 end
 
---- LlamaRMSNorm as one fused kernel (statistics in double precision).
+--- LlamaRMSNorm as one fused kernel (statistics in double precision); eps defaults to the
+--- replaced norm's own.
 function M.FusedRMSNorm(norm, eps)
   expect_type(norm, "LlamaRMSNorm", "FusedRMSNorm")
+  eps = eps or tonumber(norm:describe():match("eps=([%d%.e%-+]+)"))
   return slapo.nn.Module({
     type = "FusedRMSNorm",
     params = { weight = norm.weight },

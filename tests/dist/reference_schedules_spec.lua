@@ -52,6 +52,44 @@ for _, kind in ipairs({ "gpt2", "bert", "llama" }) do
   end)
 end
 
+describe("reference schedules with fuse = true", function()
+  local fused_configs = {
+    gpt2 = { n_embd = 32, n_layer = 2, n_head = 4, vocab_size = 64, n_positions = 16, attn_pdrop = 0 },
+    llama = configs.llama,
+  }
+  for _, kind in ipairs({ "gpt2", "llama" }) do
+    it(kind .. ": the slapo.op kernels under TP = 2 keep the single-rank loss curve", function()
+      local function model()
+        slapo.manual_seed(21)
+        return slapo.models[kind](fused_configs[kind])
+      end
+      local ref, sch = model(), slapo.create_schedule(model())
+      local notes = require("slapo.schedules." .. kind).schedule(sch, { fuse = true, fork_rng = false })
+      eq(0, #notes)
+      local fused_type = kind == "gpt2" and "FusedGPT2MLP" or "FusedLlamaMLP"
+      eq(fused_type, sch[kind == "gpt2" and "transformer.h.0.mlp" or "model.layers.0.mlp"].mod:type())
+      local m = slapo.build(sch)
+      ref:eval()
+      m:eval()
+      local opts = { slapo.optim.adamw(ref, { lr = 1e-2 }), slapo.optim.adamw(m, { lr = 1e-2 }) }
+      slapo.manual_seed(9)
+      local ids = slapo.randint(0, 64, { 2, 8 })
+      for step = 1, 3 do
+        local losses = {}
+        for i, mod in ipairs({ ref, m }) do
+          opts[i]:zero_grad()
+          local loss = mod(ids, { labels = ids })
+          loss:backward()
+          opts[i]:step()
+          losses[i] = loss:item()
+        end
+        assert(math.abs(losses[1] - losses[2]) < 1e-4 * math.abs(losses[1]),
+          ("step %d: loss %.7f on 1 rank, %.7f fused with TP"):format(step, losses[1], losses[2]))
+      end
+    end)
+  end
+end)
+
 describe("shard groups", function()
   it("split each section of a fused projection and gather back in order", function()
     local sch = slapo.create_schedule(slapo.nn.Sequential({ slapo.nn.Linear(4, 12) }))

@@ -58,8 +58,10 @@ end
 
 --- The outline every reference schedule shares: when the group has several ranks (and opts.tp is
 --- not false) run `plan.layer(layer_schedule, opts)` on each layer under `plan.layers`, make the
---- embedding and head vocab-parallel, then checkpoint a fraction of the layers. Returns notes.
----   plan = {layers = "model.layers", layer = fn, embedding = "...", head = "...", head_bias_owner = "..."}
+--- embedding and head vocab-parallel; with opts.fuse run `plan.fuse(layer_schedule, tp)` (the
+--- slapo.op replacements); then checkpoint a fraction of the layers. Returns notes.
+---   plan = {layers = "model.layers", layer = fn, fuse = fn, embedding = "...", head = "...",
+---           head_bias_owner = "..."}
 function M.megatron(sch, opts, plan)
   opts = opts or {}
   local notes = {}
@@ -74,8 +76,26 @@ function M.megatron(sch, opts, plan)
       table.insert(notes, why)
     end
   end
+  if opts.fuse and plan.fuse then
+    local tp = sch.world_size > 1 and opts.tp ~= false
+    for _, layer in ipairs(layers) do
+      for _, note in ipairs(plan.fuse(layer, tp) or {}) do
+        table.insert(notes, note)
+      end
+    end
+  end
   M.checkpoint_layers(layers, opts.checkpoint)
   return notes
+end
+
+--- Replaces `sub`'s module with `make(module)`; under tensor parallelism the replacement gets the
+--- input-gradient all-reduce the replaced module's own ops had (a fused op that reads the
+--- column-parallel weight itself bypasses that layer's sync).
+function M.replace_fused(sub, make, tp)
+  sub:replace(make(sub.mod))
+  if tp then
+    sub:sync("bwd_post", "all_reduce")
+  end
 end
 
 --- Checkpoints the first ceil(fraction * n) of `layers` (an array of schedules).

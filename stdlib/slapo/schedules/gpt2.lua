@@ -17,11 +17,25 @@ local function layer(block, opts)
   common.row(block["mlp.c_proj"])
 end
 
+-- fuse: the MLP's bias + tanh GELU in one kernel; the attention core in the memory-efficient
+-- kernel when the layer has no attention dropout (the kernel applies none).
+local function fuse(block, tp)
+  local op = require("slapo.op")
+  -- FusedGPT2MLP reads c_fc's weight itself, so its column-parallel input sync moves to the MLP
+  common.replace_fused(block["mlp"], op.FusedGPT2MLP, tp)
+  if tostring(block["attn.attn_dropout"].mod):match("p=0%)") then
+    block["attn"]:replace(op.FusedGPT2Attention(block["attn"].mod))  -- c_attn, c_proj keep their syncs
+    return {}
+  end
+  return { block.path .. ".attn: attention dropout is on, so the fused attention kernel is not used" }
+end
+
 --- opts: tp (default true when the group has several ranks), checkpoint (fraction of layers,
---- default 0), fork_rng (default true). Returns notes about what was left out.
+--- default 0), fork_rng (default true), fuse (slapo.op kernels, default false). Returns notes
+--- about what was left out.
 function M.schedule(sch, opts)
-  return common.megatron(sch, opts, { layers = "transformer.h", layer = layer, embedding = "transformer.wte",
-    head = "lm_head" })
+  return common.megatron(sch, opts, { layers = "transformer.h", layer = layer, fuse = fuse,
+    embedding = "transformer.wte", head = "lm_head" })
 end
 
 return M

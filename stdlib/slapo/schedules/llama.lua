@@ -20,10 +20,20 @@ local function layer(decoder_layer)
   common.row(mlp["down_proj"])
 end
 
---- opts: tp, checkpoint (fraction of layers). Key/value heads must divide by the group size.
+-- fuse: SwiGLU and both RMSNorms in their kernels.
+local function fuse(decoder_layer, tp)
+  local op = require("slapo.op")
+  common.replace_fused(decoder_layer["mlp"], op.FusedLlamaMLP, tp)  -- the MLP's own bwd_post sync moves along
+  for _, norm in ipairs({ "input_layernorm", "post_attention_layernorm" }) do
+    decoder_layer[norm]:replace(op.FusedRMSNorm(decoder_layer[norm].mod))
+  end
+end
+
+--- opts: tp, checkpoint (fraction of layers), fuse (slapo.op kernels, default false). Key/value
+--- heads must divide by the group size.
 function M.schedule(sch, opts)
-  return common.megatron(sch, opts, { layers = "model.layers", layer = layer, embedding = "model.embed_tokens",
-    head = "lm_head" })
+  return common.megatron(sch, opts, { layers = "model.layers", layer = layer, fuse = fuse,
+    embedding = "model.embed_tokens", head = "lm_head" })
 end
 
 return M
