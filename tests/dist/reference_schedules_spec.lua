@@ -8,6 +8,27 @@ local configs = {
     intermediate_size = 64, vocab_size = 64 },
 }
 
+-- 3 AdamW steps of both models in eval mode on one batch: the losses agree to 1e-4.
+local function same_loss_curve(ref, model, what)
+  ref:eval()
+  model:eval()
+  local opts = { slapo.optim.adamw(ref, { lr = 1e-2 }), slapo.optim.adamw(model, { lr = 1e-2 }) }
+  slapo.manual_seed(9)
+  local ids = slapo.randint(0, 64, { 2, 8 })
+  for step = 1, 3 do
+    local losses = {}
+    for i, m in ipairs({ ref, model }) do
+      opts[i]:zero_grad()
+      local loss = m(ids, { labels = ids })
+      loss:backward()
+      opts[i]:step()
+      losses[i] = loss:item()
+    end
+    assert(math.abs(losses[1] - losses[2]) < 1e-4 * math.abs(losses[1]),
+      ("step %d: loss %.7f on 1 rank, %.7f %s"):format(step, losses[1], losses[2], what))
+  end
+end
+
 local function build(kind)
   slapo.manual_seed(21)
   return slapo.models[kind](configs[kind])
@@ -31,23 +52,7 @@ for _, kind in ipairs({ "gpt2", "bert", "llama" }) do
       local sch = slapo.create_schedule(build(kind))
       require("slapo.schedules." .. kind).schedule(sch, { fork_rng = false })
       local model = slapo.build(sch)
-      ref:eval()
-      model:eval()
-      local opts = { slapo.optim.adamw(ref, { lr = 1e-2 }), slapo.optim.adamw(model, { lr = 1e-2 }) }
-      slapo.manual_seed(9)
-      local ids = slapo.randint(0, 64, { 2, 8 })
-      for step = 1, 3 do
-        local losses = {}
-        for i, m in ipairs({ ref, model }) do
-          opts[i]:zero_grad()
-          local loss = m(ids, { labels = ids })
-          loss:backward()
-          opts[i]:step()
-          losses[i] = loss:item()
-        end
-        assert(math.abs(losses[1] - losses[2]) < 1e-4 * math.abs(losses[1]),
-          ("step %d: loss %.7f on 1 rank, %.7f with TP"):format(step, losses[1], losses[2]))
-      end
+      same_loss_curve(ref, model, "with TP")
     end)
   end)
 end
@@ -68,24 +73,7 @@ describe("reference schedules with fuse = true", function()
       eq(0, #notes)
       local fused_type = kind == "gpt2" and "FusedGPT2MLP" or "FusedLlamaMLP"
       eq(fused_type, sch[kind == "gpt2" and "transformer.h.0.mlp" or "model.layers.0.mlp"].mod:type())
-      local m = slapo.build(sch)
-      ref:eval()
-      m:eval()
-      local opts = { slapo.optim.adamw(ref, { lr = 1e-2 }), slapo.optim.adamw(m, { lr = 1e-2 }) }
-      slapo.manual_seed(9)
-      local ids = slapo.randint(0, 64, { 2, 8 })
-      for step = 1, 3 do
-        local losses = {}
-        for i, mod in ipairs({ ref, m }) do
-          opts[i]:zero_grad()
-          local loss = mod(ids, { labels = ids })
-          loss:backward()
-          opts[i]:step()
-          losses[i] = loss:item()
-        end
-        assert(math.abs(losses[1] - losses[2]) < 1e-4 * math.abs(losses[1]),
-          ("step %d: loss %.7f on 1 rank, %.7f fused with TP"):format(step, losses[1], losses[2]))
-      end
+      same_loss_curve(ref, slapo.build(sch), "fused with TP")
     end)
   end
 end)
