@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <regex>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -130,14 +131,36 @@ std::shared_ptr<TracedGraph> trace_pattern(const std::function<Value(Values)>& f
   return std::make_shared<TracedGraph>(graph, std::vector<at::Tensor>{}, shapes, "pattern");
 }
 
+// In a pattern function: stands for a call of any leaf whose path matches `regex`. Traced, it
+// records a node that match() turns into a call_module with any id; run, it passes its first
+// input on (the pattern only needs shapes that let the following ops run).
+at::Tensor pattern_call_module(c10::string_view, at::TensorList inputs) {
+  if (inputs.empty()) throw Error("pattern.call_module: give the module's tensor inputs");
+  return inputs[0].clone();
+}
+
 TORCH_LIBRARY_FRAGMENT(slapo, m) {
   m.def("call_module(int id, Tensor[] inputs) -> Tensor");
   m.def("call_module_list(int id, Tensor[] inputs) -> Tensor[]");
+  m.def("pattern_call_module(str regex, Tensor[] inputs) -> Tensor");
 }
 // The leaf's own forward records autograd; the ops need no backward of their own.
 TORCH_LIBRARY_IMPL(slapo, CompositeImplicitAutograd, m) {
   m.impl("call_module", call_module);
   m.impl("call_module_list", call_module_list);
+  m.impl("pattern_call_module", pattern_call_module);
+}
+
+at::Tensor call_module_pattern(const std::string& regex, const std::vector<at::Tensor>& inputs) {
+  try {
+    std::regex check(regex);
+  } catch (const std::regex_error& e) {
+    throw Error(fmt::format("pattern.call_module: '{}' is not a valid regular expression ({})", regex, e.what()));
+  }
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("slapo::pattern_call_module", "")
+                       .typed<at::Tensor(c10::string_view, at::TensorList)>();
+  return op.call(regex, inputs);
 }
 
 TracedGraph::TracedGraph(std::shared_ptr<torch::jit::Graph> graph, std::vector<at::Tensor> params,
@@ -222,7 +245,28 @@ std::string TracedGraph::str() const {
   return out.str();
 }
 
-std::vector<std::vector<GraphNode>> TracedGraph::match(const TracedGraph& pattern) const {
+std::vector<std::vector<GraphNode>> TracedGraph::match(const TracedGraph& pattern_in) const {
+  // A pattern's call_module placeholders become call nodes whose id is a pattern input (any
+  // leaf); a match counts when each matched leaf's path fits the placeholder's regex.
+  auto pattern_graph = pattern_in.graph_->copy();
+  std::vector<std::pair<torch::jit::Node*, std::regex>> calls;
+  for (auto it = pattern_graph->nodes().begin(); it != pattern_graph->nodes().end();) {
+    auto* node = *it++;
+    if (node->kind().toQualString() != std::string("slapo::pattern_call_module")) continue;
+    auto regex = torch::jit::constant_as<std::string>(node->inputs()[0]);
+    if (!regex) throw Error("find: pattern.call_module needs a constant regular expression");
+    auto* any_id = pattern_graph->addInput();
+    any_id->setType(c10::IntType::get());
+    torch::jit::WithInsertPoint guard(node);
+    auto* call = pattern_graph->insertNode(
+        pattern_graph->create(c10::Symbol::fromQualString("slapo::call_module"), {any_id, node->inputs()[1]}, 1));
+    call->output()->setType(c10::TensorType::get());
+    node->output()->replaceAllUsesWith(call->output());
+    node->destroy();
+    calls.emplace_back(call, std::regex(*regex));
+  }
+  torch::jit::EliminateDeadCode(pattern_graph);
+
   // Describe every node once, then pick a match's nodes in graph order.
   auto described = nodes();
   std::unordered_map<const torch::jit::Node*, size_t> index;
@@ -232,7 +276,14 @@ std::vector<std::vector<GraphNode>> TracedGraph::match(const TracedGraph& patter
     index[node] = k++;
   }
   std::vector<std::vector<GraphNode>> out;
-  for (auto& m : torch::jit::findPatternMatches(*pattern.graph_, *graph_)) {
+  std::vector<std::pair<size_t, std::vector<GraphNode>>> ordered;
+  for (auto& m : torch::jit::findPatternMatches(*pattern_graph, *graph_)) {
+    bool fits = true;
+    for (auto& [pattern_call, regex] : calls) {
+      auto id = torch::jit::constant_as<int64_t>(m.nodes_map.at(pattern_call)->inputs()[0]);
+      fits = fits && id && std::regex_search(leaf_path(*id), regex);
+    }
+    if (!fits) continue;
     std::vector<size_t> picked;
     for (auto& [pattern_node, graph_node] : m.nodes_map) {
       auto kind = pattern_node->kind();
@@ -242,12 +293,14 @@ std::vector<std::vector<GraphNode>> TracedGraph::match(const TracedGraph& patter
       auto found = index.find(graph_node);
       if (found != index.end()) picked.push_back(found->second);
     }
+    if (picked.empty()) continue;
     std::sort(picked.begin(), picked.end());
-    std::vector<GraphNode> subgraph;
-    for (auto i : picked) subgraph.push_back(described[i]);
-    out.push_back(std::move(subgraph));
+    ordered.emplace_back(picked.front(), std::vector<GraphNode>{});
+    for (auto i : picked) ordered.back().second.push_back(described[i]);
   }
-  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.front().name < b.front().name; });
+  // in graph order of each match's first node
+  std::sort(ordered.begin(), ordered.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  for (auto& [first, subgraph] : ordered) out.push_back(std::move(subgraph));
   return out;
 }
 

@@ -86,6 +86,9 @@ class TracedGraph {
 /// host, and a trace would keep that one value forever (torch.jit.trace's silent trap).
 void refuse_value_read_while_tracing(const char* what);
 
+/// In a pattern function: a call of any leaf whose path matches `regex` (slapo.pattern.call_module).
+at::Tensor call_module_pattern(const std::string& regex, const std::vector<at::Tensor>& inputs);
+
 /// Traces `fn` (a pattern such as `function(x, b) return F.gelu(x + b) end`) on example inputs.
 std::shared_ptr<TracedGraph> trace_pattern(const std::function<Value(Values)>& fn, const Values& example_inputs);
 

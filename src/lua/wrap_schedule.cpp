@@ -352,6 +352,16 @@ int w_Schedule_fuse(lua_State* L) {
   return 1;
 }
 
+// slapo.pattern.call_module(regex, x, ...): inside a find pattern, a call of any leaf whose path
+// matches regex
+int w_pattern_call_module(lua_State* L) {
+  std::string regex = luaL_checkstring(L, 1);
+  std::vector<at::Tensor> inputs;
+  for (int i = 2; i <= lua_gettop(L); ++i) inputs.push_back(lx_check_tensor(L, i));
+  lx_push_tensor(L, call_module_pattern(regex, inputs));
+  return 1;
+}
+
 int w_Graph_tostring(lua_State* L) {
   lua_getfield(L, 1, "text");
   return 1;
@@ -535,6 +545,10 @@ void open_schedule(lua_State* L) {
   lx_new_class(L, "slapo.Schedule", schedule_methods, schedule_meta, schedule_fields);
   lua_pushcfunction(L, w_create_schedule);
   lua_setfield(L, -2, "create_schedule");
+  lua_newtable(L);
+  lua_pushcfunction(L, w_pattern_call_module);
+  lua_setfield(L, -2, "call_module");
+  lua_setfield(L, -2, "pattern");
 }
 
 }  // namespace slapo

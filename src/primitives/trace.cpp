@@ -90,9 +90,12 @@ std::vector<std::vector<GraphNode>> find_pattern(Schedule& sch, const std::funct
   if (!graph)
     throw Error(fmt::format("find: {} is not traced; call trace{{inputs = ...}} on it first", sch.where()));
   if (n_inputs < 1) throw Error("find: the pattern function must take at least one tensor argument");
-  // Small random example inputs: the pattern's ops and wiring are what matter, not its sizes.
+  // Example inputs: the module's own input shapes when the pattern takes as many (so a pattern's
+  // view/reshape sizes equal the trace's), else small random ones (ops and wiring are what matter).
   Values examples;
-  for (int i = 0; i < n_inputs; ++i) examples.push_back(torch::randn({2, 4}));
+  auto& shapes = graph->input_shapes();
+  for (int i = 0; i < n_inputs; ++i)
+    examples.push_back(static_cast<size_t>(n_inputs) == shapes.size() ? torch::randn(shapes[i]) : torch::randn({2, 4}));
   return graph->match(*trace_pattern(fn, examples));
 }
 

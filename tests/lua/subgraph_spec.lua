@@ -35,6 +35,53 @@ local function attention_core(sub)
   return nodes
 end
 
+local function ops(subgraph)
+  local t = {}
+  for _, n in ipairs(subgraph) do
+    table.insert(t, n.op .. (n.target and ("(" .. n.target .. ")") or ""))
+  end
+  return table.concat(t, " ")
+end
+
+describe("find with slapo.pattern.call_module", function()
+  it("finds q/k/v + view + transpose as 3 subgraphs, in graph order", function()
+    local sub = slapo.create_schedule(bert())[attention]
+    sub:trace({ inputs = { slapo.randn(hidden) } })  -- query, key, value stay calls
+    local found = sub:find(function(x)
+      return slapo.pattern.call_module("query|key|value", x):view({ 2, 8, -1, 16 }):transpose(1, 2)
+    end)
+    eq(3, #found)
+    eq("slapo::call_module(query) aten::view aten::transpose", ops(found[1]))
+    eq("slapo::call_module(key) aten::view aten::transpose", ops(found[2]))
+    eq("slapo::call_module(value) aten::view aten::transpose", ops(found[3]))
+    -- the regex picks the leaves; constants (the view's sizes) must be the trace's
+    eq(1, #sub:find(function(x) return slapo.pattern.call_module("^key$", x):view({ 2, 8, -1, 16 }):transpose(1, 2) end))
+    eq(0, #sub:find(function(x) return slapo.pattern.call_module("query", x):view({ 2, 8, 2, 16 }):transpose(1, 2) end))
+    matches("pattern.call_module: '%(' is not a valid regular expression", pcall_err(sub.find, sub, function(x)
+      return slapo.pattern.call_module("(", x)
+    end))
+  end)
+
+  it("matches a diamond and leaves out the unrelated branch", function()
+    local m = slapo.nn.Module({ type = "Diamond", children = { fc = slapo.nn.Linear(8, 8) },
+      forward = function(self, x)
+        local h = self.fc(x)
+        local unrelated = slapo.F.tanh(x)
+        return slapo.F.relu(h) + slapo.F.sigmoid(h) + unrelated
+      end })
+    local sch = slapo.create_schedule(m)
+    sch:trace({ inputs = { slapo.randn({ 4, 8 }) } })
+    local found = sch:find(function(h) return slapo.F.relu(h) + slapo.F.sigmoid(h) end)
+    eq(1, #found)
+    eq("aten::relu aten::sigmoid aten::add", ops(found[1]))
+    local with_call = sch:find(function(x)
+      local h = slapo.pattern.call_module("fc", x)
+      return slapo.F.relu(h) + slapo.F.sigmoid(h)
+    end)
+    eq("slapo::call_module(fc) aten::relu aten::sigmoid aten::add", ops(with_call[1]))
+  end)
+end)
+
 describe("fuse(subgraph)", function()
   it("fuses a found bias + GELU into BiasGeLU_0, reachable by name, outputs and gradients kept", function()
     local report = slapo.verify(slapo.create_schedule(bert()), { ids() }, {}, function(sch)
