@@ -5,7 +5,10 @@
 #include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/ir/subgraph_matcher.h>
+#include <torch/csrc/jit/passes/common_subexpression_elimination.h>
+#include <torch/csrc/jit/passes/constant_propagation.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
+#include <torch/csrc/jit/passes/peephole.h>
 #include <torch/csrc/jit/passes/subgraph_rewrite.h>
 #include <torch/library.h>
 
@@ -237,6 +240,21 @@ graph(%x, %b, %alpha : int, %approx : str):
   torch::jit::EliminateDeadCode(graph_);
   function_ = std::make_unique<torch::jit::GraphFunction>("slapo_traced", graph_, nullptr);
   return count() - before;
+}
+
+int TracedGraph::optimize_torchscript() {
+  auto count = [this] {
+    int n = 0;
+    for (auto* node : graph_->nodes()) n += node->kind() != c10::prim::Constant;
+    return n;
+  };
+  int before = count();
+  torch::jit::ConstantPropagation(graph_);
+  torch::jit::EliminateCommonSubexpression(graph_);
+  torch::jit::PeepholeOptimize(graph_);
+  torch::jit::EliminateDeadCode(graph_);
+  function_ = std::make_unique<torch::jit::GraphFunction>("slapo_traced", graph_, nullptr);
+  return before - count();
 }
 
 std::string TracedGraph::str() const {

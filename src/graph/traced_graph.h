@@ -54,6 +54,12 @@ class TracedGraph {
   /// GELU is fused, not only one right after a matmul.
   int fuse_kernels(bool chosen = false);
 
+  /// Hands the graph to LibTorch's own optimiser: constant propagation, common subexpressions,
+  /// peephole rewrites, dead code; at run time its profiling executor fuses what the build's
+  /// fusers support (NNC / nvFuser on CUDA; nothing on a CPU build without LLVM, as Debian's).
+  /// Returns how many nodes the passes removed.
+  int optimize_torchscript();
+
   /// The subgraph of the nodes named `names` ("%x.3", as nodes() lists them) as a graph of its
   /// own: its inputs are the tensors those nodes read from outside, in order of first use; its
   /// outputs the values used after them, in graph order (a tuple when several). Raises naming

@@ -74,7 +74,8 @@ std::string checkpoint_subgraph(Schedule& sch, const SubgraphNames& nodes, const
 
 /// fuse(subgraph, {compiler = "kernels", name = "BiasGeLU"}): the subgraph moves into a child
 /// "<name>_<n>" whose graph has the kernel patterns rewritten onto the fused kernels (at least
-/// one must be found). Returns the child's name.
+/// one must be found); compiler "torchscript" hands it to LibTorch's optimiser and fusers
+/// instead. Returns the child's name.
 std::string fuse_subgraph(Schedule& sch, const SubgraphNames& nodes, const std::string& compiler,
                           const std::string& name, const CallSite& site);
 

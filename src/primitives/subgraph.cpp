@@ -146,10 +146,12 @@ std::string checkpoint_subgraph(Schedule& sch, const SubgraphNames& nodes, const
 std::string fuse_subgraph(Schedule& sch, const SubgraphNames& nodes, const std::string& compiler,
                           const std::string& name, const CallSite& site) {
   auto& graph = traced_graph(sch, "fuse");
-  if (compiler != "kernels")
-    throw Error(fmt::format("fuse: unknown compiler '{}' for {} (choices: kernels)", compiler, sch.where()));
+  if (compiler != "kernels" && compiler != "torchscript")
+    throw Error(fmt::format("fuse: unknown compiler '{}' for {} (choices: kernels, torchscript)", compiler, sch.where()));
   auto extracted = graph.extract(nodes, sch.where(), "fuse");
-  if (extracted->fuse_kernels(/*chosen=*/true) == 0)
+  if (compiler == "torchscript")
+    extracted->optimize_torchscript();
+  else if (extracted->fuse_kernels(/*chosen=*/true) == 0)
     throw Error(fmt::format("fuse: no kernel pattern in the chosen subgraph of {} (looked for: a bias add -> gelu, "
                             "the bias a vector as long as the last dimension)", sch.where()));
   std::string child_name = fresh_child_name(*sch.mod(), name);

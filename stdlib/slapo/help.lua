@@ -19,7 +19,8 @@ M.primitives = {
   find = "sub:find(regex | function): on a traced module, the call nodes whose leaf path matches, or the "
     .. "subgraphs matching a traced Lua function by dataflow.",
   fuse = "sub:fuse(nil, {compiler = \"kernels\"}): on a traced module, rewrite matmul -> bias add -> gelu into "
-    .. "slapo::bias_gelu; sub:fuse(subgraph, {name = \"BiasGeLU\"}): the chosen subgraph becomes child BiasGeLU_n.",
+    .. "slapo::bias_gelu; sub:fuse(subgraph, {compiler = \"kernels\" | \"torchscript\", name = \"BiasGeLU\"}): "
+    .. "the chosen subgraph becomes child BiasGeLU_n.",
   decompose = "sub:decompose(): a Linear/Conv1D computes matmul and bias add separately, so a trace can fuse the bias.",
   cut_pipeline_stage = "sub:cut_pipeline_stage(): a pipeline stage ends after this module; slapo.build(sch, "
     .. "{pipeline = {group =, micro_batches =, schedule = \"1f1b\" | \"gpipe\"}}) then returns a pipeline: "

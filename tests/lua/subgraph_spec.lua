@@ -105,6 +105,20 @@ describe("fuse(subgraph)", function()
     assert(report.gradients > 5)
   end)
 
+  it("hands a subgraph to LibTorch's optimiser with compiler = \"torchscript\"", function()
+    local report = slapo.verify(slapo.create_schedule(bert()), { ids() }, {}, function(sch)
+      local sub = sch[attention]
+      sub:trace({ inputs = { slapo.randn(hidden) }, flatten = true })
+      local fused = sub:fuse(attention_core(sub), { compiler = "torchscript", name = "AttentionCore" })
+      eq("AttentionCore_0", fused.name)
+    end)
+    assert(report.gradients > 5)
+    local sub = slapo.create_schedule(bert())[attention]
+    sub:trace({ inputs = { slapo.randn(hidden) }, flatten = true })
+    eq("fuse: unknown compiler 'xla' for 'bert.encoder.layer.0.attention.self' (choices: kernels, torchscript)",
+      pcall_err(sub.fuse, sub, attention_core(sub), { compiler = "xla" }))
+  end)
+
   it("names a subgraph without a kernel pattern and changes nothing", function()
     local sch = slapo.create_schedule(bert())
     local sub = sch[attention]
