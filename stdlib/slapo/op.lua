@@ -57,6 +57,29 @@ function M.FusedGPT2MLP(mlp)
   })
 end
 
+--- BertSelfAttention with scale, mask and softmax in one kernel (slapo.kernels.masked_softmax).
+--- It shares query, key, value and dropout with the module it replaces; the head count follows
+--- query's width, so on a tensor-parallel shard it runs this rank's heads.
+function M.FusedQKVAttention(attn)
+  expect_type(attn, "BertSelfAttention", "FusedQKVAttention")
+  local head_dim = tonumber(attn:describe():match("head_dim=(%d+)"))
+  local no_mask = slapo.zeros({ 1 })
+  return slapo.nn.Module({
+    type = "FusedQKVAttention",
+    children = { query = attn.query, key = attn.key, value = attn.value, dropout = attn.dropout },
+    forward = function(self, x, mask)
+      local b, s = x:size(0), x:size(1)
+      local function heads(t)
+        return t:view({ b, s, -1, head_dim }):transpose(1, 2)
+      end
+      local q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))
+      local probs = slapo.kernels.masked_softmax(q:matmul(k:transpose(-1, -2)), mask or no_mask, 1 / math.sqrt(head_dim))
+      local out = self.dropout(probs):matmul(v)
+      return out:transpose(1, 2):contiguous():view({ b, s, -1 })
+    end,
+  })
+end
+
 --- GPT2Attention with the attention core in the memory-efficient kernel (no S x S matrix).
 --- The head size is the original's; the head count follows c_attn's width, so it also works
 --- on a tensor-parallel shard. Attention dropout is not applied (use it for eval or p = 0).

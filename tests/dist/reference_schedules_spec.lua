@@ -61,8 +61,11 @@ describe("reference schedules with fuse = true", function()
   local fused_configs = {
     gpt2 = { n_embd = 32, n_layer = 2, n_head = 4, vocab_size = 64, n_positions = 16, attn_pdrop = 0 },
     llama = configs.llama,
+    bert = configs.bert,
   }
-  for _, kind in ipairs({ "gpt2", "llama" }) do
+  local fused_types = { gpt2 = "FusedGPT2MLP", llama = "FusedLlamaMLP", bert = "FusedQKVAttention" }
+  local fused_paths = { gpt2 = "transformer.h.0.mlp", llama = "model.layers.0.mlp", bert = "bert.encoder.layer.0.attention.self" }
+  for _, kind in ipairs({ "gpt2", "llama", "bert" }) do
     it(kind .. ": the slapo.op kernels under TP = 2 keep the single-rank loss curve", function()
       local function model()
         slapo.manual_seed(21)
@@ -71,8 +74,7 @@ describe("reference schedules with fuse = true", function()
       local ref, sch = model(), slapo.create_schedule(model())
       local notes = require("slapo.schedules." .. kind).schedule(sch, { fuse = true, fork_rng = false })
       eq(0, #notes)
-      local fused_type = kind == "gpt2" and "FusedGPT2MLP" or "FusedLlamaMLP"
-      eq(fused_type, sch[kind == "gpt2" and "transformer.h.0.mlp" or "model.layers.0.mlp"].mod:type())
+      eq(fused_types[kind], sch[fused_paths[kind]].mod:type())
       same_loss_curve(ref, slapo.build(sch), "fused with TP")
     end)
   end

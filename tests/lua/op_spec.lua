@@ -26,6 +26,22 @@ describe("slapo.op", function()
     end)
   end)
 
+  it("FusedQKVAttention keeps BERT's outputs and gradients, with a padding mask", function()
+    slapo.manual_seed(9)
+    local model = slapo.models.bert({ hidden_size = 32, num_hidden_layers = 2, num_attention_heads = 4,
+      intermediate_size = 64, vocab_size = 50, max_position_embeddings = 16 })
+    local sch = slapo.create_schedule(model)
+    local ids = slapo.randint(0, 50, { 2, 9 })
+    local mask = slapo.cat({ slapo.ones({ 2, 6 }), slapo.zeros({ 2, 3 }) }, 1)  -- the last 3 tokens are padding
+    local report = slapo.verify(sch, { ids, { attention_mask = mask } }, {}, function(s)
+      for _, layer in ipairs(s["bert.encoder.layer"]:children()) do
+        layer["attention.self"]:replace(slapo.op.FusedQKVAttention(layer["attention.self"].mod))
+      end
+    end)
+    assert(report.gradients >= 10)
+    eq("FusedQKVAttention", sch["bert.encoder.layer.1.attention.self"].mod:type())
+  end)
+
   it("FusedGPT2Attention keeps GPT-2's outputs and gradients (eval, no attention dropout)", function()
     slapo.manual_seed(8)
     local model = slapo.models.gpt2({ n_embd = 32, n_layer = 2, n_head = 4, vocab_size = 50, n_positions = 16 })

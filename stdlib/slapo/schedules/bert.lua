@@ -20,9 +20,16 @@ local function layer(bert_layer, opts)
   common.row(bert_layer["output.dense"])
 end
 
---- opts: tp, checkpoint (fraction of layers), fork_rng (see slapo.schedules.gpt2).
+-- fuse: scale + mask + softmax of the self-attention in one kernel.
+local function fuse(bert_layer, tp)
+  -- the module-level input-gradient all-reduce of q, k and v moves to the replacement
+  common.replace_fused(bert_layer["attention.self"], require("slapo.op").FusedQKVAttention, tp)
+end
+
+--- opts: tp, checkpoint (fraction of layers), fork_rng (see slapo.schedules.gpt2), fuse (slapo.op
+--- kernels, default false).
 function M.schedule(sch, opts)
-  return common.megatron(sch, opts, { layers = "bert.encoder.layer", layer = layer,
+  return common.megatron(sch, opts, { layers = "bert.encoder.layer", layer = layer, fuse = fuse,
     embedding = "bert.embeddings.word_embeddings", head = "cls.predictions.decoder",
     head_bias_owner = "cls.predictions" })
 end
