@@ -1,6 +1,7 @@
 // Fused bias add + GELU (exact erf form and tanh approximation), forward and backward.
 #include <cuda_runtime.h>
 
+#include "cuda/common.cuh"
 #include "cuda/launchers.h"
 
 namespace slapo::cuda {
@@ -37,10 +38,6 @@ __global__ void backward_kernel(const float* dy, const float* x, const float* bi
     dx[i] = dy[i] * gelu_grad(x[i] + bias[i % cols], tanh_approx);
 }
 
-unsigned grid_for(int64_t n, unsigned block) {
-  int64_t blocks = (n + block - 1) / block;
-  return static_cast<unsigned>(blocks < 65535 ? (blocks > 0 ? blocks : 1) : 65535);
-}
 
 }  // namespace
 
@@ -48,7 +45,7 @@ int bias_gelu_forward(const float* x, const float* bias, float* y, int64_t rows,
                       void* stream) {
   int64_t n = rows * cols;
   forward_kernel<<<grid_for(n, 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(x, bias, y, n, cols, tanh_approx);
-  return static_cast<int>(cudaGetLastError());
+  return launch_status();
 }
 
 int bias_gelu_backward(const float* dy, const float* x, const float* bias, float* dx, int64_t rows, int64_t cols,
@@ -56,7 +53,7 @@ int bias_gelu_backward(const float* dy, const float* x, const float* bias, float
   int64_t n = rows * cols;
   backward_kernel<<<grid_for(n, 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(dy, x, bias, dx, n, cols,
                                                                                    tanh_approx);
-  return static_cast<int>(cudaGetLastError());
+  return launch_status();
 }
 
 int device_count(const char** error) {
