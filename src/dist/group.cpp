@@ -1,7 +1,7 @@
 // Collectives of a group: c10d calls on contiguous CPU tensors, with emulated reduce_scatter.
 #include "dist/group.h"
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include "dist/backend.h"
 
 #include "core/error.h"
 
@@ -11,7 +11,7 @@ struct Group::PendingSends {
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
 };
 
-Group::Group(int id, int rank, std::vector<int> global_ranks, c10::intrusive_ptr<c10d::ProcessGroup> pg)
+Group::Group(int id, int rank, std::vector<int> global_ranks, c10::intrusive_ptr<CollectiveBackend> pg)
     : id_(id), rank_(rank), ranks_(std::move(global_ranks)), pg_(std::move(pg)),
       pending_(std::make_shared<PendingSends>()) {}
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <functional>
 #include <memory>
@@ -12,14 +13,21 @@
 
 namespace c10d {
 class ProcessGroup;
+class Backend;
 }
 
 namespace slapo::dist {
 
+#if TORCH_VERSION_MAJOR >= 2
+using CollectiveBackend = c10d::Backend;  // as in dist/backend.h, without its includes
+#else
+using CollectiveBackend = c10d::ProcessGroup;
+#endif
+
 class Group {
  public:
   /// `rank` is this process's rank inside the group, -1 when it is not a member.
-  Group(int id, int rank, std::vector<int> global_ranks, c10::intrusive_ptr<c10d::ProcessGroup> pg);
+  Group(int id, int rank, std::vector<int> global_ranks, c10::intrusive_ptr<CollectiveBackend> pg);
 
   int id() const { return id_; }
   int rank() const { return rank_; }
@@ -56,7 +64,7 @@ class Group {
   int id_;
   int rank_;
   std::vector<int> ranks_;
-  c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+  c10::intrusive_ptr<CollectiveBackend> pg_;
   struct PendingSends;
   std::shared_ptr<PendingSends> pending_;
 };

@@ -1,9 +1,16 @@
-// Rendezvous and group creation over c10d's TCPStore and ProcessGroupGloo.
+// Rendezvous and group creation over c10d's TCPStore, with ProcessGroupGloo on CPU and, in CUDA
+// builds of LibTorch with NCCL, ProcessGroupNCCL for CUDA tensors.
 #include "dist/world.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#if defined(SLAPO_WITH_TORCH_CUDA) && defined(USE_C10D_NCCL)
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#define SLAPO_HAS_NCCL 1
+#endif
+
+#include "dist/backend.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -36,7 +43,7 @@ int env_int(const char* name, int fallback) {
   return static_cast<int>(n);
 }
 
-c10::intrusive_ptr<c10d::ProcessGroup> make_gloo(const std::string& prefix, int rank, int size) {
+c10::intrusive_ptr<CollectiveBackend> make_gloo(const std::string& prefix, int rank, int size) {
   auto& s = state();
   auto opts = c10d::ProcessGroupGloo::Options::create(s.options.timeout);
   // Local runs bind to loopback; multi-node runs bind to this host's own address.
@@ -45,6 +52,25 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_gloo(const std::string& prefix, int 
                                 : c10d::ProcessGroupGloo::createDefaultDevice());
   return c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>(prefix, s.store), rank,
                                                      size, opts);
+}
+
+// NCCL for CUDA tensors: each rank uses the GPU LOCAL_RANK names (as torchrun sets it).
+c10::intrusive_ptr<CollectiveBackend> make_nccl(const std::string& prefix, int rank, int size) {
+#ifdef SLAPO_HAS_NCCL
+  auto& s = state();
+  auto opts = c10d::ProcessGroupNCCL::Options::create();
+  opts->timeout = s.options.timeout;
+  return c10::make_intrusive<c10d::ProcessGroupNCCL>(c10::make_intrusive<c10d::PrefixStore>(prefix, s.store), rank,
+                                                     size, opts);
+#else
+  (void)prefix, (void)rank, (void)size;
+  throw Error("dist: SLAPO_DIST_BACKEND=nccl, but this build has no NCCL (build against a CUDA LibTorch with NCCL, "
+              "as pip's torch on the GPU machines); choices here: gloo");
+#endif
+}
+
+c10::intrusive_ptr<CollectiveBackend> make_backend(const std::string& prefix, int rank, int size) {
+  return state().options.backend == "nccl" ? make_nccl(prefix, rank, size) : make_gloo(prefix, rank, size);
 }
 
 }  // namespace
@@ -56,6 +82,9 @@ WorldOptions options_from_env() {
   if (const char* addr = std::getenv("MASTER_ADDR")) o.master_addr = addr;
   o.master_port = env_int("MASTER_PORT", 29500);
   o.timeout = std::chrono::seconds(env_int("SLAPO_DIST_TIMEOUT", 120));
+  if (const char* backend = std::getenv("SLAPO_DIST_BACKEND")) o.backend = backend;
+  if (o.backend != "gloo" && o.backend != "nccl")
+    throw Error(fmt::format("dist: SLAPO_DIST_BACKEND='{}' is not a backend (choices: gloo, nccl)", o.backend));
   if (o.world_size < 1) throw Error(fmt::format("dist: WORLD_SIZE={} must be at least 1", o.world_size));
   if (o.rank < 0 || o.rank >= o.world_size)
     throw Error(fmt::format("dist: RANK={} is outside the world of WORLD_SIZE={} (valid: 0 .. {})", o.rank, o.world_size,
@@ -73,7 +102,7 @@ void init(const WorldOptions& options) {
   std::vector<int> all(options.world_size);
   for (int i = 0; i < options.world_size; ++i) all[i] = i;
   if (options.world_size == 1) {
-    s.groups.push_back(std::make_shared<Group>(0, 0, all, c10::intrusive_ptr<c10d::ProcessGroup>()));
+    s.groups.push_back(std::make_shared<Group>(0, 0, all, c10::intrusive_ptr<CollectiveBackend>()));
     return;
   }
   c10d::TCPStoreOptions so;
@@ -87,7 +116,8 @@ void init(const WorldOptions& options) {
     throw Error(fmt::format("dist: rank {} could not reach the store at {}:{} within {} s: {}", options.rank,
                             options.master_addr, options.master_port, options.timeout.count() / 1000, e.what()));
   }
-  s.groups.push_back(std::make_shared<Group>(0, options.rank, all, make_gloo("world", options.rank, options.world_size)));
+  s.groups.push_back(
+      std::make_shared<Group>(0, options.rank, all, make_backend("world", options.rank, options.world_size)));
 }
 
 std::shared_ptr<Group> world() {
@@ -111,8 +141,8 @@ std::shared_ptr<Group> new_group(const std::vector<int>& ranks) {
   int id = static_cast<int>(s.groups.size());
   auto me = std::find(ranks.begin(), ranks.end(), w->rank());
   int rank = me == ranks.end() ? -1 : static_cast<int>(me - ranks.begin());
-  c10::intrusive_ptr<c10d::ProcessGroup> pg;
-  if (rank >= 0 && ranks.size() > 1) pg = make_gloo(fmt::format("group{}", id), rank, static_cast<int>(ranks.size()));
+  c10::intrusive_ptr<CollectiveBackend> pg;
+  if (rank >= 0 && ranks.size() > 1) pg = make_backend(fmt::format("group{}", id), rank, static_cast<int>(ranks.size()));
   s.groups.push_back(std::make_shared<Group>(id, rank, ranks, pg));
   return s.groups.back();
 }

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "dist/group.h"
@@ -16,10 +17,12 @@ struct WorldOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};  ///< store and collectives
+  std::string backend = "gloo";  ///< "gloo" (CPU tensors) or "nccl" (CUDA tensors, CUDA builds)
 };
 
 /// Reads torchrun's variables; a process without them is a world of one. SLAPO_DIST_TIMEOUT
 /// (seconds) bounds the rendezvous and every collective, so a lost peer never hangs a run.
+/// SLAPO_DIST_BACKEND picks gloo (default) or nccl.
 WorldOptions options_from_env();
 
 /// Joins the world (idempotent). With world_size 1 no store or process group is created.

@@ -1,0 +1,17 @@
+// The c10d type our groups hold. LibTorch 1.x implements collectives in ProcessGroup subclasses
+// (ProcessGroupGloo, ProcessGroupNCCL); 2.x moved them to Backend subclasses with the same
+// collective calls. One alias keeps the rest of src/dist the same on both.
+#pragma once
+
+#include <torch/csrc/api/include/torch/version.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+namespace slapo::dist {
+
+#if TORCH_VERSION_MAJOR >= 2
+using CollectiveBackend = c10d::Backend;
+#else
+using CollectiveBackend = c10d::ProcessGroup;
+#endif
+
+}  // namespace slapo::dist
