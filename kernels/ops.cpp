@@ -5,6 +5,9 @@
 #include "core/error.h"
 #include "cpu/cpu_kernels.h"
 #include "kernels.h"
+#ifdef SLAPO_CUDA_OPS
+#include "cuda/torch_kernels.h"
+#endif
 
 namespace slapo::kernels {
 
@@ -13,36 +16,51 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// The kernel for the tensor's device: kernels/cpu, or kernels/cuda in CUDA builds of LibTorch.
+#ifdef SLAPO_CUDA_OPS
+#define ON_DEVICE(t, fn) ((t).is_cuda() ? cuda_tensors::fn : cpu::fn)
+#else
+#define ON_DEVICE(t, fn) cpu::fn
+#endif
+
 void check_float(const at::Tensor& t, const char* op, const char* what) {
   if (!t.defined() || !at::isFloatingType(t.scalar_type()) ||
       (t.scalar_type() != at::kFloat && t.scalar_type() != at::kDouble))
     throw Error(fmt::format("{}: {} must be a float32 or float64 tensor", op, what));
+#ifdef SLAPO_CUDA_OPS
+  if (t.is_cuda() && t.scalar_type() != at::kFloat)
+    throw Error(fmt::format("{}: {} is a CUDA {} tensor; the CUDA kernels take float32", op, what,
+                            c10::toString(t.scalar_type())));
+  if (!t.device().is_cpu() && !t.is_cuda())
+    throw Error(fmt::format("{}: {} is on {}; the kernels run on CPU and CUDA", op, what, t.device().str()));
+#else
   if (!t.device().is_cpu())
     throw Error(fmt::format("{}: {} is on {}; this build has the CPU kernels only", op, what, t.device().str()));
+#endif
 }
 
 struct BiasGeluFn : public torch::autograd::Function<BiasGeluFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& bias, bool tanh_approx) {
     ctx->save_for_backward({x, bias});
     ctx->saved_data["tanh"] = tanh_approx;
-    return cpu::bias_gelu_forward(x, bias, tanh_approx);
+    return ON_DEVICE(x, bias_gelu_forward)(x, bias, tanh_approx);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
-    auto [dx, dbias] = cpu::bias_gelu_backward(grads[0], saved[0], saved[1], ctx->saved_data["tanh"].toBool());
+    auto [dx, dbias] = ON_DEVICE(saved[0], bias_gelu_backward)(grads[0], saved[0], saved[1], ctx->saved_data["tanh"].toBool());
     return {dx, dbias, at::Tensor()};
   }
 };
 
 struct RmsNormFn : public torch::autograd::Function<RmsNormFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight, double eps) {
-    auto [y, inv] = cpu::rms_norm_forward(x, weight, eps);
+    auto [y, inv] = ON_DEVICE(x, rms_norm_forward)(x, weight, eps);
     ctx->save_for_backward({x, weight, inv});
     return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    auto [dx, dw] = cpu::rms_norm_backward(grads[0], s[0], s[1], s[2]);
+    auto [dx, dw] = ON_DEVICE(s[0], rms_norm_backward)(grads[0], s[0], s[1], s[2]);
     return {dx, dw, at::Tensor()};
   }
 };
@@ -50,11 +68,11 @@ struct RmsNormFn : public torch::autograd::Function<RmsNormFn> {
 struct SwigluFn : public torch::autograd::Function<SwigluFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate, const at::Tensor& up) {
     ctx->save_for_backward({gate, up});
-    return cpu::swiglu_forward(gate, up);
+    return ON_DEVICE(gate, swiglu_forward)(gate, up);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    auto [dg, du] = cpu::swiglu_backward(grads[0], s[0], s[1]);
+    auto [dg, du] = ON_DEVICE(s[0], swiglu_backward)(grads[0], s[0], s[1]);
     return {dg, du};
   }
 };
@@ -63,39 +81,39 @@ struct SwigluFn : public torch::autograd::Function<SwigluFn> {
 struct RopeFn : public torch::autograd::Function<RopeFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
     ctx->save_for_backward({cos, sin});
-    return cpu::rope_apply(x, cos, sin, /*inverse=*/false);
+    return ON_DEVICE(x, rope_apply)(x, cos, sin, /*inverse=*/false);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    return {cpu::rope_apply(grads[0], s[0], s[1], /*inverse=*/true), at::Tensor(), at::Tensor()};
+    return {ON_DEVICE(s[0], rope_apply)(grads[0], s[0], s[1], /*inverse=*/true), at::Tensor(), at::Tensor()};
   }
 };
 
 struct AttentionFn : public torch::autograd::Function<AttentionFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             bool causal) {
-    auto [out, lse] = cpu::attention_forward(q, k, v, causal);
+    auto [out, lse] = ON_DEVICE(q, attention_forward)(q, k, v, causal);
     ctx->save_for_backward({q, k, v, out, lse});
     ctx->saved_data["causal"] = causal;
     return out;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    auto [dq, dk, dv] = cpu::attention_backward(grads[0], s[0], s[1], s[2], s[3], s[4], ctx->saved_data["causal"].toBool());
+    auto [dq, dk, dv] = ON_DEVICE(s[0], attention_backward)(grads[0], s[0], s[1], s[2], s[3], s[4], ctx->saved_data["causal"].toBool());
     return {dq, dk, dv, at::Tensor()};
   }
 };
 
 struct MaskedSoftmaxFn : public torch::autograd::Function<MaskedSoftmaxFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& scores, const at::Tensor& mask, double scale) {
-    auto y = cpu::masked_softmax_forward(scores, mask, scale);
+    auto y = ON_DEVICE(scores, masked_softmax_forward)(scores, mask, scale);
     ctx->save_for_backward({y});
     ctx->saved_data["scale"] = scale;
     return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    return {cpu::masked_softmax_backward(grads[0], s[0], ctx->saved_data["scale"].toDouble()), at::Tensor(),
+    return {ON_DEVICE(s[0], masked_softmax_backward)(grads[0], s[0], ctx->saved_data["scale"].toDouble()), at::Tensor(),
             at::Tensor()};
   }
 };
@@ -106,7 +124,7 @@ struct BiasDropoutAddLayerNormFn : public torch::autograd::Function<BiasDropoutA
     at::Tensor keep;  // drawn as F.dropout draws it: bernoulli(1 - p) over x's shape
     if (training && p > 0) keep = at::empty_like(x).bernoulli_(1 - p);
     double keep_scale = keep.defined() ? (p < 1 ? 1.0 / (1 - p) : 0.0) : 1.0;
-    auto [y, normed, rstd] = cpu::bias_dropout_add_layer_norm_forward(x, bias, residual, weight, ln_bias, keep,
+    auto [y, normed, rstd] = ON_DEVICE(x, bias_dropout_add_layer_norm_forward)(x, bias, residual, weight, ln_bias, keep,
                                                                       keep_scale, eps);
     ctx->save_for_backward({normed, rstd, weight, keep});
     ctx->saved_data["keep_scale"] = keep_scale;
@@ -114,7 +132,7 @@ struct BiasDropoutAddLayerNormFn : public torch::autograd::Function<BiasDropoutA
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto s = ctx->get_saved_variables();
-    auto g = cpu::bias_dropout_add_layer_norm_backward(grads[0], s[0], s[1], s[2], s[3],
+    auto g = ON_DEVICE(s[0], bias_dropout_add_layer_norm_backward)(grads[0], s[0], s[1], s[2], s[3],
                                                       ctx->saved_data["keep_scale"].toDouble());
     return {g[0], g[1], g[2], g[3], g[4], at::Tensor(), at::Tensor(), at::Tensor()};
   }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The NCCL path of src/dist/world.cpp (ProcessGroupNCCL, built only against a CUDA LibTorch)
-# compiles against this LibTorch's c10d headers. Syntax only: Debian's LibTorch has no CUDA to
-# link against, and lacks the generated c10/cuda/impl/cuda_cmake_macros.h, which is stubbed here.
+# The code built only against a CUDA LibTorch compiles against this LibTorch's headers: the NCCL
+# backend of src/dist/world.cpp and the slapo:: ops on CUDA tensors (kernels/ops.cpp with
+# kernels/cuda/torch_kernels.cpp). Syntax only: Debian's LibTorch has no CUDA to link against, and
+# lacks the generated c10/cuda/impl/cuda_cmake_macros.h, which is stubbed here.
 set -euo pipefail
 bin="$1"
 build="$(dirname "$bin")"
@@ -24,8 +25,16 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/c10/cuda/impl"
 echo "#pragma once" >"$tmp/c10/cuda/impl/cuda_cmake_macros.h"
-cmd=$(cd "$build" && ninja -t commands CMakeFiles/slapo_core.dir/src/dist/world.cpp.o | grep "src/dist/world.cpp" | tail -1)
-cmd=$(echo "$cmd" | sed 's/ -o [^ ]*world\.cpp\.o/ -fsyntax-only/; s/-include [^ ]*cmake_pch\.hxx//; s/-Winvalid-pch//; s/^.*ccache //')
-(cd "$build" && eval "$cmd -DSLAPO_WITH_TORCH_CUDA=1 -DUSE_C10D_NCCL=1 -I/usr/local/cuda/include -I$tmp")
+# syntax_check <object> <source>: compile <source> with <object>'s flags plus the CUDA defines
+syntax_check() {
+  local cmd
+  cmd=$(cd "$build" && ninja -t commands "CMakeFiles/slapo_core.dir/$1" | grep -F "$1" | tail -1)
+  cmd=$(echo "$cmd" | sed 's/ -o [^ ]*\.cpp\.o / /; s/ -c [^ ]*\.cpp/ -c '"${2//\//\\/}"'/; s/-include [^ ]*cmake_pch\.hxx//; s/-Winvalid-pch//; s/^.*ccache //')
+  (cd "$build" && eval "$cmd -fsyntax-only -DSLAPO_WITH_TORCH_CUDA=1 -DUSE_C10D_NCCL=1 -DSLAPO_CUDA_OPS=1 \
+    -I/usr/local/cuda/include -I$tmp")
+}
+syntax_check src/dist/world.cpp.o "$root/src/dist/world.cpp"
+syntax_check kernels/ops.cpp.o "$root/kernels/ops.cpp"
+syntax_check kernels/ops.cpp.o "$root/kernels/cuda/torch_kernels.cpp"
 version=$(awk '/define TORCH_VERSION_(MAJOR|MINOR)/ {printf "%s%s", sep, $3; sep="."}' /usr/include/torch/csrc/api/include/torch/version.h)
-echo "the NCCL backend compiles against LibTorch $version's headers"
+echo "the NCCL backend and the CUDA ops compile against LibTorch $version's headers"
