@@ -1,6 +1,7 @@
-// Memory-efficient attention on CPU: softmax(q k^T * scale [+ causal mask]) v computed one query
-// row at a time with an online softmax (running max and sum), so no S x S matrix is ever held;
-// backward recomputes the probabilities from the saved log-sum-exp (as FlashAttention does).
+// Memory-efficient attention on CPU, FlashAttention's algorithm on tiles: for each tile of queries,
+// the key/value tiles pass through an online softmax (running max and sum), every tile product a
+// small BLAS matmul, so no Sq x Sk matrix is ever held (one tile of scores per task). Backward
+// recomputes each tile's probabilities from the saved log-sum-exp.
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 
@@ -22,9 +23,22 @@ void check_shapes(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v)
                             fmt::join(q.sizes(), ", "), fmt::join(k.sizes(), ", "), fmt::join(v.sizes(), ", ")));
 }
 
-// Keys a causal query row may see: j <= i + (Sk - Sq), as the zoo's additive mask.
-inline int64_t visible_keys(int64_t i, int64_t sq, int64_t sk, bool causal) {
-  return causal ? std::min(sk, i + (sk - sq) + 1) : sk;
+constexpr int64_t kQueryTile = 64, kKeyTile = 128;
+
+// Keys a causal query row may see: j <= i + (Sk - Sq), as the zoo's additive mask. For the query
+// tile [i0, i0 + tq): the keys any of its rows sees.
+inline int64_t keys_for_tile(int64_t i0, int64_t tq, int64_t sq, int64_t sk, bool causal) {
+  return causal ? std::min(sk, i0 + tq + (sk - sq)) : sk;
+}
+
+// Sets the scores of keys a causal row may not see to -inf (only tiles crossing the diagonal).
+void mask_future(at::Tensor& scores, int64_t i0, int64_t j0, int64_t sq, int64_t sk) {
+  const int64_t tq = scores.size(0), tk = scores.size(1);
+  if (j0 + tk - 1 <= i0 + (sk - sq)) return;
+  auto opts = at::TensorOptions().dtype(at::kLong);
+  auto rows = at::arange(i0, i0 + tq, opts).unsqueeze(1);
+  auto cols = at::arange(j0, j0 + tk, opts).unsqueeze(0);
+  scores.masked_fill_(cols > rows + (sk - sq), -std::numeric_limits<double>::infinity());
 }
 
 }  // namespace
@@ -32,44 +46,39 @@ inline int64_t visible_keys(int64_t i, int64_t sq, int64_t sk, bool causal) {
 std::tuple<at::Tensor, at::Tensor> attention_forward(const at::Tensor& q_in, const at::Tensor& k_in,
                                                      const at::Tensor& v_in, bool causal) {
   check_shapes(q_in, k_in, v_in);
+  at::NoGradGuard no_grad;
   auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
   const int64_t B = q.size(0), H = q.size(1), Sq = q.size(2), Sk = k.size(2), D = q.size(3);
   auto out = at::zeros_like(q);
-  auto lse = at::empty({B, H, Sq}, q.options());
-  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "attention_forward", [&] {
-    const scalar_t* qp = q.data_ptr<scalar_t>();
-    const scalar_t* kp = k.data_ptr<scalar_t>();
-    const scalar_t* vp = v.data_ptr<scalar_t>();
-    scalar_t* op = out.data_ptr<scalar_t>();
-    scalar_t* lp = lse.data_ptr<scalar_t>();
-    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-    at::parallel_for(0, B * H * Sq, 8, [&](int64_t begin, int64_t end) {
-      std::vector<double> acc(D);
-      for (int64_t row = begin; row < end; ++row) {
-        const int64_t bh = row / Sq, i = row % Sq;
-        const scalar_t* qi = qp + row * D;
-        const scalar_t* kb = kp + bh * Sk * D;
-        const scalar_t* vb = vp + bh * Sk * D;
-        double m = -std::numeric_limits<double>::infinity(), l = 0;
-        std::fill(acc.begin(), acc.end(), 0.0);
-        for (int64_t j = 0; j < visible_keys(i, Sq, Sk, causal); ++j) {
-          double s = 0;
-          for (int64_t d = 0; d < D; ++d) s += double(qi[d]) * double(kb[j * D + d]);
-          s *= scale;
-          if (s > m) {  // a new maximum: rescale what was summed so far
-            double shrink = std::exp(m - s);
-            l *= shrink;
-            for (int64_t d = 0; d < D; ++d) acc[d] *= shrink;
-            m = s;
-          }
-          double p = std::exp(s - m);
-          l += p;
-          for (int64_t d = 0; d < D; ++d) acc[d] += p * double(vb[j * D + d]);
+  auto lse = at::full({B, H, Sq}, -std::numeric_limits<double>::infinity(), q.options());
+  auto q3 = q.view({B * H, Sq, D}), k3 = k.view({B * H, Sk, D}), v3 = v.view({B * H, Sk, D});
+  auto out3 = out.view({B * H, Sq, D}), lse2 = lse.view({B * H, Sq});
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t bh = begin; bh < end; ++bh) {
+      auto qb = q3[bh], kb = k3[bh], vb = v3[bh];
+      for (int64_t i0 = 0; i0 < Sq; i0 += kQueryTile) {
+        const int64_t tq = std::min(kQueryTile, Sq - i0);
+        auto qt = qb.narrow(0, i0, tq);
+        auto m = at::full({tq}, -std::numeric_limits<double>::infinity(), q.options());
+        auto l = at::zeros({tq}, q.options());
+        auto acc = at::zeros({tq, D}, q.options());
+        const int64_t key_end = keys_for_tile(i0, tq, Sq, Sk, causal);
+        for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
+          const int64_t tk = std::min(kKeyTile, key_end - j0);
+          auto s = at::mm(qt, kb.narrow(0, j0, tk).t()).mul_(scale);
+          if (causal) mask_future(s, i0, j0, Sq, Sk);
+          auto m_new = at::maximum(m, std::get<0>(s.max(1)));
+          auto p = (s - m_new.unsqueeze(1)).exp_();  // every row saw key 0 in the first tile: m_new is finite
+          auto shrink = (m - m_new).exp_();
+          l.mul_(shrink).add_(p.sum(1));
+          acc.mul_(shrink.unsqueeze(1)).add_(at::mm(p, vb.narrow(0, j0, tk)));
+          m = m_new;
         }
-        for (int64_t d = 0; d < D; ++d) op[row * D + d] = scalar_t(l > 0 ? acc[d] / l : 0.0);
-        lp[row] = scalar_t(l > 0 ? m + std::log(l) : -std::numeric_limits<double>::infinity());
+        out3[bh].narrow(0, i0, tq).copy_(acc / l.unsqueeze(1));
+        lse2[bh].narrow(0, i0, tq).copy_(m + l.log());
       }
-    });
+    }
   });
   return {out, lse};
 }
@@ -78,51 +87,39 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(const at::Tens
                                                                   const at::Tensor& k_in, const at::Tensor& v_in,
                                                                   const at::Tensor& out_in, const at::Tensor& lse_in,
                                                                   bool causal) {
+  at::NoGradGuard no_grad;
   auto dout = dout_in.contiguous(), q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
-  auto out = out_in.contiguous(), lse = lse_in.contiguous();
   const int64_t B = q.size(0), H = q.size(1), Sq = q.size(2), Sk = k.size(2), D = q.size(3);
   auto dq = at::zeros_like(q), dk = at::zeros_like(k), dv = at::zeros_like(v);
-  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "attention_backward", [&] {
-    const scalar_t* qp = q.data_ptr<scalar_t>();
-    const scalar_t* kp = k.data_ptr<scalar_t>();
-    const scalar_t* vp = v.data_ptr<scalar_t>();
-    const scalar_t* op = out.data_ptr<scalar_t>();
-    const scalar_t* dop = dout.data_ptr<scalar_t>();
-    const scalar_t* lp = lse.data_ptr<scalar_t>();
-    scalar_t* dqp = dq.data_ptr<scalar_t>();
-    scalar_t* dkp = dk.data_ptr<scalar_t>();
-    scalar_t* dvp = dv.data_ptr<scalar_t>();
-    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-    // One (batch, head) per task: its dk and dv rows are written by that task alone.
-    at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t bh = begin; bh < end; ++bh) {
-        const scalar_t* kb = kp + bh * Sk * D;
-        const scalar_t* vb = vp + bh * Sk * D;
-        scalar_t* dkb = dkp + bh * Sk * D;
-        scalar_t* dvb = dvp + bh * Sk * D;
-        for (int64_t i = 0; i < Sq; ++i) {
-          const int64_t row = bh * Sq + i;
-          const scalar_t* qi = qp + row * D;
-          const scalar_t* doi = dop + row * D;
-          double delta = 0;  // sum_j p_ij dp_ij = do_i . o_i
-          for (int64_t d = 0; d < D; ++d) delta += double(doi[d]) * double(op[row * D + d]);
-          for (int64_t j = 0; j < visible_keys(i, Sq, Sk, causal); ++j) {
-            double s = 0, dp = 0;
-            for (int64_t d = 0; d < D; ++d) {
-              s += double(qi[d]) * double(kb[j * D + d]);
-              dp += double(doi[d]) * double(vb[j * D + d]);
-            }
-            double p = std::exp(s * scale - double(lp[row]));
-            double ds = p * (dp - delta) * scale;
-            for (int64_t d = 0; d < D; ++d) {
-              dvb[j * D + d] += scalar_t(p * double(doi[d]));
-              dqp[row * D + d] += scalar_t(ds * double(kb[j * D + d]));
-              dkb[j * D + d] += scalar_t(ds * double(qi[d]));
-            }
-          }
+  auto delta = (dout * out_in).sum(-1).view({B * H, Sq});  // sum_j p_ij dp_ij = do_i . o_i
+  auto q3 = q.view({B * H, Sq, D}), k3 = k.view({B * H, Sk, D}), v3 = v.view({B * H, Sk, D});
+  auto do3 = dout.view({B * H, Sq, D}), lse2 = lse_in.contiguous().view({B * H, Sq});
+  auto dq3 = dq.view({B * H, Sq, D}), dk3 = dk.view({B * H, Sk, D}), dv3 = dv.view({B * H, Sk, D});
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  // One (batch, head) per task: its dq, dk and dv rows are written by that task alone.
+  at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t bh = begin; bh < end; ++bh) {
+      auto qb = q3[bh], kb = k3[bh], vb = v3[bh], dob = do3[bh];
+      auto dqb = dq3[bh], dkb = dk3[bh], dvb = dv3[bh];
+      for (int64_t i0 = 0; i0 < Sq; i0 += kQueryTile) {
+        const int64_t tq = std::min(kQueryTile, Sq - i0);
+        auto qt = qb.narrow(0, i0, tq), dot = dob.narrow(0, i0, tq);
+        auto lse_t = lse2[bh].narrow(0, i0, tq).unsqueeze(1), delta_t = delta[bh].narrow(0, i0, tq).unsqueeze(1);
+        auto dqt = dqb.narrow(0, i0, tq);
+        const int64_t key_end = keys_for_tile(i0, tq, Sq, Sk, causal);
+        for (int64_t j0 = 0; j0 < key_end; j0 += kKeyTile) {
+          const int64_t tk = std::min(kKeyTile, key_end - j0);
+          auto kt = kb.narrow(0, j0, tk), vt = vb.narrow(0, j0, tk);
+          auto s = at::mm(qt, kt.t()).mul_(scale);
+          if (causal) mask_future(s, i0, j0, Sq, Sk);
+          auto p = (s - lse_t).exp_();
+          dvb.narrow(0, j0, tk).add_(at::mm(p.t(), dot));
+          auto ds = p.mul_(at::mm(dot, vt.t()).sub_(delta_t)).mul_(scale);  // p * (dp - delta) * scale
+          dqt.add_(at::mm(ds, kt));
+          dkb.narrow(0, j0, tk).add_(at::mm(ds.t(), qt));
         }
       }
-    });
+    }
   });
   return {dq, dk, dv};
 }
