@@ -2,6 +2,7 @@
 #include "dist/zero.h"
 
 #include <cmath>
+#include <map>
 
 #include "core/error.h"
 #include "dist/group.h"
@@ -17,6 +18,29 @@ ZeroAdamW::ZeroAdamW(std::vector<at::Tensor> params, std::shared_ptr<Group> grou
   shard_numel_ = padded_ / parts;
   exp_avg_ = torch::zeros({shard_numel_}, params_[0].options().requires_grad(false));
   exp_avg_sq_ = torch::zeros({shard_numel_}, params_[0].options().requires_grad(false));
+}
+
+std::vector<std::pair<std::string, at::Tensor>> ZeroAdamW::state_tensors() const {
+  return {{"zero.exp_avg", exp_avg_},
+          {"zero.exp_avg_sq", exp_avg_sq_},
+          {"zero.step", torch::tensor({step_}, torch::kInt64)},
+          {"zero.total_numel", torch::tensor({total_}, torch::kInt64)}};
+}
+
+void ZeroAdamW::load_state_tensors(const std::vector<std::pair<std::string, at::Tensor>>& state) {
+  std::map<std::string, at::Tensor> by_name(state.begin(), state.end());
+  for (auto* name : {"zero.exp_avg", "zero.exp_avg_sq", "zero.step", "zero.total_numel"})
+    if (!by_name.count(name))
+      throw Error(fmt::format("zero_adamw: the optimizer state has no '{}' (was it written by zero_adamw?)", name));
+  int64_t total = by_name["zero.total_numel"].item<int64_t>();
+  if (total != total_ || by_name["zero.exp_avg"].numel() != shard_numel_ || by_name["zero.exp_avg_sq"].numel() != shard_numel_)
+    throw Error(fmt::format("zero_adamw: the saved state covers {} parameters in slices of {}, this optimizer {} in "
+                            "slices of {} (another model or another data-parallel group size)",
+                            total, by_name["zero.exp_avg"].numel(), total_, shard_numel_));
+  torch::NoGradGuard no_grad;
+  exp_avg_.copy_(by_name["zero.exp_avg"].reshape({-1}));
+  exp_avg_sq_.copy_(by_name["zero.exp_avg_sq"].reshape({-1}));
+  step_ = by_name["zero.step"].item<int64_t>();
 }
 
 void ZeroAdamW::zero_grad() {

@@ -28,6 +28,12 @@ class ZeroAdamW {
   int64_t shard_numel() const { return shard_numel_; }
   int64_t total_numel() const { return total_; }
 
+  /// This rank's part of the state (its moment slices and the step count), for checkpoints.
+  std::vector<std::pair<std::string, at::Tensor>> state_tensors() const;
+  /// Restores what state_tensors saved; raises when the slices do not fit this optimizer (another
+  /// model, or another group size).
+  void load_state_tensors(const std::vector<std::pair<std::string, at::Tensor>>& state);
+
  private:
   std::vector<at::Tensor> params_;
   std::shared_ptr<Group> group_;

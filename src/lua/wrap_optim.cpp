@@ -148,8 +148,16 @@ int w_Zero_shard_numel(lua_State* L) {
   lua_pushnumber(L, static_cast<double>(check_zero(L, 1)->shard_numel()));
   return 1;
 }
+// opt:state_tensors([model]) -> {name = tensor}: this rank's slices (the model is not needed)
 int w_Zero_state_tensors(lua_State* L) {
-  return luaL_error(L, "ZeroOptimizer:state_tensors: checkpointing a sharded optimizer state is not supported yet");
+  lx_push_named_tensors(L, check_zero(L, 1)->state_tensors());
+  return 1;
+}
+// opt:load_state_tensors([model,] state)
+int w_Zero_load_state_tensors(lua_State* L) {
+  int idx = lua_istable(L, 3) ? 3 : 2;
+  check_zero(L, 1)->load_state_tensors(lx_check_named_tensors(L, idx, "zero_adamw:load_state_tensors"));
+  return 0;
 }
 int w_Zero_gc(lua_State* L) {
   check_zero(L, 1).~ZeroPtr();
@@ -158,6 +166,7 @@ int w_Zero_gc(lua_State* L) {
 const luaL_Reg zero_methods[] = {{"step", w_Zero_step},         {"zero_grad", w_Zero_zero_grad},
                                  {"lr", w_Zero_lr},             {"set_lr", w_Zero_set_lr},
                                  {"shard_numel", w_Zero_shard_numel}, {"state_tensors", w_Zero_state_tensors},
+                                 {"load_state_tensors", w_Zero_load_state_tensors},
                                  {nullptr, nullptr}};
 const luaL_Reg zero_meta[] = {{"__gc", w_Zero_gc}, {nullptr, nullptr}};
 
