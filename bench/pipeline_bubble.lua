@@ -1,5 +1,6 @@
 -- The pipeline bubble: GPT-2 (n_embd 256, 8 layers) cut into 2 stages, one per rank, with 1 to 16
--- micro-batches per step under GPipe and 1F1B. The measured bubble is the part of a step a stage
+-- micro-batches per step under GPipe and 1F1B, and into 4 stages, 2 chunks per rank, under
+-- interleaved 1F1B. The measured bubble is the part of a step a stage
 -- spends waiting (1 - compute time / step time, averaged over the stages), next to the ideal
 -- (p - 1) / (m + p - 1) of equal stages and free messages. Rank 0 prints one table.
 --   slapo-lua run --nproc 2 bench/pipeline_bubble.lua
@@ -12,11 +13,11 @@ local rows, seq = 16, 64
 slapo.manual_seed(0)
 local ids = slapo.randint(0, 1024, { rows, seq })
 
-local function measure(schedule, m)
+local function measure(schedule, m, chunks)
   slapo.manual_seed(0)
   local sch = slapo.create_schedule(slapo.models.gpt2({ n_embd = 256, n_layer = 8, n_head = 8, vocab_size = 1024,
     n_positions = seq, resid_pdrop = 0, embd_pdrop = 0, attn_pdrop = 0 }), { group = layout.tp_group })
-  parallel.cut_evenly(sch, "transformer.h", 2)
+  parallel.cut_evenly(sch, "transformer.h", 2 * chunks)
   local pipe = slapo.build(sch, { pipeline = { group = layout.pp_group, schedule = schedule, micro_batches = m } })
   local bubbles, busy = {}, { {}, {} }
   local seconds = timing.time(function()
@@ -32,15 +33,19 @@ local function measure(schedule, m)
 end
 
 local out = {}
-for _, schedule in ipairs({ "gpipe", "1f1b" }) do
+for _, case in ipairs({ { "gpipe", 1 }, { "1f1b", 1 }, { "1f1b", 2 } }) do
+  local schedule, chunks = case[1], case[2]
   for _, m in ipairs({ 1, 2, 4, 8, 16 }) do
-    local seconds, bubble, ideal, busy0, busy1 = measure(schedule, m)
-    table.insert(out, ("| %s | %d | %.3f s | %.3f / %.3f s | %.2f | %.2f |"):format(schedule, m, seconds, busy0, busy1,
-      bubble, ideal))
+    if chunks == 1 or m % 2 == 0 then
+      local seconds, bubble, ideal, busy0, busy1 = measure(schedule, m, chunks)
+      local name = chunks > 1 and ("interleaved 1f1b (%d chunks)"):format(chunks) or schedule
+      table.insert(out, ("| %s | %d | %.3f s | %.3f / %.3f s | %.2f | %.2f |"):format(name, m, seconds, busy0, busy1,
+        bubble, ideal))
+    end
   end
 end
 if slapo.dist.rank() == 0 then
-  print("| schedule | micro-batches | median step | compute, stage 0 / 1 | measured bubble | ideal (p-1)/(m+p-1) |")
+  print("| schedule | micro-batches | median step | compute, rank 0 / 1 | measured bubble | ideal (p-1)/(vm+p-1) |")
   print("|---|---|---|---|---|---|")
   print(table.concat(out, "\n"))
 end

@@ -2,8 +2,9 @@
 -- AdamW loop on a fixed synthetic batch (the loss falls as the model memorises it).
 local M = {}
 
--- Pipeline options every example takes: stages, micro-batches per step, and their order.
-local pipeline_defaults = { pp = 1, micro = 0, schedule = "1f1b" }
+-- Pipeline options every example takes: ranks per pipeline, stages per rank (interleaved when
+-- above 1), micro-batches per step, and their order.
+local pipeline_defaults = { pp = 1, chunks = 1, micro = 0, schedule = "1f1b" }
 
 --- "--tp 2 --steps 5" -> {tp = 2, steps = 5}; unknown options are an error listing the valid ones.
 function M.options(defaults)
@@ -70,7 +71,7 @@ function M.run(opts, make_model, schedule, where)
     log("note: " .. note)
   end
   if layout.pp > 1 then
-    parallel.cut_evenly(sch, where and where.layers, layout.pp)
+    parallel.cut_evenly(sch, where and where.layers, layout.pp * opts.chunks)
   end
   slapo.manual_seed(opts.seed + 1000 + layout.dp_rank)  -- each data-parallel replica its own batch
   local ids = slapo.randint(0, opts.vocab, { opts.batch, opts.seq })

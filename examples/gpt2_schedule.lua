@@ -3,6 +3,7 @@
 --   slapo-lua run --nproc 2 examples/gpt2_schedule.lua                      # TP = 2
 --   slapo-lua run --nproc 4 examples/gpt2_schedule.lua --tp 2 --checkpoint 0.5
 --   slapo-lua run --nproc 4 examples/gpt2_schedule.lua --tp 2 --pp 2          # TP = 2 x PP = 2 (1F1B)
+--   slapo-lua run --nproc 2 examples/gpt2_schedule.lua --pp 2 --chunks 2      # interleaved 1F1B
 --   slapo-lua run --nproc 2 examples/gpt2_schedule.lua --fuse 1 --dropout 0   # slapo.op kernels
 local train = require("_train")
 local opts = train.options({ tp = 0, steps = 5, layers = 4, hidden = 256, heads = 8, vocab = 8192, seq = 64, batch = 4,

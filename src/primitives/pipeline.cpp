@@ -55,11 +55,18 @@ std::vector<TraceLeaf> pipeline_trace_leaves(Schedule& root, const std::vector<s
 struct Pipeline::Split {
   std::vector<std::shared_ptr<StageGraph>> stages;
   std::vector<std::vector<std::string>> param_names;  // per stage
+  std::vector<std::string> my_names;                  // this rank's stages', each once
   std::vector<at::Tensor> my_params;
   std::vector<std::pair<std::string, at::Tensor>> shared;  // used by several stages, stage order
 };
 
 namespace {
+
+// Model chunks per rank: n stages on p ranks, n a multiple of p (interleaving when n > p).
+int chunks_for(size_t stages, const std::shared_ptr<dist::Group>& group) {
+  int ranks = group ? group->size() : dist::world()->size();
+  return std::max<int>(1, static_cast<int>(stages) / ranks);
+}
 
 std::vector<std::vector<int64_t>> shapes_of(const Values& inputs) {
   std::vector<std::vector<int64_t>> out;
@@ -74,20 +81,22 @@ Pipeline::Pipeline(std::shared_ptr<Schedule> root, PipelineOptions options)
       cuts_(pipeline_cuts(*root_)),
       micro_batches_(options.micro_batches),
       loss_(std::move(options.loss)),
-      runner_(options.group ? options.group : dist::world(), options.schedule),
+      runner_(options.group ? options.group : dist::world(), options.schedule,
+              chunks_for(cuts_.size() + 1, options.group)),
       dp_group_(std::move(options.dp_group)),
       bucket_bytes_(options.bucket_bytes),
       release_other_stages_(options.release_other_stages) {
   if (cuts_.empty())
     throw Error("build: no pipeline stage was cut; call cut_pipeline_stage() on the module after which each stage "
                 "ends (e.g. sch[\"transformer.h.5\"]:cut_pipeline_stage())");
-  if (static_cast<int>(cuts_.size()) + 1 != runner_.stages())
-    throw Error(fmt::format("build: {} cut{} ({}) make{} {} pipeline stages, but the pipeline group has {} rank{}; "
-                            "a pipeline runs one stage per rank of its group (pipeline = {{group = ...}}), so cut "
-                            "{} time{} or use a group of {} ranks", cuts_.size(), cuts_.size() == 1 ? "" : "s",
-                            fmt::join(cuts_, ", "), cuts_.size() == 1 ? "s" : "", cuts_.size() + 1, runner_.stages(),
-                            runner_.stages() == 1 ? "" : "s", runner_.stages() - 1, runner_.stages() == 2 ? "" : "s",
-                            cuts_.size() + 1));
+  if ((static_cast<int>(cuts_.size()) + 1) % runner_.stages() != 0) {
+    const int p = runner_.stages();
+    throw Error(fmt::format("build: {} cut{} ({}) make{} {} pipeline stages, which do not divide among the {} ranks of "
+                            "the pipeline group (pipeline = {{group = ...}}); every rank runs as many stages (one, or "
+                            "several interleaved), so cut {} or {} times for this group",
+                            cuts_.size(), cuts_.size() == 1 ? "" : "s", fmt::join(cuts_, ", "),
+                            cuts_.size() == 1 ? "s" : "", cuts_.size() + 1, p, p - 1, 2 * p - 1));
+  }
   if (micro_batches_ == 0) micro_batches_ = runner_.stages();
   if (micro_batches_ < 1)
     throw Error(fmt::format("build: pipeline micro_batches must be at least 1, got {}", micro_batches_));
@@ -137,14 +146,23 @@ const Pipeline::Split& Pipeline::split_for(const Values& micro_inputs) {
       for (auto& [name, p] : unique_named_parameters(*root_->at(leaf)->mod())) add(p);
     split->param_names.emplace_back(names.begin(), names.end());
   }
-  for (auto& name : split->param_names[stage()]) split->my_params.push_back(by_name[name]);
+  std::set<std::string> seen;
+  std::map<std::string, int> local_users;  // how many of this rank's chunks use each parameter
+  for (int c = 0; c < runner_.chunks(); ++c)
+    for (auto& name : split->param_names[c * stages() + stage()]) {
+      ++local_users[name];
+      if (seen.insert(name).second) {
+        split->my_names.push_back(name);
+        split->my_params.push_back(by_name[name]);
+      }
+    }
   for (auto& [name, stages] : users)
     if (stages.size() > 1) split->shared.emplace_back(name, by_name[name]);
   shared_.clear();
   for (auto& s : split->shared) shared_.push_back(s.first);
   if (release_other_stages_) {  // the other stages' weights are never read on this rank again
     torch::NoGradGuard no_grad;
-    std::set<std::string> mine(split->param_names[stage()].begin(), split->param_names[stage()].end());
+    std::set<std::string> mine(split->my_names.begin(), split->my_names.end());
     for (auto& [name, p] : unique_named_parameters(model))
       if (!mine.count(name)) {
         p.set_data(torch::empty({0}, p.options()));
@@ -153,9 +171,12 @@ const Pipeline::Split& Pipeline::split_for(const Values& micro_inputs) {
       }
   }
   if (!dp_ && dp_group_ && dp_group_->size() > 1) {
+    for (auto& [name, count] : local_users)
+      if (count > 1)
+        throw Error(fmt::format("pipeline: '{}' is used by {} of this rank's chunks; data parallelism over "
+                                "interleaved chunks that share a parameter is not supported", name, count));
     std::vector<std::pair<std::string, at::Tensor>> named;
-    for (size_t i = 0; i < split->my_params.size(); ++i)
-      named.emplace_back(split->param_names[stage()][i], split->my_params[i]);
+    for (size_t i = 0; i < split->my_params.size(); ++i) named.emplace_back(split->my_names[i], split->my_params[i]);
     dp_ = std::make_unique<dist::GradBuckets>(std::move(named), dp_group_, bucket_bytes_);
     dp_->set_backward_passes(micro_batches_);
   }
@@ -189,14 +210,15 @@ double Pipeline::step(const Values& inputs, const at::Tensor& labels) {
                               micro_batches_));
     for (auto& c : labels.chunk(micro_batches_, 0)) targets.emplace_back(c);
   }
-  auto& stage = *current_->stages[runner_.stage()];
-  double loss = runner_.step([&stage](const Values& in, const std::vector<at::Tensor>& received) {
-    return stage.run(in, received);
+  auto& graphs = current_->stages;
+  const int ranks = stages(), rank = stage();
+  double loss = runner_.step([&](int chunk, const Values& in, const std::vector<at::Tensor>& received) {
+    return graphs[chunk * ranks + rank]->run(in, received);
   }, loss_, micro, targets);
   if (dp_) dp_->finish();  // before the shared sum, which would otherwise be averaged away
 
   // A parameter used by several stages (a tied embedding and LM head) gets the sum of their grads.
-  std::set<std::string> mine(current_->param_names[runner_.stage()].begin(), current_->param_names[runner_.stage()].end());
+  std::set<std::string> mine(current_->my_names.begin(), current_->my_names.end());
   for (auto& [name, p] : current_->shared) {
     at::Tensor g = p.grad().defined() ? p.grad().detach().clone() : torch::zeros_like(p.detach());
     runner_.group()->all_reduce(g, "pipeline");
@@ -213,19 +235,33 @@ std::vector<at::Tensor> Pipeline::parameters() const {
 
 std::vector<std::pair<std::string, at::Tensor>> Pipeline::named_parameters() const {
   auto params = parameters();
-  auto& names = current_->param_names[runner_.stage()];
   std::vector<std::pair<std::string, at::Tensor>> out;
-  for (size_t i = 0; i < params.size(); ++i) out.emplace_back(names[i], params[i]);
+  for (size_t i = 0; i < params.size(); ++i) out.emplace_back(current_->my_names[i], params[i]);
   return out;
 }
 
 std::vector<std::string> Pipeline::stage_leaves() const {
   if (!current_) throw Error("pipeline: the stages are not known before the model is traced; run step once, or "
                              "prepare(inputs) with an example batch");
-  return current_->stages[runner_.stage()]->leaves();
+  std::vector<std::string> out;
+  for (int c = 0; c < runner_.chunks(); ++c)
+    for (auto& leaf : current_->stages[c * stages() + stage()]->leaves()) out.push_back(leaf);
+  return out;
 }
 
 std::string Pipeline::describe() const {
+  const int chunks = runner_.chunks();
+  if (chunks > 1) {
+    std::vector<int> mine;
+    for (int c = 0; c < chunks; ++c) mine.push_back(c * stages() + stage());
+    std::string out = fmt::format("pipeline of {} stages on {} ranks, {} chunks each ({} interleaved, {} micro-batches), "
+                                  "cut after {}; this rank runs stages {}",
+                                  stages() * chunks, stages(), chunks, dist::pipeline_schedule_name(runner_.schedule()),
+                                  micro_batches_, fmt::join(cuts_, ", "), fmt::join(mine, ", "));
+    if (current_)
+      out += fmt::format(": {} ({} parameter tensors)", fmt::join(stage_leaves(), ", "), current_->my_params.size());
+    return out;
+  }
   std::string out = fmt::format("pipeline of {} stages ({}, {} micro-batches), cut after {}; this rank runs stage {}",
                                 stages(), dist::pipeline_schedule_name(runner_.schedule()), micro_batches_,
                                 fmt::join(cuts_, ", "), stage());

@@ -19,7 +19,8 @@ namespace dist {
 class GradBuckets;
 }
 
-/// cut_pipeline_stage(): a pipeline stage ends after this module's call. Requires: 1) not the root;
+/// cut_pipeline_stage(): a pipeline stage ends after this module's call. n cuts make n + 1
+/// stages; on p ranks, n + 1 = v p gives each rank v chunks (stages r, r + p, ...), interleaved. Requires: 1) not the root;
 /// 2) not cut already; 3) no ancestor or descendant is cut (stages nest nothing).
 void cut_pipeline_stage(Schedule& sch, const CallSite& site);
 

@@ -28,6 +28,9 @@ dp=$("$bin" run --nproc 2 gpt2_schedule.lua "${small[@]}" --dropout 0 --tp 1 | l
 dp_pp=$("$bin" run --nproc 4 gpt2_schedule.lua "${small[@]}" --dropout 0 --tp 1 --pp 2 --schedule gpipe | losses)
 same "gpt2 DP=2 x PP=2 (gpipe)" "$dp" "$dp_pp"
 
+tp_pp=$("$bin" run --nproc 4 gpt2_schedule.lua "${small[@]}" --dropout 0 --tp 2 --pp 2 --chunks 2 | losses)
+same "gpt2 TP=2 x PP=2, 2 chunks per rank (interleaved 1f1b)" "$one" "$tp_pp"
+
 one=$("$bin" run llama_schedule.lua "${small[@]}" --kv_heads 2 | losses)
 tp_pp=$("$bin" run --nproc 4 llama_schedule.lua "${small[@]}" --kv_heads 2 --tp 2 --pp 2 --micro 8 | losses)
 same "llama TP=2 x PP=2 (1f1b, 8 micro-batches)" "$one" "$tp_pp"

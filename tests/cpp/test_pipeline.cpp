@@ -7,6 +7,7 @@
 #include "error_of.h"
 #include "dist/pipeline.h"
 #include "graph/pipeline_stages.h"
+#include "models/transformer_ops.h"
 #include "models/zoo.h"
 #include "primitives/pipeline.h"
 
@@ -90,10 +91,26 @@ TEST_CASE("cut_pipeline_stage: the root, a second cut and nested cuts are refuse
   CHECK(sch->log().size() == 1);
 }
 
-TEST_CASE("Pipeline: the number of cuts must match the pipeline group") {
+TEST_CASE("Pipeline: stages beyond the group's ranks become interleaved chunks") {
   auto sch = Schedule::create(tiny_gpt2());
   cut_pipeline_stage(*sch->at("transformer.h.1"), {"test", {}});
-  CHECK(error_of([&] { Pipeline(sch, PipelineOptions{}); })
-            .find("1 cut (transformer.h.1) makes 2 pipeline stages, but the pipeline group has 1 rank;") !=
-        std::string::npos);
+  Pipeline pipe(sch, PipelineOptions{});  // one rank, two stages: two chunks on it
+  CHECK(pipe.runner().chunks() == 2);
+  CHECK(pipe.describe().find("pipeline of 2 stages on 1 ranks, 2 chunks each") != std::string::npos);
+  // and it computes the model's loss: one rank runs both chunks in turn
+  auto ids = torch::randint(0, 32, {2, 8});
+  double expected = causal_lm_loss((*sch->mod())(Values{ids}).toTensor(), ids).item<double>();
+  CHECK(pipe.step({ids}, ids) == doctest::Approx(expected).epsilon(1e-5));
+}
+
+TEST_CASE("pipeline_actions: interleaved 1F1B warms up by 2 (p - r - 1) + (v - 1) p forwards") {
+  // 2 ranks, 2 chunks, 4 micro-batches: rank 0 runs 4 warm-up forwards, rank 1 two
+  CHECK(order(dist::pipeline_actions(PipelineSchedule::OneFOneB, 1, 2, 4, 2)) ==
+        "F0 F1 F0 B0 F1 B1 F2 B0 F3 B1 F2 B2 F3 B3 B2 B3 ");
+  auto rank0 = dist::pipeline_actions(PipelineSchedule::OneFOneB, 0, 2, 4, 2);
+  REQUIRE(rank0.size() == 16);
+  CHECK(rank0[3].kind == dist::PipelineAction::Forward);
+  CHECK(rank0[4].kind == dist::PipelineAction::Forward);
+  CHECK(rank0[5].kind == dist::PipelineAction::Backward);
+  CHECK((rank0[5].chunk == 1 && rank0[5].micro_batch == 0));  // the last chunk's backward comes first
 }

@@ -31,21 +31,24 @@ local function batch(rows)
   return ids
 end
 
--- A pipeline over the 2 ranks (each stage's TP group is the rank alone), and the one-rank model.
-local function pipeline(kind, schedule, micro_batches)
+-- A pipeline over the 2 ranks (each stage's TP group is the rank alone), and the one-rank model;
+-- `chunks` stages per rank (interleaved when 2).
+local function pipeline(kind, schedule, micro_batches, chunks)
   local layout = parallel.layout({ pp = 2 })
   local sch = slapo.create_schedule(build(kind), { group = layout.tp_group })
-  parallel.cut_evenly(sch, layers[kind], 2)
+  parallel.cut_evenly(sch, layers[kind], 2 * (chunks or 1))
   local pipe = slapo.build(sch, { pipeline = { group = layout.pp_group, schedule = schedule,
     micro_batches = micro_batches } })
   return pipe, build(kind)
 end
 
-for _, case in ipairs({ { "gpt2", "1f1b", 4 }, { "gpt2", "gpipe", 2 }, { "llama", "1f1b", 4 }, { "llama", "gpipe", 4 } }) do
-  local kind, schedule, m = case[1], case[2], case[3]
-  describe(("%s, 2 stages, %s, %d micro-batches"):format(kind, schedule, m), function()
+for _, case in ipairs({ { "gpt2", "1f1b", 4 }, { "gpt2", "gpipe", 2 }, { "llama", "1f1b", 4 }, { "llama", "gpipe", 4 },
+  { "gpt2", "1f1b", 4, 2 }, { "gpt2", "gpipe", 2, 2 }, { "llama", "1f1b", 2, 2 } }) do
+  local kind, schedule, m, chunks = case[1], case[2], case[3], case[4] or 1
+  local what = chunks > 1 and ("4 stages on 2 ranks, interleaved %s"):format(schedule) or ("2 stages, " .. schedule)
+  describe(("%s, %s, %d micro-batches"):format(kind, what, m), function()
     it("trains 3 AdamW steps with the single-rank loss, gradients and weights", function()
-      local pipe, ref = pipeline(kind, schedule, m)
+      local pipe, ref = pipeline(kind, schedule, m, chunks)
       local ids = batch(8)
       pipe:prepare(ids)
       local opts = { slapo.optim.adamw(ref, { lr = 1e-2 }), slapo.optim.adamw(pipe:parameters(), { lr = 1e-2 }) }
@@ -159,9 +162,9 @@ describe("pipeline errors", function()
     local sch = slapo.create_schedule(build("gpt2"), { group = layout.tp_group })
     sch["transformer.h.0"]:cut_pipeline_stage()
     sch["transformer.h.2"]:cut_pipeline_stage()
-    eq("build: 2 cuts (transformer.h.0, transformer.h.2) make 3 pipeline stages, but the pipeline group has 2 ranks; "
-      .. "a pipeline runs one stage per rank of its group (pipeline = {group = ...}), so cut 1 time or use a group of "
-      .. "3 ranks",
+    eq("build: 2 cuts (transformer.h.0, transformer.h.2) make 3 pipeline stages, which do not divide among the 2 "
+      .. "ranks of the pipeline group (pipeline = {group = ...}); every rank runs as many stages (one, or several "
+      .. "interleaved), so cut 1 or 3 times for this group",
       pcall_err(slapo.build, sch, { pipeline = { group = layout.pp_group } }))
   end)
 
@@ -182,6 +185,12 @@ describe("pipeline errors", function()
     local layout = parallel.layout({ pp = 2 })
     local sch = slapo.create_schedule(build("gpt2"), { group = layout.tp_group })
     sch["transformer.h.1"]:cut_pipeline_stage()
+    matches("interleaved 1F1B needs a number of micro%-batches divisible by the 2 ranks, got 3",
+      pcall_err(function()
+        local p = pipeline("gpt2", "1f1b", 3, 2)
+        local ids = batch(6)
+        p:step(ids, { labels = ids })
+      end))
     eq("build: pipeline.schedule: unknown pipeline schedule 'zero-bubble' (choices: \"1f1b\", \"gpipe\")",
       pcall_err(slapo.build, sch, { pipeline = { group = layout.pp_group, schedule = "zero-bubble" } }))
   end)
