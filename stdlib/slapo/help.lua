@@ -24,7 +24,8 @@ M.primitives = {
   decompose = "sub:decompose(): a Linear/Conv1D computes matmul and bias add separately, so a trace can fuse the bias.",
   cut_pipeline_stage = "sub:cut_pipeline_stage(): a pipeline stage ends after this module; slapo.build(sch, "
     .. "{pipeline = {group =, micro_batches =, schedule = \"1f1b\" | \"gpipe\"}}) then returns a pipeline: "
-    .. "pipe:step(ids, {labels = ids}) runs forward and backward of every micro-batch.",
+    .. "pipe:step(ids, {labels = ids}) runs forward and backward of every micro-batch; cutting v times as many "
+    .. "stages as ranks interleaves v chunks per rank.",
 }
 
 function M.list()
