@@ -193,7 +193,10 @@ Value TracedGraph::run(const Values& given) {
 int TracedGraph::fuse_kernels(bool chosen) {
   auto count = [this] {
     int n = 0;
-    for (auto* node : graph_->nodes()) n += node->kind().toQualString() == std::string("slapo::bias_gelu");
+    for (auto* node : graph_->nodes()) {
+      std::string kind = node->kind().toQualString();
+      n += kind == "slapo::bias_gelu" || kind == "slapo::masked_softmax";
+    }
     return n;
   };
   int before = count();
@@ -237,6 +240,37 @@ graph(%x, %b, %alpha : int, %approx : str):
     return bs->size() == 1 && !xs->empty() && xs->back() == bs->front();
   };
   rewriter.runOnGraph(graph_, is_bias);
+
+  // Attention scores: scale, add the additive mask, softmax over the last dim.
+  torch::jit::SubgraphRewriter softmax_rewriter;
+  softmax_rewriter.RegisterRewritePattern(R"IR(
+graph(%x, %c : float, %mask, %alpha : int, %dim : int, %dtype : int):
+  %s = aten::div(%x, %c)
+  %m = aten::add(%s, %mask, %alpha)
+  %p = aten::softmax(%m, %dim, %dtype)
+  return (%p))IR",
+                                          R"IR(
+graph(%x, %c : float, %mask, %alpha : int, %dim : int, %dtype : int):
+  %one : float = prim::Constant[value=1.0]()
+  %scale : float = aten::div(%one, %c)
+  %p = slapo::masked_softmax(%x, %mask, %scale)
+  return (%p))IR");
+  // alpha 1, the last dim, float32/64 scores and mask, a softmax in the scores' own dtype
+  auto is_masked_softmax = [](const torch::jit::Match& match,
+                              const std::unordered_map<std::string, torch::jit::Value*>& vars) {
+    auto alpha = torch::jit::toIValue(match.values_map.at(vars.at("alpha")));
+    auto dim = torch::jit::toIValue(match.values_map.at(vars.at("dim")));
+    auto dtype = torch::jit::toIValue(match.values_map.at(vars.at("dtype")));
+    auto x = match.values_map.at(vars.at("x"))->type()->cast<c10::TensorType>();
+    auto mask = match.values_map.at(vars.at("mask"))->type()->cast<c10::TensorType>();
+    if (!alpha || !alpha->isInt() || alpha->toInt() != 1 || !dim || !dim->isInt() || !x || !mask) return false;
+    auto rank = x->dim();
+    auto type = x->scalarType();
+    if (!rank || !type || (*type != at::kFloat && *type != at::kDouble) || mask->scalarType() != type) return false;
+    if (dim->toInt() != -1 && dim->toInt() != static_cast<int64_t>(*rank) - 1) return false;
+    return dtype && (dtype->isNone() || (dtype->isInt() && dtype->toInt() == static_cast<int64_t>(*type)));
+  };
+  softmax_rewriter.runOnGraph(graph_, is_masked_softmax);
   torch::jit::EliminateDeadCode(graph_);
   function_ = std::make_unique<torch::jit::GraphFunction>("slapo_traced", graph_, nullptr);
   return count() - before;

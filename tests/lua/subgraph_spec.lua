@@ -82,6 +82,23 @@ describe("find with slapo.pattern.call_module", function()
   end)
 end)
 
+describe("fuse(nil, {compiler = \"kernels\"}) on attention scores", function()
+  it("puts scale + padding mask + softmax in the masked-softmax kernel; verify passes", function()
+    local mask = slapo.cat({ slapo.ones({ 2, 6 }), slapo.zeros({ 2, 2 }) }, 1)  -- 2 padding tokens
+    local report = slapo.verify(slapo.create_schedule(bert()), { ids(), { attention_mask = mask } }, {}, function(sch)
+      local sub = sch[attention]
+      sub:trace({ inputs = { slapo.randn(hidden), slapo.zeros({ 2, 1, 8, 8 }) }, flatten = true })  -- the model's mask shape
+      eq(1, sub:fuse(nil, { compiler = "kernels" }))
+      local found = false
+      for _, n in ipairs(sub:graph().nodes) do
+        found = found or n.op == "slapo::masked_softmax"
+      end
+      assert(found, "the graph calls slapo::masked_softmax")
+    end)
+    assert(report.gradients > 5)
+  end)
+end)
+
 describe("fuse(subgraph)", function()
   it("fuses a found bias + GELU into BiasGeLU_0, reachable by name, outputs and gradients kept", function()
     local report = slapo.verify(slapo.create_schedule(bert()), { ids() }, {}, function(sch)
