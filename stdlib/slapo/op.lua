@@ -80,6 +80,27 @@ function M.FusedQKVAttention(attn)
   })
 end
 
+--- BertSelfOutput / BertOutput (dense -> dropout -> + residual -> LayerNorm) with dropout, the
+--- residual add and LayerNorm in one kernel (slapo.kernels.bias_dropout_add_layer_norm). The
+--- dense layer still runs as itself, so a row-parallel dense keeps its all-reduce (and adds its
+--- bias after it); the dropout mask is drawn as the Dropout module draws it.
+function M.FusedBertOutput(out)
+  if out:type() ~= "BertSelfOutput" and out:type() ~= "BertOutput" then
+    error(("op.FusedBertOutput: expected a BertSelfOutput or BertOutput to replace, got %s"):format(out:type()), 2)
+  end
+  local p = tonumber(out.dropout:describe():match("p=([%d%.e%-]+)"))
+  local eps = tonumber(out.LayerNorm:describe():match("eps=([%d%.e%-+]+)"))
+  local no_bias = slapo.zeros({ out.LayerNorm.weight:size(0) })
+  return slapo.nn.Module({
+    type = "Fused" .. out:type(),
+    children = { dense = out.dense, LayerNorm = out.LayerNorm, dropout = out.dropout },
+    forward = function(self, x, residual)
+      return slapo.kernels.bias_dropout_add_layer_norm(self.dense(x), no_bias, residual, self.LayerNorm.weight,
+        self.LayerNorm.bias, { p = p, training = self.dropout:is_training(), eps = eps })
+    end,
+  })
+end
+
 --- GPT2Attention with the attention core in the memory-efficient kernel (no S x S matrix).
 --- The head size is the original's; the head count follows c_attn's width, so it also works
 --- on a tensor-parallel shard. Attention dropout is not applied (use it for eval or p = 0).

@@ -63,8 +63,8 @@ describe("reference schedules with fuse = true", function()
     llama = configs.llama,
     bert = configs.bert,
   }
-  local fused_types = { gpt2 = "FusedGPT2MLP", llama = "FusedLlamaMLP", bert = "FusedQKVAttention" }
-  local fused_paths = { gpt2 = "transformer.h.0.mlp", llama = "model.layers.0.mlp", bert = "bert.encoder.layer.0.attention.self" }
+  local fused_types = { gpt2 = "FusedGPT2MLP", llama = "FusedLlamaMLP", bert = "FusedBertOutput" }
+  local fused_paths = { gpt2 = "transformer.h.0.mlp", llama = "model.layers.0.mlp", bert = "bert.encoder.layer.0.output" }
   for _, kind in ipairs({ "gpt2", "llama", "bert" }) do
     it(kind .. ": the slapo.op kernels under TP = 2 keep the single-rank loss curve", function()
       local function model()

@@ -42,6 +42,23 @@ describe("slapo.op", function()
     eq("FusedQKVAttention", sch["bert.encoder.layer.1.attention.self"].mod:type())
   end)
 
+  it("FusedBertOutput keeps BERT's outputs and gradients, with dropout on (same masks)", function()
+    slapo.manual_seed(10)
+    local model = slapo.models.bert({ hidden_size = 32, num_hidden_layers = 2, num_attention_heads = 4,
+      intermediate_size = 64, vocab_size = 50, max_position_embeddings = 16, hidden_dropout_prob = 0.2 })
+    local sch = slapo.create_schedule(model)
+    local report = slapo.verify(sch, { slapo.randint(0, 50, { 2, 9 }) }, { train = true }, function(s)
+      for _, layer in ipairs(s["bert.encoder.layer"]:children()) do
+        for _, path in ipairs({ "attention.output", "output" }) do
+          layer[path]:replace(slapo.op.FusedBertOutput(layer[path].mod))
+        end
+      end
+    end)
+    assert(report.gradients >= 10)
+    eq("FusedBertOutput", sch["bert.encoder.layer.1.output"].mod:type())
+    eq("FusedBertSelfOutput", sch["bert.encoder.layer.1.attention.output"].mod:type())
+  end)
+
   it("FusedGPT2Attention keeps GPT-2's outputs and gradients (eval, no attention dropout)", function()
     slapo.manual_seed(8)
     local model = slapo.models.gpt2({ n_embd = 32, n_layer = 2, n_head = 4, vocab_size = 50, n_positions = 16 })

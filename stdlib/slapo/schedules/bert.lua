@@ -20,10 +20,15 @@ local function layer(bert_layer, opts)
   common.row(bert_layer["output.dense"])
 end
 
--- fuse: scale + mask + softmax of the self-attention in one kernel.
+-- fuse: scale + mask + softmax of the self-attention in one kernel, and dropout + residual +
+-- LayerNorm after each dense in another.
 local function fuse(bert_layer, tp)
+  local op = require("slapo.op")
   -- the module-level input-gradient all-reduce of q, k and v moves to the replacement
-  common.replace_fused(bert_layer["attention.self"], require("slapo.op").FusedQKVAttention, tp)
+  common.replace_fused(bert_layer["attention.self"], op.FusedQKVAttention, tp)
+  for _, path in ipairs({ "attention.output", "output" }) do  -- their row-parallel dense keeps its syncs
+    bert_layer[path]:replace(op.FusedBertOutput(bert_layer[path].mod))
+  end
 end
 
 --- opts: tp, checkpoint (fraction of layers), fork_rng (see slapo.schedules.gpt2), fuse (slapo.op
