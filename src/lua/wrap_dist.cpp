@@ -1,5 +1,6 @@
 // slapo.dist: rank, world_size, collectives and sub-groups. Each takes an optional group last.
 #include "core/error.h"
+#include "dist/autograd_collectives.h"
 #include "dist/world.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
@@ -73,6 +74,31 @@ int w_broadcast(lua_State* L) {
   lua_settop(L, 1);
   return 1;
 }
+// Differentiable collectives (Megatron's f and g and their siblings): slapo.dist.autograd.*
+int w_copy_to(lua_State* L) {
+  lx_push_tensor(L, dist::copy_to_group(lx_check_tensor(L, 1), group_arg(L, 2)));
+  return 1;
+}
+int w_reduce_from(lua_State* L) {
+  lx_push_tensor(L, dist::reduce_from_group(lx_check_tensor(L, 1), group_arg(L, 2)));
+  return 1;
+}
+int w_gather_from(lua_State* L) {
+  lx_push_tensor(L, dist::gather_from_group(lx_check_tensor(L, 1), static_cast<int64_t>(luaL_checknumber(L, 2)),
+                                            group_arg(L, 3)));
+  return 1;
+}
+int w_scatter_to(lua_State* L) {
+  lx_push_tensor(L, dist::scatter_to_group(lx_check_tensor(L, 1), static_cast<int64_t>(luaL_checknumber(L, 2)),
+                                           group_arg(L, 3)));
+  return 1;
+}
+const luaL_Reg autograd_functions[] = {{"copy_to", w_copy_to},
+                                       {"reduce_from", w_reduce_from},
+                                       {"gather_from", w_gather_from},
+                                       {"scatter_to", w_scatter_to},
+                                       {nullptr, nullptr}};
+
 int w_new_group(lua_State* L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   std::vector<int> ranks;
@@ -106,6 +132,9 @@ void open_dist(lua_State* L) {
   lx_new_class(L, "slapo.Group", group_methods, group_meta, nullptr);
   lua_newtable(L);
   lx_set_funcs(L, dist_functions);
+  lua_newtable(L);
+  lx_set_funcs(L, autograd_functions);
+  lua_setfield(L, -2, "autograd");
   lua_setfield(L, -2, "dist");
 }
 

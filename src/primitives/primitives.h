@@ -18,7 +18,8 @@ struct CallSite {
 };
 
 /// replace(new_mod): puts `new_mod` in this module's slot of its parent. Requires: 1) the node
-/// is not the root; 2) `new_mod` is not this module or one of its ancestors.
+/// is not the root; 2) `new_mod` is not this module or one of its ancestors. Parameters the new
+/// module shares with the old one keep their shard specs and annotations.
 void replace(Schedule& sch, std::shared_ptr<Module> new_mod, const CallSite& site);
 
 /// shard(param, axis): keeps this rank's slice of `param` along `axis` (the parameter keeps its

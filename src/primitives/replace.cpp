@@ -4,6 +4,29 @@
 
 namespace slapo {
 
+namespace {
+
+// A replacement that takes over the old module's own parameters (the same tensors, under any
+// name) takes over what the schedule recorded about them: shard specs and annotations.
+void carry_parameter_meta(Module& from, Module& to) {
+  auto& old_meta = from.meta();
+  if (old_meta.shards.empty() && old_meta.annotations.empty()) return;
+  for (auto& old_item : from.named_parameters(/*recurse=*/false)) {
+    const std::string& old_name = old_item.key();
+    for (auto& new_item : to.named_parameters(/*recurse=*/false)) {
+      const std::string& new_name = new_item.key();
+      if (new_item.value().unsafeGetTensorImpl() != old_item.value().unsafeGetTensorImpl()) continue;
+      auto spec = old_meta.shards.find(old_name);
+      if (spec != old_meta.shards.end() && !to.meta().shards.count(new_name)) to.meta().shards[new_name] = spec->second;
+      auto notes = old_meta.annotations.find(old_name);
+      if (notes != old_meta.annotations.end() && !to.meta().annotations.count(new_name))
+        to.meta().annotations[new_name] = notes->second;
+    }
+  }
+}
+
+}  // namespace
+
 void replace(Schedule& sch, std::shared_ptr<Module> new_mod, const CallSite& site) {
   // Step 1. Checks.
   auto parent = sch.parent();
@@ -16,6 +39,7 @@ void replace(Schedule& sch, std::shared_ptr<Module> new_mod, const CallSite& sit
                               node == sch.shared_from_this() ? "the module" : "an ancestor", node->path(),
                               new_mod->type_name(), sch.path()));
   // Step 2. Rewire the parent's slot, then this node and its subtree.
+  carry_parameter_meta(*sch.mod(), *new_mod);
   parent->mod()->set_child(sch.name(), new_mod);
   sch.rebind_module(new_mod);
   // Step 3. Log.

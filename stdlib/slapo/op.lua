@@ -101,6 +101,38 @@ function M.FusedBertOutput(out)
   })
 end
 
+--- Megatron's parallel Linear as one module (Slapo's LinearWithSync): a Linear whose weight is
+--- already sharded, with the collective its mode needs built in. "column" (weight split by output
+--- features): the input enters through f (identity forward, gradient all-reduced backward).
+--- "row" (weight split by input features): the partial products leave through g (all-reduce
+--- forward), and the bias is added once, after the reduction. opts: {mode =, group =}.
+function M.LinearWithSync(linear, opts)
+  expect_type(linear, "Linear", "LinearWithSync")
+  opts = opts or {}
+  local mode, group = opts.mode, opts.group
+  if mode ~= "column" and mode ~= "row" then
+    error(("op.LinearWithSync: mode must be \"column\" or \"row\", got %s"):format(tostring(mode)), 2)
+  end
+  local params = { weight = linear.weight }
+  for name in linear:named_parameters() do
+    if name == "bias" then
+      params.bias = linear.bias
+    end
+  end
+  local ag = slapo.dist.autograd
+  return slapo.nn.Module({
+    type = "LinearWithSync",
+    params = params,
+    forward = function(self, x)
+      if mode == "column" then
+        return slapo.F.linear(ag.copy_to(x, group), self.weight, self.bias)
+      end
+      local y = ag.reduce_from(slapo.F.linear(x, self.weight), group)
+      return self.bias and y + self.bias or y
+    end,
+  })
+end
+
 --- GPT2Attention with the attention core in the memory-efficient kernel (no S x S matrix).
 --- The head size is the original's; the head count follows c_attn's width, so it also works
 --- on a tensor-parallel shard. Attention dropout is not applied (use it for eval or p = 0).
