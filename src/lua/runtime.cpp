@@ -1,6 +1,7 @@
 // The exception bridge, protected callbacks, userdata boxes and Lua <-> IValue conversion.
 #include "lua/runtime.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -227,6 +228,8 @@ std::vector<std::pair<std::string, at::Tensor>> lx_check_named_tensors(lua_State
     out.emplace_back(lua_tostring(L, -2), lx_check_tensor(L, -1));
     lua_pop(L, 1);
   }
+  // in name order: Lua's iteration order may differ between processes
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.first < b.first; });
   return out;
 }
 

@@ -1,5 +1,6 @@
 // slapo.nn: layer constructors with PyTorch's default initialisation, and Lua-defined modules.
 #include <cmath>
+#include <map>
 
 #include "core/error.h"
 #include "lua/lua_module.h"
@@ -95,28 +96,35 @@ int w_nn_Sequential(lua_State* L) { return push(L, std::make_shared<Sequential>(
 int w_nn_ModuleList(lua_State* L) { return push(L, std::make_shared<ModuleList>(module_array(L, 1, "nn.ModuleList"))); }
 
 // core.lua_module(type_name, children, params, forward): the stdlib's slapo.nn.Module{...} calls it.
+// Children and parameters are registered in name order: a Lua table's iteration order may differ
+// between processes (LuaJIT seeds its string hashes), and every rank must see the same order, as
+// per-parameter collectives (gradient all-reduce, verify's gathers) walk them in it.
 int w_nn_lua_module(lua_State* L) {
   std::string type = luaL_checkstring(L, 1);
   auto m = std::make_shared<LuaModule>(L, type, 4);
   if (lua_istable(L, 2)) {
+    std::map<std::string, std::shared_ptr<Module>> children;
     lua_pushnil(L);
     while (lua_next(L, 2)) {
       if (lua_type(L, -2) != LUA_TSTRING || !lx_is_module(L, -1))
         luaL_error(L, "nn.Module '%s': children must map names to modules", type.c_str());
-      m->set_child(lua_tostring(L, -2), lx_check_module(L, -1));
+      children[lua_tostring(L, -2)] = lx_check_module(L, -1);
       lua_pop(L, 1);
     }
+    for (auto& [name, child] : children) m->set_child(name, child);
   }
   if (lua_istable(L, 3)) {
+    std::map<std::string, at::Tensor> params;
     lua_pushnil(L);
     while (lua_next(L, 3)) {
       if (lua_type(L, -2) != LUA_TSTRING || !lx_is_tensor(L, -1))
         luaL_error(L, "nn.Module '%s': params must map names to tensors", type.c_str());
       auto t = lx_check_tensor(L, -1);
       if (!t.requires_grad() && at::isFloatingType(t.scalar_type())) t = t.detach().requires_grad_(true);
-      m->set_param(lua_tostring(L, -2), t);
+      params[lua_tostring(L, -2)] = t;
       lua_pop(L, 1);
     }
+    for (auto& [name, t] : params) m->set_param(name, t);
   }
   return push(L, m);
 }

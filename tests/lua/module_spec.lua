@@ -133,3 +133,20 @@ describe("Lua-defined modules against C++ modules", function()
     close(mlp.fc2.bias.grad, lua_mlp.fc2.bias.grad)
   end)
 end)
+
+describe("Lua-defined modules across processes", function()
+  it("register children and parameters in name order, whatever order Lua's table iterates in", function()
+    -- Lua's pairs() order differs between processes; every rank must see one order, since
+    -- per-parameter collectives walk the parameters in it.
+    local m = slapo.nn.Module({ type = "Ordered",
+      children = { zeta = slapo.nn.Linear(2, 2), alpha = slapo.nn.Linear(2, 2), mid = slapo.nn.Linear(2, 2) },
+      params = { weight = slapo.ones({ 2 }), bias = slapo.zeros({ 2 }), gamma = slapo.ones({ 2 }), beta = slapo.ones({ 2 }) },
+      forward = function(self, x) return x end })
+    local names = {}
+    for name in m:named_parameters() do
+      table.insert(names, name)
+    end
+    eq({ "beta", "bias", "gamma", "weight", "alpha.weight", "alpha.bias", "mid.weight", "mid.bias", "zeta.weight",
+      "zeta.bias" }, names)
+  end)
+end)
