@@ -1,10 +1,15 @@
 // The c10d type our groups hold. LibTorch 1.x implements collectives in ProcessGroup subclasses
 // (ProcessGroupGloo, ProcessGroupNCCL); 2.x moved them to Backend subclasses with the same
-// collective calls. One alias keeps the rest of src/dist the same on both.
+// collective calls. One alias keeps the rest of src/dist the same on both. Declarations only:
+// the files that call the collectives include ProcessGroup.hpp themselves.
 #pragma once
 
-#include <torch/csrc/api/include/torch/version.h>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/version.h>
+
+namespace c10d {
+class ProcessGroup;
+class Backend;
+}  // namespace c10d
 
 namespace slapo::dist {
 

@@ -1,7 +1,7 @@
 // Collectives of a group: c10d calls on contiguous CPU tensors, with emulated reduce_scatter.
 #include "dist/group.h"
 
-#include "dist/backend.h"
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include "core/error.h"
 

@@ -4,25 +4,16 @@
 #pragma once
 
 #include <torch/torch.h>
-#include <torch/version.h>
 
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-namespace c10d {
-class ProcessGroup;
-class Backend;
-}
+#include "dist/backend.h"
+
 
 namespace slapo::dist {
-
-#if TORCH_VERSION_MAJOR >= 2
-using CollectiveBackend = c10d::Backend;  // as in dist/backend.h, without its includes
-#else
-using CollectiveBackend = c10d::ProcessGroup;
-#endif
 
 class Group {
  public:

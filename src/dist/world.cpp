@@ -10,8 +10,6 @@
 #define SLAPO_HAS_NCCL 1
 #endif
 
-#include "dist/backend.h"
-
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>

@@ -219,6 +219,15 @@ std::string lx_opt_string(lua_State* L, int table, const char* key, const std::s
   return out;
 }
 
+int lx_push_strings(lua_State* L, const std::vector<std::string>& strings) {
+  lua_createtable(L, static_cast<int>(strings.size()), 0);
+  for (size_t i = 0; i < strings.size(); ++i) {
+    lua_pushstring(L, strings[i].c_str());
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+  return 1;
+}
+
 std::vector<std::pair<std::string, at::Tensor>> lx_check_named_tensors(lua_State* L, int idx, const char* fn) {
   if (!lua_istable(L, idx)) luaL_error(L, "%s: expected a table {name = tensor, ...}, got %s", fn, luaL_typename(L, idx));
   std::vector<std::pair<std::string, at::Tensor>> out;

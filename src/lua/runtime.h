@@ -62,6 +62,9 @@ std::string lx_opt_string(lua_State* L, int table, const char* key, const std::s
 std::vector<std::pair<std::string, at::Tensor>> lx_check_named_tensors(lua_State* L, int idx, const char* fn);
 void lx_push_named_tensors(lua_State* L, const std::vector<std::pair<std::string, at::Tensor>>& tensors);
 
+/// Pushes a Lua array of strings; returns 1.
+int lx_push_strings(lua_State* L, const std::vector<std::string>& strings);
+
 /// Integer-valued Lua array {2, 3} -> shape.
 std::vector<int64_t> lx_check_shape(lua_State* L, int idx, const char* fn);
 

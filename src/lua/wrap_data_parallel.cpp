@@ -37,11 +37,7 @@ int w_DataParallel_buckets(lua_State* L) {
   auto names = check_buckets(L, 1).bucket_names();
   lua_createtable(L, static_cast<int>(names.size()), 0);
   for (size_t i = 0; i < names.size(); ++i) {
-    lua_createtable(L, static_cast<int>(names[i].size()), 0);
-    for (size_t j = 0; j < names[i].size(); ++j) {
-      lua_pushstring(L, names[i][j].c_str());
-      lua_rawseti(L, -2, static_cast<int>(j + 1));
-    }
+    lx_push_strings(L, names[i]);
     lua_rawseti(L, -2, static_cast<int>(i + 1));
   }
   return 1;

@@ -72,15 +72,6 @@ int push_tensors(lua_State* L, const std::vector<at::Tensor>& tensors) {
   return 1;
 }
 
-int push_strings(lua_State* L, const std::vector<std::string>& strings) {
-  lua_createtable(L, static_cast<int>(strings.size()), 0);
-  for (size_t i = 0; i < strings.size(); ++i) {
-    lua_pushstring(L, strings[i].c_str());
-    lua_rawseti(L, -2, static_cast<int>(i + 1));
-  }
-  return 1;
-}
-
 int w_Pipeline_parameters(lua_State* L) { return push_tensors(L, check_pipeline(L, 1).parameters()); }
 // pipe:named_parameters() -> iterator over this stage's (name, parameter)
 int w_Pipeline_named_parameters(lua_State* L) {
@@ -95,9 +86,9 @@ int w_Pipeline_named_parameters(lua_State* L) {
   return lx_push_pairs_iterator(L);
 }
 
-int w_Pipeline_leaves(lua_State* L) { return push_strings(L, check_pipeline(L, 1).stage_leaves()); }
-int w_Pipeline_shared_parameters(lua_State* L) { return push_strings(L, check_pipeline(L, 1).shared_parameters()); }
-int w_Pipeline_released_parameters(lua_State* L) { return push_strings(L, check_pipeline(L, 1).released_parameters()); }
+int w_Pipeline_leaves(lua_State* L) { return lx_push_strings(L, check_pipeline(L, 1).stage_leaves()); }
+int w_Pipeline_shared_parameters(lua_State* L) { return lx_push_strings(L, check_pipeline(L, 1).shared_parameters()); }
+int w_Pipeline_released_parameters(lua_State* L) { return lx_push_strings(L, check_pipeline(L, 1).released_parameters()); }
 
 int w_Pipeline_num_params(lua_State* L) {
   double n = 0;

@@ -248,13 +248,6 @@ int w_Schedule_trace(lua_State* L) {
 }
 
 void push_graph_nodes(lua_State* L, const std::vector<GraphNode>& nodes) {
-  auto push_strings = [L](const std::vector<std::string>& v) {
-    lua_createtable(L, static_cast<int>(v.size()), 0);
-    for (size_t i = 0; i < v.size(); ++i) {
-      lua_pushstring(L, v[i].c_str());
-      lua_rawseti(L, -2, static_cast<int>(i + 1));
-    }
-  };
   lua_createtable(L, static_cast<int>(nodes.size()), 0);
   for (size_t i = 0; i < nodes.size(); ++i) {
     lua_newtable(L);
@@ -266,9 +259,9 @@ void push_graph_nodes(lua_State* L, const std::vector<GraphNode>& nodes) {
       lua_pushstring(L, nodes[i].target.c_str());
       lua_setfield(L, -2, "target");
     }
-    push_strings(nodes[i].inputs);
+    lx_push_strings(L, nodes[i].inputs);
     lua_setfield(L, -2, "inputs");
-    push_strings(nodes[i].users);
+    lx_push_strings(L, nodes[i].users);
     lua_setfield(L, -2, "users");
     lua_rawseti(L, -2, static_cast<int>(i + 1));
   }

@@ -73,33 +73,28 @@ void check_same_results(TracedGraph& subgraph, Module& replacement, const std::s
   }
   auto rng = cpu_rng_state();
   Value expected = subgraph.run(inputs);
-  auto run_replacement = [&](const std::vector<size_t>& order) -> Value {
+  // The replacement on the inputs in `order`, from the same random state; a failure gives None.
+  auto run_replacement = [&](const std::vector<size_t>& order, std::string* error) -> Value {
     Values args;
     for (auto i : order) args.push_back(inputs[i]);
     set_cpu_rng_state(rng);
     try {
       return replacement(args);
-    } catch (const std::exception&) {
+    } catch (const std::exception& e) {
+      if (error) *error = e.what();
       return Value();
     }
   };
   std::vector<size_t> order(inputs.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::string first_error;
-  Values args(inputs.begin(), inputs.end());
-  set_cpu_rng_state(rng);
-  Value got;
-  try {
-    got = replacement(args);
-  } catch (const std::exception& e) {
-    first_error = e.what();
-  }
+  Value got = run_replacement(order, &first_error);
   if (first_error.empty() && distance(expected, got) <= 1e-4) return;
   // Which order of the inputs would give the subgraph's results?
   std::vector<size_t> perm = order;
   if (perm.size() <= 5)
     while (std::next_permutation(perm.begin(), perm.end()))
-      if (distance(expected, run_replacement(perm)) <= 1e-4)
+      if (distance(expected, run_replacement(perm, nullptr)) <= 1e-4)
         throw Error(fmt::format("replace: the replacement for a subgraph of {} matches it only with its arguments in "
                                 "another order: it is called with {}, and gives the subgraph's results when called "
                                 "with {}; reorder its parameters",
