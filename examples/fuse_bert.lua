@@ -1,15 +1,16 @@
 -- The static-graph primitives on one BERT layer: trace the self-attention, put the fused
 -- memory-efficient attention kernel in place of its core, fuse the MLP's bias + GELU into one
--- kernel, and check the result against the unscheduled model, outputs and gradients.
+-- kernel and the output's bias + dropout + residual + LayerNorm into another, and check the result
+-- against the unscheduled model, outputs and gradients, with dropout on (the same masks).
 --   slapo-lua run examples/fuse_bert.lua
 local subgraph = require("slapo.subgraph")
 local cfg = { hidden_size = 64, num_hidden_layers = 2, num_attention_heads = 4, intermediate_size = 256,
-  vocab_size = 512, max_position_embeddings = 64, hidden_dropout_prob = 0, attention_probs_dropout_prob = 0 }
+  vocab_size = 512, max_position_embeddings = 64, hidden_dropout_prob = 0.1, attention_probs_dropout_prob = 0 }
 slapo.manual_seed(0)
 local model = slapo.models.bert(cfg)
 local ids = slapo.randint(0, cfg.vocab_size, { 2, 32 })
 
-local report = slapo.verify(slapo.create_schedule(model), { ids }, {}, function(sch)
+local report = slapo.verify(slapo.create_schedule(model), { ids }, { train = true }, function(sch)
   local attention = sch["bert.encoder.layer.0.attention.self"]
   attention:trace({ inputs = { slapo.randn({ 2, 32, cfg.hidden_size }) }, flatten = true })
   local graph = attention:graph()
@@ -24,6 +25,14 @@ local report = slapo.verify(slapo.create_schedule(model), { ids }, {}, function(
   local found = mlp:find(function(x, bias) return slapo.F.gelu(x + bias) end)
   local fused = mlp:fuse(found[1], { compiler = "kernels", name = "BiasGeLU" })
   print("fused: " .. fused.path)
+
+  -- the output's tail: dense's bias -> Dropout -> + residual -> LayerNorm, one kernel; the
+  -- kernel reads the Dropout's p and train/eval state when it runs
+  local output = sch["bert.encoder.layer.0.output"]
+  output["dense"]:decompose()
+  output:trace({ inputs = { slapo.randn({ 2, 32, cfg.intermediate_size }), slapo.randn({ 2, 32, cfg.hidden_size }) },
+    flatten = true })
+  print(("output tail: %d fused"):format(output:fuse(nil, { compiler = "kernels" })))
   print(sch["bert.encoder.layer.0"])
   print(sch:log())
 end)

@@ -9,7 +9,6 @@
 #include <torch/csrc/jit/passes/constant_propagation.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/peephole.h>
-#include <torch/csrc/jit/passes/subgraph_rewrite.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -97,6 +96,20 @@ int64_t register_leaf(const TraceLeaf& leaf) {
   int64_t id = registry().next++;
   registry().leaves[id] = {leaf.parent, leaf.slot, leaf.path};
   return id;
+}
+
+std::shared_ptr<Module> leaf_module(int64_t id, std::string* path_out) {
+  std::shared_ptr<Module> parent;
+  std::string slot;
+  {
+    std::lock_guard<std::mutex> lock(registry().mutex);
+    auto found = registry().leaves.find(id);
+    if (found == registry().leaves.end()) return nullptr;
+    parent = found->second.parent.lock();
+    slot = found->second.slot;
+    if (path_out) *path_out = found->second.path;
+  }
+  return parent ? parent->child(slot) : nullptr;
 }
 
 std::string leaf_path(int64_t id) {
@@ -188,92 +201,6 @@ Value TracedGraph::run(const Values& given) {
   torch::jit::Stack stack(args.begin(), args.end());
   for (auto& p : params_) stack.emplace_back(p);
   return (*function_)(std::move(stack));
-}
-
-int TracedGraph::fuse_kernels(bool chosen) {
-  auto count = [this] {
-    int n = 0;
-    for (auto* node : graph_->nodes()) {
-      std::string kind = node->kind().toQualString();
-      n += kind == "slapo::bias_gelu" || kind == "slapo::masked_softmax";
-    }
-    return n;
-  };
-  int before = count();
-  torch::jit::SubgraphRewriter rewriter;
-  // The add's operand is the bias of a decomposed Linear/Conv1D: it follows a matmul directly.
-  rewriter.RegisterRewritePattern(R"IR(
-graph(%x, %w, %b, %alpha : int, %approx : str):
-  %m = aten::matmul(%x, %w)
-  %y = aten::add(%m, %b, %alpha)
-  %z = aten::gelu(%y, %approx)
-  return (%z))IR",
-                                  R"IR(
-graph(%x, %w, %b, %alpha : int, %approx : str):
-  %m = aten::matmul(%x, %w)
-  %tanh : str = prim::Constant[value="tanh"]()
-  %t : bool = aten::eq(%approx, %tanh)
-  %z = slapo::bias_gelu(%m, %b, %t)
-  return (%z))IR");
-  if (chosen)
-    rewriter.RegisterRewritePattern(R"IR(
-graph(%x, %b, %alpha : int, %approx : str):
-  %y = aten::add(%x, %b, %alpha)
-  %z = aten::gelu(%y, %approx)
-  return (%z))IR",
-                                    R"IR(
-graph(%x, %b, %alpha : int, %approx : str):
-  %tanh : str = prim::Constant[value="tanh"]()
-  %t : bool = aten::eq(%approx, %tanh)
-  %z = slapo::bias_gelu(%x, %b, %t)
-  return (%z))IR");
-  // bias_gelu adds a vector along the last dimension, with alpha 1
-  auto is_bias = [](const torch::jit::Match& match, const std::unordered_map<std::string, torch::jit::Value*>& vars) {
-    auto alpha = torch::jit::toIValue(match.values_map.at(vars.at("alpha")));
-    if (!alpha || !alpha->isInt() || alpha->toInt() != 1) return false;
-    bool after_matmul = vars.count("m") > 0;  // a decomposed Linear's bias, by construction
-    auto x = match.values_map.at(vars.at(after_matmul ? "m" : "x"))->type()->cast<c10::TensorType>();
-    auto b = match.values_map.at(vars.at("b"))->type()->cast<c10::TensorType>();
-    auto xs = x ? x->sizes().concrete_sizes() : c10::nullopt;
-    auto bs = b ? b->sizes().concrete_sizes() : c10::nullopt;
-    if (!xs || !bs) return after_matmul;
-    return bs->size() == 1 && !xs->empty() && xs->back() == bs->front();
-  };
-  rewriter.runOnGraph(graph_, is_bias);
-
-  // Attention scores: scale, add the additive mask, softmax over the last dim.
-  torch::jit::SubgraphRewriter softmax_rewriter;
-  softmax_rewriter.RegisterRewritePattern(R"IR(
-graph(%x, %c : float, %mask, %alpha : int, %dim : int, %dtype : int):
-  %s = aten::div(%x, %c)
-  %m = aten::add(%s, %mask, %alpha)
-  %p = aten::softmax(%m, %dim, %dtype)
-  return (%p))IR",
-                                          R"IR(
-graph(%x, %c : float, %mask, %alpha : int, %dim : int, %dtype : int):
-  %one : float = prim::Constant[value=1.0]()
-  %scale : float = aten::div(%one, %c)
-  %p = slapo::masked_softmax(%x, %mask, %scale)
-  return (%p))IR");
-  // alpha 1, the last dim, float32/64 scores and mask, a softmax in the scores' own dtype
-  auto is_masked_softmax = [](const torch::jit::Match& match,
-                              const std::unordered_map<std::string, torch::jit::Value*>& vars) {
-    auto alpha = torch::jit::toIValue(match.values_map.at(vars.at("alpha")));
-    auto dim = torch::jit::toIValue(match.values_map.at(vars.at("dim")));
-    auto dtype = torch::jit::toIValue(match.values_map.at(vars.at("dtype")));
-    auto x = match.values_map.at(vars.at("x"))->type()->cast<c10::TensorType>();
-    auto mask = match.values_map.at(vars.at("mask"))->type()->cast<c10::TensorType>();
-    if (!alpha || !alpha->isInt() || alpha->toInt() != 1 || !dim || !dim->isInt() || !x || !mask) return false;
-    auto rank = x->dim();
-    auto type = x->scalarType();
-    if (!rank || !type || (*type != at::kFloat && *type != at::kDouble) || mask->scalarType() != type) return false;
-    if (dim->toInt() != -1 && dim->toInt() != static_cast<int64_t>(*rank) - 1) return false;
-    return dtype && (dtype->isNone() || (dtype->isInt() && dtype->toInt() == static_cast<int64_t>(*type)));
-  };
-  softmax_rewriter.runOnGraph(graph_, is_masked_softmax);
-  torch::jit::EliminateDeadCode(graph_);
-  function_ = std::make_unique<torch::jit::GraphFunction>("slapo_traced", graph_, nullptr);
-  return count() - before;
 }
 
 int TracedGraph::optimize_torchscript() {

@@ -48,8 +48,9 @@ class TracedGraph {
   /// wired the same way, constants equal. Each match lists its nodes in graph order.
   std::vector<std::vector<GraphNode>> match(const TracedGraph& pattern) const;
 
-  /// Rewrites the kernel patterns of kernels.h into their fused ops (today: a matmul whose output
-  /// gets a bias added and goes through GELU -> matmul + slapo::bias_gelu). Returns how many.
+  /// Rewrites the kernel patterns of kernels.h into their fused ops (kernel_patterns() lists
+  /// them: bias + GELU, masked softmax, the bias + dropout + residual + LayerNorm tail). Returns
+  /// how many.
   /// `chosen`: the graph is a subgraph the user picked, so any add of a bias vector followed by
   /// GELU is fused, not only one right after a matmul.
   int fuse_kernels(bool chosen = false);
@@ -101,6 +102,11 @@ std::shared_ptr<TracedGraph> trace_pattern(const std::function<Value(Values)>& f
 
 /// The path (below the traced module) of the leaf a `slapo::call_module` node with this id calls.
 std::string leaf_path(int64_t id);
+/// The module a `slapo::call_module` node with this id calls now (the slot's current module), or
+/// null when it is gone; `path_out` gets its path.
+std::shared_ptr<Module> leaf_module(int64_t id, std::string* path_out = nullptr);
+/// What fuse(compiler = "kernels") looks for, for messages; `chosen` as in fuse_kernels.
+std::string kernel_patterns(bool chosen);
 /// Registers a leaf for call nodes; returns its id.
 int64_t register_leaf(const TraceLeaf& leaf);
 

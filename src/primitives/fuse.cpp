@@ -25,9 +25,9 @@ int fuse(Schedule& sch, const std::string& compiler, const CallSite& site) {
     throw Error(fmt::format("fuse: unknown compiler '{}' for {} (choices: kernels)", compiler, sch.where()));
   int fused = graph->fuse_kernels();
   if (fused == 0)
-    throw Error(fmt::format("fuse: no kernel pattern in {} (looked for: matmul -> bias add -> gelu, and scores / c + "
-                            "mask -> softmax; decompose the Linear/Conv1D and trace with flatten so the ops are in the "
-                            "graph)", sch.where()));
+    throw Error(fmt::format("fuse: no kernel pattern in {} (looked for: {}; decompose the Linear/Conv1D and trace "
+                            "with flatten so the ops are in the graph)",
+                            sch.where(), kernel_patterns(/*chosen=*/false)));
   sch.log().append({"fuse", sch.path(), site.lua_args, site.source});
   return fused;
 }

@@ -147,8 +147,8 @@ std::string fuse_subgraph(Schedule& sch, const SubgraphNames& nodes, const std::
   if (compiler == "torchscript")
     extracted->optimize_torchscript();
   else if (extracted->fuse_kernels(/*chosen=*/true) == 0)
-    throw Error(fmt::format("fuse: no kernel pattern in the chosen subgraph of {} (looked for: a bias add -> gelu, "
-                            "the bias a vector as long as the last dimension; scores / c + mask -> softmax)", sch.where()));
+    throw Error(fmt::format("fuse: no kernel pattern in the chosen subgraph of {} (looked for: {})", sch.where(),
+                            kernel_patterns(/*chosen=*/true)));
   std::string child_name = fresh_child_name(*sch.mod(), name);
   install(sch, graph, nodes, child_name, std::make_shared<GraphModule>(name, extracted));
   sch.log().append({"fuse", sch.path(), site.lua_args, site.source});

@@ -142,6 +142,68 @@ describe("decompose, trace and fuse", function()
   end)
 end)
 
+describe("fuse the LayerNorm tail (bias + dropout + residual + LayerNorm)", function()
+  local function bert()
+    slapo.manual_seed(10)
+    return slapo.models.bert({ hidden_size = 32, num_hidden_layers = 2, num_attention_heads = 4,
+      intermediate_size = 64, vocab_size = 50, max_position_embeddings = 16, hidden_dropout_prob = 0.2 })
+  end
+  local ids = slapo.randint(0, 50, { 2, 9 })
+  local tails = { ["attention.output"] = 32, output = 64 }  -- each tail's dense input width
+
+  local function fuse_tails(s)
+    local fused = 0
+    for _, layer in ipairs(s["bert.encoder.layer"]:children()) do
+      for path, width in pairs(tails) do
+        layer[path]["dense"]:decompose()
+        layer[path]:trace({ inputs = { slapo.randn({ 2, 9, width }), slapo.randn({ 2, 9, 32 }) }, flatten = true })
+        fused = fused + layer[path]:fuse(nil, { compiler = "kernels" })
+      end
+    end
+    return fused
+  end
+
+  it("keeps outputs and gradients with dropout on (same masks) and off: the fused op follows train/eval", function()
+    local fused = 0
+    local sch = slapo.create_schedule(bert())
+    local report = slapo.verify(sch, { ids }, { train = true }, function(s) fused = fuse_tails(s) end)
+    eq(4, fused)
+    assert(report.gradients >= 10, report.gradients)
+    local text = ops(sch["bert.encoder.layer.1.output"]:graph())
+    matches("slapo::leaf_dropout slapo::bias_dropout_add_layer_norm", text)
+    assert(not text:find("aten::layer_norm") and not text:find("call_module"), text)
+    slapo.verify(slapo.create_schedule(bert()), { ids }, {}, fuse_tails)  -- eval: no dropout at all
+
+    -- the same model, switched: eval is deterministic, training draws masks
+    local model = sch.mod
+    model:eval()
+    eq(0, (model(ids) - model(ids)):abs():max():item())
+    model:train()
+    assert((model(ids) - model(ids)):abs():max():item() > 0, "dropout is on in training mode")
+  end)
+
+  it("fuses a chosen tail into a child of its own", function()
+    local report = slapo.verify(slapo.create_schedule(bert()), { ids }, { train = true }, function(s)
+      local out = s["bert.encoder.layer.0.output"]
+      out["dense"]:decompose()
+      out:trace({ inputs = { slapo.randn({ 2, 9, 64 }), slapo.randn({ 2, 9, 32 }) }, flatten = true })
+      local nodes = out:graph().nodes
+      eq("aten::t aten::matmul aten::add slapo::call_module(dropout) aten::add aten::layer_norm", ops(out:graph()))
+      local fused = out:fuse({ nodes[3], nodes[4], nodes[5], nodes[6] }, { compiler = "kernels", name = "DropoutAddLN" })
+      eq("DropoutAddLN_0", fused.name)
+    end)
+    assert(report.gradients >= 5)
+  end)
+
+  it("names the leaf when the dropout it fused is replaced by something else", function()
+    local sch = slapo.create_schedule(bert())
+    fuse_tails(sch)
+    sch["bert.encoder.layer.0.output.dropout"]:replace(slapo.nn.Identity())
+    matches("fused LayerNorm tail: leaf 'dropout' was a Dropout when fuse rewrote the graph; it is now Identity",
+      pcall_err(function() sch.mod(ids) end))
+  end)
+end)
+
 describe("find with a traced pattern", function()
   local function traced(forward)
     local block = slapo.nn.Module({ type = "Block", children = { fc = slapo.nn.Linear(4, 4) }, forward = forward })
