@@ -1,8 +1,14 @@
--- Fused CPU kernels vs the unfused ATen ops they replace: forward + backward time, one run,
--- the two alternating round by round.
---   slapo-lua run bench/kernels.lua
+-- Fused kernels vs the unfused ATen ops they replace: forward + backward time, one run, the two
+-- alternating round by round.
+--   slapo-lua run bench/kernels.lua                   # the CPU kernels
+--   slapo-lua run bench/kernels.lua --device cuda     # the CUDA kernels (a CUDA build on a GPU)
 package.path = "bench/?.lua;" .. package.path
 local timing = require("timing")
+local device = arg[1] == "--device" and arg[2] or "cpu"
+local on_gpu = device:match("^cuda") ~= nil
+if on_gpu then
+  assert(slapo.cuda.is_available(), "bench/kernels.lua --device " .. device .. ": no CUDA in this build or machine")
+end
 slapo.manual_seed(0)
 
 local function step(fn, inputs)
@@ -12,12 +18,18 @@ local function step(fn, inputs)
       leaves[i] = t:detach():requires_grad(true)
     end
     fn(unpack(leaves)):sum():backward()
+    if on_gpu then
+      slapo.cuda.synchronize()  -- time the kernels, not their launch
+    end
   end
 end
 
-local x, b = slapo.randn({ 64, 512, 768 }), slapo.randn({ 768 })
-local g, u = slapo.randn({ 64, 512, 688 }), slapo.randn({ 64, 512, 688 })
-local w = slapo.randn({ 768 })
+-- every input starts on the CPU (same seed) and moves to the device
+local randn = function(shape) return slapo.randn(shape):to(device) end
+
+local x, b = randn({ 64, 512, 768 }), randn({ 768 })
+local g, u = randn({ 64, 512, 688 }), randn({ 64, 512, 688 })
+local w = randn({ 768 })
 local cases = {
   { "bias_gelu (tanh)", { x, b }, function(x, b) return slapo.kernels.bias_gelu(x, b, { approximate = "tanh" }) end,
     function(x, b) return slapo.F.gelu(x + b, "tanh") end },
@@ -26,19 +38,19 @@ local cases = {
   { "swiglu", { g, u }, function(g, u) return slapo.kernels.swiglu(g, u) end,
     function(g, u) return slapo.F.silu(g) * u end },
 }
-local s = slapo.randn({ 8, 12, 512, 512 })
+local s = randn({ 8, 12, 512, 512 })
 -- padding: the last quarter of the keys of every sequence
-local mask = slapo.cat({ slapo.zeros({ 8, 1, 1, 384 }), slapo.ones({ 8, 1, 1, 128 }) * -1e9 }, 3)
+local mask = slapo.cat({ slapo.zeros({ 8, 1, 1, 384 }), slapo.ones({ 8, 1, 1, 128 }) * -1e9 }, 3):to(device)
 table.insert(cases, { "masked_softmax (8x12x512x512)", { s },
   function(s) return slapo.kernels.masked_softmax(s, mask, 0.125) end,
   function(s) return slapo.F.softmax(s * 0.125 + mask, -1) end })
-local r, lw, lb = slapo.randn({ 64, 512, 768 }), slapo.randn({ 768 }), slapo.randn({ 768 })
+local r, lw, lb = randn({ 64, 512, 768 }), randn({ 768 }), randn({ 768 })
 table.insert(cases, { "bias+dropout+residual+LayerNorm (p=0.1)", { x, b, r, lw, lb },
   function(x, b, r, lw, lb)
     return slapo.kernels.bias_dropout_add_layer_norm(x, b, r, lw, lb, { p = 0.1, training = true })
   end,
   function(x, b, r, lw, lb) return slapo.F.layer_norm(slapo.F.dropout(x + b, 0.1, true) + r, { 768 }, lw, lb) end })
-local q, k, v = slapo.randn({ 1, 4, 2048, 64 }), slapo.randn({ 1, 4, 2048, 64 }), slapo.randn({ 1, 4, 2048, 64 })
+local q, k, v = randn({ 1, 4, 2048, 64 }), randn({ 1, 4, 2048, 64 }), randn({ 1, 4, 2048, 64 })
 table.insert(cases, { "attention (causal, S=2048)", { q, k, v },
   function(q, k, v) return slapo.kernels.attention(q, k, v, { causal = true }) end,
   function(q, k, v) return slapo.F.scaled_dot_product_attention(q, k, v, { causal = true }) end })
@@ -59,7 +71,7 @@ local function measure(unfused_fn, fused_fn, rounds)
   return timing.median(unfused), timing.median(fused), timing.median(ratios)
 end
 
-print("| kernel (fwd + bwd) | unfused ATen | fused | fused / unfused (median of rounds) |")
+print(("| kernel (fwd + bwd) on %s | unfused ATen | fused | fused / unfused (median of rounds) |"):format(device))
 print("|---|---|---|---|")
 for _, case in ipairs(cases) do
   local unfused, fused, ratio = measure(step(case[4], case[2]), step(case[3], case[2]), 7)

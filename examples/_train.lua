@@ -2,9 +2,10 @@
 -- AdamW loop on a fixed synthetic batch (the loss falls as the model memorises it).
 local M = {}
 
--- Pipeline options every example takes: ranks per pipeline, stages per rank (interleaved when
--- above 1), micro-batches per step, and their order.
-local pipeline_defaults = { pp = 1, chunks = 1, micro = 0, schedule = "1f1b" }
+-- Options every example takes: ranks per pipeline, stages per rank (interleaved when above 1),
+-- micro-batches per step, and their order; the device ("" = slapo.dist.device(): this rank's GPU
+-- under NCCL, else the CPU; "cuda" puts a single-process run on the GPU).
+local pipeline_defaults = { pp = 1, chunks = 1, micro = 0, schedule = "1f1b", device = "" }
 
 --- "--tp 2 --steps 5" -> {tp = 2, steps = 5}; unknown options are an error listing the valid ones.
 function M.options(defaults)
@@ -73,12 +74,14 @@ function M.run(opts, make_model, schedule, where)
   if layout.pp > 1 then
     parallel.cut_evenly(sch, where and where.layers, layout.pp * opts.chunks)
   end
+  local device = opts.device ~= "" and opts.device or slapo.dist.device()
   slapo.manual_seed(opts.seed + 1000 + layout.dp_rank)  -- each data-parallel replica its own batch
-  local ids = slapo.randint(0, opts.vocab, { opts.batch, opts.seq })
+  local ids = slapo.randint(0, opts.vocab, { opts.batch, opts.seq }):to(device)
   local pipe
   if layout.pp > 1 then
     pipe = slapo.build(sch, { pipeline = { group = layout.pp_group, schedule = opts.schedule,
       micro_batches = opts.micro > 0 and opts.micro or 2 * layout.pp, dp_group = layout.dp_group } })
+    pipe.module:to(device)  -- before the first trace, which records where the weights are
     pipe:prepare(ids)
     model = pipe.module
     for r = 0, layout.world - 1 do
@@ -90,16 +93,19 @@ function M.run(opts, make_model, schedule, where)
     end
   else
     model = slapo.build(sch)
+    model:to(device)
   end
-  log(("%s: %.1fM parameters, %.1fM on this rank; %d primitives applied"):format(model:type(), full_params / 1e6,
-    (pipe or model):num_params() / 1e6, select(2, sch:log():gsub("\n  sch", ""))))
+  log(("%s: %.1fM parameters, %.1fM on this rank; %d primitives applied; on %s"):format(model:type(),
+    full_params / 1e6, (pipe or model):num_params() / 1e6, select(2, sch:log():gsub("\n  sch", "")), device))
 
   local optimizer = slapo.optim.adamw(pipe and pipe:parameters() or model, { lr = opts.lr, weight_decay = 0.0 })
   -- data parallelism: a pipeline averages its stage's gradients itself (dp_group above)
   local dp = not pipe and layout.dp > 1 and slapo.dist.data_parallel(model, { group = layout.dp_group }) or nil
   local losses = {}
+  local sync = device:match("^cuda") and slapo.cuda.synchronize or function() end
   for step = 1, opts.steps do
-    local start = os.clock()
+    sync()
+    local start = slapo.clock()
     optimizer:zero_grad()
     local value
     if pipe then
@@ -114,8 +120,8 @@ function M.run(opts, make_model, schedule, where)
     end
     optimizer:step()
     slapo.dist.all_reduce(value, layout.dp_group)
-    losses[step] = value:sum():item() / layout.dp
-    log(("step %d  loss %.4f  (%.2f s cpu)"):format(step, losses[step], os.clock() - start))
+    losses[step] = value:sum():item() / layout.dp  -- item() waits for the device
+    log(("step %d  loss %.4f  (%.3f s)"):format(step, losses[step], slapo.clock() - start))
   end
   return losses
 end

@@ -20,6 +20,9 @@ std::string Group::describe() const {
                   : fmt::format("group {} (ranks {})", id_, fmt::join(ranks_, ", "));
 }
 
+// A group without a backend has one rank, and its collectives are the identity. One-rank groups
+// get a backend only when NCCL is asked for, so that a single GPU still runs NCCL's own path.
+
 void Group::check_member(const char* caller) const {
   if (!contains_me())
     throw Error(fmt::format("dist.{}: this rank is not in {}", caller, describe()));
@@ -37,7 +40,7 @@ int64_t wrap_dim(const at::Tensor& t, int64_t dim, const char* caller) {
 
 at::Tensor& Group::all_reduce(at::Tensor& t, const char* caller) {
   check_member(caller);
-  if (size() == 1) return t;
+  if (!pg_) return t;
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> bufs{t.is_contiguous() ? t.detach() : t.detach().contiguous()};
   pg_->allreduce(bufs)->wait();
@@ -48,7 +51,7 @@ at::Tensor& Group::all_reduce(at::Tensor& t, const char* caller) {
 std::function<void()> Group::all_reduce_async(at::Tensor t, const char* caller) {
   check_member(caller);
   if (!t.is_contiguous()) throw Error(fmt::format("dist.{}: the tensor must be contiguous", caller));
-  if (size() == 1) return [] {};
+  if (!pg_) return [] {};
   std::vector<at::Tensor> bufs{t.detach()};
   auto work = pg_->allreduce(bufs);
   return [work] { work->wait(); };
@@ -57,7 +60,7 @@ std::function<void()> Group::all_reduce_async(at::Tensor t, const char* caller) 
 at::Tensor Group::all_gather(const at::Tensor& t, int64_t dim, const char* caller) {
   check_member(caller);
   dim = wrap_dim(t, dim, caller);
-  if (size() == 1) return t.detach().clone();
+  if (!pg_) return t.detach().clone();
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> input{t.detach().contiguous()};
   std::vector<std::vector<at::Tensor>> outputs(1);
@@ -70,7 +73,7 @@ at::Tensor& Group::broadcast(at::Tensor& t, int src, const char* caller) {
   check_member(caller);
   if (src < 0 || src >= size())
     throw Error(fmt::format("dist.{}: source rank {} is not in {} (valid: 0 .. {})", caller, src, describe(), size() - 1));
-  if (size() == 1) return t;
+  if (!pg_) return t;
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> bufs{t.detach().contiguous()};
   c10d::BroadcastOptions opts;
@@ -123,7 +126,7 @@ void Group::wait_sends() {
 
 void Group::barrier() {
   check_member("barrier");
-  if (size() == 1) return;
+  if (!pg_) return;
   pg_->barrier()->wait();
 }
 

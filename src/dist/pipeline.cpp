@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "dist/world.h"
 
 namespace slapo::dist {
 
@@ -73,7 +74,7 @@ struct InFlight {
 }  // namespace
 
 PipelineRunner::PipelineRunner(std::shared_ptr<Group> group, PipelineSchedule schedule, int chunks)
-    : group_(std::move(group)), schedule_(schedule), chunks_(chunks) {
+    : group_(std::move(group)), schedule_(schedule), chunks_(chunks), wire_(dist::device()) {
   if (!group_->contains_me()) throw Error(fmt::format("pipeline: this rank is not in {}", group_->describe()));
   if (chunks_ < 1) throw Error(fmt::format("pipeline: chunks per rank must be at least 1, got {}", chunks_));
 }
@@ -111,8 +112,9 @@ void PipelineRunner::send_activations(const std::vector<at::Tensor>& tensors, in
     header.push_back(t.dim());
     for (auto d : t.sizes()) header.push_back(d);
   }
-  auto header_t = torch::tensor(header, torch::kInt64);
-  send_tensor(torch::tensor({static_cast<int64_t>(header.size())}, torch::kInt64), next, tag(micro_batch, from, false, 0));
+  auto header_t = torch::tensor(header, torch::kInt64).to(wire_);
+  send_tensor(torch::tensor({static_cast<int64_t>(header.size())}, torch::kInt64).to(wire_), next,
+              tag(micro_batch, from, false, 0));
   send_tensor(header_t, next, tag(micro_batch, from, false, 1));
   for (size_t i = 0; i < tensors.size(); ++i)
     send_tensor(tensors[i], next, tag(micro_batch, from, false, static_cast<int>(i) + 2));
@@ -120,8 +122,9 @@ void PipelineRunner::send_activations(const std::vector<at::Tensor>& tensors, in
 
 std::vector<at::Tensor> PipelineRunner::recv_activations(int micro_batch, int from) {
   const int prev = (stage() + stages() - 1) % stages();
-  auto length = recv_tensor(torch::zeros({1}, torch::kInt64), prev, tag(micro_batch, from, false, 0));
-  auto header_t = recv_tensor(torch::zeros({length.item<int64_t>()}, torch::kInt64), prev, tag(micro_batch, from, false, 1));
+  auto ints = torch::TensorOptions().dtype(torch::kInt64).device(wire_);
+  auto length = recv_tensor(torch::zeros({1}, ints), prev, tag(micro_batch, from, false, 0));
+  auto header_t = recv_tensor(torch::zeros({length.item<int64_t>()}, ints), prev, tag(micro_batch, from, false, 1)).cpu();
   const int64_t* h = header_t.data_ptr<int64_t>();
   int64_t n = *h++;
   std::vector<at::Tensor> out;
@@ -131,7 +134,7 @@ std::vector<at::Tensor> PipelineRunner::recv_activations(int micro_batch, int fr
     int64_t ndim = *h++;
     std::vector<int64_t> sizes(h, h + ndim);
     h += ndim;
-    auto t = recv_tensor(torch::empty(sizes, torch::TensorOptions().dtype(dtype)), prev,
+    auto t = recv_tensor(torch::empty(sizes, torch::TensorOptions().dtype(dtype).device(wire_)), prev,
                          tag(micro_batch, from, false, static_cast<int>(i) + 2));
     if (requires_grad) t.requires_grad_(true);
     out.push_back(t);

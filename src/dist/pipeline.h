@@ -87,6 +87,7 @@ class PipelineRunner {
   std::shared_ptr<Group> group_;
   PipelineSchedule schedule_;
   int chunks_;
+  at::Device wire_;  // where headers and received tensors live: the backend's device (CPU for Gloo)
   PipelineStats stats_;
 };
 

@@ -2,10 +2,12 @@
 // builds of LibTorch with NCCL, ProcessGroupNCCL for CUDA tensors.
 #include "dist/world.h"
 
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #if defined(SLAPO_WITH_TORCH_CUDA) && defined(USE_C10D_NCCL)
+#include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #define SLAPO_HAS_NCCL 1
 #endif
@@ -71,12 +73,31 @@ c10::intrusive_ptr<CollectiveBackend> make_backend(const std::string& prefix, in
   return state().options.backend == "nccl" ? make_nccl(prefix, rank, size) : make_gloo(prefix, rank, size);
 }
 
+// One rank needs no communication, but NCCL asked for runs anyway: on a machine with one GPU
+// that is the only way to run NCCL's own code path (two ranks may not share a GPU).
+bool wants_backend(int group_size) { return group_size > 1 || state().options.backend == "nccl"; }
+
+// NCCL: this process works on the GPU LOCAL_RANK names (torchrun's variable; the launcher sets it).
+void use_local_gpu(const WorldOptions& o) {
+#ifdef SLAPO_HAS_NCCL
+  int count = static_cast<int>(c10::cuda::device_count());
+  if (o.local_rank >= count)
+    throw Error(fmt::format("dist: NCCL rank {} needs GPU {} (LOCAL_RANK), but this machine has {} GPU{}; NCCL cannot "
+                            "put two ranks on one GPU, so run at most {} rank{} per machine",
+                            o.rank, o.local_rank, count, count == 1 ? "" : "s", count, count == 1 ? "" : "s"));
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(o.local_rank));
+#else
+  (void)o;
+#endif
+}
+
 }  // namespace
 
 WorldOptions options_from_env() {
   WorldOptions o;
   o.world_size = env_int("WORLD_SIZE", 1);
   o.rank = env_int("RANK", 0);
+  o.local_rank = env_int("LOCAL_RANK", o.rank);
   if (const char* addr = std::getenv("MASTER_ADDR")) o.master_addr = addr;
   o.master_port = env_int("MASTER_PORT", 29500);
   o.timeout = std::chrono::seconds(env_int("SLAPO_DIST_TIMEOUT", 120));
@@ -92,6 +113,12 @@ WorldOptions options_from_env() {
 
 bool initialized() { return !state().groups.empty(); }
 
+std::string device() {
+  if (!initialized()) return "cpu";  // a world of one joined lazily is Gloo's
+  auto& o = state().options;
+  return o.backend == "nccl" ? fmt::format("cuda:{}", o.local_rank) : "cpu";
+}
+
 void init(const WorldOptions& options) {
   auto& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -99,8 +126,14 @@ void init(const WorldOptions& options) {
   s.options = options;
   std::vector<int> all(options.world_size);
   for (int i = 0; i < options.world_size; ++i) all[i] = i;
-  if (options.world_size == 1) {
+  if (options.backend == "nccl") use_local_gpu(options);
+  if (!wants_backend(options.world_size)) {
     s.groups.push_back(std::make_shared<Group>(0, 0, all, c10::intrusive_ptr<CollectiveBackend>()));
+    return;
+  }
+  if (options.world_size == 1) {  // NCCL on one rank: an in-process store is enough
+    s.store = c10::make_intrusive<c10d::HashStore>();
+    s.groups.push_back(std::make_shared<Group>(0, 0, all, make_backend("world", 0, 1)));
     return;
   }
   c10d::TCPStoreOptions so;
@@ -140,7 +173,7 @@ std::shared_ptr<Group> new_group(const std::vector<int>& ranks) {
   auto me = std::find(ranks.begin(), ranks.end(), w->rank());
   int rank = me == ranks.end() ? -1 : static_cast<int>(me - ranks.begin());
   c10::intrusive_ptr<CollectiveBackend> pg;
-  if (rank >= 0 && ranks.size() > 1) pg = make_backend(fmt::format("group{}", id), rank, static_cast<int>(ranks.size()));
+  if (rank >= 0 && wants_backend(static_cast<int>(ranks.size()))) pg = make_backend(fmt::format("group{}", id), rank, static_cast<int>(ranks.size()));
   s.groups.push_back(std::make_shared<Group>(id, rank, ranks, pg));
   return s.groups.back();
 }

@@ -13,6 +13,7 @@ namespace slapo::dist {
 
 struct WorldOptions {
   int rank = 0;
+  int local_rank = 0;  ///< this rank's GPU under NCCL (LOCAL_RANK; RANK when unset)
   int world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
@@ -25,9 +26,13 @@ struct WorldOptions {
 /// SLAPO_DIST_BACKEND picks gloo (default) or nccl.
 WorldOptions options_from_env();
 
-/// Joins the world (idempotent). With world_size 1 no store or process group is created.
+/// Joins the world (idempotent). With world_size 1 no store or process group is created, except
+/// under NCCL (a one-rank NCCL group, so one GPU runs NCCL's path); NCCL also makes LOCAL_RANK's
+/// GPU the current device.
 void init(const WorldOptions& options);
 bool initialized();
+/// Where this rank's tensors go for its collectives: "cuda:<LOCAL_RANK>" under NCCL, else "cpu".
+std::string device();
 
 /// The world group (initialising a world of one when nothing was initialised).
 std::shared_ptr<Group> world();

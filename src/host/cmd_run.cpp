@@ -19,7 +19,7 @@ void report_error(const std::string& message) { fmt::print(stderr, "slapo-lua: {
 
 int join_world_from_env() {
   auto world = dist::options_from_env();
-  if (world.world_size > 1) {
+  if (world.world_size > 1 || world.backend == "nccl") {  // NCCL runs on one rank too
     dist::init(world);
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // the launcher interleaves ranks' output by line
   }

@@ -29,6 +29,13 @@ const luaL_Reg cuda_functions[] = {
 
 }  // namespace
 
+void lx_check_device_target(lua_State* L, const std::string& target, const char* fn) {
+  if (target.rfind("cuda", 0) == 0 && !torch::cuda::is_available())
+    luaL_error(L, "%s: '%s' needs a CUDA device, and this %s (slapo.cuda.is_available() is false; devices here: cpu)",
+               fn, target.c_str(),
+               torch::cuda::device_count() == 0 ? "build or machine has none" : "machine's GPUs are not usable");
+}
+
 void open_cuda(lua_State* L) {
   lua_newtable(L);
   lx_set_funcs(L, cuda_functions);

@@ -114,6 +114,11 @@ int w_group(lua_State* L) {
   push_group(L, dist::world());
   return 1;
 }
+// "cuda:<LOCAL_RANK>" under NCCL, else "cpu": where a rank puts the tensors its collectives take.
+int w_device(lua_State* L) {
+  lua_pushstring(L, dist::device().c_str());
+  return 1;
+}
 
 const luaL_Reg group_methods[] = {{"ranks", w_Group_ranks}, {"rank", w_rank}, {"size", w_world_size}, {nullptr, nullptr}};
 const luaL_Reg group_meta[] = {{"__gc", w_Group_gc}, {"__tostring", w_Group_tostring}, {nullptr, nullptr}};
@@ -122,7 +127,7 @@ const luaL_Reg dist_functions[] = {
     {"rank", w_rank},           {"world_size", w_world_size}, {"barrier", w_barrier},
     {"all_reduce", w_all_reduce}, {"all_gather", w_all_gather}, {"reduce_scatter", w_reduce_scatter},
     {"broadcast", w_broadcast}, {"new_group", w_new_group},   {"world", w_group},
-    {nullptr, nullptr}};
+    {"device", w_device},       {nullptr, nullptr}};
 
 }  // namespace
 

@@ -72,6 +72,7 @@ void push_json(lua_State* L, const nlohmann::json& j) {
 BuildOptions build_options(lua_State* L, int idx, const char* fn) {
   BuildOptions o;
   auto device = lx_opt_string(L, idx, "device", "cpu", fn);
+  lx_check_device_target(L, device, fn);
   auto dtype = lx_opt_string(L, idx, "dtype", "float32", fn);
   o.tensor_options = at::TensorOptions().device(at::Device(device)).dtype(tensor_dtype_from_name(dtype, fn));
   o.init_weights = lx_opt_bool(L, idx, "init", true, fn);

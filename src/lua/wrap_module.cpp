@@ -71,6 +71,7 @@ int w_Module_is_training(lua_State* L) {
 int w_Module_to(lua_State* L) {
   auto& m = lx_check_module(L, 1);
   std::string target = luaL_checkstring(L, 2);
+  lx_check_device_target(L, target, "Module:to");
   if (target == "cpu" || target.rfind("cuda", 0) == 0) m->to(at::Device(target));
   else m->to(tensor_dtype_from_name(target, "Module:to"));
   lua_settop(L, 1);

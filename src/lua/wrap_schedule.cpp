@@ -175,7 +175,8 @@ int w_Schedule_sync(lua_State* L) {
   auto s = lx_check_schedule(L, 1);
   SyncMode mode = parse_sync_mode(luaL_checkstring(L, 2), *s);
   double axis = lx_opt_number(L, 4, "axis", static_cast<double>(INT64_MIN), "sync");
-  SyncOp op{SyncOp::Function};
+  SyncOp op;
+  op.kind = SyncOp::Function;
   if (lua_isfunction(L, 3)) {
     auto fn = LuaRef::from_stack(L, 3);
     std::string what = fmt::format("sync function on {}", s->where());

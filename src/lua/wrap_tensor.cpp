@@ -158,6 +158,7 @@ int w_Tensor_to(lua_State* L) {
   std::string target = luaL_checkstring(L, 2);
   for (auto& [name, type] : dtype_names())
     if (name == target) return push(L, t.to(type));
+  lx_check_device_target(L, target, "Tensor:to");
   if (target == "cpu" || target.rfind("cuda", 0) == 0 || target == "meta") return push(L, t.to(at::Device(target)));
   return luaL_error(L, "Tensor:to: unknown target '%s' (devices: cpu, cuda, cuda:N; dtypes: float32, float64, "
                        "float16, bfloat16, int64, int32, int8, uint8, bool)", target.c_str());
@@ -240,6 +241,7 @@ at::TensorOptions creation_options(lua_State* L, int idx, const char* fn) {
   auto dtype = lx_opt_string(L, idx, "dtype", "float32", fn);
   auto opts = at::TensorOptions().dtype(tensor_dtype_from_name(dtype, fn));
   auto device = lx_opt_string(L, idx, "device", "cpu", fn);
+  lx_check_device_target(L, device, fn);
   opts = opts.device(at::Device(device));
   return opts.requires_grad(lx_opt_bool(L, idx, "requires_grad", false, fn));
 }

@@ -65,3 +65,22 @@ describe("F", function()
     close(slapo.zeros({ 2 }), ln:mean(1), { atol = 1e-6 })
   end)
 end)
+
+describe("devices", function()
+  it("moves tensors and modules to CUDA where there is one, and names the missing device otherwise", function()
+    local m = slapo.nn.Linear(2, 2)
+    if slapo.cuda.is_available() then
+      eq("cuda:0", slapo.randn({ 2 }):to("cuda"):device())
+      eq("cuda:0", m:to("cuda").weight:device())
+      eq("cuda:0", slapo.zeros({ 2 }, { device = "cuda" }):device())
+    else
+      eq(0, slapo.cuda.device_count())
+      matches("Tensor:to: 'cuda' needs a CUDA device, and this build or machine has none",
+        pcall_err(function() slapo.randn({ 2 }):to("cuda") end))
+      matches("Module:to: 'cuda:1' needs a CUDA device", pcall_err(function() m:to("cuda:1") end))
+      matches("zeros: 'cuda' needs a CUDA device", pcall_err(slapo.zeros, { 2 }, { device = "cuda" }))
+      eq("cpu", m.weight:device())  -- left as it was
+      matches("cuda.synchronize: no CUDA device", pcall_err(slapo.cuda.synchronize))
+    end
+  end)
+end)
