@@ -94,6 +94,88 @@ bool is_layer_norm_tail(const torch::jit::Match& match, const Vars& vars) {
   return true;
 }
 
+// The ints a constant int list holds (a prim::Constant or a ListConstruct of constants).
+c10::optional<std::vector<int64_t>> constant_ints(torch::jit::Value* v) {
+  if (auto list = torch::jit::toIValue(v)) {
+    if (list->isIntList()) return list->toIntVector();
+    return c10::nullopt;
+  }
+  if (v->node()->kind() != c10::prim::ListConstruct) return c10::nullopt;
+  std::vector<int64_t> out;
+  for (auto* item : v->node()->inputs()) {
+    auto i = torch::jit::toIValue(item);
+    if (!i || !i->isInt()) return c10::nullopt;
+    out.push_back(i->toInt());
+  }
+  return out;
+}
+
+bool is_float_or_double(const c10::TensorTypePtr& t) {
+  auto type = t ? t->scalarType() : c10::nullopt;
+  return type && (*type == at::kFloat || *type == at::kDouble);
+}
+
+// silu(gate) * up with one shape and dtype (no broadcast: the kernel is elementwise).
+bool is_swiglu(const torch::jit::Match& match, const Vars& vars) {
+  auto gate = tensor_type(match, vars, "g");
+  auto up = tensor_type(match, vars, "u");
+  if (!is_float_or_double(gate) || !up || up->scalarType() != gate->scalarType()) return false;
+  auto gs = gate->sizes().concrete_sizes();
+  return gs && up->sizes().concrete_sizes() == gs;
+}
+
+// LlamaRMSNorm: x^2 averaged over the last dim (kept), + eps, rsqrt, times x, times a weight as
+// long as the rows; the casts around it are no-ops (to x's own float32/64 dtype).
+bool is_rms_norm(const torch::jit::Match& match, const Vars& vars) {
+  auto x = tensor_type(match, vars, "x");
+  auto w = tensor_type(match, vars, "w");
+  if (!is_float_or_double(x) || !w || w->scalarType() != x->scalarType()) return false;
+  auto xs = x->sizes().concrete_sizes();
+  auto ws = w->sizes().concrete_sizes();
+  if (!xs || xs->empty() || !ws || ws->size() != 1 || ws->front() != xs->back()) return false;
+  auto two = torch::jit::toIValue(match.values_map.at(vars.at("two")));
+  if (!two || !((two->isInt() && two->toInt() == 2) || (two->isDouble() && two->toDouble() == 2.0))) return false;
+  auto dims = constant_ints(match.values_map.at(vars.at("dims")));
+  auto rank = static_cast<int64_t>(xs->size());
+  if (!dims || dims->size() != 1 || (dims->front() != -1 && dims->front() != rank - 1)) return false;
+  auto keep = torch::jit::toIValue(match.values_map.at(vars.at("keep")));
+  auto mean_dtype = torch::jit::toIValue(match.values_map.at(vars.at("mean_dtype")));
+  auto eps = torch::jit::toIValue(match.values_map.at(vars.at("eps")));
+  if (!keep || !keep->isBool() || !keep->toBool() || !mean_dtype || !mean_dtype->isNone() || !eps || !eps->isDouble() ||
+      !is_int_constant(match, vars, "alpha", 1))
+    return false;
+  for (const char* cast : {"dt1", "dt2"}) {
+    auto dt = torch::jit::toIValue(match.values_map.at(vars.at(cast)));
+    if (!dt || !dt->isInt() || dt->toInt() != static_cast<int64_t>(*x->scalarType())) return false;
+  }
+  return true;
+}
+
+void register_swiglu(torch::jit::SubgraphRewriter& rewriter) {
+  for (const char* mul : {"aten::mul(%a, %u)", "aten::mul(%u, %a)"})
+    rewriter.RegisterRewritePattern(std::string("graph(%g, %u):\n  %a = aten::silu(%g)\n  %y = ") + mul +
+                                        "\n  return (%y)",
+                                    "graph(%g, %u):\n  %y = slapo::swiglu(%g, %u)\n  return (%y)");
+}
+
+// As Hugging Face's LlamaRMSNorm (and the zoo's) traces: computed in float32 between two casts,
+// the weight on either side of the last mul.
+void register_rms_norm(torch::jit::SubgraphRewriter& rewriter) {
+  const std::string inputs =
+      "graph(%x, %w, %two : int, %dims : int[], %keep : bool, %mean_dtype, %eps : float, %alpha : int, %dt1 : int, "
+      "%nb1 : bool, %cp1 : bool, %mf1, %dt2 : int, %nb2 : bool, %cp2 : bool, %mf2):\n";
+  const std::string body = "  %h = aten::to(%x, %dt1, %nb1, %cp1, %mf1)\n"
+                           "  %sq = aten::pow(%h, %two)\n"
+                           "  %var = aten::mean(%sq, %dims, %keep, %mean_dtype)\n"
+                           "  %ve = aten::add(%var, %eps, %alpha)\n"
+                           "  %r = aten::rsqrt(%ve)\n"
+                           "  %n = aten::mul(%h, %r)\n"
+                           "  %c = aten::to(%n, %dt2, %nb2, %cp2, %mf2)\n";
+  for (const char* scale : {"aten::mul(%w, %c)", "aten::mul(%c, %w)"})
+    rewriter.RegisterRewritePattern(inputs + body + "  %y = " + scale + "\n  return (%y)",
+                                    inputs + "  %y = slapo::rms_norm(%x, %w, %eps)\n  return (%y)");
+}
+
 // bias add -> Dropout leaf -> residual add (either operand order) -> layer_norm, with the bias add
 // after a matmul (a decomposed Linear) or, in a chosen subgraph, on its own.
 void register_layer_norm_tails(torch::jit::SubgraphRewriter& rewriter, bool chosen) {
@@ -118,10 +200,10 @@ void register_layer_norm_tails(torch::jit::SubgraphRewriter& rewriter, bool chos
 }  // namespace
 
 std::string kernel_patterns(bool chosen) {
-  return chosen ? "a bias add -> gelu, the bias a vector as long as the last dimension; scores / c + mask -> softmax; "
-                  "a bias add -> Dropout -> residual add -> layer_norm"
-                : "matmul -> bias add -> gelu; scores / c + mask -> softmax; matmul -> bias add -> Dropout -> "
-                  "residual add -> layer_norm";
+  std::string common = "; scores / c + mask -> softmax; silu(gate) * up; x * rsqrt(mean(x^2) + eps) * weight";
+  return chosen ? "a bias add -> gelu, the bias a vector as long as the last dimension" + common +
+                      "; a bias add -> Dropout -> residual add -> layer_norm"
+                : "matmul -> bias add -> gelu" + common + "; matmul -> bias add -> Dropout -> residual add -> layer_norm";
 }
 
 int TracedGraph::fuse_kernels(bool chosen) {
@@ -129,7 +211,8 @@ int TracedGraph::fuse_kernels(bool chosen) {
     int n = 0;
     for (auto* node : graph_->nodes()) {
       std::string kind = node->kind().toQualString();
-      n += kind == "slapo::bias_gelu" || kind == "slapo::masked_softmax" || kind == "slapo::bias_dropout_add_layer_norm";
+      n += kind == "slapo::bias_gelu" || kind == "slapo::masked_softmax" ||
+           kind == "slapo::bias_dropout_add_layer_norm" || kind == "slapo::rms_norm" || kind == "slapo::swiglu";
     }
     return n;
   };
@@ -139,6 +222,13 @@ int TracedGraph::fuse_kernels(bool chosen) {
   torch::jit::SubgraphRewriter tail_rewriter;
   register_layer_norm_tails(tail_rewriter, chosen);
   tail_rewriter.runOnGraph(graph_, is_layer_norm_tail);
+
+  torch::jit::SubgraphRewriter rms_norm_rewriter;
+  register_rms_norm(rms_norm_rewriter);
+  rms_norm_rewriter.runOnGraph(graph_, is_rms_norm);
+  torch::jit::SubgraphRewriter swiglu_rewriter;
+  register_swiglu(swiglu_rewriter);
+  swiglu_rewriter.runOnGraph(graph_, is_swiglu);
 
   torch::jit::SubgraphRewriter gelu_rewriter;
   // The add's operand is the bias of a decomposed Linear/Conv1D: it follows a matmul directly.

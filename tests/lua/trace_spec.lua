@@ -204,6 +204,51 @@ describe("fuse the LayerNorm tail (bias + dropout + residual + LayerNorm)", func
   end)
 end)
 
+describe("fuse LLaMA's RMSNorm and SwiGLU", function()
+  local function llama()
+    slapo.manual_seed(11)
+    return slapo.models.llama({ hidden_size = 32, intermediate_size = 64, num_hidden_layers = 2, num_attention_heads = 4,
+      num_key_value_heads = 2, vocab_size = 50, max_position_embeddings = 16 })
+  end
+
+  it("a whole decoder layer traced flat: both norms and the MLP fused, outputs and gradients kept", function()
+    local fused = {}
+    local sch = slapo.create_schedule(llama())
+    local ids = slapo.randint(0, 50, { 2, 7 })
+    local report = slapo.verify(sch, { ids }, {}, function(s)
+      for i = 0, 1 do
+        local mlp, norm = s["model.layers." .. i .. ".mlp"], s["model.layers." .. i .. ".input_layernorm"]
+        mlp:trace({ inputs = { slapo.randn({ 2, 7, 32 }) }, flatten = true })
+        norm:trace({ inputs = { slapo.randn({ 2, 7, 32 }) }, flatten = true })
+        table.insert(fused, mlp:fuse(nil, { compiler = "kernels" }))
+        table.insert(fused, norm:fuse(nil, { compiler = "kernels" }))
+      end
+    end)
+    eq({ 1, 1, 1, 1 }, fused)
+    assert(report.gradients >= 10, report.gradients)
+    eq("aten::linear aten::linear slapo::swiglu aten::linear", ops(sch["model.layers.1.mlp"]:graph()))
+    eq("slapo::rms_norm", ops(sch["model.layers.1.input_layernorm"]:graph()))
+  end)
+
+  it("leaves silu(x) times a broadcast tensor alone (the kernel is elementwise over one shape)", function()
+    local block = slapo.nn.Module({ type = "Block", forward = function(self, x, w)
+      return slapo.F.silu(x) * w
+    end })
+    local sch = slapo.create_schedule(slapo.nn.Sequential({ block }))
+    sch["0"]:trace({ inputs = { slapo.randn({ 2, 3, 4 }), slapo.randn({ 4 }) }, flatten = true })
+    matches("no kernel pattern in '0' %(looked for: .*silu%(gate%) %* up; x %* rsqrt",
+      pcall_err(function() sch["0"]:fuse(nil, { compiler = "kernels" }) end))
+  end)
+
+  it("leaves a bfloat16 RMSNorm alone: its casts to float32 are real, and the kernel takes float32/64", function()
+    local model = llama()
+    model:to("bfloat16")
+    local norm = slapo.create_schedule(model)["model.layers.0.input_layernorm"]
+    norm:trace({ inputs = { slapo.randn({ 2, 7, 32 }):to("bfloat16") }, flatten = true })
+    matches("no kernel pattern", pcall_err(function() norm:fuse(nil, { compiler = "kernels" }) end))
+  end)
+end)
+
 describe("find with a traced pattern", function()
   local function traced(forward)
     local block = slapo.nn.Module({ type = "Block", children = { fc = slapo.nn.Linear(4, 4) }, forward = forward })
