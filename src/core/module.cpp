@@ -22,8 +22,8 @@ Module::Module(const Module& other)
       type_name_(other.type_name_),
       profile_label_(other.profile_label_),
       meta_(other.meta_),
-      wrapper_(other.wrapper_),
       slots_(other.slots_),
+      wrapper_(other.wrapper_),
       pre_hooks_(other.pre_hooks_),
       post_hooks_(other.post_hooks_) {
   ++g_live_modules;
@@ -40,6 +40,7 @@ Value Module::operator()(Values args) {
       const auto& t = args[i].toTensor();
       last_call_[i].shape.assign(t.sizes().begin(), t.sizes().end());
       last_call_[i].dtype = t.scalar_type();
+      last_call_[i].device = t.device();
     } else {
       last_call_[i] = ArgSpec{};
     }

@@ -61,11 +61,12 @@ class Module : public torch::nn::Module {
 
   /// Runs the module: fwd_pre hooks, forward, fwd_post hooks (through the call wrapper if set).
   Value operator()(Values args);
-  /// Shape and dtype of each tensor argument of the last call (non-tensors: empty shape, Undefined
-  /// dtype): `trace` without inputs draws example inputs like them. Values are not kept.
+  /// Shape, dtype and device of each tensor argument of the last call (non-tensors: empty shape,
+  /// Undefined dtype): `trace` without inputs draws example inputs like them. Values are not kept.
   struct ArgSpec {
     std::vector<int64_t> shape;
     at::ScalarType dtype = at::ScalarType::Undefined;
+    at::Device device = at::kCPU;
   };
   const std::vector<ArgSpec>& last_call() const { return last_call_; }
 

@@ -1,4 +1,5 @@
-// Collectives of a group: c10d calls on contiguous CPU tensors, with emulated reduce_scatter.
+// Collectives of a group: c10d calls on contiguous tensors on the backend's device, with
+// emulated reduce_scatter.
 #include "dist/group.h"
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -11,8 +12,9 @@ struct Group::PendingSends {
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
 };
 
-Group::Group(int id, int rank, std::vector<int> global_ranks, c10::intrusive_ptr<CollectiveBackend> pg)
-    : id_(id), rank_(rank), ranks_(std::move(global_ranks)), pg_(std::move(pg)),
+Group::Group(int id, int rank, std::vector<int> global_ranks, c10::intrusive_ptr<CollectiveBackend> pg,
+             at::Device device)
+    : id_(id), rank_(rank), ranks_(std::move(global_ranks)), pg_(std::move(pg)), device_(device),
       pending_(std::make_shared<PendingSends>()) {}
 
 std::string Group::describe() const {
@@ -36,21 +38,29 @@ int64_t wrap_dim(const at::Tensor& t, int64_t dim, const char* caller) {
                             n - 1));
   return dim < 0 ? dim + n : dim;
 }
+
+// t as the backend takes it: contiguous, on `device`; t itself (the same storage) when it already is.
+at::Tensor on_wire(const at::Tensor& t, at::Device device) {
+  auto d = t.detach();
+  return d.is_contiguous() && d.device() == device ? d : d.to(device).contiguous();
+}
 }  // namespace
 
 at::Tensor& Group::all_reduce(at::Tensor& t, const char* caller) {
   check_member(caller);
   if (!pg_) return t;
   torch::NoGradGuard no_grad;
-  std::vector<at::Tensor> bufs{t.is_contiguous() ? t.detach() : t.detach().contiguous()};
+  std::vector<at::Tensor> bufs{on_wire(t, device_)};
   pg_->allreduce(bufs)->wait();
-  if (!t.is_contiguous()) t.detach().copy_(bufs[0]);
+  if (!bufs[0].is_same(t)) t.detach().copy_(bufs[0]);
   return t;
 }
 
 std::function<void()> Group::all_reduce_async(at::Tensor t, const char* caller) {
   check_member(caller);
-  if (!t.is_contiguous()) throw Error(fmt::format("dist.{}: the tensor must be contiguous", caller));
+  if (!t.is_contiguous() || t.device() != device_)
+    throw Error(fmt::format("dist.{}: the tensor must be contiguous and on {} (this is {} on {})", caller,
+                            device_.str(), t.is_contiguous() ? "contiguous" : "not contiguous", t.device().str()));
   if (!pg_) return [] {};
   std::vector<at::Tensor> bufs{t.detach()};
   auto work = pg_->allreduce(bufs);
@@ -62,11 +72,11 @@ at::Tensor Group::all_gather(const at::Tensor& t, int64_t dim, const char* calle
   dim = wrap_dim(t, dim, caller);
   if (!pg_) return t.detach().clone();
   torch::NoGradGuard no_grad;
-  std::vector<at::Tensor> input{t.detach().contiguous()};
+  std::vector<at::Tensor> input{on_wire(t, device_)};
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int i = 0; i < size(); ++i) outputs[0].push_back(torch::empty_like(input[0]));
   pg_->allgather(outputs, input)->wait();
-  return at::cat(outputs[0], dim);
+  return at::cat(outputs[0], dim).to(t.device());
 }
 
 at::Tensor& Group::broadcast(at::Tensor& t, int src, const char* caller) {
@@ -75,11 +85,11 @@ at::Tensor& Group::broadcast(at::Tensor& t, int src, const char* caller) {
     throw Error(fmt::format("dist.{}: source rank {} is not in {} (valid: 0 .. {})", caller, src, describe(), size() - 1));
   if (!pg_) return t;
   torch::NoGradGuard no_grad;
-  std::vector<at::Tensor> bufs{t.detach().contiguous()};
+  std::vector<at::Tensor> bufs{on_wire(t, device_)};
   c10d::BroadcastOptions opts;
   opts.rootRank = src;
   pg_->broadcast(bufs, opts)->wait();
-  if (!t.is_contiguous()) t.detach().copy_(bufs[0]);
+  if (!bufs[0].is_same(t)) t.detach().copy_(bufs[0]);
   return t;
 }
 

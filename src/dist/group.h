@@ -17,8 +17,11 @@ namespace slapo::dist {
 
 class Group {
  public:
-  /// `rank` is this process's rank inside the group, -1 when it is not a member.
-  Group(int id, int rank, std::vector<int> global_ranks, c10::intrusive_ptr<CollectiveBackend> pg);
+  /// `rank` is this process's rank inside the group, -1 when it is not a member. `device`: where
+  /// the backend takes its tensors (CPU for Gloo, this rank's GPU for NCCL); tensors elsewhere are
+  /// staged through it, so host-side numbers (a loss, a norm, a flag) work under either.
+  Group(int id, int rank, std::vector<int> global_ranks, c10::intrusive_ptr<CollectiveBackend> pg,
+        at::Device device = at::kCPU);
 
   int id() const { return id_; }
   int rank() const { return rank_; }
@@ -26,6 +29,7 @@ class Group {
   bool contains_me() const { return rank_ >= 0; }
   const std::vector<int>& ranks() const { return ranks_; }  ///< global ranks, in group order
   std::string describe() const;                              ///< "group 1 (ranks 0, 2)"
+  at::Device device() const { return device_; }
 
   /// Sum over the group, in place; returns t.
   at::Tensor& all_reduce(at::Tensor& t, const char* caller = "all_reduce");
@@ -42,7 +46,7 @@ class Group {
   at::Tensor local_slice(const at::Tensor& t, int64_t dim, const char* caller = "scatter") const;
   void barrier();
 
-  /// Point-to-point (group-local ranks). `send` returns at once and keeps the tensor until
+  /// Point-to-point (group-local ranks), on tensors already on device(). `send` returns at once and keeps the tensor until
   /// `wait_sends`, so two ranks sending to each other cannot deadlock; `recv` fills `t` (its shape
   /// and dtype must match the sender's) and waits. Messages between two ranks match by tag.
   void send(const at::Tensor& t, int dst, int tag, const char* caller = "send");
@@ -56,6 +60,7 @@ class Group {
   int rank_;
   std::vector<int> ranks_;
   c10::intrusive_ptr<CollectiveBackend> pg_;
+  at::Device device_;
   struct PendingSends;
   std::shared_ptr<PendingSends> pending_;
 };

@@ -4,7 +4,6 @@
 #include <chrono>
 
 #include "core/error.h"
-#include "dist/world.h"
 
 namespace slapo::dist {
 
@@ -74,7 +73,7 @@ struct InFlight {
 }  // namespace
 
 PipelineRunner::PipelineRunner(std::shared_ptr<Group> group, PipelineSchedule schedule, int chunks)
-    : group_(std::move(group)), schedule_(schedule), chunks_(chunks), wire_(dist::device()) {
+    : group_(std::move(group)), schedule_(schedule), chunks_(chunks), wire_(group_->device()) {
   if (!group_->contains_me()) throw Error(fmt::format("pipeline: this rank is not in {}", group_->describe()));
   if (chunks_ < 1) throw Error(fmt::format("pipeline: chunks per rank must be at least 1, got {}", chunks_));
 }

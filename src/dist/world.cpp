@@ -73,6 +73,11 @@ c10::intrusive_ptr<CollectiveBackend> make_backend(const std::string& prefix, in
   return state().options.backend == "nccl" ? make_nccl(prefix, rank, size) : make_gloo(prefix, rank, size);
 }
 
+// Where a backend takes its tensors: this rank's GPU under NCCL, else the CPU.
+at::Device wire_device(const WorldOptions& o) {
+  return o.backend == "nccl" ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(o.local_rank)) : at::Device(at::kCPU);
+}
+
 // One rank needs no communication, but NCCL asked for runs anyway: on a machine with one GPU
 // that is the only way to run NCCL's own code path (two ranks may not share a GPU).
 bool wants_backend(int group_size) { return group_size > 1 || state().options.backend == "nccl"; }
@@ -115,8 +120,7 @@ bool initialized() { return !state().groups.empty(); }
 
 std::string device() {
   if (!initialized()) return "cpu";  // a world of one joined lazily is Gloo's
-  auto& o = state().options;
-  return o.backend == "nccl" ? fmt::format("cuda:{}", o.local_rank) : "cpu";
+  return world()->device().str();
 }
 
 void init(const WorldOptions& options) {
@@ -133,7 +137,7 @@ void init(const WorldOptions& options) {
   }
   if (options.world_size == 1) {  // NCCL on one rank: an in-process store is enough
     s.store = c10::make_intrusive<c10d::HashStore>();
-    s.groups.push_back(std::make_shared<Group>(0, 0, all, make_backend("world", 0, 1)));
+    s.groups.push_back(std::make_shared<Group>(0, 0, all, make_backend("world", 0, 1), wire_device(options)));
     return;
   }
   c10d::TCPStoreOptions so;
@@ -147,8 +151,9 @@ void init(const WorldOptions& options) {
     throw Error(fmt::format("dist: rank {} could not reach the store at {}:{} within {} s: {}", options.rank,
                             options.master_addr, options.master_port, options.timeout.count() / 1000, e.what()));
   }
-  s.groups.push_back(
-      std::make_shared<Group>(0, options.rank, all, make_backend("world", options.rank, options.world_size)));
+  s.groups.push_back(std::make_shared<Group>(0, options.rank, all,
+                                             make_backend("world", options.rank, options.world_size),
+                                             wire_device(options)));
 }
 
 std::shared_ptr<Group> world() {
@@ -174,7 +179,7 @@ std::shared_ptr<Group> new_group(const std::vector<int>& ranks) {
   int rank = me == ranks.end() ? -1 : static_cast<int>(me - ranks.begin());
   c10::intrusive_ptr<CollectiveBackend> pg;
   if (rank >= 0 && wants_backend(static_cast<int>(ranks.size()))) pg = make_backend(fmt::format("group{}", id), rank, static_cast<int>(ranks.size()));
-  s.groups.push_back(std::make_shared<Group>(id, rank, ranks, pg));
+  s.groups.push_back(std::make_shared<Group>(id, rank, ranks, pg, wire_device(s.options)));
   return s.groups.back();
 }
 

@@ -68,8 +68,8 @@ void check_same_results(TracedGraph& subgraph, Module& replacement, const std::s
   for (size_t i = 0; i < shapes.size(); ++i) {
     auto type = subgraph.graph()->inputs()[i]->type()->cast<c10::TensorType>();
     auto dtype = type && type->scalarType() ? *type->scalarType() : at::kFloat;
-    inputs.emplace_back(at::isFloatingType(dtype) ? torch::randn(shapes[i], torch::TensorOptions().dtype(dtype))
-                                                  : torch::zeros(shapes[i], torch::TensorOptions().dtype(dtype)));
+    auto like = torch::TensorOptions().dtype(dtype).device(type && type->device() ? *type->device() : at::kCPU);
+    inputs.emplace_back(at::isFloatingType(dtype) ? torch::randn(shapes[i], like) : torch::zeros(shapes[i], like));
   }
   auto rng = cpu_rng_state();
   Value expected = subgraph.run(inputs);

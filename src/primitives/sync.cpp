@@ -60,7 +60,8 @@ SyncMode parse_sync_mode(const std::string& mode, const Schedule& sch) {
 }
 
 SyncOp parse_sync_op(const std::string& op, int64_t axis, const Schedule& sch) {
-  SyncOp out{SyncOp::AllReduce};
+  SyncOp out;
+  out.kind = SyncOp::AllReduce;
   out.axis = axis;
   bool needs_axis = true;
   if (op == "all_reduce") out.kind = SyncOp::AllReduce, needs_axis = false;

@@ -57,8 +57,8 @@ void trace(Schedule& sch, const Values& inputs, const std::vector<std::string>& 
       if (arg.dtype == at::ScalarType::Undefined)
         throw Error(fmt::format("trace: the last call of {} had a non-tensor argument; pass trace{{inputs = ...}}",
                                 sch.where()));
-      examples.push_back(at::isFloatingType(arg.dtype) ? torch::randn(arg.shape, at::TensorOptions().dtype(arg.dtype))
-                                                       : torch::zeros(arg.shape, at::TensorOptions().dtype(arg.dtype)));
+      auto like = at::TensorOptions().dtype(arg.dtype).device(arg.device);
+      examples.push_back(at::isFloatingType(arg.dtype) ? torch::randn(arg.shape, like) : torch::zeros(arg.shape, like));
     }
   }
   auto chosen = choose_leaves(sch, leaves, flatten);

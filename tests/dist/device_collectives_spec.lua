@@ -34,6 +34,19 @@ describe("collectives on " .. device, function()
     eq({ world * 2 * rank, world * (2 * rank + 1) }, on_device(part):tolist())
   end)
 
+  it("reduces, gathers and broadcasts CPU tensors under either backend (staged through the device)", function()
+    local t = slapo.ones({ 2, 3 }):transpose(0, 1) * (rank + 1)  -- not contiguous either
+    slapo.dist.all_reduce(t)
+    eq("cpu", t:device())
+    eq(6 * world * (world + 1) / 2, t:sum():item())
+    local g = slapo.dist.all_gather(slapo.ones({ 1 }) * rank, 0)
+    eq("cpu", g:device())
+    eq(world * (world - 1) / 2, g:sum():item())
+    local b = slapo.ones({ 2 }) * rank
+    slapo.dist.broadcast(b, 0)
+    eq({ 0, 0 }, b:tolist())
+  end)
+
   it("Megatron's f and g: identity forward, all-reduce backward, and the reverse", function()
     local x = (slapo.ones({ 2, 3 }) * (rank + 1)):to(device):detach()
     x:requires_grad(true)
