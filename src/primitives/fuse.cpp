@@ -21,8 +21,13 @@ void decompose(Schedule& sch, const CallSite& site) {
 int fuse(Schedule& sch, const std::string& compiler, const CallSite& site) {
   auto& graph = sch.mod()->meta().graph;
   if (!graph) throw Error(fmt::format("fuse: {} is not traced; trace{{inputs = ...}} it first", sch.where()));
-  if (compiler != "kernels")
-    throw Error(fmt::format("fuse: unknown compiler '{}' for {} (choices: kernels)", compiler, sch.where()));
+  if (compiler != "kernels" && compiler != "torchscript")
+    throw Error(fmt::format("fuse: unknown compiler '{}' for {} (choices: kernels, torchscript)", compiler, sch.where()));
+  if (compiler == "torchscript") {  // LibTorch's passes; finding nothing to remove is no error
+    int removed = graph->optimize_torchscript();
+    sch.log().append({"fuse", sch.path(), site.lua_args, site.source});
+    return removed;
+  }
   int fused = graph->fuse_kernels();
   if (fused == 0)
     throw Error(fmt::format("fuse: no kernel pattern in {} (looked for: {}; decompose the Linear/Conv1D and trace "

@@ -104,7 +104,8 @@ void decompose(Schedule& sch, const CallSite& site);
 
 /// fuse({compiler = "kernels"}): on a traced module, rewrites the known patterns into the fused
 /// kernels of kernels.h. Returns how many subgraphs were fused; zero is an error naming the
-/// patterns it looked for.
+/// patterns it looked for. compiler = "torchscript": LibTorch's graph passes over the whole
+/// graph; returns how many nodes they removed.
 int fuse(Schedule& sch, const std::string& compiler, const CallSite& site);
 
 /// annotate(param, key, value): attaches metadata to a parameter; it survives replace, build and clone.

@@ -62,6 +62,13 @@ double distance(const Value& a, const Value& b) {
 // when they differ, naming an input order that would match.
 void check_same_results(TracedGraph& subgraph, Module& replacement, const std::string& where) {
   torch::NoGradGuard no_grad;
+  // The check draws random inputs and may run dropout: the caller's random streams (CPU, CUDA,
+  // fork_rng) are as they were afterwards, whatever the outcome.
+  auto before = RngSnapshot::capture(replacement);
+  struct Restore {
+    const RngSnapshot& snapshot;
+    ~Restore() { snapshot.restore(); }
+  } restore_after{before};
   auto names = subgraph.input_names();
   auto& shapes = subgraph.input_shapes();
   Values inputs;
@@ -71,13 +78,13 @@ void check_same_results(TracedGraph& subgraph, Module& replacement, const std::s
     auto like = torch::TensorOptions().dtype(dtype).device(type && type->device() ? *type->device() : at::kCPU);
     inputs.emplace_back(at::isFloatingType(dtype) ? torch::randn(shapes[i], like) : torch::zeros(shapes[i], like));
   }
-  auto rng = cpu_rng_state();
+  auto rng = RngSnapshot::capture(replacement);
   Value expected = subgraph.run(inputs);
   // The replacement on the inputs in `order`, from the same random state; a failure gives None.
   auto run_replacement = [&](const std::vector<size_t>& order, std::string* error) -> Value {
     Values args;
     for (auto i : order) args.push_back(inputs[i]);
-    set_cpu_rng_state(rng);
+    rng.restore();
     try {
       return replacement(args);
     } catch (const std::exception& e) {

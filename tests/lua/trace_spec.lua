@@ -125,6 +125,19 @@ describe("decompose, trace and fuse", function()
     assert(not text:find("aten::gelu"), text)
   end)
 
+  it("hands a whole traced module to LibTorch's passes with compiler = \"torchscript\"", function()
+    local sch = slapo.create_schedule(gpt2())
+    local ids = slapo.randint(0, 50, { 2, 5 })
+    local removed
+    slapo.verify(sch, { ids }, {}, function(s)
+      local mlp = s["transformer.h.0.mlp"]
+      mlp:trace({ inputs = { slapo.randn({ 2, 5, 32 }) }, flatten = true })
+      removed = mlp:fuse(nil, { compiler = "torchscript" })
+    end)
+    assert(removed > 0, "constant propagation and CSE remove nodes from a traced MLP")
+    matches('sch%["transformer%.h%.0%.mlp"%]:fuse%(nil, {compiler = "torchscript"}%)', sch:log())
+  end)
+
   it("explains what it looked for when nothing matches, and checks its inputs", function()
     local sch = slapo.create_schedule(gpt2())
     local mlp = sch["transformer.h.0.mlp"]
@@ -132,7 +145,8 @@ describe("decompose, trace and fuse", function()
     mlp:trace({ inputs = { slapo.randn({ 2, 5, 32 }) }, flatten = true })
     matches("no kernel pattern in 'transformer%.h%.0%.mlp' %(looked for: matmul %-> bias add %-> gelu",
       pcall_err(function() mlp:fuse(nil, { compiler = "kernels" }) end))
-    matches("unknown compiler 'tvm'.*choices: kernels", pcall_err(function() mlp:fuse(nil, { compiler = "tvm" }) end))
+    matches("unknown compiler 'tvm'.*choices: kernels, torchscript",
+      pcall_err(function() mlp:fuse(nil, { compiler = "tvm" }) end))
     matches("decompose: 'transformer%.h%.0%.mlp%.act' is a NewGELUActivation", pcall_err(function()
       mlp["act"]:decompose()
     end))
