@@ -4,8 +4,9 @@ local M = {}
 
 -- Options every example takes: ranks per pipeline, stages per rank (interleaved when above 1),
 -- micro-batches per step, and their order; the device ("" = slapo.dist.device(): this rank's GPU
--- under NCCL, else the CPU; "cuda" puts a single-process run on the GPU).
-local pipeline_defaults = { pp = 1, chunks = 1, micro = 0, schedule = "1f1b", device = "" }
+-- under NCCL, else the CPU; "cuda" puts a single-process run on the GPU); a directory to save the
+-- trained model to as one Hugging Face checkpoint ("" = none).
+local pipeline_defaults = { pp = 1, chunks = 1, micro = 0, schedule = "1f1b", device = "", save = "" }
 
 --- "--tp 2 --steps 5" -> {tp = 2, steps = 5}; unknown options are an error listing the valid ones.
 function M.options(defaults)
@@ -122,6 +123,10 @@ function M.run(opts, make_model, schedule, where)
     slapo.dist.all_reduce(value, layout.dp_group)
     losses[step] = value:sum():item() / layout.dp  -- item() waits for the device
     log(("step %d  loss %.4f  (%.3f s)"):format(step, losses[step], slapo.clock() - start))
+  end
+  if opts.save ~= "" then
+    slapo.save(pipe or sch, opts.save)  -- every rank: shards and stages are gathered, one rank writes
+    log("saved " .. opts.save)
   end
   return losses
 end

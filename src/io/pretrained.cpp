@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "dist/group.h"
+#include "dist/world.h"
 #include "io/safetensors.h"
 
 namespace slapo {
@@ -86,24 +87,43 @@ std::shared_ptr<Module> from_pretrained(const std::string& dir, const BuildOptio
   return model;
 }
 
-void save_consolidated(Schedule& sch, const std::string& dir, int64_t max_shard_bytes) {
-  auto& root = *sch.mod();
-  auto specs = shard_specs_by_tensor(root);
-  NamedTensors full;
-  for (auto& [name, param] : unique_named_parameters(root)) {
-    auto spec = specs.find(param.unsafeGetTensorImpl());
-    at::Tensor value = param.detach();
-    if (spec != specs.end())  // a collective: every rank walks the parameters in the same order
-      value = spec->second->regroup(sch.group()->all_gather(value, spec->second->axis, "save"));
-    full.emplace_back(name, value);
-  }
-  if (sch.rank() != 0) return;
-  write_checkpoint_dir(dir, full, max_shard_bytes);
-  if (const ModelConfig* config = model_config(root)) {
+bool elected_writer(bool holds_full_model, const char* caller) {
+  auto world = dist::world();
+  auto mine = torch::tensor({holds_full_model ? static_cast<int64_t>(world->rank()) : INT64_MAX});
+  auto all = world->all_gather(mine, 0, caller);
+  int64_t writer = all.min().item<int64_t>();
+  if (writer == INT64_MAX) throw Error(fmt::format("{}: no rank ended up with the whole model to write", caller));
+  return writer == world->rank();
+}
+
+void write_pretrained(const Module& model, const std::string& dir, const NamedTensors& tensors,
+                      int64_t max_shard_bytes) {
+  write_checkpoint_dir(dir, tensors, max_shard_bytes);
+  if (const ModelConfig* config = model_config(model)) {
     std::string tmp = (fs::path(dir) / "config.json.tmp").string();
     std::ofstream(tmp) << config->json().dump(2) << "\n";
     fs::rename(tmp, fs::path(dir) / "config.json");
   }
+}
+
+NamedTensors gather_shards(Schedule& sch, const std::vector<std::pair<std::string, at::Tensor>>& params,
+                           const char* caller) {
+  auto specs = shard_specs_by_tensor(*sch.mod());
+  NamedTensors full;
+  for (auto& [name, param] : params) {
+    auto spec = specs.find(param.unsafeGetTensorImpl());
+    at::Tensor value = param.detach();
+    if (spec != specs.end())  // a collective: every rank walks the parameters in the same order
+      value = spec->second->regroup(sch.group()->all_gather(value, spec->second->axis, caller));
+    full.emplace_back(name, value);
+  }
+  return full;
+}
+
+void save_consolidated(Schedule& sch, const std::string& dir, int64_t max_shard_bytes) {
+  auto full = gather_shards(sch, unique_named_parameters(*sch.mod()), "save");
+  // Each tensor-parallel group now holds the whole model; one rank of the world writes it.
+  if (elected_writer(sch.rank() == 0, "save")) write_pretrained(*sch.mod(), dir, full, max_shard_bytes);
 }
 
 void save_pretrained(Module& model, const std::string& dir, int64_t max_shard_bytes) {
@@ -112,12 +132,7 @@ void save_pretrained(Module& model, const std::string& dir, int64_t max_shard_by
   for (auto& p : unique) seen.insert(p.second.unsafeGetTensorImpl());
   for (auto& b : model.named_buffers())
     if (seen.insert(b.value().unsafeGetTensorImpl()).second) unique.emplace_back(b.key(), b.value());
-  write_checkpoint_dir(dir, unique, max_shard_bytes);
-  if (const ModelConfig* config = model_config(model)) {
-    std::string tmp = (fs::path(dir) / "config.json.tmp").string();
-    std::ofstream(tmp) << config->json().dump(2) << "\n";
-    fs::rename(tmp, fs::path(dir) / "config.json");
-  }
+  write_pretrained(model, dir, unique, max_shard_bytes);
 }
 
 }  // namespace slapo

@@ -136,10 +136,12 @@ int w_models_from_pretrained(lua_State* L) {
   return 1;
 }
 
-// save(model or schedule, dir, {max_shard_size = bytes}): a schedule's sharded parameters are
-// gathered into one Hugging Face checkpoint (every rank calls it; rank 0 writes).
+// save(model, schedule or pipeline, dir, {max_shard_size = bytes}): a schedule's sharded
+// parameters, or a pipeline's stages, are gathered into one Hugging Face checkpoint (every rank
+// calls it; one writes).
 int w_save(lua_State* L) {
   double shard = lx_opt_number(L, 3, "max_shard_size", 0, "save");
+  if (lx_save_if_pipeline(L, 1, luaL_checkstring(L, 2), static_cast<int64_t>(shard))) return 0;
   if (luaL_testudata(L, 1, "slapo.Schedule")) {
     save_consolidated(*lx_check_schedule(L, 1), luaL_checkstring(L, 2), static_cast<int64_t>(shard));
     return 0;

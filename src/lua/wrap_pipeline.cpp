@@ -140,6 +140,12 @@ const luaL_Reg pipeline_meta[] = {{"__gc", w_Pipeline_gc}, {"__tostring", w_Pipe
 
 }  // namespace
 
+bool lx_save_if_pipeline(lua_State* L, int idx, const std::string& dir, int64_t max_shard_bytes) {
+  if (!luaL_testudata(L, idx, "slapo.Pipeline")) return false;
+  save_pipeline(check_pipeline(L, idx), dir, max_shard_bytes);
+  return true;
+}
+
 void lx_push_pipeline(lua_State* L, std::shared_ptr<Schedule> root, int opts) {
   PipelineOptions o;
   if (lua_istable(L, opts)) {

@@ -65,6 +65,7 @@ class Pipeline {
   /// The data-parallel buckets (null without a dp_group of several ranks, or before the first split).
   const dist::GradBuckets* data_parallel() const { return dp_.get(); }
   std::shared_ptr<Module> module() const { return root_->mod(); }
+  Schedule& schedule() const { return *root_; }
 
   /// This rank's stage: its parameters, the leaves it calls, and what it exchanges. Known once
   /// the model is traced (at the first step, or `prepare` with an example batch).
@@ -97,5 +98,11 @@ class Pipeline {
   bool release_other_stages_;
   std::vector<std::string> released_;       // parameters emptied on this rank
 };
+
+/// slapo.save(pipe, dir): one Hugging Face checkpoint of the whole model. Each stage's parameters
+/// are gathered over its tensor-parallel group, then broadcast stage by stage over the pipeline
+/// group; tied weights are written once, under their first name; the lowest rank holding the
+/// whole model writes. Every rank of the world calls it, after the first step (or prepare).
+void save_pipeline(Pipeline& pipe, const std::string& dir, int64_t max_shard_bytes = 0);
 
 }  // namespace slapo

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Pipeline parallelism on 4 ranks: TP = 2 x PP = 2 and DP = 2 x PP = 2 follow the loss curves of
-# the runs without a pipeline, and a stage that raises stops every rank with one message.
+# the runs without a pipeline, the TP x PP model saves as the one-rank model's checkpoint, and a
+# stage that raises stops every rank with one message.
 set -euo pipefail
 bin="$1"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -20,9 +21,23 @@ PY
 }
 
 cd "$root/examples"
-one=$("$bin" run gpt2_schedule.lua "${small[@]}" --dropout 0 | losses)
-tp_pp=$("$bin" run --nproc 4 gpt2_schedule.lua "${small[@]}" --dropout 0 --tp 2 --pp 2 | losses)
+one=$("$bin" run gpt2_schedule.lua "${small[@]}" --dropout 0 --save "$tmp/one" | losses)
+tp_pp=$("$bin" run --nproc 4 gpt2_schedule.lua "${small[@]}" --dropout 0 --tp 2 --pp 2 --save "$tmp/tp_pp" | losses)
 same "gpt2 TP=2 x PP=2 (1f1b)" "$one" "$tp_pp"
+# the saved TP x PP model is the one-rank model after the same steps. Adam moves each weight by
+# about lr = 1e-3 per step, so a stage saved untrained or twice would be ~3e-3 off; summing in
+# another order moves near-zero gradients' updates by < 1e-4 (plain TP = 2 too).
+cat > "$tmp/compare.lua" <<'LUA'
+local a, b = slapo.models.from_pretrained(arg[1]), slapo.models.from_pretrained(arg[2])
+local theirs, n = {}, 0
+for name, p in b:named_parameters() do theirs[name] = p end
+for name, p in a:named_parameters() do
+  assert(slapo.allclose(p, theirs[name], { rtol = 0, atol = 3e-4 }), name .. " differs")
+  n = n + 1
+end
+print(n .. " parameters equal")
+LUA
+"$bin" run "$tmp/compare.lua" "$tmp/one" "$tmp/tp_pp" | grep -q "parameters equal"
 
 dp=$("$bin" run --nproc 2 gpt2_schedule.lua "${small[@]}" --dropout 0 --tp 1 | losses)
 dp_pp=$("$bin" run --nproc 4 gpt2_schedule.lua "${small[@]}" --dropout 0 --tp 1 --pp 2 --schedule gpipe | losses)
