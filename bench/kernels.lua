@@ -1,5 +1,5 @@
 -- Fused kernels vs the unfused ATen ops they replace: forward + backward time, one run, the two
--- alternating round by round.
+-- alternating round by round, and the peak of tensor memory each step holds.
 --   slapo-lua run bench/kernels.lua                   # the CPU kernels
 --   slapo-lua run bench/kernels.lua --device cuda     # the CUDA kernels (a CUDA build on a GPU)
 package.path = "bench/?.lua;" .. package.path
@@ -71,9 +71,15 @@ local function measure(unfused_fn, fused_fn, rounds)
   return timing.median(unfused), timing.median(fused), timing.median(ratios)
 end
 
-print(("| kernel (fwd + bwd) on %s | unfused ATen | fused | fused / unfused (median of rounds) |"):format(device))
-print("|---|---|---|---|")
+print(("| kernel (fwd + bwd) on %s | unfused ATen | fused | fused / unfused (median of rounds) | peak tensor MiB, "
+  .. "unfused -> fused |"):format(device))
+print("|---|---|---|---|---|")
 for _, case in ipairs(cases) do
-  local unfused, fused, ratio = measure(step(case[4], case[2]), step(case[3], case[2]), 7)
-  print(("| %s | %.1f ms | %.1f ms | %.2f |"):format(case[1], unfused * 1000, fused * 1000, ratio))
+  local unfused_step, fused_step = step(case[4], case[2]), step(case[3], case[2])
+  local unfused, fused, ratio = measure(unfused_step, fused_step, 7)
+  -- memory: the most the step's own tensors (activations kept for backward, temporaries,
+  -- gradients) held at once, from the allocators' reports
+  local unfused_mib, fused_mib = slapo.peak_tensor_mib(unfused_step), slapo.peak_tensor_mib(fused_step)
+  print(("| %s | %.1f ms | %.1f ms | %.2f | %.0f -> %.0f |"):format(case[1], unfused * 1000, fused * 1000, ratio,
+    unfused_mib, fused_mib))
 end

@@ -13,6 +13,7 @@
 
 #include "io/safetensors.h"
 #include "primitives/rng.h"
+#include "train/tensor_memory.h"
 #include "train/train_utils.h"
 
 namespace slapo {
@@ -103,6 +104,16 @@ int w_autocast(lua_State* L) {
   return lua_gettop(L) - 1;
 }
 
+// peak_tensor_mib(fn, ...) -> the most MiB of tensor memory fn's tensors held at once (above the
+// start), then fn's results
+int w_peak_tensor_mib(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  int64_t bytes = peak_tensor_bytes([&] { lx_pcall(L, lua_gettop(L) - 1, LUA_MULTRET); });
+  lua_pushnumber(L, static_cast<double>(bytes) / (1 << 20));
+  lua_insert(L, 1);
+  return lua_gettop(L);
+}
+
 // file_mtime(path) -> modification time in seconds (nanosecond resolution), or nil if absent
 int w_file_mtime(lua_State* L) {
   std::error_code ec;
@@ -129,6 +140,7 @@ const luaL_Reg train_functions[] = {{"clock", w_clock},
                                     {"clip_grad_norm", w_clip_grad_norm},
                                     {"measure_peak_flops", w_peak_flops},
                                     {"memory_mib", w_memory_mib},
+                                    {"peak_tensor_mib", w_peak_tensor_mib},
                                     {"stdout_is_terminal", w_stdout_is_terminal},
                                     {"save_tensors", w_save_tensors},
                                     {"autocast", w_autocast},

@@ -84,3 +84,17 @@ describe("devices", function()
     end
   end)
 end)
+
+describe("peak_tensor_mib", function()
+  it("counts what a function's tensors hold at once, and passes its results on", function()
+    local x = slapo.randn({ 1024, 1024 })  -- 4 MiB, allocated before: not counted
+    local mib, z = slapo.peak_tensor_mib(function(a)
+      local y = a * 2  -- 4 MiB
+      return y + 1     -- 4 MiB more while y lives
+    end, x)
+    assert(math.abs(mib - 8) < 0.01, ("peak %g MiB, expected 8"):format(mib))
+    eq({ 1024, 1024 }, z:size())
+    assert(slapo.peak_tensor_mib(function() local _ = x:sum() end) < 0.01)
+    matches("boom", pcall_err(slapo.peak_tensor_mib, function() error("boom") end))
+  end)
+end)

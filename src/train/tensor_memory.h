@@ -1,0 +1,14 @@
+// The peak of tensor memory while a function runs, from the allocators' own reports (the hook
+// LibTorch's profiler uses): what a fused kernel saves against the ops it replaces.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace slapo {
+
+/// Runs `fn` and returns the most bytes its tensors (CPU and CUDA, allocated on this thread or
+/// threads that inherit its state, as the autograd engine's) held at once above the start.
+int64_t peak_tensor_bytes(const std::function<void()>& fn);
+
+}  // namespace slapo
