@@ -30,6 +30,9 @@ void open_optim(lua_State* L);       // slapo.optim (SGD, AdamW)
 void open_train(lua_State* L);       // clock, clip_grad_norm, measure_peak_flops, memory_mib
 void open_kernels(lua_State* L);     // slapo.kernels (fused CPU kernels)
 void open_cuda(lua_State* L);        // slapo.cuda (is_available, device_count, synchronize)
+/// The slapo.Pipeline at `idx` (a Lua error otherwise).
+class Pipeline;
+Pipeline& lx_check_pipeline(lua_State* L, int idx);
 /// slapo.save of a pipeline (the value at `idx`); false when it is not one.
 bool lx_save_if_pipeline(lua_State* L, int idx, const std::string& dir, int64_t max_shard_bytes);
 /// Raises naming `fn` when `target` is a CUDA device ("cuda", "cuda:1") and none is usable.

@@ -11,9 +11,6 @@ namespace {
 
 using PipelinePtr = std::shared_ptr<Pipeline>;
 
-Pipeline& check_pipeline(lua_State* L, int idx) {
-  return **static_cast<PipelinePtr*>(luaL_checkudata(L, idx, "slapo.Pipeline"));
-}
 
 int w_Pipeline_gc(lua_State* L) {
   static_cast<PipelinePtr*>(luaL_checkudata(L, 1, "slapo.Pipeline"))->~PipelinePtr();
@@ -21,7 +18,7 @@ int w_Pipeline_gc(lua_State* L) {
 }
 
 int w_Pipeline_tostring(lua_State* L) {
-  lua_pushstring(L, check_pipeline(L, 1).describe().c_str());
+  lua_pushstring(L, lx_check_pipeline(L, 1).describe().c_str());
   return 1;
 }
 
@@ -47,7 +44,7 @@ Values batch_args(lua_State* L, at::Tensor* labels, const char* fn) {
 
 // pipe:step(x, ..., {labels = t}) -> the batch's mean loss (every rank); gradients accumulate
 int w_Pipeline_step(lua_State* L) {
-  auto& p = check_pipeline(L, 1);
+  auto& p = lx_check_pipeline(L, 1);
   at::Tensor labels;
   Values inputs = batch_args(L, &labels, "pipeline:step");
   lua_pushnumber(L, p.step(inputs, labels));
@@ -56,7 +53,7 @@ int w_Pipeline_step(lua_State* L) {
 
 // pipe:prepare(x, ...): trace and split for batches of this shape (parameters() needs it)
 int w_Pipeline_prepare(lua_State* L) {
-  auto& p = check_pipeline(L, 1);
+  auto& p = lx_check_pipeline(L, 1);
   at::Tensor labels;
   p.prepare(batch_args(L, &labels, "pipeline:prepare"));
   lua_settop(L, 1);
@@ -72,10 +69,10 @@ int push_tensors(lua_State* L, const std::vector<at::Tensor>& tensors) {
   return 1;
 }
 
-int w_Pipeline_parameters(lua_State* L) { return push_tensors(L, check_pipeline(L, 1).parameters()); }
+int w_Pipeline_parameters(lua_State* L) { return push_tensors(L, lx_check_pipeline(L, 1).parameters()); }
 // pipe:named_parameters() -> iterator over this stage's (name, parameter)
 int w_Pipeline_named_parameters(lua_State* L) {
-  auto named = check_pipeline(L, 1).named_parameters();
+  auto named = lx_check_pipeline(L, 1).named_parameters();
   lua_createtable(L, static_cast<int>(2 * named.size()), 0);
   for (size_t i = 0; i < named.size(); ++i) {
     lua_pushstring(L, named[i].first.c_str());
@@ -86,20 +83,20 @@ int w_Pipeline_named_parameters(lua_State* L) {
   return lx_push_pairs_iterator(L);
 }
 
-int w_Pipeline_leaves(lua_State* L) { return lx_push_strings(L, check_pipeline(L, 1).stage_leaves()); }
-int w_Pipeline_shared_parameters(lua_State* L) { return lx_push_strings(L, check_pipeline(L, 1).shared_parameters()); }
-int w_Pipeline_released_parameters(lua_State* L) { return lx_push_strings(L, check_pipeline(L, 1).released_parameters()); }
+int w_Pipeline_leaves(lua_State* L) { return lx_push_strings(L, lx_check_pipeline(L, 1).stage_leaves()); }
+int w_Pipeline_shared_parameters(lua_State* L) { return lx_push_strings(L, lx_check_pipeline(L, 1).shared_parameters()); }
+int w_Pipeline_released_parameters(lua_State* L) { return lx_push_strings(L, lx_check_pipeline(L, 1).released_parameters()); }
 
 int w_Pipeline_num_params(lua_State* L) {
   double n = 0;
-  for (auto& p : check_pipeline(L, 1).parameters()) n += static_cast<double>(p.numel());
+  for (auto& p : lx_check_pipeline(L, 1).parameters()) n += static_cast<double>(p.numel());
   lua_pushnumber(L, n);
   return 1;
 }
 
 // pipe:stats() -> {wall_s, busy_s, bubble, ideal_bubble, micro_batches, stages} of the last step
 int w_Pipeline_stats(lua_State* L) {
-  auto& s = check_pipeline(L, 1).runner().last_stats();
+  auto& s = lx_check_pipeline(L, 1).runner().last_stats();
   lua_newtable(L);
   auto set = [L](const char* key, double v) {
     lua_pushnumber(L, v);
@@ -115,7 +112,7 @@ int w_Pipeline_stats(lua_State* L) {
 }
 
 int pipeline_fields(lua_State* L) {
-  auto& p = check_pipeline(L, 1);
+  auto& p = lx_check_pipeline(L, 1);
   std::string key = luaL_checkstring(L, 2);
   if (key == "stage") lua_pushnumber(L, p.stage());
   else if (key == "stages") lua_pushnumber(L, p.stages());
@@ -140,9 +137,13 @@ const luaL_Reg pipeline_meta[] = {{"__gc", w_Pipeline_gc}, {"__tostring", w_Pipe
 
 }  // namespace
 
+Pipeline& lx_check_pipeline(lua_State* L, int idx) {
+  return **static_cast<PipelinePtr*>(luaL_checkudata(L, idx, "slapo.Pipeline"));
+}
+
 bool lx_save_if_pipeline(lua_State* L, int idx, const std::string& dir, int64_t max_shard_bytes) {
   if (!luaL_testudata(L, idx, "slapo.Pipeline")) return false;
-  save_pipeline(check_pipeline(L, idx), dir, max_shard_bytes);
+  save_pipeline(lx_check_pipeline(L, idx), dir, max_shard_bytes);
   return true;
 }
 

@@ -38,24 +38,28 @@ int w_build(lua_State* L) {
   return 1;
 }
 
-// _verify(sch, reference_module, inputs_array, opts) -> report table
-int w_verify(lua_State* L) {
-  auto s = lx_check_schedule(L, 1);
-  auto ref = lx_check_module(L, 2);
-  luaL_checktype(L, 3, LUA_TTABLE);
+Values inputs_arg(lua_State* L, int idx) {
+  luaL_checktype(L, idx, LUA_TTABLE);
   Values inputs;
-  for (size_t i = 1; i <= lua_objlen(L, 3); ++i) {
-    lua_rawgeti(L, 3, static_cast<int>(i));
+  for (size_t i = 1; i <= lua_objlen(L, idx); ++i) {
+    lua_rawgeti(L, idx, static_cast<int>(i));
     inputs.push_back(lx_to_value(L, -1));
     lua_pop(L, 1);
   }
+  return inputs;
+}
+
+VerifyOptions verify_options(lua_State* L, int idx) {
   VerifyOptions o;
-  o.rtol = lx_opt_number(L, 4, "rtol", o.rtol, "verify");
-  o.atol = lx_opt_number(L, 4, "atol", o.atol, "verify");  // negative: scaled to the values
-  o.backward = lx_opt_bool(L, 4, "backward", true, "verify");
-  o.train = lx_opt_bool(L, 4, "train", false, "verify");
-  o.seed = static_cast<uint64_t>(lx_opt_number(L, 4, "seed", 0, "verify"));
-  auto r = verify_against(*s, *ref, inputs, o);
+  o.rtol = lx_opt_number(L, idx, "rtol", o.rtol, "verify");
+  o.atol = lx_opt_number(L, idx, "atol", o.atol, "verify");  // negative: scaled to the values
+  o.backward = lx_opt_bool(L, idx, "backward", true, "verify");
+  o.train = lx_opt_bool(L, idx, "train", false, "verify");
+  o.seed = static_cast<uint64_t>(lx_opt_number(L, idx, "seed", 0, "verify"));
+  return o;
+}
+
+int push_report(lua_State* L, const VerifyReport& r) {
   lua_newtable(L);
   lua_pushnumber(L, r.outputs);
   lua_setfield(L, -2, "outputs");
@@ -70,6 +74,29 @@ int w_verify(lua_State* L) {
   return 1;
 }
 
+// _verify(sch, reference_module, inputs_array, opts) -> report table
+int w_verify(lua_State* L) {
+  auto s = lx_check_schedule(L, 1);
+  auto ref = lx_check_module(L, 2);
+  return push_report(L, verify_against(*s, *ref, inputs_arg(L, 3), verify_options(L, 4)));
+}
+
+// _verify_pipeline(pipe, reference_module, inputs_array, opts) -> report table; opts.labels
+// defaults to the first input (a causal LM's token ids)
+int w_verify_pipeline(lua_State* L) {
+  auto& pipe = lx_check_pipeline(L, 1);
+  auto ref = lx_check_module(L, 2);
+  Values inputs = inputs_arg(L, 3);
+  if (inputs.empty() || !inputs[0].isTensor()) throw Error("verify: a pipeline takes a tensor as its first input");
+  at::Tensor labels = inputs[0].toTensor();
+  if (lua_istable(L, 4)) {
+    lua_getfield(L, 4, "labels");
+    if (!lua_isnil(L, -1)) labels = lx_check_tensor(L, -1);
+    lua_pop(L, 1);
+  }
+  return push_report(L, verify_pipeline(pipe, *ref, inputs, labels, verify_options(L, 4)));
+}
+
 }  // namespace
 
 void open_verify(lua_State* L) {
@@ -77,6 +104,8 @@ void open_verify(lua_State* L) {
   lua_setfield(L, -2, "build");
   lua_pushcfunction(L, w_verify);
   lua_setfield(L, -2, "_verify");
+  lua_pushcfunction(L, w_verify_pipeline);
+  lua_setfield(L, -2, "_verify_pipeline");
 }
 
 }  // namespace slapo

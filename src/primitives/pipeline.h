@@ -11,6 +11,7 @@
 #include "dist/pipeline.h"
 #include "graph/traced_graph.h"
 #include "primitives/primitives.h"
+#include "primitives/verify.h"
 
 namespace slapo {
 
@@ -66,6 +67,9 @@ class Pipeline {
   const dist::GradBuckets* data_parallel() const { return dp_.get(); }
   std::shared_ptr<Module> module() const { return root_->mod(); }
   Schedule& schedule() const { return *root_; }
+  /// The loss the last stage computes, on any output and labels (verify runs it on the whole
+  /// model's output).
+  at::Tensor loss(const at::Tensor& output, const Value& labels) const { return loss_(output, labels); }
 
   /// This rank's stage: its parameters, the leaves it calls, and what it exchanges. Known once
   /// the model is traced (at the first step, or `prepare` with an example batch).
@@ -104,5 +108,14 @@ class Pipeline {
 /// group; tied weights are written once, under their first name; the lowest rank holding the
 /// whole model writes. Every rank of the world calls it, after the first step (or prepare).
 void save_pipeline(Pipeline& pipe, const std::string& dir, int64_t max_shard_bytes = 0);
+
+/// slapo.verify with {pipeline = ...}: one step of the pipeline (forward and backward of every
+/// micro-batch through the stages) against `reference`, the unscheduled model, on the whole
+/// batch: the loss, then every gradient of this rank's stages (sharded ones gathered over their
+/// tensor-parallel group). In eval mode: micro-batches draw dropout masks in another order. The
+/// loss must be a mean over the batch (the default causal-LM loss is), as the pipeline averages
+/// its micro-batches' losses. Raises on every rank, naming the first mismatch; every rank calls it.
+VerifyReport verify_pipeline(Pipeline& pipe, Module& reference, Values inputs, const at::Tensor& labels,
+                             const VerifyOptions& options);
 
 }  // namespace slapo

@@ -47,6 +47,10 @@ end
 --- `fn` applies the primitives to check; without it the schedule's current state is compared
 --- with a copy taken now (which then only checks that forward and backward run alike).
 --- Returns a report {outputs=, gradients=, max_output_diff=, max_grad_diff=}; raises on mismatch.
+--- With {pipeline = {group =, micro_batches =, ...}} (slapo.build's pipeline options) the
+--- schedule, cut into stages, is built into a pipeline whose step (every micro-batch, forward and
+--- backward) is compared with the unscheduled model: the loss on {labels =} (default: the first
+--- input) and each stage's gradients. Then it returns the report and the pipeline.
 function slapo.verify(sch, inputs, opts, fn)
   if type(opts) == "function" then
     opts, fn = nil, opts
@@ -54,11 +58,22 @@ function slapo.verify(sch, inputs, opts, fn)
   if type(inputs) ~= "table" or slapo.is_tensor(inputs) then
     inputs = { inputs }
   end
+  opts = opts or {}
   local reference = sch.mod:clone()
   if fn then
     fn(sch)
   end
-  return core._verify(sch, reference, inputs, opts or {})
+  if opts.pipeline then
+    local pipe = slapo.build(sch, { pipeline = opts.pipeline })
+    local checks = {}
+    for k, v in pairs(opts) do
+      if k ~= "pipeline" then
+        checks[k] = v
+      end
+    end
+    return core._verify_pipeline(pipe, reference, inputs, checks), pipe
+  end
+  return core._verify(sch, reference, inputs, opts)
 end
 
 --- slapo.train{model =, data =, steps =, ...}: see stdlib/slapo/train.lua.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Pipeline parallelism on 4 ranks: TP = 2 x PP = 2 and DP = 2 x PP = 2 follow the loss curves of
-# the runs without a pipeline, the TP x PP model saves as the one-rank model's checkpoint, and a
-# stage that raises stops every rank with one message.
+# the runs without a pipeline, the TP x PP model saves as the one-rank model's checkpoint and
+# verifies against the unscheduled model, and a stage that raises stops every rank with one message.
 set -euo pipefail
 bin="$1"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -38,6 +38,24 @@ end
 print(n .. " parameters equal")
 LUA
 "$bin" run "$tmp/compare.lua" "$tmp/one" "$tmp/tp_pp" | grep -q "parameters equal"
+
+# verify of a TP = 2 x PP = 2 schedule: the pipeline's step against the unscheduled model
+cat > "$tmp/verify.lua" <<'LUA'
+local parallel = require("slapo.parallel")
+local layout = parallel.layout({ tp = 2, pp = 2 })
+slapo.manual_seed(0)
+local model = slapo.models.gpt2({ n_embd = 64, n_layer = 4, n_head = 4, vocab_size = 512, n_positions = 64,
+  resid_pdrop = 0, embd_pdrop = 0, attn_pdrop = 0 })
+local sch = slapo.create_schedule(model, { group = layout.tp_group })
+local report = slapo.verify(sch, { slapo.randint(0, 512, { 4, 16 }) },
+  { pipeline = { group = layout.pp_group, micro_batches = 2 } }, function(s)
+    require("slapo.schedules.gpt2").schedule(s, {})
+    parallel.cut_evenly(s, "transformer.h", 2)
+  end)
+print(("rank %d: loss and %d gradients verified"):format(layout.rank, report.gradients))
+LUA
+verified=$("$bin" run --nproc 4 "$tmp/verify.lua" | grep -c "loss and [0-9]* gradients verified")
+[ "$verified" -eq 4 ] || { echo "TP x PP verify: $verified of 4 ranks verified"; exit 1; }
 
 dp=$("$bin" run --nproc 2 gpt2_schedule.lua "${small[@]}" --dropout 0 --tp 1 | losses)
 dp_pp=$("$bin" run --nproc 4 gpt2_schedule.lua "${small[@]}" --dropout 0 --tp 1 --pp 2 --schedule gpipe | losses)

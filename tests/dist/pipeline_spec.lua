@@ -156,6 +156,44 @@ describe("pipeline stages", function()
   end)
 end)
 
+describe("verifying a pipeline", function()
+  for _, chunks in ipairs({ 1, 2 }) do
+    it(("compares the step's loss and every stage gradient with the unscheduled model (%d chunk%s)"):format(chunks,
+      chunks == 1 and "" or "s"), function()
+      local layout = parallel.layout({ pp = 2 })
+      local sch = slapo.create_schedule(build("gpt2"), { group = layout.tp_group })
+      local report, pipe = slapo.verify(sch, { batch(4) }, { pipeline = { group = layout.pp_group, micro_batches = 2 } },
+        function(s) parallel.cut_evenly(s, layers.gpt2, 2 * chunks) end)
+      eq(1, report.outputs)
+      assert(report.gradients > 10, "compared " .. report.gradients .. " gradients")
+      if chunks == 2 then
+        matches("pipeline of 4 stages on 2 ranks", tostring(pipe))
+      end
+    end)
+  end
+
+  it("names what differs: a loss that sums instead of averaging, a change to backward only", function()
+    local layout = parallel.layout({ pp = 2 })
+    local sch = slapo.create_schedule(build("gpt2"), { group = layout.tp_group })
+    local sum_loss = function(logits, labels)
+      return slapo.F.cross_entropy(logits:reshape({ -1, 64 }), labels:reshape({ -1 })) * labels:numel()
+    end
+    local err = pcall_err(slapo.verify, sch, { batch(4) }, { pipeline = { group = layout.pp_group, micro_batches = 2,
+      loss = sum_loss } }, function(s) parallel.cut_evenly(s, layers.gpt2, 2) end)
+    matches("verify: the pipeline's loss is [%d.]+, the unscheduled model's [%d.]+", err)
+    -- a change to backward only: the loss agrees, the gradients below it do not
+    err = pcall_err(slapo.verify, slapo.create_schedule(build("gpt2"), { group = layout.tp_group }), { batch(4) },
+      { pipeline = { group = layout.pp_group, micro_batches = 2 } }, function(s)
+        parallel.cut_evenly(s, layers.gpt2, 2)
+        s["transformer.h.3"]:sync("fwd_post", function(y) return y:detach() + (y - y:detach()) * 2 end)
+      end)
+    matches("verify: the gradient of 'transformer%.[%w._]+' differs in pipeline stage %d", err)
+    matches("verify: a pipeline is compared in eval mode", pcall_err(slapo.verify, slapo.create_schedule(build("gpt2"),
+      { group = layout.tp_group }), { batch(4) }, { train = true, pipeline = { group = layout.pp_group } },
+      function(s) parallel.cut_evenly(s, layers.gpt2, 2) end))
+  end)
+end)
+
 describe("saving a pipeline", function()
   for _, chunks in ipairs({ 1, 2 }) do
     it(("writes the whole trained model as one checkpoint (%d chunk%s per rank)"):format(chunks, chunks == 1 and "" or "s"),
