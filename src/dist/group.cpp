@@ -39,10 +39,13 @@ int64_t wrap_dim(const at::Tensor& t, int64_t dim, const char* caller) {
   return dim < 0 ? dim + n : dim;
 }
 
-// t as the backend takes it: contiguous, on `device`; t itself (the same storage) when it already is.
+// t as the backend takes it: contiguous, on `device`; t's own memory when it already is.
 at::Tensor on_wire(const at::Tensor& t, at::Device device) {
   auto d = t.detach();
   return d.is_contiguous() && d.device() == device ? d : d.to(device).contiguous();
+}
+bool same_memory(const at::Tensor& a, const at::Tensor& b) {
+  return a.device() == b.device() && a.data_ptr() == b.data_ptr();
 }
 }  // namespace
 
@@ -52,18 +55,22 @@ at::Tensor& Group::all_reduce(at::Tensor& t, const char* caller) {
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> bufs{on_wire(t, device_)};
   pg_->allreduce(bufs)->wait();
-  if (!bufs[0].is_same(t)) t.detach().copy_(bufs[0]);
+  if (!same_memory(bufs[0], t)) t.detach().copy_(bufs[0]);
   return t;
 }
 
 std::function<void()> Group::all_reduce_async(at::Tensor t, const char* caller) {
   check_member(caller);
-  if (!t.is_contiguous() || t.device() != device_)
-    throw Error(fmt::format("dist.{}: the tensor must be contiguous and on {} (this is {} on {})", caller,
-                            device_.str(), t.is_contiguous() ? "contiguous" : "not contiguous", t.device().str()));
+  if (!t.is_contiguous()) throw Error(fmt::format("dist.{}: the tensor must be contiguous", caller));
   if (!pg_) return [] {};
-  std::vector<at::Tensor> bufs{t.detach()};
+  std::vector<at::Tensor> bufs{on_wire(t, device_)};  // staged when on another device (CUDA under Gloo)
   auto work = pg_->allreduce(bufs);
+  if (!same_memory(bufs[0], t))
+    return [work, staged = bufs[0], t]() mutable {
+      work->wait();
+      torch::NoGradGuard no_grad;
+      t.detach().copy_(staged);
+    };
   return [work] { work->wait(); };
 }
 
@@ -89,7 +96,7 @@ at::Tensor& Group::broadcast(at::Tensor& t, int src, const char* caller) {
   c10d::BroadcastOptions opts;
   opts.rootRank = src;
   pg_->broadcast(bufs, opts)->wait();
-  if (!bufs[0].is_same(t)) t.detach().copy_(bufs[0]);
+  if (!same_memory(bufs[0], t)) t.detach().copy_(bufs[0]);
   return t;
 }
 

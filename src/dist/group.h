@@ -34,7 +34,8 @@ class Group {
   /// Sum over the group, in place; returns t.
   at::Tensor& all_reduce(at::Tensor& t, const char* caller = "all_reduce");
   /// Starts a sum over the group into the contiguous tensor `t` and returns at once; calling the
-  /// returned function waits for it. Every rank must start the same collectives in the same order.
+  /// returned function waits for it (and copies back a tensor staged from another device). Every
+  /// rank must start the same collectives in the same order.
   std::function<void()> all_reduce_async(at::Tensor t, const char* caller = "all_reduce");
   /// Every rank's tensor concatenated along `dim`, in rank order.
   at::Tensor all_gather(const at::Tensor& t, int64_t dim, const char* caller = "all_gather");
