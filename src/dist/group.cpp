@@ -12,10 +12,17 @@ struct Group::PendingSends {
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
 };
 
-Group::Group(int id, int rank, std::vector<int> global_ranks, c10::intrusive_ptr<CollectiveBackend> pg,
-             at::Device device)
-    : id_(id), rank_(rank), ranks_(std::move(global_ranks)), pg_(std::move(pg)), device_(device),
-      pending_(std::make_shared<PendingSends>()) {}
+Group::Group(int id, int rank, std::vector<int> global_ranks, c10::intrusive_ptr<CollectiveBackend> cpu,
+             c10::intrusive_ptr<CollectiveBackend> cuda, at::Device device)
+    : id_(id), rank_(rank), ranks_(std::move(global_ranks)), cpu_(std::move(cpu)), cuda_(std::move(cuda)),
+      device_(device), pending_(std::make_shared<PendingSends>()) {}
+
+// CUDA tensors go to NCCL and CPU tensors to Gloo where the group has both; a tensor whose kind of
+// backend is missing goes to the other, staged through its device.
+Group::Route Group::route(const at::Tensor& t) const {
+  if (cuda_ && (t.is_cuda() || !cpu_)) return {cuda_.get(), device_};
+  return {cpu_.get(), at::Device(at::kCPU)};
+}
 
 std::string Group::describe() const {
   return id_ == 0 ? fmt::format("the world ({} rank{})", size(), size() == 1 ? "" : "s")
@@ -23,7 +30,7 @@ std::string Group::describe() const {
 }
 
 // A group without a backend has one rank, and its collectives are the identity. One-rank groups
-// get a backend only when NCCL is asked for, so that a single GPU still runs NCCL's own path.
+// get a backend only when NCCL is asked for by name, so that a single GPU runs NCCL's own path.
 
 void Group::check_member(const char* caller) const {
   if (!contains_me())
@@ -51,10 +58,11 @@ bool same_memory(const at::Tensor& a, const at::Tensor& b) {
 
 at::Tensor& Group::all_reduce(at::Tensor& t, const char* caller) {
   check_member(caller);
-  if (!pg_) return t;
+  auto to = route(t);
+  if (!to.backend) return t;
   torch::NoGradGuard no_grad;
-  std::vector<at::Tensor> bufs{on_wire(t, device_)};
-  pg_->allreduce(bufs)->wait();
+  std::vector<at::Tensor> bufs{on_wire(t, to.device)};
+  to.backend->allreduce(bufs)->wait();
   if (!same_memory(bufs[0], t)) t.detach().copy_(bufs[0]);
   return t;
 }
@@ -62,9 +70,10 @@ at::Tensor& Group::all_reduce(at::Tensor& t, const char* caller) {
 std::function<void()> Group::all_reduce_async(at::Tensor t, const char* caller) {
   check_member(caller);
   if (!t.is_contiguous()) throw Error(fmt::format("dist.{}: the tensor must be contiguous", caller));
-  if (!pg_) return [] {};
-  std::vector<at::Tensor> bufs{on_wire(t, device_)};  // staged when on another device (CUDA under Gloo)
-  auto work = pg_->allreduce(bufs);
+  auto to = route(t);
+  if (!to.backend) return [] {};
+  std::vector<at::Tensor> bufs{on_wire(t, to.device)};  // staged when its backend is missing
+  auto work = to.backend->allreduce(bufs);
   if (!same_memory(bufs[0], t))
     return [work, staged = bufs[0], t]() mutable {
       work->wait();
@@ -77,12 +86,13 @@ std::function<void()> Group::all_reduce_async(at::Tensor t, const char* caller) 
 at::Tensor Group::all_gather(const at::Tensor& t, int64_t dim, const char* caller) {
   check_member(caller);
   dim = wrap_dim(t, dim, caller);
-  if (!pg_) return t.detach().clone();
+  auto to = route(t);
+  if (!to.backend) return t.detach().clone();
   torch::NoGradGuard no_grad;
-  std::vector<at::Tensor> input{on_wire(t, device_)};
+  std::vector<at::Tensor> input{on_wire(t, to.device)};
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int i = 0; i < size(); ++i) outputs[0].push_back(torch::empty_like(input[0]));
-  pg_->allgather(outputs, input)->wait();
+  to.backend->allgather(outputs, input)->wait();
   return at::cat(outputs[0], dim).to(t.device());
 }
 
@@ -90,12 +100,13 @@ at::Tensor& Group::broadcast(at::Tensor& t, int src, const char* caller) {
   check_member(caller);
   if (src < 0 || src >= size())
     throw Error(fmt::format("dist.{}: source rank {} is not in {} (valid: 0 .. {})", caller, src, describe(), size() - 1));
-  if (!pg_) return t;
+  auto to = route(t);
+  if (!to.backend) return t;
   torch::NoGradGuard no_grad;
-  std::vector<at::Tensor> bufs{on_wire(t, device_)};
+  std::vector<at::Tensor> bufs{on_wire(t, to.device)};
   c10d::BroadcastOptions opts;
   opts.rootRank = src;
-  pg_->broadcast(bufs, opts)->wait();
+  to.backend->broadcast(bufs, opts)->wait();
   if (!same_memory(bufs[0], t)) t.detach().copy_(bufs[0]);
   return t;
 }
@@ -122,7 +133,9 @@ void Group::send(const at::Tensor& t, int dst, int tag, const char* caller) {
     throw Error(fmt::format("dist.{}: destination rank {} is not another rank of {} (valid: 0 .. {}, not {})", caller,
                             dst, describe(), size() - 1, rank_));
   std::vector<at::Tensor> bufs{t.detach().contiguous()};  // the work holds the buffer until sent
-  pending_->works.push_back(pg_->send(bufs, dst, tag));
+  auto to = route(t);
+  if (bufs[0].device() != to.device) bufs[0] = bufs[0].to(to.device);
+  pending_->works.push_back(to.backend->send(bufs, dst, tag));
 }
 
 void Group::recv(at::Tensor& t, int src, int tag, const char* caller) {
@@ -132,7 +145,11 @@ void Group::recv(at::Tensor& t, int src, int tag, const char* caller) {
                             describe(), size() - 1, rank_));
   if (!t.is_contiguous()) throw Error(fmt::format("dist.{}: the receive buffer must be contiguous", caller));
   std::vector<at::Tensor> bufs{t};
-  pg_->recv(bufs, src, tag)->wait();
+  auto to = route(t);
+  if (t.device() != to.device)
+    throw Error(fmt::format("dist.{}: the receive buffer is on {}, but this group receives on {}", caller,
+                            t.device().str(), to.device.str()));
+  to.backend->recv(bufs, src, tag)->wait();
 }
 
 void Group::wait_sends() {
@@ -143,8 +160,9 @@ void Group::wait_sends() {
 
 void Group::barrier() {
   check_member("barrier");
-  if (!pg_) return;
-  pg_->barrier()->wait();
+  auto* backend = cpu_ ? cpu_.get() : cuda_.get();
+  if (!backend) return;
+  backend->barrier()->wait();
 }
 
 }  // namespace slapo::dist

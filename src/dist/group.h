@@ -1,5 +1,5 @@
-// A group of ranks and its collectives over c10d (Gloo on CPU). One-rank groups need no
-// process group, so every script also runs alone. Collectives Gloo lacks in LibTorch 1.13
+// A group of ranks and its collectives over c10d (Gloo for CPU tensors, NCCL for CUDA tensors).
+// One-rank groups need no process group, so every script also runs alone. Collectives Gloo lacks in LibTorch 1.13
 // (reduce_scatter, flat all_gather) are emulated here and nowhere else.
 #pragma once
 
@@ -17,11 +17,13 @@ namespace slapo::dist {
 
 class Group {
  public:
-  /// `rank` is this process's rank inside the group, -1 when it is not a member. `device`: where
-  /// the backend takes its tensors (CPU for Gloo, this rank's GPU for NCCL); tensors elsewhere are
-  /// staged through it, so host-side numbers (a loss, a norm, a flag) work under either.
-  Group(int id, int rank, std::vector<int> global_ranks, c10::intrusive_ptr<CollectiveBackend> pg,
-        at::Device device = at::kCPU);
+  /// `rank` is this process's rank inside the group, -1 when it is not a member. `cpu` (Gloo) takes
+  /// CPU tensors and `cuda` (NCCL) CUDA tensors; a tensor whose backend is missing is staged
+  /// through the other's device, so host-side numbers (a loss, a norm, a flag) work under NCCL
+  /// alone and CUDA tensors under Gloo alone. No backend: one rank, collectives are the identity.
+  /// `device`: where the group's fastest backend takes tensors (this rank's GPU with NCCL).
+  Group(int id, int rank, std::vector<int> global_ranks, c10::intrusive_ptr<CollectiveBackend> cpu,
+        c10::intrusive_ptr<CollectiveBackend> cuda = {}, at::Device device = at::kCPU);
 
   int id() const { return id_; }
   int rank() const { return rank_; }
@@ -56,11 +58,16 @@ class Group {
 
  private:
   void check_member(const char* caller) const;
+  struct Route {
+    CollectiveBackend* backend;  // null: no communication (one rank)
+    at::Device device;           // where that backend takes its tensors
+  };
+  Route route(const at::Tensor& t) const;
 
   int id_;
   int rank_;
   std::vector<int> ranks_;
-  c10::intrusive_ptr<CollectiveBackend> pg_;
+  c10::intrusive_ptr<CollectiveBackend> cpu_, cuda_;
   at::Device device_;
   struct PendingSends;
   std::shared_ptr<PendingSends> pending_;

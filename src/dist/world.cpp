@@ -1,5 +1,6 @@
-// Rendezvous and group creation over c10d's TCPStore, with ProcessGroupGloo on CPU and, in CUDA
-// builds of LibTorch with NCCL, ProcessGroupNCCL for CUDA tensors.
+// Rendezvous and group creation over c10d's TCPStore: ProcessGroupGloo for CPU tensors and, in
+// CUDA builds of LibTorch with NCCL where every rank has its own GPU, ProcessGroupNCCL for CUDA
+// tensors (PyTorch's "cpu:gloo,cuda:nccl").
 #include "dist/world.h"
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
@@ -27,6 +28,8 @@ struct State {
   WorldOptions options;
   c10::intrusive_ptr<c10d::Store> store;
   std::vector<std::shared_ptr<Group>> groups;  // index = group id; 0 = world
+  bool gloo = true;   // groups of several ranks get Gloo for CPU tensors
+  bool nccl = false;  // ... and NCCL for CUDA tensors (agreed by every rank at init)
 };
 
 State& state() {
@@ -65,22 +68,29 @@ c10::intrusive_ptr<CollectiveBackend> make_nccl(const std::string& prefix, int r
 #else
   (void)prefix, (void)rank, (void)size;
   throw Error("dist: SLAPO_DIST_BACKEND=nccl, but this build has no NCCL (build against a CUDA LibTorch with NCCL, "
-              "as pip's torch on the GPU machines); choices here: gloo");
+              "as pip's torch on the GPU machines); choices here: auto, gloo");
 #endif
 }
 
-c10::intrusive_ptr<CollectiveBackend> make_backend(const std::string& prefix, int rank, int size) {
-  return state().options.backend == "nccl" ? make_nccl(prefix, rank, size) : make_gloo(prefix, rank, size);
-}
+// This rank's GPU, where NCCL takes its tensors.
+at::Device local_gpu(const WorldOptions& o) { return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(o.local_rank)); }
 
-// Where a backend takes its tensors: this rank's GPU under NCCL, else the CPU.
-at::Device wire_device(const WorldOptions& o) {
-  return o.backend == "nccl" ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(o.local_rank)) : at::Device(at::kCPU);
+// A group's backends: Gloo for CPU tensors, NCCL for CUDA tensors, as the world agreed. One rank
+// needs no communication, but NCCL asked for by name runs anyway: on a machine with one GPU that
+// is the only way to run NCCL's own code path (two ranks may not share a GPU).
+std::shared_ptr<Group> make_group(int id, int rank, const std::vector<int>& ranks) {
+  auto& s = state();
+  int size = static_cast<int>(ranks.size());
+  bool forced_nccl = s.options.backend == "nccl";
+  c10::intrusive_ptr<CollectiveBackend> cpu, cuda;
+  if (rank >= 0 && (size > 1 || forced_nccl)) {
+    std::string prefix = id == 0 ? "world" : fmt::format("group{}", id);
+    if (s.gloo) cpu = make_gloo(prefix + "/gloo", rank, size);
+    if (s.nccl) cuda = make_nccl(prefix + "/nccl", rank, size);
+  }
+  at::Device device = cuda ? local_gpu(s.options) : at::Device(at::kCPU);
+  return std::make_shared<Group>(id, rank, ranks, cpu, cuda, device);
 }
-
-// One rank needs no communication, but NCCL asked for runs anyway: on a machine with one GPU
-// that is the only way to run NCCL's own code path (two ranks may not share a GPU).
-bool wants_backend(int group_size) { return group_size > 1 || state().options.backend == "nccl"; }
 
 // NCCL: this process works on the GPU LOCAL_RANK names (torchrun's variable; the launcher sets it).
 void use_local_gpu(const WorldOptions& o) {
@@ -96,6 +106,24 @@ void use_local_gpu(const WorldOptions& o) {
 #endif
 }
 
+// auto: NCCL joins Gloo when this is a CUDA build and every rank has its own GPU. Each rank says
+// what it can through the store, so all make the same choice (a rank choosing alone could
+// pair an NCCL collective with another rank's Gloo one).
+bool every_rank_has_a_gpu(const WorldOptions& o) {
+#ifdef SLAPO_HAS_NCCL
+  auto& s = state();
+  bool mine = static_cast<int>(c10::cuda::device_count()) > o.local_rank;
+  auto key = [](int r) { return fmt::format("slapo/has_gpu/{}", r); };
+  s.store->set(key(o.rank), std::vector<uint8_t>{static_cast<uint8_t>(mine)});
+  bool all = true;
+  for (int r = 0; r < o.world_size; ++r) all = all && s.store->get(key(r)).at(0) != 0;
+  return all;
+#else
+  (void)o;
+  return false;
+#endif
+}
+
 }  // namespace
 
 WorldOptions options_from_env() {
@@ -107,8 +135,8 @@ WorldOptions options_from_env() {
   o.master_port = env_int("MASTER_PORT", 29500);
   o.timeout = std::chrono::seconds(env_int("SLAPO_DIST_TIMEOUT", 120));
   if (const char* backend = std::getenv("SLAPO_DIST_BACKEND")) o.backend = backend;
-  if (o.backend != "gloo" && o.backend != "nccl")
-    throw Error(fmt::format("dist: SLAPO_DIST_BACKEND='{}' is not a backend (choices: gloo, nccl)", o.backend));
+  if (o.backend != "auto" && o.backend != "gloo" && o.backend != "nccl")
+    throw Error(fmt::format("dist: SLAPO_DIST_BACKEND='{}' is not a backend (choices: auto, gloo, nccl)", o.backend));
   if (o.world_size < 1) throw Error(fmt::format("dist: WORLD_SIZE={} must be at least 1", o.world_size));
   if (o.rank < 0 || o.rank >= o.world_size)
     throw Error(fmt::format("dist: RANK={} is outside the world of WORLD_SIZE={} (valid: 0 .. {})", o.rank, o.world_size,
@@ -128,16 +156,15 @@ void init(const WorldOptions& options) {
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!s.groups.empty()) return;
   s.options = options;
+  s.gloo = options.backend != "nccl";
+  s.nccl = options.backend == "nccl";
   std::vector<int> all(options.world_size);
   for (int i = 0; i < options.world_size; ++i) all[i] = i;
-  if (options.backend == "nccl") use_local_gpu(options);
-  if (!wants_backend(options.world_size)) {
-    s.groups.push_back(std::make_shared<Group>(0, 0, all, c10::intrusive_ptr<CollectiveBackend>()));
-    return;
-  }
-  if (options.world_size == 1) {  // NCCL on one rank: an in-process store is enough
-    s.store = c10::make_intrusive<c10d::HashStore>();
-    s.groups.push_back(std::make_shared<Group>(0, 0, all, make_backend("world", 0, 1), wire_device(options)));
+  if (s.nccl) use_local_gpu(options);
+  if (options.world_size == 1) {
+    // no communication; NCCL asked for by name runs on one rank over an in-process store
+    if (s.nccl) s.store = c10::make_intrusive<c10d::HashStore>();
+    s.groups.push_back(make_group(0, 0, all));
     return;
   }
   c10d::TCPStoreOptions so;
@@ -151,9 +178,11 @@ void init(const WorldOptions& options) {
     throw Error(fmt::format("dist: rank {} could not reach the store at {}:{} within {} s: {}", options.rank,
                             options.master_addr, options.master_port, options.timeout.count() / 1000, e.what()));
   }
-  s.groups.push_back(std::make_shared<Group>(0, options.rank, all,
-                                             make_backend("world", options.rank, options.world_size),
-                                             wire_device(options)));
+  if (options.backend == "auto" && every_rank_has_a_gpu(options)) {
+    s.nccl = true;
+    use_local_gpu(options);
+  }
+  s.groups.push_back(make_group(0, options.rank, all));
 }
 
 std::shared_ptr<Group> world() {
@@ -177,9 +206,7 @@ std::shared_ptr<Group> new_group(const std::vector<int>& ranks) {
   int id = static_cast<int>(s.groups.size());
   auto me = std::find(ranks.begin(), ranks.end(), w->rank());
   int rank = me == ranks.end() ? -1 : static_cast<int>(me - ranks.begin());
-  c10::intrusive_ptr<CollectiveBackend> pg;
-  if (rank >= 0 && wants_backend(static_cast<int>(ranks.size()))) pg = make_backend(fmt::format("group{}", id), rank, static_cast<int>(ranks.size()));
-  s.groups.push_back(std::make_shared<Group>(id, rank, ranks, pg, wire_device(s.options)));
+  s.groups.push_back(make_group(id, rank, ranks));
   return s.groups.back();
 }
 

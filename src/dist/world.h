@@ -18,20 +18,24 @@ struct WorldOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};  ///< store and collectives
-  std::string backend = "gloo";  ///< "gloo" (CPU tensors) or "nccl" (CUDA tensors, CUDA builds)
+  /// "auto": Gloo for CPU tensors, plus NCCL for CUDA tensors when this is a CUDA build and every
+  /// rank has its own GPU; "gloo": Gloo only (CUDA tensors staged through the CPU); "nccl": NCCL
+  /// only (CPU tensors staged through the GPU; one rank too).
+  std::string backend = "auto";
 };
 
 /// Reads torchrun's variables; a process without them is a world of one. SLAPO_DIST_TIMEOUT
 /// (seconds) bounds the rendezvous and every collective, so a lost peer never hangs a run.
-/// SLAPO_DIST_BACKEND picks gloo (default) or nccl.
+/// SLAPO_DIST_BACKEND picks auto (default), gloo or nccl.
 WorldOptions options_from_env();
 
 /// Joins the world (idempotent). With world_size 1 no store or process group is created, except
-/// under NCCL (a one-rank NCCL group, so one GPU runs NCCL's path); NCCL also makes LOCAL_RANK's
-/// GPU the current device.
+/// under SLAPO_DIST_BACKEND=nccl (a one-rank NCCL group, so one GPU runs NCCL's path). Where NCCL
+/// is used, LOCAL_RANK's GPU becomes the current device.
 void init(const WorldOptions& options);
 bool initialized();
-/// Where this rank's tensors go for its collectives: "cuda:<LOCAL_RANK>" under NCCL, else "cpu".
+/// Where this rank's tensors go for its fastest collectives: "cuda:<LOCAL_RANK>" where the world
+/// uses NCCL, else "cpu".
 std::string device();
 
 /// The world group (initialising a world of one when nothing was initialised).

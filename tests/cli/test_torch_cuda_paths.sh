@@ -20,7 +20,7 @@ if ! grep -q "SLAPO_DIST_BACKEND=nccl, but this build has no NCCL" <<<"$nccl"; t
   # a CUDA build with NCCL gets past this point; CPU tensors on NCCL then fail elsewhere
   grep -q "rank 1 of 2 failed" <<<"$nccl" || { echo "nccl: $nccl"; exit 1; }
 fi
-grep -q "SLAPO_DIST_BACKEND='mpi' is not a backend (choices: gloo, nccl)" <<<"$mpi" || { echo "mpi: $mpi"; exit 1; }
+grep -q "SLAPO_DIST_BACKEND='mpi' is not a backend (choices: auto, gloo, nccl)" <<<"$mpi" || { echo "mpi: $mpi"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/c10/cuda/impl"

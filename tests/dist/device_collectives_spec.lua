@@ -1,6 +1,7 @@
 -- Collectives on the tensors of slapo.dist.device(): CPU under Gloo (CI, 2 ranks), cuda:LOCAL_RANK
--- under NCCL (scripts/device-check runs this file with SLAPO_DIST_BACKEND=nccl, on as many ranks
--- as the machine has GPUs; one GPU still runs NCCL's own path). Any world size.
+-- with NCCL (scripts/device-check runs this file with SLAPO_DIST_BACKEND=nccl, on as many ranks
+-- as the machine has GPUs, one GPU still running NCCL's own path; and under auto, Gloo and NCCL
+-- side by side, with 2 ranks where there are 2 GPUs). Any world size.
 local rank, world = slapo.dist.rank(), slapo.dist.world_size()
 local device = slapo.dist.device()
 
@@ -10,9 +11,12 @@ local function on_device(t)
 end
 
 describe("collectives on " .. device, function()
-  it("puts NCCL's tensors on this rank's GPU and Gloo's on the CPU", function()
-    local backend = os.getenv("SLAPO_DIST_BACKEND") or "gloo"
-    eq(backend == "nccl" and ("cuda:" .. (os.getenv("LOCAL_RANK") or rank)) or "cpu", device)
+  it("uses this rank's GPU where the world has NCCL, else the CPU", function()
+    local backend = os.getenv("SLAPO_DIST_BACKEND") or "auto"
+    local local_rank = tonumber(os.getenv("LOCAL_RANK") or rank)
+    -- auto takes NCCL when every rank has its own GPU (a world of one needs no communication)
+    local nccl = backend == "nccl" or (backend == "auto" and world > 1 and slapo.cuda.device_count() > local_rank)
+    eq(nccl and ("cuda:" .. local_rank) or "cpu", device)
   end)
 
   it("all_reduce, all_gather, broadcast and reduce_scatter", function()
@@ -46,6 +50,19 @@ describe("collectives on " .. device, function()
     slapo.dist.broadcast(b, 0)
     eq({ 0, 0 }, b:tolist())
   end)
+
+  if slapo.cuda.is_available() then  -- a GPU machine: CUDA tensors, whatever the backends are
+    it("reduces CUDA tensors through NCCL, or staged through Gloo's CPU buffers", function()
+      local gpu = "cuda:" .. (tonumber(os.getenv("LOCAL_RANK") or rank) % slapo.cuda.device_count())
+      local t = (slapo.ones({ 4 }) * (rank + 1)):to(gpu)
+      slapo.dist.all_reduce(t)
+      eq(gpu, t:device())
+      eq(4 * world * (world + 1) / 2, t:sum():item())
+      local g = slapo.dist.all_gather((slapo.ones({ 1 }) * rank):to(gpu), 0)
+      eq(gpu, g:device())
+      eq(world * (world - 1) / 2, g:sum():item())
+    end)
+  end
 
   it("Megatron's f and g: identity forward, all-reduce backward, and the reverse", function()
     local x = (slapo.ones({ 2, 3 }) * (rank + 1)):to(device):detach()
