@@ -12,19 +12,15 @@ namespace slapo {
 
 namespace {
 
-// The totals' parameter type changed between LibTorch versions (int64_t in 1.x, size_t later):
-// read it off the method itself.
+// reportMemoryUsage's parameters after (ptr, alloc_size) differ between LibTorch versions
+// ((device) in some, (total_allocated, total_reserved, device) as int64_t or size_t in others):
+// the meter takes them off the method itself.
 template <typename Method>
-struct TotalArg;
-template <typename C, typename R, typename Ptr, typename Size, typename Total, typename Total2, typename Device>
-struct TotalArg<R (C::*)(Ptr, Size, Total, Total2, Device)> {
-  using type = Total;
-};
-using Total = TotalArg<decltype(&c10::MemoryReportingInfoBase::reportMemoryUsage)>::type;
-
-class PeakMeter : public c10::MemoryReportingInfoBase {
+class MeterFor;
+template <typename C, typename R, typename... Rest>
+class MeterFor<R (C::*)(void*, int64_t, Rest...)> : public c10::MemoryReportingInfoBase {
  public:
-  void reportMemoryUsage(void*, int64_t alloc_size, Total, Total, c10::Device) override {
+  void reportMemoryUsage(void*, int64_t alloc_size, Rest...) override {
     int64_t now = current_ += alloc_size;  // frees report a negative size
     int64_t peak = peak_.load();
     while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
@@ -36,6 +32,7 @@ class PeakMeter : public c10::MemoryReportingInfoBase {
  private:
   std::atomic<int64_t> current_{0}, peak_{0};
 };
+using PeakMeter = MeterFor<decltype(&c10::MemoryReportingInfoBase::reportMemoryUsage)>;
 
 }  // namespace
 
