@@ -16,6 +16,9 @@ out=$("$bin" run --nproc 4 examples/llama_schedule.lua $small --tp 2 --kv_heads 
 echo "$out" | grep -q "tensor parallel 2 x data parallel 2"
 falls "$out"
 "$bin" run examples/fuse_bert.lua | grep -q "^verify: outputs match"
+out=$("$bin" run examples/fuse_llama.lua)
+[ "$(echo "$out" | grep -c " 1 fused: .*slapo::\(swiglu\|rms_norm\)")" -eq 6 ] || { echo "$out"; exit 1; }
+echo "$out" | grep -q "^verify: outputs match"
 falls "$("$bin" run --nproc 2 examples/pipeline_gpt2.lua)"
 "$bin" run examples/inspect_bert.lua >/dev/null
 "$bin" run examples/tour.lua >/dev/null
