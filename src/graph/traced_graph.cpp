@@ -67,21 +67,12 @@ std::vector<at::Tensor> call_module_list(int64_t id, at::TensorList inputs) {
 }
 
 Value call_leaf(int64_t id, at::TensorList inputs, std::string* path_out) {
-  std::shared_ptr<Module> parent;
-  std::string slot, path;
-  {
-    std::lock_guard<std::mutex> lock(registry().mutex);
-    auto found = registry().leaves.find(id);
-    if (found == registry().leaves.end()) throw Error(fmt::format("call_module: no leaf module with id {}", id));
-    parent = found->second.parent.lock();
-    slot = found->second.slot;
-    path = found->second.path;
-  }
-  if (!parent) throw Error(fmt::format("call_module: the module holding leaf '{}' no longer exists", path));
-  auto m = parent->child(slot);  // the slot's current module: replace() reaches into traced graphs
-  Values args(inputs.begin(), inputs.end());
-  *path_out = path;
-  return (*m)(std::move(args));
+  // the slot's current module: replace() reaches into traced graphs
+  auto m = leaf_module(id, path_out);
+  if (!m)
+    throw Error(path_out->empty() ? fmt::format("call_module: no leaf module with id {}", id)
+                                  : fmt::format("call_module: the module holding leaf '{}' no longer exists", *path_out));
+  return (*m)(Values(inputs.begin(), inputs.end()));
 }
 
 // Ops by which a forward reads a tensor's value into the host: a trace would freeze that value.
