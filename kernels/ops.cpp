@@ -39,8 +39,28 @@ void check_float(const at::Tensor& t, const char* op, const char* what) {
 #endif
 }
 
+// Every tensor input of one call shares the first one's device and (except masks, which are
+// converted) its dtype: a CPU helper tensor handed to a CUDA kernel would be read from host memory.
+// Checked here, where both the Lua API and fused graphs (which call the ops directly) pass.
+void check_inputs(const char* op, std::initializer_list<std::pair<const at::Tensor*, const char*>> inputs,
+                  bool same_dtype = true) {
+  const at::Tensor& first = *inputs.begin()->first;
+  for (auto [t, what] : inputs) {
+    if (!t->defined()) continue;
+    check_float(*t, op, what);
+    if (t->device() != first.device())
+      throw Error(fmt::format("{}: {} is on {} but {} is on {}; move every input to one device", op, what,
+                              t->device().str(), inputs.begin()->second, first.device().str()));
+    if (same_dtype && t->scalar_type() != first.scalar_type())
+      throw Error(fmt::format("{}: {} is {} but {} is {}; every input must have one dtype", op, what,
+                              c10::toString(t->scalar_type()), inputs.begin()->second,
+                              c10::toString(first.scalar_type())));
+  }
+}
+
 struct BiasGeluFn : public torch::autograd::Function<BiasGeluFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& bias, bool tanh_approx) {
+    check_inputs("bias_gelu", {{&x, "x"}, {&bias, "bias"}});
     ctx->save_for_backward({x, bias});
     ctx->saved_data["tanh"] = tanh_approx;
     return ON_DEVICE(x, bias_gelu_forward)(x, bias, tanh_approx);
@@ -54,6 +74,7 @@ struct BiasGeluFn : public torch::autograd::Function<BiasGeluFn> {
 
 struct RmsNormFn : public torch::autograd::Function<RmsNormFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight, double eps) {
+    check_inputs("rms_norm", {{&x, "x"}, {&weight, "weight"}});
     auto [y, inv] = ON_DEVICE(x, rms_norm_forward)(x, weight, eps);
     ctx->save_for_backward({x, weight, inv});
     return y;
@@ -67,6 +88,7 @@ struct RmsNormFn : public torch::autograd::Function<RmsNormFn> {
 
 struct SwigluFn : public torch::autograd::Function<SwigluFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate, const at::Tensor& up) {
+    check_inputs("swiglu", {{&gate, "gate"}, {&up, "up"}});
     ctx->save_for_backward({gate, up});
     return ON_DEVICE(gate, swiglu_forward)(gate, up);
   }
@@ -80,6 +102,7 @@ struct SwigluFn : public torch::autograd::Function<SwigluFn> {
 // cos and sin are constants of the position (no gradient flows to them).
 struct RopeFn : public torch::autograd::Function<RopeFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+    check_inputs("rope", {{&x, "x"}, {&cos, "cos"}, {&sin, "sin"}});
     ctx->save_for_backward({cos, sin});
     return ON_DEVICE(x, rope_apply)(x, cos, sin, /*inverse=*/false);
   }
@@ -92,6 +115,7 @@ struct RopeFn : public torch::autograd::Function<RopeFn> {
 struct AttentionFn : public torch::autograd::Function<AttentionFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             bool causal) {
+    check_inputs("attention", {{&q, "q"}, {&k, "k"}, {&v, "v"}});
     auto [out, lse] = ON_DEVICE(q, attention_forward)(q, k, v, causal);
     ctx->save_for_backward({q, k, v, out, lse});
     ctx->saved_data["causal"] = causal;
@@ -106,6 +130,7 @@ struct AttentionFn : public torch::autograd::Function<AttentionFn> {
 
 struct MaskedSoftmaxFn : public torch::autograd::Function<MaskedSoftmaxFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& scores, const at::Tensor& mask, double scale) {
+    check_inputs("masked_softmax", {{&scores, "scores"}, {&mask, "mask"}}, /*same_dtype=*/false);
     auto y = ON_DEVICE(scores, masked_softmax_forward)(scores, mask, scale);
     ctx->save_for_backward({y});
     ctx->saved_data["scale"] = scale;
@@ -121,6 +146,8 @@ struct MaskedSoftmaxFn : public torch::autograd::Function<MaskedSoftmaxFn> {
 struct BiasDropoutAddLayerNormFn : public torch::autograd::Function<BiasDropoutAddLayerNormFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& bias, const at::Tensor& residual,
                             const at::Tensor& weight, const at::Tensor& ln_bias, double p, bool training, double eps) {
+    check_inputs("bias_dropout_add_layer_norm",
+                 {{&x, "x"}, {&bias, "bias"}, {&residual, "residual"}, {&weight, "weight"}, {&ln_bias, "ln_bias"}});
     at::Tensor keep;  // drawn as F.dropout draws it: bernoulli(1 - p) over x's shape
     if (training && p > 0) keep = at::empty_like(x).bernoulli_(1 - p);
     double keep_scale = keep.defined() ? (p < 1 ? 1.0 / (1 - p) : 0.0) : 1.0;

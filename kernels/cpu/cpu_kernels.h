@@ -12,6 +12,17 @@
 
 namespace slapo::kernels::cpu {
 
+/// AdamW's hyperparameters for one update; `step` counts from 1.
+struct AdamWHyper {
+  double lr, beta1, beta2, eps, weight_decay;
+  int64_t step;
+};
+
+/// torch's AdamW update of one contiguous float or double CPU tensor, in one pass (adamw.cpp);
+/// every tensor has param's dtype and size.
+void adamw_step(at::Tensor& param, const at::Tensor& grad, at::Tensor& exp_avg, at::Tensor& exp_avg_sq,
+                const AdamWHyper& h);
+
 /// Backward kernels that also reduce over rows (dbias, dweight): runs row_fn(r, acc) for every
 /// row in parallel chunks, each chunk with its own accumulator row of `cols` values, and returns
 /// the column-wise sum of the accumulators (no atomics, deterministic for a thread count).

@@ -2,6 +2,7 @@
 // here, launches on the current stream, launch errors raised with the op's name.
 #include "cuda/torch_kernels.h"
 
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include "core/error.h"
@@ -16,8 +17,16 @@ void* stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
 const float* in(const at::Tensor& t) { return t.data_ptr<float>(); }
 float* out(at::Tensor& t) { return t.data_ptr<float>(); }
 
+// The last check before a raw pointer reaches a kernel: a CUDA float32 tensor on the current device.
 at::Tensor contiguous_float(const at::Tensor& t, const char* op) {
-  if (t.scalar_type() != at::kFloat) throw Error(fmt::format("{}: the CUDA kernels take float32 tensors", op));
+  if (!t.is_cuda())
+    throw Error(fmt::format("{}: an input is on {}; the CUDA kernel reads CUDA tensors only", op, t.device().str()));
+  if (t.get_device() != c10::cuda::current_device())
+    throw Error(fmt::format("{}: an input is on {} but the current device is cuda:{}", op, t.device().str(),
+                            static_cast<int>(c10::cuda::current_device())));
+  if (t.scalar_type() != at::kFloat)
+    throw Error(fmt::format("{}: an input is {}; the CUDA kernels take float32 tensors", op,
+                            c10::toString(t.scalar_type())));
   return t.contiguous();
 }
 
@@ -127,7 +136,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(const at::Tens
 at::Tensor masked_softmax_forward(const at::Tensor& scores_in, const at::Tensor& mask, double scale) {
   auto scores = contiguous_float(scores_in, "masked_softmax");
   if (scores.dim() > 7) throw Error("masked_softmax: the CUDA kernel takes at most 7 dimensions");
-  auto expanded = mask.to(at::kFloat).expand_as(scores);  // strides 0 where it broadcasts: no copy
+  auto expanded = contiguous_float(mask.to(at::kFloat), "masked_softmax").expand_as(scores);  // strides 0 where it broadcasts: no copy
   cuda::MaskLayout layout;
   layout.dims = static_cast<int>(scores.dim() - 1);
   for (int d = 0; d < layout.dims; ++d) {
@@ -156,7 +165,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> bias_dropout_add_layer_norm_forwa
   const char* op = "bias_dropout_add_layer_norm";
   auto x = contiguous_float(x_in, op), bias = contiguous_float(bias_in, op), res = contiguous_float(res_in, op);
   auto w = contiguous_float(w_in, op), lb = contiguous_float(lb_in, op);
-  auto keep = keep_in.defined() ? keep_in.to(at::kFloat).contiguous() : at::Tensor();
+  auto keep = keep_in.defined() ? contiguous_float(keep_in.to(at::kFloat), op) : at::Tensor();
   auto y = at::empty_like(x), normed = at::empty_like(x);
   auto rstd = at::empty({rows_of(x)}, x.options());
   check(cuda::layer_norm_tail_forward(in(x), in(bias), in(res), keep.defined() ? in(keep) : nullptr, float(keep_scale),
@@ -172,7 +181,7 @@ std::vector<at::Tensor> bias_dropout_add_layer_norm_backward(const at::Tensor& d
   const char* op = "bias_dropout_add_layer_norm";
   auto dy = contiguous_float(dy_in, op), normed = contiguous_float(normed_in, op);
   auto rstd = contiguous_float(rstd_in, op), w = contiguous_float(w_in, op);
-  auto keep = keep_in.defined() ? keep_in.to(at::kFloat).contiguous() : at::Tensor();
+  auto keep = keep_in.defined() ? contiguous_float(keep_in.to(at::kFloat), op) : at::Tensor();
   auto dx = at::empty_like(normed), dres = at::empty_like(normed), scratch = at::empty_like(normed);
   auto dbias = at::empty_like(w), dw = at::empty_like(w), dlb = at::empty_like(w);
   check(cuda::layer_norm_tail_backward(in(dy), in(normed), in(rstd), in(w), keep.defined() ? in(keep) : nullptr,

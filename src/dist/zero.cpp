@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "dist/group.h"
+#include "train/adamw_update.h"
 
 namespace slapo::dist {
 
@@ -59,15 +60,9 @@ void ZeroAdamW::step() {
   // 1. this rank's slice of the gradient averaged over the group (reduce-scatter)
   at::Tensor grad = group_->reduce_scatter(pad(at::cat(grads)), 0, "zero_adamw") / group_->size();
   at::Tensor param = group_->local_slice(pad(at::cat(values)), 0, "zero_adamw").clone();
-  // 2. torch::optim::AdamW's update on the slice
-  const double b1 = options_.beta1, b2 = options_.beta2;
-  param.mul_(1 - options_.lr * options_.weight_decay);
-  exp_avg_.mul_(b1).add_(grad, 1 - b1);
-  exp_avg_sq_.mul_(b2).addcmul_(grad, grad, 1 - b2);
-  const double bias1 = 1 - std::pow(b1, static_cast<double>(step_));
-  const double bias2 = 1 - std::pow(b2, static_cast<double>(step_));
-  auto denom = (exp_avg_sq_.sqrt() / std::sqrt(bias2)).add_(options_.eps);
-  param.addcdiv_(exp_avg_, denom, -options_.lr / bias1);
+  // 2. torch::optim::AdamW's update on the slice, fused (train/adamw_update.h)
+  AdamWHyper h{options_.lr, options_.beta1, options_.beta2, options_.eps, options_.weight_decay, step_};
+  adamw_update({param}, {grad.contiguous()}, {exp_avg_}, {exp_avg_sq_}, h);
   // 3. every rank gets every slice back (all-gather) and writes it into the parameters
   at::Tensor full = group_->all_gather(param, 0, "zero_adamw");
   int64_t offset = 0;

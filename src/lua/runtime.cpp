@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "lua/tensor_gc.h"
 
 namespace slapo {
 
@@ -89,8 +90,27 @@ void lx_pcall(lua_State* L, int nargs, int nresults) {
 
 // ---- boxes ----
 
-void lx_push_tensor(lua_State* L, at::Tensor t) { box_push(L, std::move(t), "slapo.Tensor"); }
-at::Tensor& lx_check_tensor(lua_State* L, int idx) { return *box_check<at::Tensor>(L, idx, "slapo.Tensor", "tensor"); }
+// A tensor box remembers what it was charged, so its release matches even if the tensor's
+// storage was resized or swapped since (set_data, sharding).
+struct TensorBox {
+  at::Tensor tensor;
+  int64_t charged;
+};
+
+void lx_push_tensor(lua_State* L, at::Tensor t) {
+  int64_t charge = tensor_gc_charge(t);
+  tensor_gc_charge_push(L, charge);
+  box_push(L, TensorBox{std::move(t), charge}, "slapo.Tensor");
+}
+at::Tensor& lx_check_tensor(lua_State* L, int idx) {
+  return box_check<TensorBox>(L, idx, "slapo.Tensor", "tensor")->tensor;
+}
+int lx_tensor_gc(lua_State* L) {
+  auto* box = box_check<TensorBox>(L, 1, "slapo.Tensor", "tensor");
+  tensor_gc_release(box->charged);
+  box->~TensorBox();
+  return 0;
+}
 bool lx_is_tensor(lua_State* L, int idx) { return luaL_testudata(L, idx, "slapo.Tensor") != nullptr; }
 
 void lx_push_module(lua_State* L, std::shared_ptr<Module> m) { box_push(L, std::move(m), "slapo.Module"); }

@@ -38,6 +38,8 @@ int lx_traceback(lua_State* L);
 void lx_push_tensor(lua_State* L, at::Tensor t);
 at::Tensor& lx_check_tensor(lua_State* L, int idx);
 bool lx_is_tensor(lua_State* L, int idx);
+/// The tensor class's __gc: frees the box and releases its charge on the collector (tensor_gc.h).
+int lx_tensor_gc(lua_State* L);
 
 void lx_push_module(lua_State* L, std::shared_ptr<Module> m);
 std::shared_ptr<Module>& lx_check_module(lua_State* L, int idx);

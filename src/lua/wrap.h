@@ -27,6 +27,7 @@ void open_schedule(lua_State* L);    // create_schedule and the Schedule class
 void open_dist(lua_State* L);        // slapo.dist and the Group class
 void open_data_parallel(lua_State* L);  // slapo.dist.data_parallel (after open_dist)
 void open_optim(lua_State* L);       // slapo.optim (SGD, AdamW)
+void add_grad_scaler(lua_State* L);  // slapo.optim.grad_scaler, into the table on top
 void open_train(lua_State* L);       // clock, clip_grad_norm, measure_peak_flops, memory_mib
 void open_kernels(lua_State* L);     // slapo.kernels (fused CPU kernels)
 void open_cuda(lua_State* L);        // slapo.cuda (is_available, device_count, synchronize)

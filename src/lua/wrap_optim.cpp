@@ -5,6 +5,7 @@
 #include "lua/runtime.h"
 #include "lua/wrap.h"
 #include "dist/zero.h"
+#include "train/adamw_update.h"
 #include "train/optimizer_state.h"
 
 namespace slapo {
@@ -55,7 +56,8 @@ int w_adamw(lua_State* L) {
   o.weight_decay(lx_opt_number(L, 2, "weight_decay", 0.01, "optim.adamw"));
   o.eps(lx_opt_number(L, 2, "eps", 1e-8, "optim.adamw"));
   o.betas({lx_opt_number(L, 2, "beta1", 0.9, "optim.adamw"), lx_opt_number(L, 2, "beta2", 0.999, "optim.adamw")});
-  return push(L, std::make_shared<torch::optim::AdamW>(param_list(L, 1, "optim.adamw"), o));
+  auto impl = adamw_impl_from_name(lx_opt_string(L, 2, "impl", "auto", "optim.adamw"), "optim.adamw");
+  return push(L, std::make_shared<MultiTensorAdamW>(param_list(L, 1, "optim.adamw"), o, impl));
 }
 
 int w_Optimizer_step(lua_State* L) {
@@ -187,6 +189,7 @@ void open_optim(lua_State* L) {
   lx_new_class(L, "slapo.ZeroOptimizer", zero_methods, zero_meta, nullptr);
   lua_newtable(L);
   lx_set_funcs(L, optim_functions);
+  add_grad_scaler(L);
   lua_setfield(L, -2, "optim");
 }
 

@@ -40,10 +40,6 @@ int push(lua_State* L, at::Tensor t) {
 }
 
 // ---- metamethods ----
-int w_Tensor_gc(lua_State* L) {
-  lx_check_tensor(L, 1).~Tensor();
-  return 0;
-}
 int w_Tensor_add(lua_State* L) { auto& l = any_tensor(L); return push(L, check_operand(L, 1, l) + check_operand(L, 2, l)); }
 int w_Tensor_sub(lua_State* L) { auto& l = any_tensor(L); return push(L, check_operand(L, 1, l) - check_operand(L, 2, l)); }
 int w_Tensor_mul(lua_State* L) { auto& l = any_tensor(L); return push(L, check_operand(L, 1, l) * check_operand(L, 2, l)); }
@@ -197,7 +193,8 @@ int w_Tensor_equal(lua_State* L) {
 }
 int w_Tensor_tolist(lua_State* L) {
   refuse_value_read_while_tracing("Tensor:tolist()");
-  auto t = lx_check_tensor(L, 1).detach().to(at::kDouble).contiguous().view({-1});
+  // copied to host memory first: a CUDA tensor's data_ptr is not readable here
+  auto t = lx_check_tensor(L, 1).detach().to(at::kCPU, at::kDouble).contiguous().view({-1});
   lua_createtable(L, static_cast<int>(t.numel()), 0);
   auto* data = t.data_ptr<double>();
   for (int64_t i = 0; i < t.numel(); ++i) {
@@ -232,7 +229,7 @@ const luaL_Reg tensor_methods[] = {
     {"eq", w_Tensor_eq}, {"equal", w_Tensor_equal}, {"tolist", w_Tensor_tolist}, {nullptr, nullptr}};
 
 const luaL_Reg tensor_meta[] = {
-    {"__gc", w_Tensor_gc},   {"__add", w_Tensor_add}, {"__sub", w_Tensor_sub},           {"__mul", w_Tensor_mul},
+    {"__gc", lx_tensor_gc},   {"__add", w_Tensor_add}, {"__sub", w_Tensor_sub},           {"__mul", w_Tensor_mul},
     {"__div", w_Tensor_div}, {"__pow", w_Tensor_pow}, {"__unm", w_Tensor_unm},           {"__len", w_Tensor_len},
     {"__tostring", w_Tensor_tostring}, {nullptr, nullptr}};
 

@@ -8,11 +8,12 @@
 
 #include "core/error.h"
 #include "lua/runtime.h"
+#include "lua/tensor_gc.h"
 #include "lua/wrap.h"
-#include <ATen/autocast_mode.h>
 
 #include "io/safetensors.h"
 #include "primitives/rng.h"
+#include "train/autocast.h"
 #include "train/tensor_memory.h"
 #include "train/train_utils.h"
 
@@ -78,29 +79,16 @@ int w_set_rng_state(lua_State* L) {
   return 0;
 }
 
-// autocast(dtype, fn, ...): runs fn with LibTorch's CPU autocast (matmuls and linears in
-// bfloat16; reductions and losses stay float32), then restores the previous mode.
+// autocast(dtype, fn, ...): runs fn under autocast ("bf16" | "fp16"): CUDA autocast when a GPU
+// is usable, CPU autocast for bf16 (matmuls and linears in the low dtype; reductions and losses
+// stay float32), then restores the previous modes, also when fn raises.
 int w_autocast(lua_State* L) {
-  std::string dtype = luaL_checkstring(L, 1);
-  if (dtype != "bfloat16" && dtype != "bf16")
-    luaL_error(L, "autocast: CPU autocast supports bfloat16 ('bfloat16' or 'bf16'), got '%s'", dtype.c_str());
+  auto dtype = autocast_dtype_from_name(luaL_checkstring(L, 1), "autocast");
   luaL_checktype(L, 2, LUA_TFUNCTION);
-  bool was_enabled = at::autocast::is_cpu_enabled();
-  at::ScalarType was_dtype = at::autocast::get_autocast_cpu_dtype();
-  at::autocast::set_cpu_enabled(true);
-  at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-  int base = 2;
-  try {
-    lx_pcall(L, lua_gettop(L) - base, LUA_MULTRET);
-  } catch (...) {
-    at::autocast::set_cpu_enabled(was_enabled);
-    at::autocast::set_autocast_cpu_dtype(was_dtype);
-    if (!was_enabled) at::autocast::clear_cache();
-    throw;
+  {
+    AutocastScope scope(dtype, "autocast");
+    lx_pcall(L, lua_gettop(L) - 2, LUA_MULTRET);
   }
-  at::autocast::set_cpu_enabled(was_enabled);
-  at::autocast::set_autocast_cpu_dtype(was_dtype);
-  if (!was_enabled) at::autocast::clear_cache();
   return lua_gettop(L) - 1;
 }
 
@@ -136,7 +124,25 @@ int w_memory_mib(lua_State* L) {
   return 1;
 }
 
-const luaL_Reg train_functions[] = {{"clock", w_clock},
+// tensor_gc_stats() -> {boxed_mib, threshold_mib, floor_mib, collections}: the tensor memory Lua's
+// boxes hold and the full collections it caused (lua/tensor_gc.h)
+int w_tensor_gc_stats(lua_State* L) {
+  auto stats = tensor_gc_stats();
+  auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
+  lua_createtable(L, 0, 4);
+  lua_pushnumber(L, mib(stats.boxed_bytes));
+  lua_setfield(L, -2, "boxed_mib");
+  lua_pushnumber(L, mib(stats.threshold_bytes));
+  lua_setfield(L, -2, "threshold_mib");
+  lua_pushnumber(L, mib(stats.floor_bytes));
+  lua_setfield(L, -2, "floor_mib");
+  lua_pushnumber(L, static_cast<double>(stats.collections));
+  lua_setfield(L, -2, "collections");
+  return 1;
+}
+
+const luaL_Reg train_functions[] = {{"tensor_gc_stats", w_tensor_gc_stats},
+                                    {"clock", w_clock},
                                     {"clip_grad_norm", w_clip_grad_norm},
                                     {"measure_peak_flops", w_peak_flops},
                                     {"memory_mib", w_memory_mib},

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include <ATen/Dispatch.h>
+
 namespace slapo {
 
 at::Tensor split_heads(const at::Tensor& x, int64_t head_dim) {
@@ -17,7 +19,10 @@ at::Tensor merge_heads(const at::Tensor& x) {
 c10::optional<at::Tensor> additive_mask(const c10::optional<at::Tensor>& padding, int64_t q_len,
                                         int64_t k_len, bool causal, const at::TensorOptions& opts) {
   if (!padding && !causal) return c10::nullopt;
-  const double lowest = std::numeric_limits<float>::lowest();
+  // The dtype's own lowest value, as transformers uses: float32's would overflow bfloat16 and float16.
+  at::Scalar lowest;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, opts.dtype().toScalarType(), "additive_mask",
+                                  [&] { lowest = static_cast<double>(std::numeric_limits<scalar_t>::lowest()); });
   at::Tensor mask = torch::zeros({1, 1, q_len, k_len}, opts);
   if (causal) {
     auto future = torch::ones({q_len, k_len}, opts.dtype(at::kBool)).triu(k_len - q_len + 1);

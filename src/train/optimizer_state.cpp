@@ -2,20 +2,33 @@
 #include "train/optimizer_state.h"
 
 #include <map>
+#include <sstream>
+#include <type_traits>
 
 #include "core/error.h"
 
 namespace slapo {
 
 namespace {
-std::string key_of(const at::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+template <typename Key>
+Key key_of(const at::Tensor& p) {
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream address;  // what c10::guts::to_string made of the pointer in 1.x
+    address << static_cast<const void*>(p.unsafeGetTensorImpl());
+    return address.str();
+  } else {
+    return p.unsafeGetTensorImpl();
+  }
+}
 }  // namespace
+
+OptimizerStateKey optimizer_state_key(const at::Tensor& p) { return key_of<OptimizerStateKey>(p); }
 
 NamedTensors optimizer_state_tensors(torch::optim::Optimizer& optimizer, const NamedTensors& params) {
   NamedTensors out;
   auto& state = optimizer.state();
   for (auto& [name, p] : params) {
-    auto found = state.find(key_of(p));
+    auto found = state.find(optimizer_state_key(p));
     if (found == state.end()) continue;
     if (auto* adam = dynamic_cast<torch::optim::AdamWParamState*>(found->second.get())) {
       out.emplace_back(name + ".step", torch::tensor(adam->step(), at::kLong));
@@ -46,13 +59,13 @@ void load_optimizer_state_tensors(torch::optim::Optimizer& optimizer, const Name
       if (s->exp_avg().sizes() != p.sizes())
         throw Error(fmt::format("resume: optimizer state of '{}' has shape [{}] but the parameter has [{}]", name,
                                 fmt::join(s->exp_avg().sizes(), ", "), fmt::join(p.sizes(), ", ")));
-      slots[key_of(p)] = std::move(s);
+      slots[optimizer_state_key(p)] = std::move(s);
     } else {
       auto buf = by_name.find(name + ".momentum_buffer");
       if (buf == by_name.end()) continue;
       auto s = std::make_unique<torch::optim::SGDParamState>();
       s->momentum_buffer(buf->second.clone());
-      slots[key_of(p)] = std::move(s);
+      slots[optimizer_state_key(p)] = std::move(s);
     }
   }
 }

@@ -8,6 +8,17 @@
 ---   end
 local M = {}
 
+-- zeros(shape) on `like`'s device and dtype, made once per device and dtype: the fused kernels
+-- refuse helper tensors that live elsewhere than the activations.
+local function zeros_cache(shape)
+  local made = {}
+  return function(like)
+    local key = like:device() .. "/" .. like:dtype()
+    made[key] = made[key] or slapo.zeros(shape, { device = like:device(), dtype = like:dtype() })
+    return made[key]
+  end
+end
+
 local function expect_type(module, wanted, fn)
   if module:type() ~= wanted then
     error(("op.%s: expected a %s to replace, got %s"):format(fn, wanted, module:type()), 3)
@@ -63,7 +74,7 @@ end
 function M.FusedQKVAttention(attn)
   expect_type(attn, "BertSelfAttention", "FusedQKVAttention")
   local head_dim = tonumber(attn:describe():match("head_dim=(%d+)"))
-  local no_mask = slapo.zeros({ 1 })
+  local no_mask = zeros_cache({ 1 })
   return slapo.nn.Module({
     type = "FusedQKVAttention",
     children = { query = attn.query, key = attn.key, value = attn.value, dropout = attn.dropout },
@@ -73,7 +84,8 @@ function M.FusedQKVAttention(attn)
         return t:view({ b, s, -1, head_dim }):transpose(1, 2)
       end
       local q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))
-      local probs = slapo.kernels.masked_softmax(q:matmul(k:transpose(-1, -2)), mask or no_mask, 1 / math.sqrt(head_dim))
+      local scores = q:matmul(k:transpose(-1, -2))
+      local probs = slapo.kernels.masked_softmax(scores, mask or no_mask(scores), 1 / math.sqrt(head_dim))
       local out = self.dropout(probs):matmul(v)
       return out:transpose(1, 2):contiguous():view({ b, s, -1 })
     end,
@@ -90,12 +102,13 @@ function M.FusedBertOutput(out)
   end
   local p = tonumber(out.dropout:describe():match("p=([%d%.e%-]+)"))
   local eps = tonumber(out.LayerNorm:describe():match("eps=([%d%.e%-+]+)"))
-  local no_bias = slapo.zeros({ out.LayerNorm.weight:size(0) })
+  local no_bias = zeros_cache({ out.LayerNorm.weight:size(0) })
   return slapo.nn.Module({
     type = "Fused" .. out:type(),
     children = { dense = out.dense, LayerNorm = out.LayerNorm, dropout = out.dropout },
     forward = function(self, x, residual)
-      return slapo.kernels.bias_dropout_add_layer_norm(self.dense(x), no_bias, residual, self.LayerNorm.weight,
+      local h = self.dense(x)
+      return slapo.kernels.bias_dropout_add_layer_norm(h, no_bias(h), residual, self.LayerNorm.weight,
         self.LayerNorm.bias, { p = p, training = self.dropout:is_training(), eps = eps })
     end,
   })

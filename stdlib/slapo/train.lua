@@ -187,6 +187,8 @@ function M.run(user_opts)
   -- a resumed run appends to the metrics of the run it continues
   local metrics = opts.metrics and rank0 and assert(io.open(opts.metrics, first_step > 1 and "a" or "w"))
   model:train()
+  -- float16's narrow range needs the loss scaled up before backward and the gradients back down
+  local scaler = (opts.autocast == "fp16" or opts.autocast == "float16") and slapo.optim.grad_scaler() or nil
   for step = first_step, opts.steps do
     if swap_state and schedule_changed(opts, swap_state) and try_swap(opts, swap_state, step, rank0) then
       model, optimizer = swap_state.sch.mod, swap_state.optimizer
@@ -197,7 +199,7 @@ function M.run(user_opts)
     local lr = M.lr_at(step, opts)
     optimizer:set_lr(lr)
     optimizer:zero_grad()
-    local total, tokens = 0, 0
+    local summed, tokens = nil, 0  -- the loss stays on its device until the step ends: one host read
     for micro = 1, opts.grad_accum do
       local ids = data(step, micro)
       local loss
@@ -206,15 +208,27 @@ function M.run(user_opts)
       else
         loss = model(ids, { labels = ids }) / opts.grad_accum
       end
-      loss:backward()
-      total = total + loss:item()
+      (scaler and scaler:scale(loss) or loss):backward()
+      summed = summed and summed + loss:detach() or loss:detach()
       tokens = tokens + ids:numel()
     end
+    local total = summed:item()
     if opts.layout and opts.optimizer ~= "zero_adamw" then  -- ZeRO averages as it reduce-scatters
       opts.layout:all_reduce_grads(model)
     end
+    local overflow = scaler and scaler:unscale(model)
+    if scaler and slapo.dist.world_size() > 1 then  -- every rank skips the same steps
+      local flag = slapo.tensor({ overflow and 1 or 0 })
+      slapo.dist.all_reduce(flag)
+      overflow = flag:item() > 0
+    end
     local norm = opts.clip > 0 and slapo.clip_grad_norm(model, opts.clip, opts.group or nil) or nil
-    optimizer:step()
+    if not overflow then
+      optimizer:step()
+    end
+    if scaler then
+      scaler:update(overflow)
+    end
     local seconds = slapo.clock() - started
     local tps = tokens * dp / seconds
     local flops = 6 * params * tokens / seconds  -- this rank's share: 6 FLOPs per parameter per token

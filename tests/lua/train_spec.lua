@@ -114,12 +114,41 @@ describe("bf16 autocast", function()
     local x, w = slapo.randn({ 4, 8 }), slapo.randn({ 8, 8 })
     eq("bfloat16", slapo.autocast("bf16", function() return x:matmul(w) end):dtype())
     eq("float32", x:matmul(w):dtype(), "the mode is restored")
-    matches("CPU autocast supports bfloat16", pcall_err(slapo.autocast, "float16", function() end))
+    if not slapo.cuda.is_available() then
+      matches("autocast: float16 autocast runs on CUDA and no GPU is usable here",
+        pcall_err(slapo.autocast, "float16", function() end))
+    end
+    matches("unknown autocast dtype 'fp8' %(valid: bf16, bfloat16, fp16, float16%)",
+      pcall_err(slapo.autocast, "fp8", function() end))
+    pcall(slapo.autocast, "bf16", function() error("inside") end)
+    eq("float32", x:matmul(w):dtype(), "the mode is restored after an error")
     local ids = slapo.randint(0, 64, { 4, 8 })
     local plain = slapo.train({ model = tiny(), steps = 8, lr = 1e-2, quiet = true, data = function() return ids end })
     local bf16 = slapo.train({ model = tiny(), steps = 8, lr = 1e-2, quiet = true, autocast = "bf16",
       data = function() return ids end })
     assert(math.abs(plain.losses[1] - bf16.losses[1]) < 0.05 * plain.losses[1])
     assert(bf16.final_loss < bf16.losses[1] - 0.5, "bf16 training learns")
+  end)
+end)
+
+describe("grad_scaler (float16 loss scaling)", function()
+  it("scales the loss, unscales the gradients, skips and backs off on inf, grows after clean steps", function()
+    local model = tiny()
+    local ids = slapo.randint(0, 64, { 2, 8 })
+    local scaler = slapo.optim.grad_scaler({ init_scale = 1024, growth_interval = 2 })
+    model(ids, { labels = ids }):backward()
+    local plain = model:parameters()[1].grad:clone()
+    for _, p in ipairs(model:parameters()) do p.grad:zero_() end
+    scaler:scale(model(ids, { labels = ids })):backward()
+    eq(false, scaler:unscale(model))
+    assert((model:parameters()[1].grad - plain):abs():max():item() < 1e-6, "unscaled gradients equal the plain ones")
+    scaler:update(false)
+    scaler:update(false)
+    eq(2048, scaler:value())
+    model:parameters()[1].grad:mul_(0 / 0)  -- NaN everywhere
+    eq(true, scaler:unscale(model))
+    scaler:update(true)
+    eq(1024, scaler:value())
+    matches("grad_scaler: need init_scale > 0", pcall_err(slapo.optim.grad_scaler, { init_scale = 0 }))
   end)
 end)

@@ -1,0 +1,71 @@
+-- Low-precision models and the checks every fused kernel makes of its inputs.
+
+local function zoo(name)
+  slapo.manual_seed(0)
+  local small = { vocab_size = 96 }
+  if name == "gpt2" then
+    return slapo.models.gpt2({ n_embd = 32, n_layer = 2, n_head = 4, vocab_size = 96, n_positions = 32,
+      resid_pdrop = 0, embd_pdrop = 0, attn_pdrop = 0 })
+  end
+  small.hidden_size, small.num_hidden_layers, small.num_attention_heads, small.intermediate_size = 32, 2, 4, 64
+  if name == "llama" then return slapo.models.llama(small) end
+  small.hidden_dropout_prob, small.attention_probs_dropout_prob = 0, 0
+  return slapo.models.bert(small)
+end
+
+-- SLAPO_TEST_DEVICE=cuda (scripts/device-check) runs these on the GPU; LibTorch 1.13's CPU ops
+-- have no float16 LayerNorm, so float16 runs there only.
+local device = os.getenv("SLAPO_TEST_DEVICE") or "cpu"
+
+describe("bfloat16 and float16 models", function()
+  it("run forward and backward with causal and padding masks in the dtype's own range", function()
+    local ids = slapo.randint(0, 96, { 2, 12 })
+    local mask = slapo.tensor({ { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 }, { 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0 } },
+      { dtype = "int64" })  -- padding at the end of the second row
+    for _, name in ipairs({ "gpt2", "llama", "bert" }) do
+      local expected = zoo(name)(ids, { labels = ids, attention_mask = mask }):item()
+      for _, dtype in ipairs(device == "cpu" and { "bfloat16" } or { "bfloat16", "float16" }) do
+        local model = zoo(name):to(device):to(dtype)
+        local loss = model(ids:to(device), { labels = ids:to(device), attention_mask = mask:to(device) })
+        loss:backward()
+        local got = loss:item()
+        assert(got == got and math.abs(got - expected) < 0.05 * expected,
+          ("%s in %s: loss %s, float32 %s"):format(name, dtype, got, expected))
+        local grad = model:parameters()[1].grad
+        eq(dtype, grad:dtype())
+        assert(grad:abs():sum():item() > 0, name .. " in " .. dtype .. ": no gradient reached the embeddings")
+      end
+    end
+  end)
+end)
+
+describe("fused kernel inputs", function()
+  it("must share one dtype, and the error names the op and both dtypes", function()
+    local x, bias = slapo.randn({ 4, 8 }), slapo.randn({ 8 }, { dtype = "float64" })
+    matches("bias_gelu: bias is Double but x is Float; every input must have one dtype",
+      select(2, pcall(slapo.kernels.bias_gelu, x, bias)))
+    matches("swiglu: up is Double but gate is Float",
+      select(2, pcall(slapo.kernels.swiglu, x, slapo.randn({ 4, 8 }, { dtype = "float64" }))))
+  end)
+
+  it("refuse low-precision tensors by name rather than reading them as float", function()
+    local x = slapo.randn({ 4, 8 }, { dtype = "bfloat16" })
+    matches("rms_norm: x must be a float32 or float64 tensor",
+      select(2, pcall(slapo.kernels.rms_norm, x, slapo.ones({ 8 }, { dtype = "bfloat16" }))))
+  end)
+
+  it("are checked on the fused-graph path too, which calls the ops without the Lua API", function()
+    local m = slapo.nn.Module({ type = "Gelu", params = { b = slapo.zeros({ 8 }, { dtype = "float64" }) },
+      forward = function(self, x) return slapo.kernels.bias_gelu(x, self.b) end })
+    matches("bias_gelu: bias is Double", select(2, pcall(m, slapo.randn({ 2, 8 }))))
+  end)
+end)
+
+describe("host reads", function()
+  it("tolist copies what it reads: views, other dtypes and (on a GPU machine) device tensors", function()
+    local t = slapo.tensor({ { 1, 2, 3 }, { 4, 5, 6 } }, { dtype = "bfloat16" }):t()
+    eq({ 1, 4, 2, 5, 3, 6 }, t:tolist())
+    eq({ 7, 8 }, slapo.tensor({ 7, 8 }):to(device):tolist())
+    eq(8, slapo.tensor({ 7, 8 }):to(device):sum():item() - 7)
+  end)
+end)
