@@ -2,8 +2,8 @@
 GPT2LMHeadModel (the same layers, shapes, tying and loss as slapo-lua's zoo), for timing the same
 training step in Python. Written for bench/; not a copy of transformers.
 
-Usage: /usr/bin/python3 bench/reference/hf_models.py gpt2|bert [batch] [seq] [repeats]
-Prints "MODEL SECONDS" (median of repeats after 2 warm-up steps).
+Usage: /usr/bin/python3 bench/reference/hf_models.py gpt2|bert [batch] [seq] [repeats] [width] [layers]
+Prints "MODEL SECONDS PEAK_RSS_MIB" (median of repeats after 2 warm-up steps; the process's peak).
 """
 import math
 import statistics
@@ -103,11 +103,21 @@ class BertLMHeadModel(nn.Module):
         return causal_lm_loss(logits, labels)
 
 
+def peak_rss_mib():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+
+
 def main():
-    args = sys.argv[1:] + ["gpt2", "2", "128", "5"][len(sys.argv) - 1:]
-    kind, batch, seq, repeats = args[0], int(args[1]), int(args[2]), int(args[3])
+    args = sys.argv[1:] + ["gpt2", "2", "128", "5", "768", "4"][len(sys.argv) - 1:]
+    kind, batch, seq, repeats, width, layers = args[0], int(args[1]), int(args[2]), int(args[3]), int(args[4]), int(args[5])
     torch.manual_seed(0)
-    model = GPT2LMHeadModel() if kind == "gpt2" else BertLMHeadModel()
+    if kind == "gpt2":
+        model = GPT2LMHeadModel(h=width, layers=layers, heads=width // 64)
+    else:
+        model = BertLMHeadModel(h=width, layers=layers, heads=width // 64, inner=4 * width)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0)
     ids = torch.randint(0, 1000, (batch, seq))
     samples = []
@@ -118,7 +128,7 @@ def main():
         optimizer.step()
         if i >= 2:
             samples.append(time.perf_counter() - start)
-    print(kind, statistics.median(samples))
+    print(kind, statistics.median(samples), peak_rss_mib())
 
 
 if __name__ == "__main__":

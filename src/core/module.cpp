@@ -33,6 +33,11 @@ Module::~Module() { --g_live_modules; }
 
 int64_t Module::live_count() { return g_live_modules.load(); }
 
+bool Module::runs_plain() const {
+  return pre_hooks_.empty() && post_hooks_.empty() && !wrapper_ && !forward_override_ && !meta_.rng_state &&
+         !meta_.checkpointed;
+}
+
 Value Module::operator()(Values args) {
   last_call_.resize(args.size());
   for (size_t i = 0; i < args.size(); ++i) {

@@ -113,6 +113,10 @@ class Module : public torch::nn::Module {
   /// create_schedule labels every module with its path.
   void set_profile_label(std::string label) { profile_label_ = std::move(label); }
 
+  /// True when a call runs nothing but forward: no hooks, call wrapper (checkpoint), forward
+  /// override (trace) or forked random stream. Fast paths that bypass a child's call use it.
+  bool runs_plain() const;
+
   ModuleMeta& meta() { return meta_; }
   const ModuleMeta& meta() const { return meta_; }
 

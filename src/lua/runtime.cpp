@@ -99,7 +99,7 @@ struct TensorBox {
 
 void lx_push_tensor(lua_State* L, at::Tensor t) {
   int64_t charge = tensor_gc_charge(t);
-  tensor_gc_charge_push(L, charge);
+  tensor_gc_charge_push(L, charge, t.defined() && t.grad_fn() != nullptr);
   box_push(L, TensorBox{std::move(t), charge}, "slapo.Tensor");
 }
 at::Tensor& lx_check_tensor(lua_State* L, int idx) {

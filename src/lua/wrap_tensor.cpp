@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "graph/traced_graph.h"
 #include "lua/runtime.h"
+#include "lua/tensor_gc.h"
 #include "lua/wrap.h"
 
 namespace slapo {
@@ -142,6 +143,7 @@ int w_Tensor_backward(lua_State* L) {
                static_cast<int>(t.numel()));
   if (lua_isnoneornil(L, 2)) t.backward();
   else t.backward(lx_check_tensor(L, 2));
+  tensor_gc_after_backward(L);
   return 0;
 }
 int w_Tensor_zero_grad(lua_State* L) {

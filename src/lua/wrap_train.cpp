@@ -124,12 +124,12 @@ int w_memory_mib(lua_State* L) {
   return 1;
 }
 
-// tensor_gc_stats() -> {boxed_mib, threshold_mib, floor_mib, collections}: the tensor memory Lua's
+// tensor_gc_stats() -> {boxed_mib, threshold_mib, floor_mib, collections, collect_seconds}: the tensor memory Lua's
 // boxes hold and the full collections it caused (lua/tensor_gc.h)
 int w_tensor_gc_stats(lua_State* L) {
   auto stats = tensor_gc_stats();
   auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
-  lua_createtable(L, 0, 4);
+  lua_createtable(L, 0, 5);
   lua_pushnumber(L, mib(stats.boxed_bytes));
   lua_setfield(L, -2, "boxed_mib");
   lua_pushnumber(L, mib(stats.threshold_bytes));
@@ -138,6 +138,8 @@ int w_tensor_gc_stats(lua_State* L) {
   lua_setfield(L, -2, "floor_mib");
   lua_pushnumber(L, static_cast<double>(stats.collections));
   lua_setfield(L, -2, "collections");
+  lua_pushnumber(L, stats.collect_seconds);
+  lua_setfield(L, -2, "collect_seconds");
   return 1;
 }
 

@@ -42,9 +42,11 @@ class BertSelfAttention : public ModuleBase<BertSelfAttention> {
     head_dim = h / heads;
     for (auto name : {"query", "key", "value"}) set_child(name, std::make_shared<Linear>(h, h, true, o));
     set_child("dropout", std::make_shared<Dropout>(c.number("attention_probs_dropout_prob", 0.1)));
+    impl = attention_impl_from_config(c.str("attn_implementation", "auto"));
   }
   std::string describe() const override { return fmt::format("head_dim={}", head_dim); }
   int64_t head_dim;
+  AttentionImpl impl;
 
  protected:
   // (hidden_states, additive mask or nil); the head count follows the query rows (shard-proof).
@@ -55,8 +57,8 @@ class BertSelfAttention : public ModuleBase<BertSelfAttention> {
     auto q = split_heads(call("query", x), head_dim);
     auto k = split_heads(call("key", x), head_dim);
     auto v = split_heads(call("value", x), head_dim);
-    auto probs = call("dropout", attention_probs(q, k, mask));
-    return merge_heads(at::matmul(probs, v));
+    return merge_heads(attention_context(q, k, v, mask, impl, plain_dropout_rate(*child("dropout")),
+                                         [&](const at::Tensor& probs) { return call("dropout", probs); }));
   }
 };
 

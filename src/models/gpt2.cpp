@@ -20,9 +20,11 @@ class GPT2Attention : public ModuleBase<GPT2Attention> {
     set_child("c_proj", std::make_shared<Conv1D>(h, h, o));
     set_child("attn_dropout", std::make_shared<Dropout>(c.number("attn_pdrop", 0.1)));
     set_child("resid_dropout", std::make_shared<Dropout>(c.number("resid_pdrop", 0.1)));
+    impl = attention_impl_from_config(c.str("attn_implementation", "auto"));
   }
   std::string describe() const override { return fmt::format("head_dim={}", head_dim); }
   int64_t head_dim;
+  AttentionImpl impl;
 
  protected:
   // (hidden_states, additive mask or nil); q, k, v are thirds of c_attn's output, whatever its width.
@@ -32,8 +34,9 @@ class GPT2Attention : public ModuleBase<GPT2Attention> {
     if (args.size() > 1 && args[1].isTensor()) mask = args[1].toTensor();
     auto qkv = call("c_attn", x).chunk(3, -1);
     auto q = split_heads(qkv[0], head_dim), k = split_heads(qkv[1], head_dim), v = split_heads(qkv[2], head_dim);
-    auto probs = call("attn_dropout", attention_probs(q, k, mask));
-    return call("resid_dropout", call("c_proj", merge_heads(at::matmul(probs, v))));
+    auto context = attention_context(q, k, v, mask, impl, plain_dropout_rate(*child("attn_dropout")),
+                                     [&](const at::Tensor& probs) { return call("attn_dropout", probs); });
+    return call("resid_dropout", call("c_proj", merge_heads(context)));
   }
 };
 

@@ -160,6 +160,12 @@ Value Dropout::forward(Values args) {
   return at::dropout(x, p, /*train=*/true);
 }
 
+c10::optional<double> plain_dropout_rate(const Module& m) {
+  auto* dropout = dynamic_cast<const Dropout*>(&m);
+  if (!dropout || !m.runs_plain()) return c10::nullopt;
+  return m.is_training() ? dropout->p : 0.0;
+}
+
 // ---- Activation ----
 
 std::shared_ptr<Activation> Activation::from_hf_name(const std::string& hf_name) {

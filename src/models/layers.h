@@ -72,6 +72,10 @@ class Dropout : public ModuleBase<Dropout> {
   Value forward(Values args) override;
 };
 
+/// The drop rate of `m` when it is a Dropout that runs plain (Module::runs_plain): p in training,
+/// 0 in eval; none for any other module (a replaced or hooked child must be called).
+c10::optional<double> plain_dropout_rate(const Module& m);
+
 /// Elementwise activations under their Hugging Face class names.
 class Activation : public ModuleBase<Activation> {
  public:

@@ -55,9 +55,11 @@ class LlamaAttention : public ModuleBase<LlamaAttention> {
     set_child("k_proj", std::make_shared<Linear>(h, kv_heads * head_dim, bias, o));
     set_child("v_proj", std::make_shared<Linear>(h, kv_heads * head_dim, bias, o));
     set_child("o_proj", std::make_shared<Linear>(heads * head_dim, h, bias, o));
+    impl = attention_impl_from_config(c.str("attn_implementation", "auto"));
   }
   std::string describe() const override { return fmt::format("head_dim={}", head_dim); }
   int64_t head_dim;
+  AttentionImpl impl;
 
  protected:
   // (hidden_states, cos, sin, additive mask); head counts follow the projections' rows.
@@ -79,7 +81,9 @@ class LlamaAttention : public ModuleBase<LlamaAttention> {
       k = k.repeat_interleave(groups, 1);
       v = v.repeat_interleave(groups, 1);
     }
-    return call("o_proj", merge_heads(at::matmul(attention_probs(q, k, mask), v)));
+    // no attention dropout (transformers' attention_dropout defaults to 0)
+    auto context = attention_context(q, k, v, mask, impl, /*plain_p=*/0.0, [](const at::Tensor& probs) { return probs; });
+    return call("o_proj", merge_heads(context));
   }
 };
 

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include <ATen/Dispatch.h>
+#include <torch/csrc/jit/frontend/tracer.h>
 
 namespace slapo {
 
@@ -35,17 +36,56 @@ c10::optional<at::Tensor> additive_mask(const c10::optional<at::Tensor>& padding
   return mask;
 }
 
+AttentionImpl attention_impl_from_config(const std::string& value) {
+  if (value == "sdpa") return AttentionImpl::Sdpa;
+  if (value == "eager") return AttentionImpl::Eager;
+  return AttentionImpl::Auto;  // absent, or flash_attention_2 and others: SDPA picks its kernel
+}
+
+at::Tensor attention_context(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                             const c10::optional<at::Tensor>& mask, AttentionImpl impl,
+                             c10::optional<double> plain_p,
+                             const std::function<at::Tensor(const at::Tensor&)>& dropout) {
+#if TORCH_VERSION_MAJOR >= 2
+  bool fused = impl != AttentionImpl::Eager && plain_p && (impl == AttentionImpl::Sdpa || *plain_p == 0.0) &&
+               !torch::jit::tracer::isTracing();
+  if (fused) {
+    c10::optional<at::Tensor> m;
+    if (mask) {
+      // SDPA takes a mask in the query's dtype (autocast: bf16 queries, a float32 mask); clamped
+      // first, so float32's lowest becomes the dtype's lowest rather than -inf.
+      m = *mask;
+      if (mask->scalar_type() != q.scalar_type()) {
+        at::Scalar lowest;
+        AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, q.scalar_type(), "attention_context",
+                                        [&] { lowest = static_cast<double>(std::numeric_limits<scalar_t>::lowest()); });
+        m = mask->clamp_min(lowest).to(q.scalar_type());
+      }
+    }
+    return at::scaled_dot_product_attention(q, k, v, m, *plain_p, /*is_causal=*/false);
+  }
+#else
+  (void)impl;
+  (void)plain_p;
+#endif
+  return at::matmul(dropout(attention_probs(q, k, mask)), v);
+}
+
 at::Tensor attention_probs(const at::Tensor& q, const at::Tensor& k, const c10::optional<at::Tensor>& mask) {
   auto scores = at::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(q.size(-1)));
   if (mask) scores = scores + *mask;
   return at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
 }
 
+// Position t predicts label t + 1. The labels shift (padded with the ignored index at the end),
+// not the logits: a shifted copy of the logits is a vocabulary-wide tensor in forward and again in
+// backward. The mean runs over the same positions either way.
 at::Tensor causal_lm_loss(const at::Tensor& logits, const at::Tensor& labels) {
-  auto shifted = logits.narrow(1, 0, logits.size(1) - 1).contiguous();
-  auto targets = labels.narrow(1, 1, labels.size(1) - 1).contiguous();
-  return at::cross_entropy_loss(shifted.view({-1, shifted.size(-1)}).to(at::kFloat), targets.view({-1}),
-                                {}, at::Reduction::Mean, /*ignore_index=*/-100);
+  auto targets = at::constant_pad_nd(labels.narrow(1, 1, labels.size(1) - 1), {0, 1}, /*value=*/-100);
+  auto flat = logits.reshape({-1, logits.size(-1)});
+  return at::cross_entropy_loss(flat.scalar_type() == at::kFloat ? flat : flat.to(at::kFloat),
+                                targets.reshape({-1}).to(labels.device()), {}, at::Reduction::Mean,
+                                /*ignore_index=*/-100);
 }
 
 }  // namespace slapo

@@ -3,6 +3,9 @@
 
 #include <torch/torch.h>
 
+#include <functional>
+#include <string>
+
 namespace slapo {
 
 /// [B, S, H*D] -> [B, H, S, D] where D = head_dim.
@@ -14,6 +17,22 @@ c10::optional<at::Tensor> additive_mask(const c10::optional<at::Tensor>& padding
                                         int64_t k_len, bool causal, const at::TensorOptions& opts);
 /// softmax(q k^T / sqrt(D) + mask) before dropout; q, k: [B, H, S, D].
 at::Tensor attention_probs(const at::Tensor& q, const at::Tensor& k, const c10::optional<at::Tensor>& mask);
+/// How attention runs ("attn_implementation" in config.json, as transformers names it):
+/// Auto: LibTorch 2.x's scaled_dot_product_attention (flash, memory-efficient or cuDNN kernels on
+/// CUDA) whenever the attention dropout is a plain Dropout that drops nothing (eval, or p = 0),
+/// else the eager ops; Sdpa: SDPA also with dropout, drawn inside the kernel (other masks than a
+/// separate Dropout would draw); Eager: matmul, softmax, Dropout module, matmul. Traced calls always
+/// run eager, so traced graphs keep the ops fuse patterns match. LibTorch 1.x runs eager.
+enum class AttentionImpl { Auto, Sdpa, Eager };
+AttentionImpl attention_impl_from_config(const std::string& value);
+
+/// softmax(q k^T / sqrt(D) + mask), dropped out, @ v -> [B, H, S, D]. `dropout` applies the
+/// module's attention dropout child to the probabilities; `plain_p` is that child's drop rate
+/// when it is a plain Dropout (0 when it drops nothing), none otherwise.
+at::Tensor attention_context(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                             const c10::optional<at::Tensor>& mask, AttentionImpl impl,
+                             c10::optional<double> plain_p,
+                             const std::function<at::Tensor(const at::Tensor&)>& dropout);
 /// Causal-LM loss: logits[:, :-1] predict labels[:, 1:]; label -100 is ignored.
 at::Tensor causal_lm_loss(const at::Tensor& logits, const at::Tensor& labels);
 

@@ -31,6 +31,18 @@ describe("tensor memory", function()
     assert(stats.boxed_mib <= stats.threshold_mib, "boxed tensors above the collection threshold")
   end)
 
+  it("collects the last step's unreachable loss (and the graph it holds) at the next backward", function()
+    local model = slapo.models.gpt2({ n_embd = 32, n_layer = 1, n_head = 2, vocab_size = 64, n_positions = 16 })
+    local ids = slapo.randint(0, 64, { 2, 8 })
+    local weak = setmetatable({}, { __mode = "v" })
+    weak.loss = model(ids, { labels = ids })
+    weak.loss:backward()
+    local t = slapo.clock()  -- let 20 collections' time pass: the rule bounds the time they take
+    while slapo.clock() - t < 0.05 do end
+    model(ids, { labels = ids }):backward()
+    eq(nil, weak.loss, "the first step's loss survived the second backward")
+  end)
+
   it("frees a dropped tensor's storage at the next collection the pressure triggers", function()
     collectgarbage()
     local before = slapo.tensor_gc_stats()
