@@ -12,5 +12,7 @@ train.run(opts, function(o)
     intermediate_size = 4 * o.hidden, vocab_size = o.vocab, max_position_embeddings = math.max(o.seq, 64),
     hidden_dropout_prob = o.dropout, attention_probs_dropout_prob = o.dropout })
 end, function(sch, o)
-  return require("slapo.schedules.bert").schedule(sch, { checkpoint = o.checkpoint, fuse = o.fuse > 0 })
+  -- --fuse 1: the kernels that beat the unfused ops on the device; --fuse 2: all of them
+  return require("slapo.schedules.bert").schedule(sch, { checkpoint = o.checkpoint,
+    fuse = o.fuse == 2 and "all" or o.fuse > 0, device = o.device ~= "" and o.device or slapo.dist.device() })
 end, { layers = "bert.encoder.layer" })

@@ -13,5 +13,7 @@ train.run(opts, function(o)
   return slapo.models.gpt2({ n_embd = o.hidden, n_layer = o.layers, n_head = o.heads, vocab_size = o.vocab,
     n_positions = math.max(o.seq, 64), resid_pdrop = o.dropout, embd_pdrop = o.dropout, attn_pdrop = o.dropout })
 end, function(sch, o)
-  return require("slapo.schedules.gpt2").schedule(sch, { checkpoint = o.checkpoint, fuse = o.fuse > 0 })
+  -- --fuse 1: the kernels that beat the unfused ops on the device; --fuse 2: all of them
+  return require("slapo.schedules.gpt2").schedule(sch, { checkpoint = o.checkpoint,
+    fuse = o.fuse == 2 and "all" or o.fuse > 0, device = o.device ~= "" and o.device or slapo.dist.device() })
 end, { layers = "transformer.h" })

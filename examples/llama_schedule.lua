@@ -11,5 +11,7 @@ train.run(opts, function(o)
   return slapo.models.llama({ hidden_size = o.hidden, num_hidden_layers = o.layers, num_attention_heads = o.heads,
     num_key_value_heads = o.kv_heads, intermediate_size = 688, vocab_size = o.vocab })
 end, function(sch, o)
-  return require("slapo.schedules.llama").schedule(sch, { checkpoint = o.checkpoint, fuse = o.fuse > 0 })
+  -- --fuse 1: the kernels that beat the unfused ops on the device; --fuse 2: all of them
+  return require("slapo.schedules.llama").schedule(sch, { checkpoint = o.checkpoint,
+    fuse = o.fuse == 2 and "all" or o.fuse > 0, device = o.device ~= "" and o.device or slapo.dist.device() })
 end, { layers = "model.layers" })

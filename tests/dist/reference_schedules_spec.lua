@@ -57,7 +57,7 @@ for _, kind in ipairs({ "gpt2", "bert", "llama" }) do
   end)
 end
 
-describe("reference schedules with fuse = true", function()
+describe("reference schedules with fuse = \"all\"", function()
   local fused_configs = {
     gpt2 = { n_embd = 32, n_layer = 2, n_head = 4, vocab_size = 64, n_positions = 16, attn_pdrop = 0 },
     llama = configs.llama,
@@ -72,7 +72,7 @@ describe("reference schedules with fuse = true", function()
         return slapo.models[kind](fused_configs[kind])
       end
       local ref, sch = model(), slapo.create_schedule(model())
-      local notes = require("slapo.schedules." .. kind).schedule(sch, { fuse = true, fork_rng = false })
+      local notes = require("slapo.schedules." .. kind).schedule(sch, { fuse = "all", fork_rng = false })
       eq(0, #notes)
       eq(fused_types[kind], sch[fused_paths[kind]].mod:type())
       same_loss_curve(ref, slapo.build(sch), "fused with TP")

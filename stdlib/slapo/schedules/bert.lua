@@ -22,17 +22,21 @@ end
 
 -- fuse: scale + mask + softmax of the self-attention in one kernel, and dropout + residual +
 -- LayerNorm after each dense in another.
-local function fuse(bert_layer, tp)
+local function fuse(bert_layer, tp, use)
   local op = require("slapo.op")
-  -- the module-level input-gradient all-reduce of q, k and v moves to the replacement
-  common.replace_fused(bert_layer["attention.self"], op.FusedQKVAttention, tp)
-  for _, path in ipairs({ "attention.output", "output" }) do  -- their row-parallel dense keeps its syncs
-    bert_layer[path]:replace(op.FusedBertOutput(bert_layer[path].mod))
+  if use("masked_softmax") then
+    -- the module-level input-gradient all-reduce of q, k and v moves to the replacement
+    common.replace_fused(bert_layer["attention.self"], op.FusedQKVAttention, tp)
+  end
+  if use("bias_dropout_add_layer_norm") then
+    for _, path in ipairs({ "attention.output", "output" }) do  -- their row-parallel dense keeps its syncs
+      bert_layer[path]:replace(op.FusedBertOutput(bert_layer[path].mod))
+    end
   end
 end
 
 --- opts: tp, checkpoint (fraction of layers), fork_rng (see slapo.schedules.gpt2), fuse (slapo.op
---- kernels, default false).
+--- kernels: true for those that win on the model's device, "all", default false).
 function M.schedule(sch, opts)
   return common.megatron(sch, opts, { layers = "bert.encoder.layer", layer = layer, fuse = fuse,
     embedding = "bert.embeddings.word_embeddings", head = "cls.predictions.decoder",

@@ -58,8 +58,9 @@ end
 
 --- The outline every reference schedule shares: when the group has several ranks (and opts.tp is
 --- not false) run `plan.layer(layer_schedule, opts)` on each layer under `plan.layers`, make the
---- embedding and head vocab-parallel; with opts.fuse run `plan.fuse(layer_schedule, tp)` (the
---- slapo.op replacements); then checkpoint a fraction of the layers. Returns notes.
+--- embedding and head vocab-parallel; with opts.fuse run `plan.fuse(layer_schedule, tp, use)` (the
+--- slapo.op replacements whose kernels `use(name)` allows); then checkpoint a fraction of the
+--- layers. Returns notes.
 ---   plan = {layers = "model.layers", layer = fn, fuse = fn, embedding = "...", head = "...",
 ---           head_bias_owner = "..."}
 function M.megatron(sch, opts, plan)
@@ -78,14 +79,38 @@ function M.megatron(sch, opts, plan)
   end
   if opts.fuse and plan.fuse then
     local tp = sch.world_size > 1 and opts.tp ~= false
+    local use = M.kernel_chooser(opts.device or require("slapo.kernel_choices").model_device(sch.mod), opts.fuse, notes)
     for _, layer in ipairs(layers) do
-      for _, note in ipairs(plan.fuse(layer, tp) or {}) do
+      for _, note in ipairs(plan.fuse(layer, tp, use) or {}) do
         table.insert(notes, note)
       end
     end
   end
   M.checkpoint_layers(layers, opts.checkpoint)
   return notes
+end
+
+--- fuse = true: use(kernel) is true where bench/kernels.lua measured the kernel faster than the
+--- unfused ops on `device` (opts.device, else where the model's parameters are; see
+--- slapo.kernel_choices); each kernel left out adds one note. fuse = "all": every kernel.
+function M.kernel_chooser(device, fuse, notes)
+  if fuse ~= true and fuse ~= "all" then
+    error(("schedule: fuse must be true (the kernels that win on this device) or \"all\", got %s"):format(
+      tostring(fuse)), 3)
+  end
+  local choices = require("slapo.kernel_choices")
+  local noted = {}
+  return function(kernel)
+    if fuse == "all" then
+      return true
+    end
+    local ok, why = choices.wins(kernel, device)
+    if not ok and not noted[kernel] then
+      noted[kernel] = true
+      table.insert(notes, why)
+    end
+    return ok
+  end
 end
 
 --- Replaces `sub`'s module with `make(module)`; under tensor parallelism the replacement gets the

@@ -19,10 +19,15 @@ end
 
 -- fuse: the MLP's bias + tanh GELU in one kernel; the attention core in the memory-efficient
 -- kernel when the layer has no attention dropout (the kernel applies none).
-local function fuse(block, tp)
+local function fuse(block, tp, use)
   local op = require("slapo.op")
-  -- FusedGPT2MLP reads c_fc's weight itself, so its column-parallel input sync moves to the MLP
-  common.replace_fused(block["mlp"], op.FusedGPT2MLP, tp)
+  if use("bias_gelu") then
+    -- FusedGPT2MLP reads c_fc's weight itself, so its column-parallel input sync moves to the MLP
+    common.replace_fused(block["mlp"], op.FusedGPT2MLP, tp)
+  end
+  if not use("attention") then
+    return {}
+  end
   if tostring(block["attn.attn_dropout"].mod):match("p=0%)") then
     block["attn"]:replace(op.FusedGPT2Attention(block["attn"].mod))  -- c_attn, c_proj keep their syncs
     return {}
@@ -31,7 +36,8 @@ local function fuse(block, tp)
 end
 
 --- opts: tp (default true when the group has several ranks), checkpoint (fraction of layers,
---- default 0), fork_rng (default true), fuse (slapo.op kernels, default false). Returns notes
+--- default 0), fork_rng (default true), fuse (slapo.op kernels: true for those that win on the
+--- model's device, "all", default false). Returns notes
 --- about what was left out.
 function M.schedule(sch, opts)
   return common.megatron(sch, opts, { layers = "transformer.h", layer = layer, fuse = fuse,

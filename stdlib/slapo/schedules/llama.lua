@@ -21,15 +21,20 @@ local function layer(decoder_layer)
 end
 
 -- fuse: SwiGLU and both RMSNorms in their kernels.
-local function fuse(decoder_layer, tp)
+local function fuse(decoder_layer, tp, use)
   local op = require("slapo.op")
-  common.replace_fused(decoder_layer["mlp"], op.FusedLlamaMLP, tp)  -- the MLP's own bwd_post sync moves along
-  for _, norm in ipairs({ "input_layernorm", "post_attention_layernorm" }) do
-    decoder_layer[norm]:replace(op.FusedRMSNorm(decoder_layer[norm].mod))
+  if use("swiglu") then
+    common.replace_fused(decoder_layer["mlp"], op.FusedLlamaMLP, tp)  -- the MLP's own bwd_post sync moves along
+  end
+  if use("rms_norm") then
+    for _, norm in ipairs({ "input_layernorm", "post_attention_layernorm" }) do
+      decoder_layer[norm]:replace(op.FusedRMSNorm(decoder_layer[norm].mod))
+    end
   end
 end
 
---- opts: tp, checkpoint (fraction of layers), fuse (slapo.op kernels, default false). Key/value
+--- opts: tp, checkpoint (fraction of layers), fuse (slapo.op kernels: true for those that win on
+--- the model's device, "all", default false). Key/value
 --- heads must divide by the group size.
 function M.schedule(sch, opts)
   return common.megatron(sch, opts, { layers = "model.layers", layer = layer, fuse = fuse,
