@@ -94,7 +94,14 @@ end
 if record then
   local choices = require("slapo.kernel_choices")
   local kind = choices.device_type(device)
-  local path = choices.record(kind, ratios, ("bench/kernels.lua%s, %s"):format(
-    kind == "cpu" and "" or " --device " .. kind, os.date("!%Y-%m-%d")))
+  local machine = kind
+  if kind == "cpu" then  -- the processor, as bench/run names it
+    local info = io.open("/proc/cpuinfo")
+    local model = info and info:read("*a"):match("model name%s*:%s*([^\n]+)")
+    machine = ("%s cores, %s"):format(io.popen("nproc"):read("*l") or "?", model or "unknown CPU")
+    if info then info:close() end
+  end
+  local path = choices.record(kind, ratios, ("bench/kernels.lua%s on %s, %s"):format(
+    kind == "cpu" and "" or " --device " .. kind, machine, os.date("!%Y-%m-%d")))
   print(("recorded the %s ratios in %s"):format(kind, path))
 end

@@ -19,6 +19,8 @@ int bias_gelu_backward(const float* dy, const float* x, const float* bias, float
 int rms_norm_forward(const float* x, const float* weight, float* y, float* inv_rms, int64_t rows, int64_t cols,
                      float eps, void* stream);
 /// dx and dweight; `scratch` holds rows * cols floats.
+/// `scratch` (rows * cols) ends holding dy * x * inv_rms, whose column sums are dweight; with
+/// dweight null the caller reduces it (ATen's column reduction beats this file's simple one).
 int rms_norm_backward(const float* dy, const float* x, const float* weight, const float* inv_rms, float* dx,
                       float* dweight, float* scratch, int64_t rows, int64_t cols, void* stream);
 
@@ -49,7 +51,9 @@ int masked_softmax_backward(const float* dy, const float* y, float* dscores, int
 int layer_norm_tail_forward(const float* x, const float* bias, const float* residual, const float* keep,
                             float keep_scale, const float* weight, const float* ln_bias, float* y, float* normed,
                             float* rstd, int64_t rows, int64_t cols, float eps, void* stream);
-/// dx, dbias, dresidual, dweight, dln_bias; `scratch` holds rows * cols floats.
+/// dx, dbias, dresidual, dweight, dln_bias; `scratch` holds rows * cols floats (dy * normed).
+/// dbias, dweight and dln_bias are column sums of dx, scratch and dy; each one passed null is
+/// left to the caller.
 int layer_norm_tail_backward(const float* dy, const float* normed, const float* rstd, const float* weight,
                              const float* keep, float keep_scale, float* dx, float* dbias, float* dresidual,
                              float* dweight, float* dln_bias, float* scratch, int64_t rows, int64_t cols,

@@ -98,7 +98,7 @@ int rms_norm_backward(const float* dy, const float* x, const float* weight, cons
                       float* dweight, float* scratch, int64_t rows, int64_t cols, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
   rms_norm_backward_kernel<<<unsigned(rows), kRowThreads, 0, s>>>(dy, x, weight, inv_rms, dx, scratch, cols);
-  column_sum_kernel<<<grid_for(cols, 256), 256, 0, s>>>(scratch, dweight, rows, cols);
+  if (dweight) column_sum_kernel<<<grid_for(cols, 256), 256, 0, s>>>(scratch, dweight, rows, cols);
   return launch_status();
 }
 
@@ -117,9 +117,9 @@ int layer_norm_tail_backward(const float* dy, const float* normed, const float* 
   auto s = static_cast<cudaStream_t>(stream);
   layer_norm_tail_backward_kernel<<<unsigned(rows), kRowThreads, 0, s>>>(dy, normed, rstd, weight, keep, keep_scale,
                                                                          dx, dresidual, scratch, cols);
-  column_sum_kernel<<<grid_for(cols, 256), 256, 0, s>>>(scratch, dweight, rows, cols);
-  column_sum_kernel<<<grid_for(cols, 256), 256, 0, s>>>(dx, dbias, rows, cols);
-  column_sum_kernel<<<grid_for(cols, 256), 256, 0, s>>>(dy, dln_bias, rows, cols);
+  if (dweight) column_sum_kernel<<<grid_for(cols, 256), 256, 0, s>>>(scratch, dweight, rows, cols);
+  if (dbias) column_sum_kernel<<<grid_for(cols, 256), 256, 0, s>>>(dx, dbias, rows, cols);
+  if (dln_bias) column_sum_kernel<<<grid_for(cols, 256), 256, 0, s>>>(dy, dln_bias, rows, cols);
   return launch_status();
 }
 

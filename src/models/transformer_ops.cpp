@@ -1,6 +1,7 @@
 // Tensor helpers shared by the zoo's attention and loss code.
 #include "models/transformer_ops.h"
 
+#include <torch/version.h>  // TORCH_VERSION_MAJOR: the LibTorch 2.x paths
 #include <cmath>
 #include <limits>
 

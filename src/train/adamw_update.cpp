@@ -1,5 +1,6 @@
 #include "train/adamw_update.h"
 
+#include <torch/version.h>  // TORCH_VERSION_MAJOR: the LibTorch 2.x paths
 #include <array>
 #include <cmath>
 #include <map>

@@ -1,5 +1,6 @@
 #include "train/autocast.h"
 
+#include <torch/version.h>  // TORCH_VERSION_MAJOR: the LibTorch 2.x paths
 #include <ATen/autocast_mode.h>
 
 #include "core/error.h"
