@@ -116,6 +116,8 @@ class Module : public torch::nn::Module {
   /// True when a call runs nothing but forward: no hooks, call wrapper (checkpoint), forward
   /// override (trace) or forked random stream. Fast paths that bypass a child's call use it.
   bool runs_plain() const;
+  /// How many forward hooks (syncs among them) run around this module's calls.
+  size_t hook_count() const { return pre_hooks_.size() + post_hooks_.size(); }
 
   ModuleMeta& meta() { return meta_; }
   const ModuleMeta& meta() const { return meta_; }

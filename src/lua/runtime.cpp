@@ -203,6 +203,23 @@ void lx_push_value(lua_State* L, const Value& v) {
 
 // ---- option tables ----
 
+void lx_check_option_keys(lua_State* L, int idx, std::initializer_list<const char*> valid, const char* fn) {
+  if (lua_isnoneornil(L, idx)) return;
+  if (!lua_istable(L, idx)) throw Error(fmt::format("{}: options must be a table, got {}", fn, luaL_typename(L, idx)));
+  idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    lua_pop(L, 1);
+    std::string key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1);
+    bool known = false;
+    for (auto* v : valid) known = known || key == v;
+    if (!known) {
+      lua_pop(L, 1);
+      throw Error(fmt::format("{}: unknown option '{}' (valid: {})", fn, key, fmt::join(valid, ", ")));
+    }
+  }
+}
+
 double lx_opt_number(lua_State* L, int table, const char* key, double fallback, const char* fn) {
   if (lua_isnoneornil(L, table)) return fallback;
   lua_getfield(L, table, key);

@@ -4,6 +4,7 @@
 
 #include <lua.hpp>
 
+#include <initializer_list>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -59,6 +60,10 @@ void lx_push_value(lua_State* L, const Value& v);
 double lx_opt_number(lua_State* L, int table, const char* key, double fallback, const char* fn);
 bool lx_opt_bool(lua_State* L, int table, const char* key, bool fallback, const char* fn);
 std::string lx_opt_string(lua_State* L, int table, const char* key, const std::string& fallback, const char* fn);
+
+/// Raises naming `fn` when the options table at `idx` (nil is fine) has a key not in `valid`,
+/// listing the valid ones.
+void lx_check_option_keys(lua_State* L, int idx, std::initializer_list<const char*> valid, const char* fn);
 
 /// A table {name = tensor} <-> named tensors (checkpoint files, optimizer state).
 std::vector<std::pair<std::string, at::Tensor>> lx_check_named_tensors(lua_State* L, int idx, const char* fn);

@@ -127,7 +127,7 @@ SubgraphNames subgraph_arg(lua_State* L, int idx, const char* caller) {
   return names;
 }
 
-// sub:replace(module_or_fn, subgraph, {check = true}) -> the new child's schedule
+// sub:replace(module_or_fn, subgraph, {check = true, name = "Child"}) -> the new child's schedule
 int replace_subgraph_call(lua_State* L, const std::shared_ptr<Schedule>& s) {
   if (lua_isfunction(L, 2)) {  // a function becomes a module calling it
     lua_getglobal(L, "slapo");
@@ -141,8 +141,10 @@ int replace_subgraph_call(lua_State* L, const std::shared_ptr<Schedule>& s) {
     throw Error(fmt::format("replace: the replacement for a subgraph of {} must be a module or a function, got {}",
                             s->where(), luaL_typename(L, 2)));
   auto names = subgraph_arg(L, 3, "replace");
+  lx_check_option_keys(L, 4, {"check", "name"}, "replace");
   bool check = lx_opt_bool(L, 4, "check", true, "replace");
-  std::string child = replace_subgraph(*s, lx_check_module(L, 2), names, check, call_site(L, *s, 2, 4));
+  std::string child_name = lx_opt_string(L, 4, "name", "", "replace");
+  std::string child = replace_subgraph(*s, lx_check_module(L, 2), names, check, call_site(L, *s, 2, 4), child_name);
   lx_push_schedule(L, s->at(child));
   return 1;
 }
@@ -391,11 +393,11 @@ int w_Schedule_param_info(lua_State* L) {
   lua_newtable(L);
   push_shape(t.sizes().vec());
   lua_setfield(L, -2, "shape");
-  auto spec = m.meta().shards.find(name);
-  push_shape(spec == m.meta().shards.end() ? t.sizes().vec() : spec->second.full_shape);
+  auto spec = shard_spec_of(*s, name);  // a tied parameter reports its tie's split
+  push_shape(spec ? spec->full_shape : t.sizes().vec());
   lua_setfield(L, -2, "full_shape");
-  if (spec != m.meta().shards.end()) {
-    lua_pushnumber(L, static_cast<double>(spec->second.axis));
+  if (spec) {
+    lua_pushnumber(L, static_cast<double>(spec->axis));
     lua_setfield(L, -2, "shard_axis");
   }
   lua_newtable(L);

@@ -57,7 +57,7 @@ class BertSelfAttention : public ModuleBase<BertSelfAttention> {
     auto q = split_heads(call("query", x), head_dim);
     auto k = split_heads(call("key", x), head_dim);
     auto v = split_heads(call("value", x), head_dim);
-    return merge_heads(attention_context(q, k, v, mask, impl, plain_dropout_rate(*child("dropout")),
+    return merge_heads(attention_context(q, k, v, mask, /*causal=*/false, impl, plain_dropout_rate(*child("dropout")),
                                          [&](const at::Tensor& probs) { return call("dropout", probs); }));
   }
 };

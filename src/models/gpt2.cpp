@@ -27,14 +27,15 @@ class GPT2Attention : public ModuleBase<GPT2Attention> {
   AttentionImpl impl;
 
  protected:
-  // (hidden_states, additive mask or nil); q, k, v are thirds of c_attn's output, whatever its width.
+  // (hidden_states, additive mask or nil: causal then); q, k, v are thirds of c_attn's output,
+  // whatever its width.
   Value forward(Values args) override {
     auto x = tensor_arg(args, 0, "GPT2Attention", "hidden_states");
     c10::optional<at::Tensor> mask;
     if (args.size() > 1 && args[1].isTensor()) mask = args[1].toTensor();
     auto qkv = call("c_attn", x).chunk(3, -1);
     auto q = split_heads(qkv[0], head_dim), k = split_heads(qkv[1], head_dim), v = split_heads(qkv[2], head_dim);
-    auto context = attention_context(q, k, v, mask, impl, plain_dropout_rate(*child("attn_dropout")),
+    auto context = attention_context(q, k, v, mask, /*causal=*/true, impl, plain_dropout_rate(*child("attn_dropout")),
                                      [&](const at::Tensor& probs) { return call("attn_dropout", probs); });
     return call("resid_dropout", call("c_proj", merge_heads(context)));
   }
@@ -96,10 +97,13 @@ class GPT2Model : public ModuleBase<GPT2Model> {
     auto ids = tensor_arg(args, 0, "GPT2Model", "input_ids");
     auto positions = torch::arange(ids.size(1), ids.options()).unsqueeze(0);
     auto x = call("drop", call("wte", ids) + call("wpe", positions));
-    auto mask = additive_mask(kwarg_tensor(kwargs_arg(args, 1), "attention_mask"), ids.size(1), ids.size(1),
-                              /*causal=*/true, x.options());
+    // A mask only with padding: without one the attention is causal by itself (and on LibTorch 2.x
+    // may take SDPA's causal kernels, which refuse a mask).
+    auto padding = kwarg_tensor(kwargs_arg(args, 1), "attention_mask");
+    auto mask = padding ? additive_mask(padding, ids.size(1), ids.size(1), /*causal=*/true, x.options()) : c10::nullopt;
     Value h = x;
-    for (auto& [name, block] : child("h")->children_in_order()) h = (*block)(Values{h, *mask});
+    for (auto& [name, block] : child("h")->children_in_order())
+      h = (*block)(Values{h, mask ? Value(*mask) : Value()});
     return call("ln_f", h.toTensor());
   }
 };

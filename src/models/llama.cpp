@@ -62,7 +62,8 @@ class LlamaAttention : public ModuleBase<LlamaAttention> {
   AttentionImpl impl;
 
  protected:
-  // (hidden_states, cos, sin, additive mask); head counts follow the projections' rows.
+  // (hidden_states, cos, sin, additive mask or nil: causal then); head counts follow the
+  // projections' rows.
   Value forward(Values args) override {
     auto x = tensor_arg(args, 0, "LlamaAttention", "hidden_states");
     auto cos = tensor_arg(args, 1, "LlamaAttention", "cos").unsqueeze(1);
@@ -82,7 +83,8 @@ class LlamaAttention : public ModuleBase<LlamaAttention> {
       v = v.repeat_interleave(groups, 1);
     }
     // no attention dropout (transformers' attention_dropout defaults to 0)
-    auto context = attention_context(q, k, v, mask, impl, /*plain_p=*/0.0, [](const at::Tensor& probs) { return probs; });
+    auto context = attention_context(q, k, v, mask, /*causal=*/true, impl, /*plain_p=*/0.0,
+                                     [](const at::Tensor& probs) { return probs; });
     return call("o_proj", merge_heads(context));
   }
 };
@@ -149,11 +151,12 @@ class LlamaModel : public ModuleBase<LlamaModel> {
     auto x = call("embed_tokens", ids);
     auto positions = torch::arange(ids.size(1), ids.options()).unsqueeze(0).expand({ids.size(0), ids.size(1)});
     auto rope = call("rotary_emb", Values{x, positions}).toTuple();
-    auto mask = additive_mask(kwarg_tensor(kwargs_arg(args, 1), "attention_mask"), ids.size(1), ids.size(1),
-                              /*causal=*/true, x.options());
+    // A mask only with padding: without one the attention is causal by itself.
+    auto padding = kwarg_tensor(kwargs_arg(args, 1), "attention_mask");
+    auto mask = padding ? additive_mask(padding, ids.size(1), ids.size(1), /*causal=*/true, x.options()) : c10::nullopt;
     Value h = x;
     for (auto& [name, layer] : child("layers")->children_in_order())
-      h = (*layer)(Values{h, rope->elements()[0], rope->elements()[1], *mask});
+      h = (*layer)(Values{h, rope->elements()[0], rope->elements()[1], mask ? Value(*mask) : Value()});
     return call("norm", h.toTensor());
   }
 };

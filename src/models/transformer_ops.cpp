@@ -44,9 +44,15 @@ AttentionImpl attention_impl_from_config(const std::string& value) {
 }
 
 at::Tensor attention_context(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                             const c10::optional<at::Tensor>& mask, AttentionImpl impl,
+                             const c10::optional<at::Tensor>& given_mask, bool causal, AttentionImpl impl,
                              c10::optional<double> plain_p,
                              const std::function<at::Tensor(const at::Tensor&)>& dropout) {
+  const int64_t sq = q.size(-2), sk = k.size(-2);
+  // Causal without a mask: SDPA's own causal kernels where they apply (as many queries as keys),
+  // else the additive mask, in the queries' dtype.
+  const bool implicit_causal = causal && !given_mask;
+  c10::optional<at::Tensor> mask = given_mask;
+  if (implicit_causal && sq != sk) mask = additive_mask(c10::nullopt, sq, sk, /*causal=*/true, q.options());
 #if TORCH_VERSION_MAJOR >= 2
   bool fused = impl != AttentionImpl::Eager && plain_p && (impl == AttentionImpl::Sdpa || *plain_p == 0.0) &&
                !torch::jit::tracer::isTracing();
@@ -63,12 +69,13 @@ at::Tensor attention_context(const at::Tensor& q, const at::Tensor& k, const at:
         m = mask->clamp_min(lowest).to(q.scalar_type());
       }
     }
-    return at::scaled_dot_product_attention(q, k, v, m, *plain_p, /*is_causal=*/false);
+    return at::scaled_dot_product_attention(q, k, v, m, *plain_p, /*is_causal=*/implicit_causal && sq == sk);
   }
 #else
   (void)impl;
   (void)plain_p;
 #endif
+  if (implicit_causal && !mask) mask = additive_mask(c10::nullopt, sq, sk, /*causal=*/true, q.options());
   return at::matmul(dropout(attention_probs(q, k, mask)), v);
 }
 

@@ -26,11 +26,12 @@ at::Tensor attention_probs(const at::Tensor& q, const at::Tensor& k, const c10::
 enum class AttentionImpl { Auto, Sdpa, Eager };
 AttentionImpl attention_impl_from_config(const std::string& value);
 
-/// softmax(q k^T / sqrt(D) + mask), dropped out, @ v -> [B, H, S, D]. `dropout` applies the
-/// module's attention dropout child to the probabilities; `plain_p` is that child's drop rate
-/// when it is a plain Dropout (0 when it drops nothing), none otherwise.
+/// softmax(q k^T / sqrt(D) + mask), dropped out, @ v -> [B, H, S, D]. Without a mask and with
+/// `causal`, each query sees the keys up to its own position (the last query sees all). `dropout`
+/// applies the module's attention dropout child to the probabilities; `plain_p` is that child's
+/// drop rate when it is a plain Dropout (0 when it drops nothing), none otherwise.
 at::Tensor attention_context(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                             const c10::optional<at::Tensor>& mask, AttentionImpl impl,
+                             const c10::optional<at::Tensor>& mask, bool causal, AttentionImpl impl,
                              c10::optional<double> plain_p,
                              const std::function<at::Tensor(const at::Tensor&)>& dropout);
 /// Causal-LM loss: logits[:, :-1] predict labels[:, 1:]; label -100 is ignored.

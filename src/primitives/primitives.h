@@ -28,6 +28,9 @@ void replace(Schedule& sch, std::shared_ptr<Module> new_mod, const CallSite& sit
 /// along axis divides by the group size; 4) the parameter is not sharded yet.
 /// `groups` > 1: the axis holds that many equal sections (fused QKV) and each is split alike.
 void shard(Schedule& sch, const std::string& param, int64_t axis, const CallSite& site, int groups = 1);
+/// How parameter `param` of `sch`'s module is sharded: its own spec, else the spec of a tied
+/// parameter (the same tensor) sharded elsewhere in the tree; none when it is whole.
+c10::optional<ShardSpec> shard_spec_of(const Schedule& sch, const std::string& param);
 
 enum class SyncMode { FwdPre, FwdPost, BwdPost };
 
@@ -65,9 +68,11 @@ using SubgraphNames = std::vector<std::string>;
 /// order of first use; several outputs come back as a tuple, in graph order. Before rewriting,
 /// the subgraph and `new_mod` run on the same random inputs: different results are an error that
 /// names the input order that would match, if one does (SDPA's q, k, v swapped, say).
-/// `check = false` skips that (for replacements that are meant to differ). Returns the name.
+/// `check = false` skips that (for replacements that are meant to differ). `child_name` (non-empty)
+/// names the child instead. A subgraph that calls a leaf with syncs or hooks is refused: they
+/// would be dropped silently. Returns the name.
 std::string replace_subgraph(Schedule& sch, std::shared_ptr<Module> new_mod, const SubgraphNames& nodes, bool check,
-                             const CallSite& site);
+                             const CallSite& site, const std::string& child_name = "");
 
 /// checkpoint(subgraph): the subgraph moves into a child "CheckPointWrapper_<n>" that recomputes
 /// it in backward. Returns the child's name.

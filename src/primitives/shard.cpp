@@ -9,7 +9,34 @@ namespace {
 
 std::vector<std::string> param_names(const Module& m) { return m.named_parameters(/*recurse=*/false).keys(); }
 
+// Where a tensor tied to `t` (the same tensor under another module, as GPT-2's wte and lm_head)
+// was sharded: "path.param" and its spec, or none.
+struct TiedShard {
+  std::string where;
+  ShardSpec spec;
+};
+c10::optional<TiedShard> tied_shard(const Schedule& sch, const at::Tensor& t) {
+  auto root = sch.shared_from_this();
+  while (root->parent()) root = root->parent();
+  auto nodes = root->named_schedules();
+  nodes.insert(nodes.begin(), {"", std::const_pointer_cast<Schedule>(root)});
+  for (auto& [path, node] : nodes)
+    for (auto& [name, spec] : node->mod()->meta().shards)
+      if (node->mod()->param(name).unsafeGetTensorImpl() == t.unsafeGetTensorImpl())
+        return TiedShard{(path.empty() ? "" : path + ".") + name, spec};
+  return c10::nullopt;
+}
+
 }  // namespace
+
+c10::optional<ShardSpec> shard_spec_of(const Schedule& sch, const std::string& param) {
+  const Module& m = *sch.mod();
+  auto own = m.meta().shards.find(param);
+  if (own != m.meta().shards.end()) return own->second;
+  if (!m.has_param(param)) return c10::nullopt;
+  if (auto tied = tied_shard(sch, m.param(param))) return tied->spec;
+  return c10::nullopt;
+}
 
 void shard(Schedule& sch, const std::string& param, int64_t axis, const CallSite& site, int groups) {
   Module& m = *sch.mod();
@@ -33,6 +60,19 @@ void shard(Schedule& sch, const std::string& param, int64_t axis, const CallSite
   if (done != m.meta().shards.end())
     throw Error(fmt::format("shard: '{}' of {} is already sharded along axis {}; a parameter is sharded once",
                             param, sch.where(), done->second.axis));
+  // Step 3b. A tied parameter is one tensor: sharding it is one decision. Its tie was already
+  // split; the same axis records the spec here too (nothing is split twice), another axis is refused.
+  if (auto tied = tied_shard(sch, t)) {
+    if (tied->spec.axis != axis || tied->spec.groups != groups)
+      throw Error(fmt::format("shard: '{}' of {} is tied to '{}', already sharded along axis {}{}; a tied parameter "
+                              "is sharded once, so shard it along axis {} here too or not at all",
+                              param, sch.where(), tied->where, tied->spec.axis,
+                              tied->spec.groups > 1 ? fmt::format(" in {} groups", tied->spec.groups) : "",
+                              tied->spec.axis));
+    m.meta().shards[param] = tied->spec;
+    sch.log().append({"shard", sch.path(), site.lua_args, site.source});
+    return;
+  }
   // Step 4. Divisible.
   int parts = sch.world_size();
   if (groups < 1)

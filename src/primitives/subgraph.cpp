@@ -58,10 +58,30 @@ double distance(const Value& a, const Value& b) {
   return worst;
 }
 
+// Every module of the given trees in eval mode while alive; each one's own mode back afterwards
+// (modules() lists parents before children, and train() on a parent recurses, so restoring in
+// that order leaves each module as it was).
+class EvalScope {
+ public:
+  explicit EvalScope(std::initializer_list<Module*> roots) {
+    for (auto* root : roots)
+      for (auto& m : root->modules(/*include_self=*/true)) modes_.emplace_back(m, m->is_training());
+    for (auto* root : roots) root->eval();
+  }
+  ~EvalScope() {
+    for (auto& [m, training] : modes_) m->train(training);
+  }
+
+ private:
+  std::vector<std::pair<std::shared_ptr<torch::nn::Module>, bool>> modes_;
+};
+
 // Runs the subgraph and the replacement on the same random inputs (and random state); raises
-// when they differ, naming an input order that would match.
-void check_same_results(TracedGraph& subgraph, Module& replacement, const std::string& where) {
+// when they differ, naming an input order that would match. Both run in eval mode: dropout would
+// make equal computations differ whenever the two draw their masks another way.
+void check_same_results(TracedGraph& subgraph, Module& owner, Module& replacement, const std::string& where) {
   torch::NoGradGuard no_grad;
+  EvalScope eval({&owner, &replacement});
   // The check draws random inputs and may run dropout: the caller's random streams (CPU, CUDA,
   // fork_rng) are as they were afterwards, whatever the outcome.
   auto before = RngSnapshot::capture(replacement);
@@ -124,12 +144,28 @@ void install(Schedule& sch, TracedGraph& graph, const SubgraphNames& nodes, cons
 
 }  // namespace
 
+// A leaf the subgraph calls whose syncs (or other hooks) the replacement would silently drop.
+void refuse_hooked_leaves(Schedule& sch, const TracedGraph& graph, const SubgraphNames& nodes) {
+  for (auto& node : graph.nodes()) {
+    if (node.op != "slapo::call_module" || !std::binary_search(nodes.begin(), nodes.end(), node.name)) continue;
+    auto leaf = sch.at(node.target);
+    if (leaf->mod()->hook_count() > 0)
+      throw Error(fmt::format("replace: the subgraph of {} calls '{}', which has {} sync(s) or hook(s); the "
+                              "replacement would drop them. Replace '{}' itself, or leave it out of the subgraph "
+                              "and sync the new module",
+                              sch.where(), node.target, leaf->mod()->hook_count(), node.target));
+  }
+}
+
 std::string replace_subgraph(Schedule& sch, std::shared_ptr<Module> new_mod, const SubgraphNames& nodes, bool check,
-                             const CallSite& site) {
+                             const CallSite& site, const std::string& child_name) {
   auto& graph = traced_graph(sch, "replace");
   auto subgraph = graph.extract(nodes, sch.where(), "replace");  // checks the names and the border first
-  if (check) check_same_results(*subgraph, *new_mod, sch.where());
-  std::string name = fresh_child_name(*sch.mod(), new_mod->type_name());
+  refuse_hooked_leaves(sch, graph, nodes);
+  if (!child_name.empty() && sch.mod()->has_child(child_name))
+    throw Error(fmt::format("replace: {} already has a child '{}'; choose another name", sch.where(), child_name));
+  if (check) check_same_results(*subgraph, *sch.mod(), *new_mod, sch.where());
+  std::string name = child_name.empty() ? fresh_child_name(*sch.mod(), new_mod->type_name()) : child_name;
   install(sch, graph, nodes, name, std::move(new_mod));
   sch.log().append({"replace", sch.path(), site.lua_args, site.source});
   return name;

@@ -51,9 +51,18 @@ function M.FusedRMSNorm(norm, eps)
   })
 end
 
---- GPT-2's MLP with the c_fc bias add and the tanh GELU fused.
+-- The bias_gelu approximation of a GPT-2 MLP's activation module (config.activation_function).
+local gelu_of_activation = { GELUActivation = "none", NewGELUActivation = "tanh", PytorchGELUTanh = "tanh" }
+
+--- GPT-2's MLP with the c_fc bias add and its GELU fused (exact or tanh, as the model's
+--- activation_function says; other activations are refused).
 function M.FusedGPT2MLP(mlp)
   expect_type(mlp, "GPT2MLP", "FusedGPT2MLP")
+  local approximate = gelu_of_activation[mlp.act:type()]
+  if not approximate then
+    error(("op.FusedGPT2MLP: the MLP's activation is %s; the fused kernel is bias + GELU (activation_function "
+      .. "gelu, gelu_new or gelu_pytorch_tanh)"):format(mlp.act:type()), 2)
+  end
   return slapo.nn.Module({
     type = "FusedGPT2MLP",
     children = { c_fc = mlp.c_fc, c_proj = mlp.c_proj, dropout = mlp.dropout },
@@ -61,7 +70,7 @@ function M.FusedGPT2MLP(mlp)
       local w = self.c_fc.weight  -- Conv1D stores [in, out]
       local shape = x:size()
       local h = x:reshape({ -1, shape[#shape] }):matmul(w)
-      h = slapo.kernels.bias_gelu(h, self.c_fc.bias, { approximate = "tanh" })
+      h = slapo.kernels.bias_gelu(h, self.c_fc.bias, { approximate = approximate })
       shape[#shape] = w:size(1)
       return self.dropout(self.c_proj(h:view(shape)))
     end,
@@ -155,14 +164,23 @@ function M.FusedGPT2Attention(attn)
   return slapo.nn.Module({
     type = "FusedGPT2Attention",
     children = { c_attn = attn.c_attn, c_proj = attn.c_proj, resid_dropout = attn.resid_dropout },
-    forward = function(self, x)
+    -- mask: the model's additive causal + padding mask, given only with padding; the kernel takes
+    -- no mask, so a padded batch runs softmax(q k^T / sqrt(D) + mask) v instead
+    forward = function(self, x, mask)
       local b, s = x:size(0), x:size(1)
       local qkv = self.c_attn(x)
       local width = qkv:size(2) / 3
       local function heads(i)
         return qkv:narrow(2, i * width, width):reshape({ b, s, width / head_dim, head_dim }):transpose(1, 2)
       end
-      local out = slapo.kernels.attention(heads(0), heads(1), heads(2), { causal = true })
+      local out
+      if mask then
+        local q, k = heads(0), heads(1)
+        local probs = slapo.F.softmax(q:matmul(k:transpose(-1, -2)) * (1 / math.sqrt(head_dim)) + mask, -1)
+        out = probs:matmul(heads(2))
+      else
+        out = slapo.kernels.attention(heads(0), heads(1), heads(2), { causal = true })
+      end
       return self.resid_dropout(self.c_proj(out:transpose(1, 2):reshape({ b, s, width })))
     end,
   })

@@ -176,3 +176,28 @@ describe("slapo.op.LinearWithSync", function()
       pcall_err(slapo.op.LinearWithSync, slapo.nn.Linear(4, 4), { mode = "diagonal" }))
   end)
 end)
+
+describe("tied parameters", function()
+  local function tied_gpt2()
+    slapo.manual_seed(3)
+    return slapo.models.gpt2({ n_embd = 16, n_layer = 1, n_head = 2, vocab_size = 32, n_positions = 16 })
+  end
+
+  it("are sharded once: the tie's second shard along the same axis records the split, not a second one", function()
+    local sch = slapo.create_schedule(tied_gpt2())
+    sch["transformer.wte"]:shard("weight", 0)
+    eq({ 32, 16 }, sch["lm_head"]:param_info("weight").full_shape, "the untouched tie reports the full shape")
+    sch["lm_head"]:shard("weight", 0)
+    eq({ 32 / world, 16 }, sch.mod.lm_head.weight:size())
+    eq({ 32, 16 }, sch["lm_head"]:param_info("weight").full_shape)
+    eq(0, sch["lm_head"]:param_info("weight").shard_axis)
+  end)
+
+  it("refuse another axis than their tie's, naming the tie", function()
+    local sch = slapo.create_schedule(tied_gpt2())
+    sch["transformer.wte"]:shard("weight", 0)
+    matches("shard: 'weight' of 'lm_head' is tied to 'transformer.wte.weight', already sharded along axis 0",
+      pcall_err(function() sch["lm_head"]:shard("weight", 1) end))
+    eq({ 32 / world, 16 }, sch.mod.lm_head.weight:size(), "the failed shard changed nothing")
+  end)
+end)

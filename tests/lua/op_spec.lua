@@ -15,15 +15,21 @@ describe("slapo.op", function()
     eq("FusedLlamaMLP", sch["model.layers.1.mlp"].mod:type())
   end)
 
-  it("FusedGPT2MLP keeps GPT-2's outputs and gradients", function()
-    slapo.manual_seed(7)
-    local model = slapo.models.gpt2({ n_embd = 32, n_layer = 2, n_head = 4, vocab_size = 50, n_positions = 16 })
-    local sch = slapo.create_schedule(model)
-    slapo.verify(sch, { slapo.randint(0, 50, { 2, 7 }) }, {}, function(s)
-      for _, block in ipairs(s["transformer.h"]:children()) do
-        block["mlp"]:replace(slapo.op.FusedGPT2MLP(block["mlp"].mod))
-      end
-    end)
+  it("FusedGPT2MLP keeps GPT-2's outputs and gradients, with the model's own GELU (tanh or exact)", function()
+    for _, act in ipairs({ "gelu_new", "gelu" }) do
+      slapo.manual_seed(7)
+      local model = slapo.models.gpt2({ n_embd = 32, n_layer = 2, n_head = 4, vocab_size = 50, n_positions = 16,
+        activation_function = act })
+      local sch = slapo.create_schedule(model)
+      slapo.verify(sch, { slapo.randint(0, 50, { 2, 7 }) }, { rtol = 1e-6, atol = 1e-6 }, function(s)
+        for _, block in ipairs(s["transformer.h"]:children()) do
+          block["mlp"]:replace(slapo.op.FusedGPT2MLP(block["mlp"].mod))
+        end
+      end)
+    end
+    local relu = slapo.models.gpt2({ n_embd = 32, n_layer = 1, n_head = 4, vocab_size = 50, n_positions = 16,
+      activation_function = "relu" })
+    matches("op.FusedGPT2MLP: the MLP's activation is ReLU", pcall_err(slapo.op.FusedGPT2MLP, relu.transformer.h["0"].mlp))
   end)
 
   it("FusedQKVAttention keeps BERT's outputs and gradients, with a padding mask", function()
@@ -69,6 +75,33 @@ describe("slapo.op", function()
       end
     end)
     eq("FusedGPT2Attention", sch["transformer.h.0.attn"].mod:type())
+  end)
+
+  it("FusedGPT2Attention honours a padding mask", function()
+    slapo.manual_seed(8)
+    local model = slapo.models.gpt2({ n_embd = 32, n_layer = 2, n_head = 4, vocab_size = 50, n_positions = 16 })
+    local ids = slapo.randint(0, 50, { 2, 9 })
+    local mask = slapo.cat({ slapo.ones({ 2, 6 }), slapo.zeros({ 2, 3 }) }, 1)
+    slapo.verify(slapo.create_schedule(model), { ids, { attention_mask = mask } }, {}, function(s)
+      for _, block in ipairs(s["transformer.h"]:children()) do
+        block["attn"]:replace(slapo.op.FusedGPT2Attention(block["attn"].mod))
+      end
+    end)
+  end)
+
+  it("the zoo's GPT2Attention and LlamaAttention are causal when called on their own", function()
+    slapo.manual_seed(10)
+    local gpt2 = slapo.models.gpt2({ n_embd = 32, n_layer = 1, n_head = 4, vocab_size = 50, n_positions = 16 }):eval()
+    local llama = slapo.models.llama({ hidden_size = 32, num_hidden_layers = 1, num_attention_heads = 4,
+      intermediate_size = 64, vocab_size = 50 }):eval()
+    local x = slapo.randn({ 1, 6, 32 })
+    local attn = gpt2.transformer.h["0"].attn
+    -- the first 3 positions' outputs do not depend on the later positions
+    local changed = slapo.cat({ x:narrow(1, 0, 3), slapo.randn({ 1, 3, 32 }) }, 1)
+    close(attn(x):narrow(1, 0, 3), attn(changed):narrow(1, 0, 3))
+    local ids = slapo.randint(0, 50, { 1, 6 })
+    local other = slapo.cat({ ids:narrow(1, 0, 3), slapo.randint(0, 50, { 1, 3 }) }, 1)
+    close(llama(ids):narrow(1, 0, 3), llama(other):narrow(1, 0, 3))
   end)
 
   it("refuses the wrong module", function()

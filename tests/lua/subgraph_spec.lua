@@ -162,6 +162,19 @@ describe("replace(fn, subgraph)", function()
     eq(before, tostring(sub:graph()))
   end)
 
+  it("checks the replacement in eval mode, so attention dropout in a training model does not fail it", function()
+    local with_dropout = {}
+    for k, v in pairs(cfg) do with_dropout[k] = v end
+    with_dropout.attention_probs_dropout_prob = 0.5
+    slapo.manual_seed(3)
+    local sch = slapo.create_schedule(slapo.models.bert(with_dropout))  -- in training mode
+    local sub = sch[attention]
+    sub:trace({ inputs = { slapo.randn(hidden) } })  -- the Dropout stays a call inside the core
+    sub:replace(function(k, q, v) return slapo.kernels.attention(q, k, v) end, attention_core(sub))
+    eq(true, sub.mod:is_training(), "the modes are restored")
+    eq(true, sch[attention .. ".dropout"].mod:is_training())
+  end)
+
   it("puts the fused attention kernel in place of the core; verify passes", function()
     local report = slapo.verify(slapo.create_schedule(bert()), { ids() }, {}, function(sch)
       local sub = sch[attention]
@@ -192,6 +205,42 @@ describe("replace(fn, subgraph)", function()
       eq("FusedQKV_0", new.name)
     end)
     assert(report.outputs == 1)
+  end)
+end)
+
+describe("replace(module, subgraph) options and leaves", function()
+  -- a traced self-attention whose query, key and value stay leaf calls, and one module to take
+  -- their place
+  local function traced()
+    local sch = slapo.create_schedule(bert())
+    local sub = sch[attention]
+    sub:trace({ inputs = { slapo.randn(hidden) } })
+    local fused = slapo.nn.Module({ type = "FusedQKV", children = { qkv = slapo.nn.Linear(32, 96) },
+      forward = function(self, x)
+        local out = self.qkv(x)
+        return { out:narrow(2, 0, 32), out:narrow(2, 32, 32), out:narrow(2, 64, 32) }
+      end })
+    return sub, fused
+  end
+
+  it("names the new child with {name = ...} and refuses unknown options", function()
+    local sub, fused = traced()
+    matches("replace: unknown option 'nmae' %(valid: check, name%)",
+      pcall_err(sub.replace, sub, fused, sub:find("query|key|value"), { check = false, nmae = "qkv" }))
+    local new = sub:replace(fused, sub:find("query|key|value"), { check = false, name = "qkv_fused" })
+    eq("qkv_fused", new.name)
+  end)
+
+  it("refuses to swallow a leaf with a sync (it would be dropped) and leaves the graph as it was", function()
+    local sub, fused = traced()
+    local ran = 0
+    sub["key"]:sync("fwd_pre", function(x) ran = ran + 1; return x end)
+    local before = tostring(sub:graph())
+    local err = pcall_err(sub.replace, sub, fused, sub:find("query|key|value"), { check = false })
+    matches("replace: the subgraph of '.-attention.self' calls 'key', which has 1 sync%(s%) or hook%(s%)", err)
+    eq(before, tostring(sub:graph()))
+    sub.mod(slapo.randn(hidden))
+    eq(1, ran, "the sync still runs")
   end)
 end)
 
