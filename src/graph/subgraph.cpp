@@ -124,18 +124,43 @@ std::vector<std::string> TracedGraph::input_names() const {
   return out;
 }
 
+// All or nothing: the rewrite runs in place (nodes it does not touch keep their names, which
+// earlier `find` results refer to); if it fails, the module gets back a copy of its graph taken
+// before (its unnamed values are numbered anew) and the error says the module is unchanged.
 void TracedGraph::replace_with_leaf(const std::vector<std::string>& names, const TraceLeaf& leaf,
                                     const std::string& where) {
-  auto s = select(*graph_, names, where, "replace");
+  select(*graph_, names, where, "replace");  // the checks that need no rewriting, first
+  auto backup = graph_->copy();
+  try {
+    rewrite_with_leaf(*graph_, names, leaf, where);
+    graph_->lint();
+    function_ = std::make_unique<torch::jit::GraphFunction>("slapo_traced", graph_, nullptr);
+  } catch (const Error&) {  // a refusal of ours: its message says why
+    graph_ = backup;
+    function_ = std::make_unique<torch::jit::GraphFunction>("slapo_traced", graph_, nullptr);
+    throw;
+  } catch (const std::exception& e) {
+    graph_ = backup;
+    function_ = std::make_unique<torch::jit::GraphFunction>("slapo_traced", graph_, nullptr);
+    std::string what = e.what();
+    throw Error(fmt::format("replace: rewriting the graph of {} failed, and the module is unchanged: {}", where,
+                            what.substr(0, what.find('\n'))));
+  }
+}
+
+void TracedGraph::rewrite_with_leaf(torch::jit::Graph& graph, const std::vector<std::string>& names,
+                                    const TraceLeaf& leaf, const std::string& where) {
+  auto s = select(graph, names, where, "replace");
   JNode* first = s.nodes.front();
   JNode* last = s.nodes.back();
 
-  // Nodes between the chosen ones that use their results must run after the new call.
+  // Nodes between the chosen ones that use their results must run after the new call (with one
+  // chosen node there are none: the walk would wrap around the graph's node ring).
   std::unordered_set<const JValue*> after;
   for (auto* n : s.nodes)
     for (auto* o : n->outputs()) after.insert(o);
   std::vector<JNode*> to_move;
-  for (auto* n = first->next(); n != last; n = n->next()) {
+  for (auto* n = first->next(); first != last && n != last; n = n->next()) {
     bool chosen = s.chosen.count(n) > 0;
     bool depends = false;
     for (auto* in : n->inputs()) depends |= after.count(in) > 0;
@@ -153,7 +178,7 @@ void TracedGraph::replace_with_leaf(const std::vector<std::string>& names, const
 
   int64_t id = register_leaf(leaf);
   torch::jit::WithInsertPoint guard(last->next());
-  auto& g = *graph_;
+  auto& g = graph;
   auto* list = g.insertNode(g.createList(c10::TensorType::get(), s.inputs))->output();
   auto* id_value = g.insertConstant(id);
   std::vector<JValue*> results;
@@ -177,8 +202,7 @@ void TracedGraph::replace_with_leaf(const std::vector<std::string>& names, const
     tail = m;
   }
   for (auto it = s.nodes.rbegin(); it != s.nodes.rend(); ++it) (*it)->destroy();
-  torch::jit::EliminateDeadCode(graph_);
-  function_ = std::make_unique<torch::jit::GraphFunction>("slapo_traced", graph_, nullptr);
+  torch::jit::EliminateDeadCode(graph.block());
 }
 
 }  // namespace slapo

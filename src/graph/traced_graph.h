@@ -81,6 +81,10 @@ class TracedGraph {
   const std::vector<std::vector<int64_t>>& input_shapes() const { return input_shapes_; }
 
  private:
+  /// replace_with_leaf's rewrite, on `graph` (a copy of this one).
+  void rewrite_with_leaf(torch::jit::Graph& graph, const std::vector<std::string>& names, const TraceLeaf& leaf,
+                         const std::string& where);
+
   std::shared_ptr<torch::jit::Graph> graph_;
   std::vector<at::Tensor> params_;
   std::vector<std::vector<int64_t>> input_shapes_;
