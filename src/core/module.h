@@ -116,6 +116,9 @@ class Module : public torch::nn::Module {
   /// True when a call runs nothing but forward: no hooks, call wrapper (checkpoint), forward
   /// override (trace) or forked random stream. Fast paths that bypass a child's call use it.
   bool runs_plain() const;
+  /// Parameters this module's forward uses that live in other modules (a graph cut out of a
+  /// trace calls the traced module's leaves): checkpoint routes their gradients too.
+  virtual std::vector<at::Tensor> borrowed_parameters() const { return {}; }
   /// How many forward hooks (syncs among them) run around this module's calls.
   size_t hook_count() const { return pre_hooks_.size() + post_hooks_.size(); }
 

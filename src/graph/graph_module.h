@@ -17,6 +17,14 @@ class GraphModule : public ModuleBase<GraphModule> {
 
   TracedGraph& graph() { return *graph_; }
 
+  /// The parameters of the leaves the graph calls (they stay children of the traced module).
+  std::vector<at::Tensor> borrowed_parameters() const override {
+    std::vector<at::Tensor> out;
+    for (auto& leaf : graph_->called_leaves())
+      for (auto& [name, p] : unique_named_parameters(*leaf)) out.push_back(p);
+    return out;
+  }
+
  protected:
   Value forward(Values args) override { return graph_->run(args); }
 

@@ -82,6 +82,19 @@ const std::unordered_set<std::string> kDataDependent = {"aten::item", "aten::_lo
 
 }  // namespace
 
+std::vector<std::shared_ptr<Module>> TracedGraph::called_leaves() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (auto* node : graph_->nodes()) {
+    std::string kind = node->kind().toQualString();
+    if (kind != "slapo::call_module" && kind != "slapo::call_module_list") continue;
+    auto id = torch::jit::toIValue(node->input(0));
+    if (!id || !id->isInt()) continue;
+    auto m = leaf_module(id->toInt());
+    if (m && std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
+  }
+  return out;
+}
+
 int64_t register_leaf(const TraceLeaf& leaf) {
   std::lock_guard<std::mutex> lock(registry().mutex);
   int64_t id = registry().next++;
@@ -340,7 +353,11 @@ std::shared_ptr<TracedGraph> trace_module(Module& module, const std::string& whe
       auto* id_value = graph.insertConstant(id);
       auto* node = graph.insertNode(graph.create(c10::Symbol::fromQualString("slapo::call_module"), {id_value, list}, 1));
       node->output()->setType(c10::TensorType::get());
-      if (out.isTensor()) torch::jit::tracer::setValueTrace(out, node->output());
+      if (out.isTensor()) {
+        // the leaf's output shape, as the tracer records every op's: subgraphs that read it need it
+        node->output()->inferTypeFrom(out.toTensor());
+        torch::jit::tracer::setValueTrace(out, node->output());
+      }
       return out;
     });
   }

@@ -43,6 +43,8 @@ class TracedGraph {
   Value run(const Values& args);
   std::string str() const;
   std::vector<GraphNode> nodes() const;
+  /// The modules the graph's slapo::call_module nodes call now, once each, in graph order.
+  std::vector<std::shared_ptr<Module>> called_leaves() const;
 
   /// The subgraphs that match `pattern` (a traced pattern function) by dataflow: the same ops
   /// wired the same way, constants equal. Each match lists its nodes in graph order.

@@ -114,8 +114,12 @@ Value checkpointed_call(Module& m, Values args, const std::function<Value(Values
     r->input_requires_grad.push_back(args[i].toTensor().requires_grad());
     tensors.push_back(args[i].toTensor());
   }
-  for (auto& p : unique_named_parameters(m))
-    if (p.second.requires_grad()) r->params.push_back(p.second);
+  std::unordered_set<c10::TensorImpl*> seen;
+  auto add_param = [&](const at::Tensor& p) {
+    if (p.requires_grad() && seen.insert(p.unsafeGetTensorImpl()).second) r->params.push_back(p);
+  };
+  for (auto& p : unique_named_parameters(m)) add_param(p.second);
+  for (auto& p : m.borrowed_parameters()) add_param(p);  // a checkpointed subgraph's leaves
   tensors.insert(tensors.end(), r->params.begin(), r->params.end());
   r->args = std::move(args);
   auto outs = CheckpointFunction::apply(at::TensorList(tensors), r);
