@@ -299,6 +299,21 @@ int w_Schedule_find(lua_State* L) {
     lua_getfield(L, -1, "nparams");
     int nparams = static_cast<int>(lua_tonumber(L, -1));
     lua_pop(L, 3);
+    // {inputs = {t1, t2, ...}}: example tensors the pattern is traced on (its ops may need shapes)
+    lx_check_option_keys(L, 3, {"inputs"}, "find");
+    Values examples;
+    if (lua_istable(L, 3)) {
+      lua_getfield(L, 3, "inputs");
+      if (!lua_isnil(L, -1)) {
+        if (!lua_istable(L, -1)) throw Error("find: inputs must be an array of example tensors");
+        for (size_t i = 1; i <= lua_objlen(L, -1); ++i) {
+          lua_rawgeti(L, -1, static_cast<int>(i));
+          examples.emplace_back(lx_check_tensor(L, -1));
+          lua_pop(L, 1);
+        }
+      }
+      lua_pop(L, 1);
+    }
     auto matches = find_pattern(*s, [fn](Values args) {
       lua_State* T = fn->push("find pattern");
       int top = lua_gettop(T) - 1;
@@ -307,7 +322,7 @@ int w_Schedule_find(lua_State* L) {
       Value out = lx_to_value(T, -1);
       lua_settop(T, top);
       return out;
-    }, nparams);
+    }, nparams, examples);
     lua_createtable(L, static_cast<int>(matches.size()), 0);
     for (size_t i = 0; i < matches.size(); ++i) {
       push_graph_nodes(L, matches[i]);

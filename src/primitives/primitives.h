@@ -101,7 +101,7 @@ std::vector<struct GraphNode> find_nodes(Schedule& sch, const std::string& patte
 
 /// find(fn) on a traced module: the subgraphs matching the traced pattern function by dataflow.
 std::vector<std::vector<struct GraphNode>> find_pattern(Schedule& sch, const std::function<Value(Values)>& fn,
-                                                        int n_inputs);
+                                                        int n_inputs, const Values& example_inputs = {});
 
 /// decompose(): a Linear or Conv1D computes matmul, then the bias add, as separate ops, so a trace
 /// exposes the bias add to fusion. Requires: a Linear or Conv1D, not decomposed yet.

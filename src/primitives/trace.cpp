@@ -84,19 +84,38 @@ std::vector<GraphNode> find_nodes(Schedule& sch, const std::string& pattern) {
   return out;
 }
 
+namespace {
+std::vector<std::string> shapes_of(const Values& tensors) {
+  std::vector<std::string> out;
+  for (auto& t : tensors) out.push_back(fmt::format("{}", fmt::join(t.toTensor().sizes(), ", ")));
+  return out;
+}
+}  // namespace
+
 std::vector<std::vector<GraphNode>> find_pattern(Schedule& sch, const std::function<Value(Values)>& fn,
-                                                 int n_inputs) {
+                                                 int n_inputs, const Values& given_examples) {
   auto& graph = sch.mod()->meta().graph;
   if (!graph)
     throw Error(fmt::format("find: {} is not traced; call trace{{inputs = ...}} on it first", sch.where()));
   if (n_inputs < 1) throw Error("find: the pattern function must take at least one tensor argument");
-  // Example inputs: the module's own input shapes when the pattern takes as many (so a pattern's
-  // view/reshape sizes equal the trace's), else small random ones (ops and wiring are what matter).
-  Values examples;
+  if (!given_examples.empty() && given_examples.size() != static_cast<size_t>(n_inputs))
+    throw Error(fmt::format("find: the pattern takes {} arguments but {{inputs = ...}} gives {} example tensors",
+                            n_inputs, given_examples.size()));
+  // Example inputs: the given ones; else the module's own input shapes when the pattern takes as
+  // many (so a pattern's view/reshape sizes equal the trace's), else small random ones (ops and
+  // wiring are what matter).
+  Values examples = given_examples;
   auto& shapes = graph->input_shapes();
-  for (int i = 0; i < n_inputs; ++i)
+  for (int i = 0; examples.size() < static_cast<size_t>(n_inputs); ++i)
     examples.push_back(static_cast<size_t>(n_inputs) == shapes.size() ? torch::randn(shapes[i]) : torch::randn({2, 4}));
-  return graph->match(*trace_pattern(fn, examples));
+  try {
+    return graph->match(*trace_pattern(fn, examples));
+  } catch (const Error& e) {
+    if (!given_examples.empty()) throw;
+    throw Error(fmt::format("{} (the pattern ran on example tensors of shapes [{}]; give ones it accepts with "
+                            "find(fn, {{inputs = {{...}}}}))",
+                            e.what(), fmt::join(shapes_of(examples), "], [")));
+  }
 }
 
 }  // namespace slapo

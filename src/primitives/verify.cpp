@@ -102,10 +102,21 @@ std::shared_ptr<Module> build(Schedule& sch, const ScheduleBuildOptions& options
   return root;
 }
 
+// A model built on the meta device has shapes but no values: nothing to compare yet.
+void refuse_meta(const Module& m, const char* which) {
+  for (auto& [name, p] : unique_named_parameters(m))
+    if (p.device().is_meta())
+      throw Error(fmt::format("verify: the {} model's parameter '{}' is on the meta device (shapes, no values); "
+                              "materialise it first with slapo.build(sch), or build the model on cpu or cuda",
+                              which, name));
+}
+
 VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inputs, const VerifyOptions& o) {
   auto group = sch.group();
   auto scheduled = sch.mod();
   auto reference = std::dynamic_pointer_cast<Module>(reference_module.shared_from_this());
+  refuse_meta(*scheduled, "scheduled");
+  refuse_meta(*reference, "reference");
   check_same_weights(*reference, group);
   for (auto& v : inputs) v = same_on_all_ranks(v, group);
   bool was_training = scheduled->is_training();

@@ -291,3 +291,19 @@ describe("find with a traced pattern", function()
     eq(1, #sub:find(function(x, y) return slapo.F.relu(x) + y end))
   end)
 end)
+
+describe("find with example inputs", function()
+  it("traces the pattern on the given tensors when the default examples do not fit its ops", function()
+    local m = slapo.nn.Module({ type = "M", children = { ln = slapo.nn.LayerNorm(8) },
+      forward = function(self, x) return slapo.F.layer_norm(x * 2, { 8 }, self.ln.weight, self.ln.bias, 1e-5) end })
+    local sch = slapo.create_schedule(m)
+    sch:trace({ inputs = { slapo.randn({ 3, 8 }) }, flatten = true })
+    local pattern = function(x, w, b) return slapo.F.layer_norm(x, { 8 }, w, b, 1e-5) end
+    matches("give ones it accepts with find%(fn, {inputs = {...}}%)", pcall_err(sch.find, sch, pattern))
+    local found = sch:find(pattern, { inputs = { slapo.randn({ 3, 8 }), slapo.randn({ 8 }), slapo.randn({ 8 }) } })
+    eq(1, #found)
+    matches("find: the pattern takes 3 arguments but {inputs = ...} gives 1", pcall_err(sch.find, sch, pattern,
+      { inputs = { slapo.randn({ 3, 8 }) } }))
+    matches("find: unknown option 'input'", pcall_err(sch.find, sch, pattern, { input = {} }))
+  end)
+end)
