@@ -33,7 +33,6 @@ at::Tensor check_operand(lua_State* L, int idx, const at::Tensor& like) {
   return lx_check_tensor(L, idx);
 }
 
-const at::Tensor& any_tensor(lua_State* L) { return lx_is_tensor(L, 1) ? lx_check_tensor(L, 1) : lx_check_tensor(L, 2); }
 
 int push(lua_State* L, at::Tensor t) {
   lx_push_tensor(L, std::move(t));
@@ -41,11 +40,37 @@ int push(lua_State* L, at::Tensor t) {
 }
 
 // ---- metamethods ----
-int w_Tensor_add(lua_State* L) { auto& l = any_tensor(L); return push(L, check_operand(L, 1, l) + check_operand(L, 2, l)); }
-int w_Tensor_sub(lua_State* L) { auto& l = any_tensor(L); return push(L, check_operand(L, 1, l) - check_operand(L, 2, l)); }
-int w_Tensor_mul(lua_State* L) { auto& l = any_tensor(L); return push(L, check_operand(L, 1, l) * check_operand(L, 2, l)); }
-int w_Tensor_div(lua_State* L) { auto& l = any_tensor(L); return push(L, check_operand(L, 1, l) / check_operand(L, 2, l)); }
-int w_Tensor_pow(lua_State* L) { auto& l = any_tensor(L); return push(L, at::pow(check_operand(L, 1, l), check_operand(L, 2, l))); }
+// A number operand is a Scalar, as in PyTorch: `t / 8` is aten::div(Tensor, Scalar), what C++
+// models trace to (so Lua patterns match them), and an int tensor times 0.5 is a float tensor.
+// `tensor_tensor(a, b)`, `tensor_scalar(t, c)` (number on the right), `scalar_tensor(c, t)` (left).
+template <typename TT, typename TS, typename ST>
+int binary(lua_State* L, TT tensor_tensor, TS tensor_scalar, ST scalar_tensor) {
+  if (lua_isnumber(L, 2)) return push(L, tensor_scalar(lx_check_tensor(L, 1), at::Scalar(lua_tonumber(L, 2))));
+  if (lua_isnumber(L, 1)) return push(L, scalar_tensor(at::Scalar(lua_tonumber(L, 1)), lx_check_tensor(L, 2)));
+  return push(L, tensor_tensor(lx_check_tensor(L, 1), lx_check_tensor(L, 2)));
+}
+using T = const at::Tensor&;
+using S = const at::Scalar&;
+int w_Tensor_add(lua_State* L) {
+  return binary(L, [](T a, T b) { return a + b; }, [](T t, S c) { return at::add(t, c); },
+                [](S c, T t) { return at::add(t, c); });
+}
+int w_Tensor_sub(lua_State* L) {
+  return binary(L, [](T a, T b) { return a - b; }, [](T t, S c) { return at::sub(t, c); },
+                [](S c, T t) { return at::rsub(t, c); });
+}
+int w_Tensor_mul(lua_State* L) {
+  return binary(L, [](T a, T b) { return a * b; }, [](T t, S c) { return at::mul(t, c); },
+                [](S c, T t) { return at::mul(t, c); });
+}
+int w_Tensor_div(lua_State* L) {  // c / t as PyTorch's __rtruediv__: reciprocal(t) * c
+  return binary(L, [](T a, T b) { return a / b; }, [](T t, S c) { return at::div(t, c); },
+                [](S c, T t) { return at::mul(at::reciprocal(t), c); });
+}
+int w_Tensor_pow(lua_State* L) {
+  return binary(L, [](T a, T b) { return at::pow(a, b); }, [](T t, S c) { return at::pow(t, c); },
+                [](S c, T t) { return at::pow(c, t); });
+}
 int w_Tensor_unm(lua_State* L) { return push(L, -lx_check_tensor(L, 1)); }
 int w_Tensor_len(lua_State* L) {
   auto& t = lx_check_tensor(L, 1);

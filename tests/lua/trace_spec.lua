@@ -307,3 +307,19 @@ describe("find with example inputs", function()
     matches("find: unknown option 'input'", pcall_err(sch.find, sch, pattern, { input = {} }))
   end)
 end)
+
+describe("patterns with numbers", function()
+  it("record a number as a Scalar, as the zoo's C++ traces: x / 4 finds BERT's score scaling", function()
+    slapo.manual_seed(1)
+    local bert = slapo.models.bert({ hidden_size = 32, num_hidden_layers = 1, num_attention_heads = 2,
+      intermediate_size = 64, vocab_size = 64, max_position_embeddings = 16, hidden_dropout_prob = 0,
+      attention_probs_dropout_prob = 0 })
+    local sch = slapo.create_schedule(bert)
+    local sub = sch["bert.encoder.layer.0.attention.self"]
+    sub:trace({ inputs = { slapo.randn({ 2, 8, 32 }) }, flatten = true })
+    eq(1, #sub:find(function(x) return x / 4 end), "scores / sqrt(head_dim = 16)")
+    -- and number arithmetic follows PyTorch's promotion: an int tensor times 0.5 is a float tensor
+    eq({ 0.5, 1 }, (slapo.tensor({ 1, 2 }, { dtype = "int64" }) * 0.5):tolist())
+    eq(0.5, (2 / slapo.tensor({ 4.0 })):item())
+  end)
+end)
