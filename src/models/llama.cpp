@@ -2,6 +2,7 @@
 #include "core/error.h"
 #include "models/causal_lm.h"
 #include "models/layers.h"
+#include "models/rope.h"
 #include "models/transformer_ops.h"
 #include "models/zoo.h"
 
@@ -23,19 +24,18 @@ at::Tensor rotate_half(const at::Tensor& x) {
 
 class LlamaRotaryEmbedding : public ModuleBase<LlamaRotaryEmbedding> {
  public:
-  LlamaRotaryEmbedding(int64_t head_dim_, double theta_)
-      : ModuleBase("LlamaRotaryEmbedding"), head_dim(head_dim_), theta(theta_) {}
-  std::string describe() const override { return fmt::format("head_dim={}, theta={:g}", head_dim, theta); }
+  LlamaRotaryEmbedding(int64_t head_dim_, RopeScaling rope_)
+      : ModuleBase("LlamaRotaryEmbedding"), head_dim(head_dim_), rope(std::move(rope_)) {}
+  std::string describe() const override { return fmt::format("head_dim={}, {}", head_dim, rope.describe()); }
   int64_t head_dim;
-  double theta;
+  RopeScaling rope;
 
  protected:
   // (x, position_ids [B, S]) -> (cos, sin), each [B, S, head_dim] in x's dtype
   Value forward(Values args) override {
     auto x = tensor_arg(args, 0, "LlamaRotaryEmbedding", "x");
     auto positions = tensor_arg(args, 1, "LlamaRotaryEmbedding", "position_ids");
-    auto fopts = x.options().dtype(at::kFloat);
-    auto inv_freq = 1.0 / torch::pow(theta, torch::arange(0, head_dim, 2, fopts) / static_cast<double>(head_dim));
+    auto inv_freq = rope_inv_freq(rope, head_dim, positions.size(-1), x.options());
     auto freqs = positions.to(at::kFloat).unsqueeze(-1) * inv_freq;
     auto emb = at::cat({freqs, freqs}, -1);
     return c10::ivalue::Tuple::create({emb.cos().to(x.scalar_type()), emb.sin().to(x.scalar_type())});
@@ -141,7 +141,7 @@ class LlamaModel : public ModuleBase<LlamaModel> {
       layers.push_back(std::make_shared<LlamaDecoderLayer>(c, o));
     set_child("layers", std::make_shared<ModuleList>(layers));
     set_child("norm", std::make_shared<RMSNorm>(h, c.number("rms_norm_eps", 1e-6), o));
-    set_child("rotary_emb", std::make_shared<LlamaRotaryEmbedding>(llama_head_dim(c), c.number("rope_theta", 10000.0)));
+    set_child("rotary_emb", std::make_shared<LlamaRotaryEmbedding>(llama_head_dim(c), rope_from_config(c)));
   }
 
  protected:
