@@ -33,14 +33,23 @@ const json& class_defaults(const std::string& model_type) {
       {"rms_norm_eps", 1e-6}, {"tie_word_embeddings", false}, {"rope_theta", 10000.0},
       {"attention_bias", false}, {"attention_dropout", 0.0}, {"mlp_bias", false},
       {"pad_token_id", nullptr}, {"architectures", {"LlamaForCausalLM"}}};
+  // Qwen2Config: LLaMA's shape with q/k/v biases (its attention has no attention_bias field)
+  static const json qwen2 = {
+      {"vocab_size", 151936}, {"hidden_size", 4096}, {"intermediate_size", 22016},
+      {"num_hidden_layers", 32}, {"num_attention_heads", 32}, {"num_key_value_heads", 32},
+      {"hidden_act", "silu"}, {"max_position_embeddings", 32768}, {"initializer_range", 0.02},
+      {"rms_norm_eps", 1e-6}, {"tie_word_embeddings", false}, {"rope_theta", 10000.0},
+      {"use_sliding_window", false}, {"sliding_window", nullptr}, {"attention_dropout", 0.0},
+      {"pad_token_id", nullptr}, {"architectures", {"Qwen2ForCausalLM"}}};
   static const json mlp = {{"hidden_size", 1024}, {"intermediate_size", nullptr},
                            {"hidden_act", "gelu"}, {"dropout", 0.0}, {"bias", true},
                            {"initializer_range", 0.02}};
   if (model_type == "bert") return bert;
   if (model_type == "gpt2") return gpt2;
   if (model_type == "llama") return llama;
+  if (model_type == "qwen2") return qwen2;
   if (model_type == "mlp") return mlp;
-  throw Error(fmt::format("config: unknown model_type '{}' (choices: bert, gpt2, llama, mlp)", model_type));
+  throw Error(fmt::format("config: unknown model_type '{}' (choices: bert, gpt2, llama, qwen2, mlp)", model_type));
 }
 
 const std::vector<std::pair<std::string, json>>& presets() {

@@ -103,14 +103,15 @@ Value LayerNorm::forward(Values args) {
 
 // ---- RMSNorm ----
 
-RMSNorm::RMSNorm(int64_t n, double eps_, const at::TensorOptions& opts) : ModuleBase("LlamaRMSNorm"), eps(eps_) {
+RMSNorm::RMSNorm(int64_t n, double eps_, const at::TensorOptions& opts, std::string type_name)
+    : ModuleBase(std::move(type_name)), eps(eps_) {
   set_param("weight", new_param({n}, opts));
 }
 
 std::string RMSNorm::describe() const { return fmt::format("({}), eps={:g}", shape_str(param("weight")), eps); }
 
 Value RMSNorm::forward(Values args) {
-  auto x = tensor_arg(args, 0, "LlamaRMSNorm", "input");
+  auto x = tensor_arg(args, 0, type_name().c_str(), "input");
   auto h = x.to(at::kFloat);
   h = h * at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps);
   return param("weight") * h.to(x.scalar_type());

@@ -43,7 +43,8 @@ class LayerNorm : public ModuleBase<LayerNorm> {
 /// LlamaRMSNorm: normalises in float32, scales by weight.
 class RMSNorm : public ModuleBase<RMSNorm> {
  public:
-  RMSNorm(int64_t n, double eps, const at::TensorOptions& opts = {});
+  /// `type_name`: the HF class it stands for (LlamaRMSNorm, Qwen2RMSNorm).
+  RMSNorm(int64_t n, double eps, const at::TensorOptions& opts = {}, std::string type_name = "LlamaRMSNorm");
   std::string describe() const override;
   double eps;
 

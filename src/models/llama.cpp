@@ -9,12 +9,29 @@
 namespace slapo {
 namespace {
 
+// The HF class family a LLaMA-shaped config builds: "Llama" or "Qwen2" (q/k/v biases), the prefix
+// of every module type name, as transformers names its classes.
+std::string family(const ModelConfig& c) { return c.model_type() == "qwen2" ? "Qwen2" : "Llama"; }
+
 int64_t llama_head_dim(const ModelConfig& c) {
   int64_t h = c.integer("hidden_size"), heads = c.integer("num_attention_heads");
   if (c.has("head_dim")) return c.integer("head_dim");
   if (h % heads != 0)
     throw Error(fmt::format("llama: hidden_size {} is not a multiple of num_attention_heads {}", h, heads));
   return h / heads;
+}
+
+// Sliding-window attention (Mistral, Qwen2 with use_sliding_window) is not implemented: refused,
+// never silently computed as full attention.
+void refuse_sliding_window(const ModelConfig& c) {
+  if (c.flag("use_sliding_window", false))
+    throw Error(fmt::format("{}: use_sliding_window = true is not supported (sliding_window {}); only full attention "
+                            "is implemented", c.model_type(), c.has("sliding_window") ? c.json()["sliding_window"].dump() : "?"));
+  if (c.has("layer_types"))
+    for (auto& t : c.json()["layer_types"])
+      if (!t.is_string() || t.get<std::string>() != "full_attention")
+        throw Error(fmt::format("{}: layer_types holds {}; only \"full_attention\" layers are implemented",
+                                c.model_type(), t.dump()));
 }
 
 at::Tensor rotate_half(const at::Tensor& x) {
@@ -24,8 +41,8 @@ at::Tensor rotate_half(const at::Tensor& x) {
 
 class LlamaRotaryEmbedding : public ModuleBase<LlamaRotaryEmbedding> {
  public:
-  LlamaRotaryEmbedding(int64_t head_dim_, RopeScaling rope_)
-      : ModuleBase("LlamaRotaryEmbedding"), head_dim(head_dim_), rope(std::move(rope_)) {}
+  LlamaRotaryEmbedding(const std::string& family, int64_t head_dim_, RopeScaling rope_)
+      : ModuleBase(family + "RotaryEmbedding"), head_dim(head_dim_), rope(std::move(rope_)) {}
   std::string describe() const override { return fmt::format("head_dim={}, {}", head_dim, rope.describe()); }
   int64_t head_dim;
   RopeScaling rope;
@@ -44,16 +61,18 @@ class LlamaRotaryEmbedding : public ModuleBase<LlamaRotaryEmbedding> {
 
 class LlamaAttention : public ModuleBase<LlamaAttention> {
  public:
-  LlamaAttention(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase("LlamaAttention") {
+  LlamaAttention(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase(family(c) + "Attention") {
     int64_t h = c.integer("hidden_size"), heads = c.integer("num_attention_heads");
     int64_t kv_heads = c.integer("num_key_value_heads", heads);
     if (heads % kv_heads != 0)
       throw Error(fmt::format("llama: num_attention_heads {} is not a multiple of num_key_value_heads {}", heads, kv_heads));
     head_dim = llama_head_dim(c);
-    bool bias = c.flag("attention_bias", false);
-    set_child("q_proj", std::make_shared<Linear>(h, heads * head_dim, bias, o));
-    set_child("k_proj", std::make_shared<Linear>(h, kv_heads * head_dim, bias, o));
-    set_child("v_proj", std::make_shared<Linear>(h, kv_heads * head_dim, bias, o));
+    // LLaMA: attention_bias on all four projections; Qwen2: biases on q, k and v only
+    bool qwen2 = family(c) == "Qwen2";
+    bool bias = !qwen2 && c.flag("attention_bias", false);
+    set_child("q_proj", std::make_shared<Linear>(h, heads * head_dim, bias || qwen2, o));
+    set_child("k_proj", std::make_shared<Linear>(h, kv_heads * head_dim, bias || qwen2, o));
+    set_child("v_proj", std::make_shared<Linear>(h, kv_heads * head_dim, bias || qwen2, o));
     set_child("o_proj", std::make_shared<Linear>(heads * head_dim, h, bias, o));
     impl = attention_impl_from_config(c.str("attn_implementation", "auto"));
   }
@@ -91,7 +110,7 @@ class LlamaAttention : public ModuleBase<LlamaAttention> {
 
 class LlamaMLP : public ModuleBase<LlamaMLP> {
  public:
-  LlamaMLP(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase("LlamaMLP") {
+  LlamaMLP(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase(family(c) + "MLP") {
     int64_t h = c.integer("hidden_size"), inner = c.integer("intermediate_size");
     bool bias = c.flag("mlp_bias", false);
     set_child("gate_proj", std::make_shared<Linear>(h, inner, bias, o));
@@ -109,13 +128,13 @@ class LlamaMLP : public ModuleBase<LlamaMLP> {
 
 class LlamaDecoderLayer : public ModuleBase<LlamaDecoderLayer> {
  public:
-  LlamaDecoderLayer(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase("LlamaDecoderLayer") {
+  LlamaDecoderLayer(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase(family(c) + "DecoderLayer") {
     int64_t h = c.integer("hidden_size");
     double eps = c.number("rms_norm_eps", 1e-6);
     set_child("self_attn", std::make_shared<LlamaAttention>(c, o));
     set_child("mlp", std::make_shared<LlamaMLP>(c, o));
-    set_child("input_layernorm", std::make_shared<RMSNorm>(h, eps, o));
-    set_child("post_attention_layernorm", std::make_shared<RMSNorm>(h, eps, o));
+    set_child("input_layernorm", std::make_shared<RMSNorm>(h, eps, o, family(c) + "RMSNorm"));
+    set_child("post_attention_layernorm", std::make_shared<RMSNorm>(h, eps, o, family(c) + "RMSNorm"));
   }
 
  protected:
@@ -131,7 +150,7 @@ class LlamaDecoderLayer : public ModuleBase<LlamaDecoderLayer> {
 
 class LlamaModel : public ModuleBase<LlamaModel> {
  public:
-  LlamaModel(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase("LlamaModel") {
+  LlamaModel(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase(family(c) + "Model") {
     int64_t h = c.integer("hidden_size");
     c10::optional<int64_t> pad;
     if (c.has("pad_token_id")) pad = c.integer("pad_token_id");
@@ -140,8 +159,8 @@ class LlamaModel : public ModuleBase<LlamaModel> {
     for (int64_t i = 0; i < c.integer("num_hidden_layers"); ++i)
       layers.push_back(std::make_shared<LlamaDecoderLayer>(c, o));
     set_child("layers", std::make_shared<ModuleList>(layers));
-    set_child("norm", std::make_shared<RMSNorm>(h, c.number("rms_norm_eps", 1e-6), o));
-    set_child("rotary_emb", std::make_shared<LlamaRotaryEmbedding>(llama_head_dim(c), rope_from_config(c)));
+    set_child("norm", std::make_shared<RMSNorm>(h, c.number("rms_norm_eps", 1e-6), o, family(c) + "RMSNorm"));
+    set_child("rotary_emb", std::make_shared<LlamaRotaryEmbedding>(family(c), llama_head_dim(c), rope_from_config(c)));
   }
 
  protected:
@@ -164,7 +183,7 @@ class LlamaModel : public ModuleBase<LlamaModel> {
 class LlamaForCausalLM : public CausalLM<LlamaForCausalLM> {
  public:
   LlamaForCausalLM(const ModelConfig& c, const at::TensorOptions& o)
-      : CausalLM("LlamaForCausalLM", c, "model", "lm_head") {
+      : CausalLM(family(c) + "ForCausalLM", c, "model", "lm_head") {
     auto model = std::make_shared<LlamaModel>(c, o);
     set_child("model", model);
     auto head = std::make_shared<Linear>(c.integer("hidden_size"), c.integer("vocab_size"), false, o);
@@ -177,7 +196,8 @@ class LlamaForCausalLM : public CausalLM<LlamaForCausalLM> {
 }  // namespace
 
 std::shared_ptr<Module> build_llama(const ModelConfig& config, const BuildOptions& options) {
-  auto c = config.with_defaults("llama");
+  auto c = config.with_defaults(config.model_type() == "qwen2" ? "qwen2" : "llama");
+  refuse_sliding_window(c);
   auto model = std::make_shared<LlamaForCausalLM>(c, options.tensor_options);
   if (options.init_weights && options.tensor_options.device() != at::kMeta)
     init_weights_hf(*model, c.number("initializer_range", 0.02));

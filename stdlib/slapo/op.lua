@@ -19,15 +19,20 @@ local function zeros_cache(shape)
   end
 end
 
+-- `wanted`: a type name, or a list of them (Qwen2's LLaMA-shaped classes share the replacements)
 local function expect_type(module, wanted, fn)
-  if module:type() ~= wanted then
-    error(("op.%s: expected a %s to replace, got %s"):format(fn, wanted, module:type()), 3)
+  local names = type(wanted) == "table" and wanted or { wanted }
+  for _, name in ipairs(names) do
+    if module:type() == name then
+      return
+    end
   end
+  error(("op.%s: expected a %s to replace, got %s"):format(fn, table.concat(names, " or "), module:type()), 3)
 end
 
 --- LlamaMLP with silu(gate) * up in one fused kernel.
 function M.FusedLlamaMLP(mlp)
-  expect_type(mlp, "LlamaMLP", "FusedLlamaMLP")
+  expect_type(mlp, { "LlamaMLP", "Qwen2MLP" }, "FusedLlamaMLP")
   return slapo.nn.Module({
     type = "FusedLlamaMLP",
     children = { gate_proj = mlp.gate_proj, up_proj = mlp.up_proj, down_proj = mlp.down_proj },
@@ -40,7 +45,7 @@ end
 --- LlamaRMSNorm as one fused kernel (statistics in double precision); eps defaults to the
 --- replaced norm's own.
 function M.FusedRMSNorm(norm, eps)
-  expect_type(norm, "LlamaRMSNorm", "FusedRMSNorm")
+  expect_type(norm, { "LlamaRMSNorm", "Qwen2RMSNorm" }, "FusedRMSNorm")
   eps = eps or tonumber(norm:describe():match("eps=([%d%.e%-+]+)"))
   return slapo.nn.Module({
     type = "FusedRMSNorm",

@@ -46,3 +46,33 @@ describe("RoPE from transformers' configs", function()
       pcall_err(slapo.models.llama, with({ rope_parameters = { rope_type = "linear" } })))
   end)
 end)
+
+describe("Qwen2 (model_type qwen2)", function()
+  it("builds Qwen2ForCausalLM (q/k/v biases, tied head) with transformers' logits, loss and gradients", function()
+    check_logits("qwen2-tiny")
+    local dir = fixtures .. "/qwen2-tiny"
+    local model = slapo.models.from_pretrained(dir):eval()
+    eq("Qwen2ForCausalLM", model:type())
+    eq("Qwen2Attention", model.model.layers["0"].self_attn:type())
+    local expected = slapo.load_tensors(dir .. "/expected.safetensors")
+    local loss = model(expected.input_ids, { labels = expected.input_ids })
+    assert(math.abs(loss:item() - expected.loss:item()) < 1e-5 * expected.loss:item())
+    loss:backward()
+    local checked = 0
+    for name, p in model:named_parameters() do
+      local want = expected["grad." .. name]
+      assert(want, "transformers has no gradient for " .. name)
+      local rel = ((p.grad - want):abs():max() / (want:abs():max() + 1e-12)):item()
+      assert(rel < 1e-4, ("%s: gradient differs by %.3g relative"):format(name, rel))
+      checked = checked + 1
+    end
+    assert(checked >= 20, "checked " .. checked .. " gradients")
+  end)
+
+  it("refuses sliding-window attention rather than computing full attention", function()
+    matches("qwen2: use_sliding_window = true is not supported",
+      pcall_err(slapo.models.build, { model_type = "qwen2", hidden_size = 32, num_hidden_layers = 1,
+        num_attention_heads = 2, num_key_value_heads = 2, intermediate_size = 64, vocab_size = 50,
+        use_sliding_window = true, sliding_window = 8 }))
+  end)
+end)
