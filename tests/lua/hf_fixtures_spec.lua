@@ -12,13 +12,35 @@ local function check_logits(name)
   assert(rel < 1e-5, ("%s: logits differ from transformers' by %.3g relative"):format(name, rel))
 end
 
+-- The loss and every parameter's gradient (named as transformers names them) against transformers'.
+local function check_gradients(name)
+  local dir = fixtures .. "/" .. name
+  local model = slapo.models.from_pretrained(dir):eval()
+  local expected = slapo.load_tensors(dir .. "/expected.safetensors")
+  local loss = model(expected.input_ids, { labels = expected.input_ids })
+  assert(math.abs(loss:item() - expected.loss:item()) < 1e-5 * expected.loss:item(), name .. ": loss differs")
+  loss:backward()
+  local checked = 0
+  for pname, p in model:named_parameters() do
+    local want = expected["grad." .. pname]
+    assert(want, name .. ": transformers has no gradient for " .. pname)
+    local rel = ((p.grad - want):abs():max() / (want:abs():max() + 1e-12)):item()
+    assert(rel < 1e-4, ("%s: %s's gradient differs by %.3g relative"):format(name, pname, rel))
+    checked = checked + 1
+  end
+  assert(checked >= 20, name .. ": checked only " .. checked .. " gradients")
+  return model
+end
+
 describe("RoPE from transformers' configs", function()
   it("reads 5.x rope_parameters (rope_theta 500000 inside it)", function()
     check_logits("llama-tiny")
+    check_gradients("llama-tiny")
   end)
 
   it("computes llama3 scaling (factor, low/high_freq_factor, original_max_position_embeddings) as transformers", function()
     check_logits("llama3-rope-scaling")
+    check_gradients("llama3-rope-scaling")
   end)
 
   local base = { hidden_size = 32, num_hidden_layers = 1, num_attention_heads = 2, intermediate_size = 64,
@@ -50,23 +72,9 @@ end)
 describe("Qwen2 (model_type qwen2)", function()
   it("builds Qwen2ForCausalLM (q/k/v biases, tied head) with transformers' logits, loss and gradients", function()
     check_logits("qwen2-tiny")
-    local dir = fixtures .. "/qwen2-tiny"
-    local model = slapo.models.from_pretrained(dir):eval()
+    local model = check_gradients("qwen2-tiny")
     eq("Qwen2ForCausalLM", model:type())
     eq("Qwen2Attention", model.model.layers["0"].self_attn:type())
-    local expected = slapo.load_tensors(dir .. "/expected.safetensors")
-    local loss = model(expected.input_ids, { labels = expected.input_ids })
-    assert(math.abs(loss:item() - expected.loss:item()) < 1e-5 * expected.loss:item())
-    loss:backward()
-    local checked = 0
-    for name, p in model:named_parameters() do
-      local want = expected["grad." .. name]
-      assert(want, "transformers has no gradient for " .. name)
-      local rel = ((p.grad - want):abs():max() / (want:abs():max() + 1e-12)):item()
-      assert(rel < 1e-4, ("%s: gradient differs by %.3g relative"):format(name, rel))
-      checked = checked + 1
-    end
-    assert(checked >= 20, "checked " .. checked .. " gradients")
   end)
 
   it("refuses sliding-window attention rather than computing full attention", function()
