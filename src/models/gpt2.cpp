@@ -12,7 +12,7 @@ namespace {
 
 class GPT2Attention : public ModuleBase<GPT2Attention> {
  public:
-  GPT2Attention(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase("GPT2Attention") {
+  GPT2Attention(const ModelConfig& c, const at::TensorOptions& o, int64_t layer_idx) : ModuleBase("GPT2Attention") {
     int64_t h = c.integer("n_embd"), heads = c.integer("n_head");
     if (h % heads != 0) throw Error(fmt::format("gpt2: n_embd {} is not a multiple of n_head {}", h, heads));
     head_dim = h / heads;
@@ -21,10 +21,20 @@ class GPT2Attention : public ModuleBase<GPT2Attention> {
     set_child("attn_dropout", std::make_shared<Dropout>(c.number("attn_pdrop", 0.1)));
     set_child("resid_dropout", std::make_shared<Dropout>(c.number("resid_pdrop", 0.1)));
     impl = attention_impl_from_config(c.str("attn_implementation", "auto"));
+    // transformers' GPT2Attention: scores / sqrt(head_dim) when scale_attn_weights, and / (layer
+    // index + 1) when scale_attn_by_inverse_layer_idx
+    if (!c.flag("scale_attn_weights", true) || c.flag("scale_attn_by_inverse_layer_idx", false)) {
+      double s = c.flag("scale_attn_weights", true) ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : 1.0;
+      if (c.flag("scale_attn_by_inverse_layer_idx", false)) s /= static_cast<double>(layer_idx + 1);
+      scale = s;
+    }
   }
-  std::string describe() const override { return fmt::format("head_dim={}", head_dim); }
+  std::string describe() const override {
+    return scale ? fmt::format("head_dim={}, scale={:g}", head_dim, *scale) : fmt::format("head_dim={}", head_dim);
+  }
   int64_t head_dim;
   AttentionImpl impl;
+  c10::optional<double> scale;  // none: 1 / sqrt(head_dim)
 
  protected:
   // (hidden_states, additive mask or nil: causal then); q, k, v are thirds of c_attn's output,
@@ -36,7 +46,7 @@ class GPT2Attention : public ModuleBase<GPT2Attention> {
     auto qkv = call("c_attn", x).chunk(3, -1);
     auto q = split_heads(qkv[0], head_dim), k = split_heads(qkv[1], head_dim), v = split_heads(qkv[2], head_dim);
     auto context = attention_context(q, k, v, mask, /*causal=*/true, impl, plain_dropout_rate(*child("attn_dropout")),
-                                     [&](const at::Tensor& probs) { return call("attn_dropout", probs); });
+                                     [&](const at::Tensor& probs) { return call("attn_dropout", probs); }, scale);
     return call("resid_dropout", call("c_proj", merge_heads(context)));
   }
 };
@@ -60,11 +70,11 @@ class GPT2MLP : public ModuleBase<GPT2MLP> {
 
 class GPT2Block : public ModuleBase<GPT2Block> {
  public:
-  GPT2Block(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase("GPT2Block") {
+  GPT2Block(const ModelConfig& c, const at::TensorOptions& o, int64_t layer_idx) : ModuleBase("GPT2Block") {
     int64_t h = c.integer("n_embd");
     double eps = c.number("layer_norm_epsilon", 1e-5);
     set_child("ln_1", std::make_shared<LayerNorm>(h, eps, o));
-    set_child("attn", std::make_shared<GPT2Attention>(c, o));
+    set_child("attn", std::make_shared<GPT2Attention>(c, o, layer_idx));
     set_child("ln_2", std::make_shared<LayerNorm>(h, eps, o));
     set_child("mlp", std::make_shared<GPT2MLP>(c, o));
   }
@@ -86,7 +96,7 @@ class GPT2Model : public ModuleBase<GPT2Model> {
     set_child("wpe", std::make_shared<Embedding>(c.integer("n_positions"), h, c10::nullopt, o));
     set_child("drop", std::make_shared<Dropout>(c.number("embd_pdrop", 0.1)));
     std::vector<std::shared_ptr<Module>> blocks;
-    for (int64_t i = 0; i < c.integer("n_layer"); ++i) blocks.push_back(std::make_shared<GPT2Block>(c, o));
+    for (int64_t i = 0; i < c.integer("n_layer"); ++i) blocks.push_back(std::make_shared<GPT2Block>(c, o, i));
     set_child("h", std::make_shared<ModuleList>(blocks));
     set_child("ln_f", std::make_shared<LayerNorm>(h, c.number("layer_norm_epsilon", 1e-5), o));
   }

@@ -46,7 +46,7 @@ AttentionImpl attention_impl_from_config(const std::string& value) {
 at::Tensor attention_context(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                              const c10::optional<at::Tensor>& given_mask, bool causal, AttentionImpl impl,
                              c10::optional<double> plain_p,
-                             const std::function<at::Tensor(const at::Tensor&)>& dropout) {
+                             const std::function<at::Tensor(const at::Tensor&)>& dropout, c10::optional<double> scale) {
   const int64_t sq = q.size(-2), sk = k.size(-2);
   // Causal without a mask: SDPA's own causal kernels where they apply (as many queries as keys),
   // else the additive mask, in the queries' dtype.
@@ -69,18 +69,20 @@ at::Tensor attention_context(const at::Tensor& q, const at::Tensor& k, const at:
         m = mask->clamp_min(lowest).to(q.scalar_type());
       }
     }
-    return at::scaled_dot_product_attention(q, k, v, m, *plain_p, /*is_causal=*/implicit_causal && sq == sk);
+    return at::scaled_dot_product_attention(q, k, v, m, *plain_p, /*is_causal=*/implicit_causal && sq == sk, scale);
   }
 #else
   (void)impl;
   (void)plain_p;
 #endif
   if (implicit_causal && !mask) mask = additive_mask(c10::nullopt, sq, sk, /*causal=*/true, q.options());
-  return at::matmul(dropout(attention_probs(q, k, mask)), v);
+  return at::matmul(dropout(attention_probs(q, k, mask, scale)), v);
 }
 
-at::Tensor attention_probs(const at::Tensor& q, const at::Tensor& k, const c10::optional<at::Tensor>& mask) {
-  auto scores = at::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(q.size(-1)));
+at::Tensor attention_probs(const at::Tensor& q, const at::Tensor& k, const c10::optional<at::Tensor>& mask,
+                           c10::optional<double> scale) {
+  auto scores = scale ? at::matmul(q, k.transpose(-1, -2)) * *scale
+                      : at::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(q.size(-1)));
   if (mask) scores = scores + *mask;
   return at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
 }

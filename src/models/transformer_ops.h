@@ -16,7 +16,9 @@ at::Tensor merge_heads(const at::Tensor& x);
 c10::optional<at::Tensor> additive_mask(const c10::optional<at::Tensor>& padding, int64_t q_len,
                                         int64_t k_len, bool causal, const at::TensorOptions& opts);
 /// softmax(q k^T / sqrt(D) + mask) before dropout; q, k: [B, H, S, D].
-at::Tensor attention_probs(const at::Tensor& q, const at::Tensor& k, const c10::optional<at::Tensor>& mask);
+/// `scale` replaces 1 / sqrt(D) (GPT-2's scale_attn_weights and scale_attn_by_inverse_layer_idx).
+at::Tensor attention_probs(const at::Tensor& q, const at::Tensor& k, const c10::optional<at::Tensor>& mask,
+                           c10::optional<double> scale = c10::nullopt);
 /// How attention runs ("attn_implementation" in config.json, as transformers names it):
 /// Auto: LibTorch 2.x's scaled_dot_product_attention (flash, memory-efficient or cuDNN kernels on
 /// CUDA) whenever the attention dropout is a plain Dropout that drops nothing (eval, or p = 0),
@@ -33,7 +35,8 @@ AttentionImpl attention_impl_from_config(const std::string& value);
 at::Tensor attention_context(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                              const c10::optional<at::Tensor>& mask, bool causal, AttentionImpl impl,
                              c10::optional<double> plain_p,
-                             const std::function<at::Tensor(const at::Tensor&)>& dropout);
+                             const std::function<at::Tensor(const at::Tensor&)>& dropout,
+                             c10::optional<double> scale = c10::nullopt);
 /// Causal-LM loss: logits[:, :-1] predict labels[:, 1:]; label -100 is ignored.
 at::Tensor causal_lm_loss(const at::Tensor& logits, const at::Tensor& labels);
 

@@ -166,6 +166,10 @@ end
 function M.FusedGPT2Attention(attn)
   expect_type(attn, "GPT2Attention", "FusedGPT2Attention")
   local head_dim = tonumber(attn:describe():match("head_dim=(%d+)"))
+  if attn:describe():match("scale=") then  -- the kernel scales by 1 / sqrt(head_dim)
+    error(("op.FusedGPT2Attention: the attention scales its scores by %s (scale_attn_weights or "
+      .. "scale_attn_by_inverse_layer_idx), the kernel by 1 / sqrt(head_dim)"):format(attn:describe():match("scale=(%S+)")), 2)
+  end
   return slapo.nn.Module({
     type = "FusedGPT2Attention",
     children = { c_attn = attn.c_attn, c_proj = attn.c_proj, resid_dropout = attn.resid_dropout },
