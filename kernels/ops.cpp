@@ -119,7 +119,6 @@ struct RopeFn : public torch::autograd::Function<RopeFn> {
 struct AttentionFn : public torch::autograd::Function<AttentionFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             bool causal) {
-    check_inputs("attention", {{&q, "q"}, {&k, "k"}, {&v, "v"}});
     auto [out, lse] = ON_DEVICE(q, attention_forward)(q, k, v, causal);
     ctx->save_for_backward({q, k, v, out, lse});
     ctx->saved_data["causal"] = causal;
@@ -194,17 +193,14 @@ at::Tensor attention_math(const at::Tensor& q, const at::Tensor& k, const at::Te
 }
 
 at::Tensor attention_autograd(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal) {
-  if (q.device().is_cpu() && k.size(-2) < kCpuTiledAttentionMinKeys) {
-    check_inputs("attention", {{&q, "q"}, {&k, "k"}, {&v, "v"}});
-    return attention_math(q, k, v, causal);
-  }
+  check_inputs("attention", {{&q, "q"}, {&k, "k"}, {&v, "v"}});  // every path below
+  if (q.device().is_cpu() && k.size(-2) < kCpuTiledAttentionMinKeys) return attention_math(q, k, v, causal);
 #if defined(SLAPO_CUDA_OPS) && TORCH_VERSION_MAJOR >= 2
   // On CUDA, LibTorch 2.x's scaled_dot_product_attention (flash, memory-efficient or cuDNN) ran
   // 28x faster than this project's kernel at S = 2048 on an H100: the op keeps its meaning, ATen
   // does the work. Causal here is bottom-right aligned (the last query sees every key), which is
   // SDPA's is_causal only when there are as many queries as keys.
   if (q.is_cuda()) {
-    check_inputs("attention", {{&q, "q"}, {&k, "k"}, {&v, "v"}});
     const int64_t sq = q.size(-2), sk = k.size(-2);
     if (!causal || sq == sk) return at::scaled_dot_product_attention(q, k, v, {}, 0.0, causal);
     auto visible = at::ones({sq, sk}, q.options().dtype(at::kBool)).tril(sk - sq);

@@ -18,13 +18,20 @@ at::Tensor merge_heads(const at::Tensor& x) {
   return x.transpose(1, 2).contiguous().view({x.size(0), x.size(2), -1});
 }
 
+namespace {
+// A dtype's own lowest value, as transformers uses: float32's would overflow bfloat16 and float16.
+at::Scalar lowest_of(at::ScalarType dtype) {
+  at::Scalar lowest;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, dtype, "lowest_of",
+                                  [&] { lowest = static_cast<double>(std::numeric_limits<scalar_t>::lowest()); });
+  return lowest;
+}
+}  // namespace
+
 c10::optional<at::Tensor> additive_mask(const c10::optional<at::Tensor>& padding, int64_t q_len,
                                         int64_t k_len, bool causal, const at::TensorOptions& opts) {
   if (!padding && !causal) return c10::nullopt;
-  // The dtype's own lowest value, as transformers uses: float32's would overflow bfloat16 and float16.
-  at::Scalar lowest;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, opts.dtype().toScalarType(), "additive_mask",
-                                  [&] { lowest = static_cast<double>(std::numeric_limits<scalar_t>::lowest()); });
+  const at::Scalar lowest = lowest_of(opts.dtype().toScalarType());
   at::Tensor mask = torch::zeros({1, 1, q_len, k_len}, opts);
   if (causal) {
     auto future = torch::ones({q_len, k_len}, opts.dtype(at::kBool)).triu(k_len - q_len + 1);
@@ -49,33 +56,28 @@ at::Tensor attention_context(const at::Tensor& q, const at::Tensor& k, const at:
                              const std::function<at::Tensor(const at::Tensor&)>& dropout, c10::optional<double> scale) {
   const int64_t sq = q.size(-2), sk = k.size(-2);
   // Causal without a mask: SDPA's own causal kernels where they apply (as many queries as keys),
-  // else the additive mask, in the queries' dtype.
+  // else the additive causal mask.
   const bool implicit_causal = causal && !given_mask;
-  c10::optional<at::Tensor> mask = given_mask;
-  if (implicit_causal && sq != sk) mask = additive_mask(c10::nullopt, sq, sk, /*causal=*/true, q.options());
+  auto mask_for = [&] {
+    return implicit_causal ? additive_mask(c10::nullopt, sq, sk, /*causal=*/true, q.options()) : given_mask;
+  };
 #if TORCH_VERSION_MAJOR >= 2
   bool fused = impl != AttentionImpl::Eager && plain_p && (impl == AttentionImpl::Sdpa || *plain_p == 0.0) &&
                !torch::jit::tracer::isTracing();
   if (fused) {
-    c10::optional<at::Tensor> m;
-    if (mask) {
-      // SDPA takes a mask in the query's dtype (autocast: bf16 queries, a float32 mask); clamped
-      // first, so float32's lowest becomes the dtype's lowest rather than -inf.
-      m = *mask;
-      if (mask->scalar_type() != q.scalar_type()) {
-        at::Scalar lowest;
-        AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, q.scalar_type(), "attention_context",
-                                        [&] { lowest = static_cast<double>(std::numeric_limits<scalar_t>::lowest()); });
-        m = mask->clamp_min(lowest).to(q.scalar_type());
-      }
-    }
-    return at::scaled_dot_product_attention(q, k, v, m, *plain_p, /*is_causal=*/implicit_causal && sq == sk, scale);
+    if (implicit_causal && sq == sk) return at::scaled_dot_product_attention(q, k, v, {}, *plain_p, true, scale);
+    auto mask = mask_for();
+    // SDPA takes a mask in the query's dtype (autocast: bf16 queries, a float32 mask); clamped
+    // first, so float32's lowest becomes the dtype's lowest rather than -inf.
+    if (mask && mask->scalar_type() != q.scalar_type())
+      mask = mask->clamp_min(lowest_of(q.scalar_type())).to(q.scalar_type());
+    return at::scaled_dot_product_attention(q, k, v, mask, *plain_p, /*is_causal=*/false, scale);
   }
 #else
   (void)impl;
   (void)plain_p;
 #endif
-  if (implicit_causal && !mask) mask = additive_mask(c10::nullopt, sq, sk, /*causal=*/true, q.options());
+  auto mask = mask_for();
   return at::matmul(dropout(attention_probs(q, k, mask, scale)), v);
 }
 

@@ -99,8 +99,9 @@ std::vector<std::vector<GraphNode>> find_pattern(Schedule& sch, const std::funct
     throw Error(fmt::format("find: {} is not traced; call trace{{inputs = ...}} on it first", sch.where()));
   if (n_inputs < 1) throw Error("find: the pattern function must take at least one tensor argument");
   if (!given_examples.empty() && given_examples.size() != static_cast<size_t>(n_inputs))
-    throw Error(fmt::format("find: the pattern takes {} arguments but {{inputs = ...}} gives {} example tensors",
-                            n_inputs, given_examples.size()));
+    throw Error(fmt::format("find: the pattern takes {} arguments but {{inputs = ...}} gives {} example tensors "
+                            "(finding in {}); give one per argument",
+                            n_inputs, given_examples.size(), sch.where()));
   // Example inputs: the given ones; else the module's own input shapes when the pattern takes as
   // many (so a pattern's view/reshape sizes equal the trace's), else small random ones (ops and
   // wiring are what matter).

@@ -55,16 +55,6 @@ AdamWImpl adamw_impl_from_name(const std::string& name, const char* fn) {
   throw Error(fmt::format("{}: unknown impl '{}' (valid: auto, fused, foreach, loop)", fn, name));
 }
 
-const char* adamw_impl_name(AdamWImpl impl) {
-  switch (impl) {
-    case AdamWImpl::Auto: return "auto";
-    case AdamWImpl::Fused: return "fused";
-    case AdamWImpl::Foreach: return "foreach";
-    case AdamWImpl::Loop: return "loop";
-  }
-  return "?";
-}
-
 void adamw_update(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
                   const std::vector<at::Tensor>& exp_avgs, const std::vector<at::Tensor>& exp_avg_sqs,
                   const AdamWHyper& h, AdamWImpl impl) {

@@ -23,7 +23,6 @@ enum class AdamWImpl {
 
 /// "auto" | "fused" | "foreach" | "loop"; errors name `fn` and the valid choices.
 AdamWImpl adamw_impl_from_name(const std::string& name, const char* fn);
-const char* adamw_impl_name(AdamWImpl impl);
 
 /// One AdamW step of tensors that share a step count (h.step, counted from 1). The four lists
 /// are parallel; params and moments are updated in place. `impl` is Auto, Fused or Foreach.
