@@ -28,6 +28,34 @@ bool is_recomputed_buffer(const std::string& key) {
          ends_with(key, "rotary_emb.inv_freq");
 }
 
+// The dtype a checkpoint was saved in: config.json's dtype (5.x) or torch_dtype (4.x), else the
+// first floating tensor's, else float32.
+at::ScalarType checkpoint_dtype(const nlohmann::json& fields, const NamedTensors& tensors) {
+  for (const char* key : {"dtype", "torch_dtype"}) {
+    if (!fields.contains(key) || !fields[key].is_string()) continue;
+    const std::string name = fields[key].get<std::string>();
+    if (name == "float32") return at::kFloat;
+    if (name == "bfloat16") return at::kBFloat16;
+    if (name == "float16") return at::kHalf;
+    if (name == "float64") return at::kDouble;
+    if (name != "auto")
+      throw Error(fmt::format("from_pretrained: config.json's {} '{}' is not supported (float32, float16, bfloat16, "
+                              "float64)", key, name));
+  }
+  for (auto& [name, t] : tensors)
+    if (t.is_floating_point()) return t.scalar_type();
+  return at::kFloat;
+}
+
+const char* dtype_field_name(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kBFloat16: return "bfloat16";
+    case at::kHalf: return "float16";
+    case at::kDouble: return "float64";
+    default: return "float32";
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> load_weights(Module& model, const NamedTensors& tensors, const std::string& source) {
@@ -76,11 +104,14 @@ std::shared_ptr<Module> from_pretrained(const std::string& dir, const BuildOptio
     throw Error(fmt::format("from_pretrained: '{}' is not valid JSON ({})", config_path.string(), e.what()));
   }
   if (!fields.contains("model_type"))
-    throw Error(fmt::format("from_pretrained: '{}' has no model_type (supported: bert, gpt2, llama, mlp)", config_path.string()));
+    throw Error(fmt::format("from_pretrained: '{}' has no model_type (supported: bert, gpt2, llama, qwen2, mistral, mlp)", config_path.string()));
+  auto tensors = read_checkpoint_dir(dir);
   BuildOptions no_init = options;
   no_init.init_weights = false;
+  if (options.dtype_from_checkpoint)
+    no_init.tensor_options = options.tensor_options.dtype(checkpoint_dtype(fields, tensors));
   auto model = build_model(ModelConfig(fields), no_init);
-  auto ignored = load_weights(*model, read_checkpoint_dir(dir), "'" + dir + "'");
+  auto ignored = load_weights(*model, tensors, "'" + dir + "'");
   if (!ignored.empty())
     fmt::print(stderr, "from_pretrained: ignored {} checkpoint entr{} the model does not have (e.g. {})\n", ignored.size(),
                ignored.size() == 1 ? "y" : "ies", ignored.front());
@@ -100,8 +131,15 @@ void write_pretrained(const Module& model, const std::string& dir, const NamedTe
                       int64_t max_shard_bytes) {
   write_checkpoint_dir(dir, tensors, max_shard_bytes);
   if (const ModelConfig* config = model_config(model)) {
+    // The dtype the weights are written in, under the names transformers 5.x and 4.x read.
+    nlohmann::json fields = config->json();
+    for (auto& [name, t] : tensors)
+      if (t.is_floating_point()) {
+        fields["dtype"] = fields["torch_dtype"] = dtype_field_name(t.scalar_type());
+        break;
+      }
     std::string tmp = (fs::path(dir) / "config.json.tmp").string();
-    std::ofstream(tmp) << config->json().dump(2) << "\n";
+    std::ofstream(tmp) << fields.dump(2) << "\n";
     fs::rename(tmp, fs::path(dir) / "config.json");
   }
 }

@@ -1,5 +1,6 @@
 // slapo.models (zoo, presets, from_pretrained), slapo.save and slapo.load.
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 
 #include "core/error.h"
@@ -68,12 +69,15 @@ void push_json(lua_State* L, const nlohmann::json& j) {
   }
 }
 
-// {device = "meta" | "cpu" | "cuda", dtype = "float32" | ..., init = true}
-BuildOptions build_options(lua_State* L, int idx, const char* fn) {
+// {device = "meta" | "cpu" | "cuda", dtype = "float32" | ..., init = true}; `checkpoint_dtype`:
+// dtype may also be "auto" (the default), the checkpoint's own.
+BuildOptions build_options(lua_State* L, int idx, const char* fn, bool checkpoint_dtype = false) {
   BuildOptions o;
   auto device = lx_opt_string(L, idx, "device", "cpu", fn);
   lx_check_device_target(L, device, fn);
-  auto dtype = lx_opt_string(L, idx, "dtype", "float32", fn);
+  auto dtype = lx_opt_string(L, idx, "dtype", checkpoint_dtype ? "auto" : "float32", fn);
+  o.dtype_from_checkpoint = checkpoint_dtype && dtype == "auto";
+  if (o.dtype_from_checkpoint) dtype = "float32";
   o.tensor_options = at::TensorOptions().device(at::Device(device)).dtype(tensor_dtype_from_name(dtype, fn));
   o.init_weights = lx_opt_bool(L, idx, "init", true, fn);
   return o;
@@ -107,6 +111,8 @@ int w_models_mlp(lua_State* L) { return build_with<build_mlp>(L, "mlp", "models.
 int w_models_bert(lua_State* L) { return build_with<build_bert>(L, "bert", "models.bert"); }
 int w_models_gpt2(lua_State* L) { return build_with<build_gpt2>(L, "gpt2", "models.gpt2"); }
 int w_models_llama(lua_State* L) { return build_with<build_llama>(L, "llama", "models.llama"); }
+int w_models_qwen2(lua_State* L) { return build_with<build_llama>(L, "qwen2", "models.qwen2"); }
+int w_models_mistral(lua_State* L) { return build_with<build_llama>(L, "mistral", "models.mistral"); }
 // models.build(preset name or config with model_type, opts)
 int w_models_build(lua_State* L) {
   auto config = config_arg(L, 1, "", "models.build");
@@ -131,8 +137,10 @@ int w_models_config(lua_State* L) {
   return 1;
 }
 
+// from_pretrained(dir, {device =, dtype = "auto" (the checkpoint's, default) | "float32" | ...})
 int w_models_from_pretrained(lua_State* L) {
-  lx_push_module(L, from_pretrained(luaL_checkstring(L, 1), build_options(L, 2, "models.from_pretrained")));
+  auto options = build_options(L, 2, "models.from_pretrained", /*checkpoint_dtype=*/true);
+  lx_push_module(L, from_pretrained(luaL_checkstring(L, 1), options));
   return 1;
 }
 
@@ -166,6 +174,23 @@ int w_read_json(lua_State* L) {
   return 1;
 }
 
+// write_json(path, value): a Lua value as JSON (tables with 1..n become arrays), written whole
+// to a temporary name and renamed.
+int w_write_json(lua_State* L) {
+  std::string path = luaL_checkstring(L, 1);
+  luaL_checkany(L, 2);
+  auto j = table_to_json(L, 2);
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) throw Error(fmt::format("write_json: cannot write '{}'", path));
+    out << j.dump(2) << "\n";
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw Error(fmt::format("write_json: cannot rename '{}' to '{}'", tmp, path));
+  return 0;
+}
+
 int w_load(lua_State* L) {
   lx_push_module(L, load_torchscript(luaL_checkstring(L, 1)));
   return 1;
@@ -173,7 +198,8 @@ int w_load(lua_State* L) {
 
 const luaL_Reg models_functions[] = {
     {"mlp", w_models_mlp},         {"bert", w_models_bert},       {"gpt2", w_models_gpt2},
-    {"llama", w_models_llama},     {"build", w_models_build},     {"presets", w_models_presets},
+    {"llama", w_models_llama},     {"qwen2", w_models_qwen2},     {"mistral", w_models_mistral},
+    {"build", w_models_build},     {"presets", w_models_presets},
     {"config", w_models_config},   {"from_pretrained", w_models_from_pretrained}, {nullptr, nullptr}};
 
 }  // namespace
@@ -188,6 +214,8 @@ void open_models(lua_State* L) {
   lua_setfield(L, -2, "load");
   lua_pushcfunction(L, w_read_json);
   lua_setfield(L, -2, "read_json");
+  lua_pushcfunction(L, w_write_json);
+  lua_setfield(L, -2, "write_json");
 }
 
 }  // namespace slapo

@@ -3,6 +3,7 @@
 #include "models/causal_lm.h"
 #include "models/layers.h"
 #include "models/transformer_ops.h"
+#include "models/config_check.h"
 #include "models/zoo.h"
 
 namespace slapo {
@@ -229,6 +230,7 @@ class BertLMHeadModel : public CausalLM<BertLMHeadModel> {
 
 std::shared_ptr<Module> build_bert(const ModelConfig& config, const BuildOptions& options) {
   auto c = config.with_defaults("bert");
+  check_config(c);
   auto model = std::make_shared<BertLMHeadModel>(c, options.tensor_options);
   if (options.init_weights && options.tensor_options.device() != at::kMeta)
     init_weights_hf(*model, c.number("initializer_range", 0.02));

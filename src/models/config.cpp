@@ -39,8 +39,16 @@ const json& class_defaults(const std::string& model_type) {
       {"num_hidden_layers", 32}, {"num_attention_heads", 32}, {"num_key_value_heads", 32},
       {"hidden_act", "silu"}, {"max_position_embeddings", 32768}, {"initializer_range", 0.02},
       {"rms_norm_eps", 1e-6}, {"tie_word_embeddings", false}, {"rope_theta", 10000.0},
-      {"use_sliding_window", false}, {"sliding_window", nullptr}, {"attention_dropout", 0.0},
-      {"pad_token_id", nullptr}, {"architectures", {"Qwen2ForCausalLM"}}};
+      {"use_sliding_window", false}, {"sliding_window", 4096}, {"max_window_layers", 28},
+      {"attention_dropout", 0.0}, {"pad_token_id", nullptr}, {"architectures", {"Qwen2ForCausalLM"}}};
+  // MistralConfig: LLaMA's shape without biases, every layer attending to a sliding window
+  static const json mistral = {
+      {"vocab_size", 32000}, {"hidden_size", 4096}, {"intermediate_size", 14336},
+      {"num_hidden_layers", 32}, {"num_attention_heads", 32}, {"num_key_value_heads", 8},
+      {"head_dim", nullptr}, {"hidden_act", "silu"}, {"max_position_embeddings", 4096 * 32},
+      {"initializer_range", 0.02}, {"rms_norm_eps", 1e-6}, {"tie_word_embeddings", false},
+      {"rope_theta", 10000.0}, {"sliding_window", 4096}, {"attention_dropout", 0.0},
+      {"pad_token_id", nullptr}, {"architectures", {"MistralForCausalLM"}}};
   static const json mlp = {{"hidden_size", 1024}, {"intermediate_size", nullptr},
                            {"hidden_act", "gelu"}, {"dropout", 0.0}, {"bias", true},
                            {"initializer_range", 0.02}};
@@ -48,8 +56,10 @@ const json& class_defaults(const std::string& model_type) {
   if (model_type == "gpt2") return gpt2;
   if (model_type == "llama") return llama;
   if (model_type == "qwen2") return qwen2;
+  if (model_type == "mistral") return mistral;
   if (model_type == "mlp") return mlp;
-  throw Error(fmt::format("config: unknown model_type '{}' (choices: bert, gpt2, llama, qwen2, mlp)", model_type));
+  throw Error(fmt::format("config: unknown model_type '{}' (choices: bert, gpt2, llama, qwen2, mistral, mlp)",
+                          model_type));
 }
 
 const std::vector<std::pair<std::string, json>>& presets() {
@@ -70,6 +80,19 @@ const std::vector<std::pair<std::string, json>>& presets() {
       {"llama-7b",
        {{"model_type", "llama"}, {"hidden_size", 4096}, {"intermediate_size", 11008},
         {"num_hidden_layers", 32}, {"num_attention_heads", 32}, {"rms_norm_eps", 1e-6}}},
+      {"Qwen2-0.5B",
+       {{"model_type", "qwen2"}, {"hidden_size", 896}, {"intermediate_size", 4864}, {"num_hidden_layers", 24},
+        {"num_attention_heads", 14}, {"num_key_value_heads", 2}, {"max_position_embeddings", 131072},
+        {"rope_theta", 1000000.0}, {"tie_word_embeddings", true}, {"sliding_window", 131072},
+        {"max_window_layers", 24}, {"bos_token_id", 151643}, {"eos_token_id", 151643}}},
+      {"Qwen2-1.5B",
+       {{"model_type", "qwen2"}, {"hidden_size", 1536}, {"intermediate_size", 8960}, {"num_hidden_layers", 28},
+        {"num_attention_heads", 12}, {"num_key_value_heads", 2}, {"max_position_embeddings", 131072},
+        {"rope_theta", 1000000.0}, {"tie_word_embeddings", true}, {"sliding_window", 131072},
+        {"max_window_layers", 28}, {"bos_token_id", 151643}, {"eos_token_id", 151643}}},
+      {"Mistral-7B-v0.1",
+       {{"model_type", "mistral"}, {"max_position_embeddings", 32768}, {"rms_norm_eps", 1e-5},
+        {"sliding_window", 4096}, {"bos_token_id", 1}, {"eos_token_id", 2}}},
   };
   return table;
 }

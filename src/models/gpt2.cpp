@@ -5,6 +5,7 @@
 #include "models/causal_lm.h"
 #include "models/layers.h"
 #include "models/transformer_ops.h"
+#include "models/config_check.h"
 #include "models/zoo.h"
 
 namespace slapo {
@@ -135,6 +136,7 @@ class GPT2LMHeadModel : public CausalLM<GPT2LMHeadModel> {
 
 std::shared_ptr<Module> build_gpt2(const ModelConfig& config, const BuildOptions& options) {
   auto c = config.with_defaults("gpt2");
+  check_config(c);
   auto model = std::make_shared<GPT2LMHeadModel>(c, options.tensor_options);
   if (options.init_weights && options.tensor_options.device() != at::kMeta) {
     double std = c.number("initializer_range", 0.02);

@@ -1,6 +1,7 @@
 // LlamaForCausalLM: RMSNorm, rotary embeddings, SwiGLU and grouped-query attention, HF names.
 #include "core/error.h"
 #include "models/causal_lm.h"
+#include "models/config_check.h"
 #include "models/layers.h"
 #include "models/rope.h"
 #include "models/transformer_ops.h"
@@ -9,29 +10,38 @@
 namespace slapo {
 namespace {
 
-// The HF class family a LLaMA-shaped config builds: "Llama" or "Qwen2" (q/k/v biases), the prefix
-// of every module type name, as transformers names its classes.
-std::string family(const ModelConfig& c) { return c.model_type() == "qwen2" ? "Qwen2" : "Llama"; }
+// The HF class family a LLaMA-shaped config builds, the prefix of every module type name as
+// transformers names its classes: "Llama", "Qwen2" (q/k/v biases) or "Mistral" (sliding window).
+std::string family(const ModelConfig& c) {
+  if (c.model_type() == "qwen2") return "Qwen2";
+  if (c.model_type() == "mistral") return "Mistral";
+  return "Llama";
+}
 
 int64_t llama_head_dim(const ModelConfig& c) {
   int64_t h = c.integer("hidden_size"), heads = c.integer("num_attention_heads");
   if (c.has("head_dim")) return c.integer("head_dim");
   if (h % heads != 0)
-    throw Error(fmt::format("llama: hidden_size {} is not a multiple of num_attention_heads {}", h, heads));
+    throw Error(fmt::format("{}: hidden_size {} is not a multiple of num_attention_heads {}", c.model_type(), h, heads));
   return h / heads;
 }
 
-// Sliding-window attention (Mistral, Qwen2 with use_sliding_window) is not implemented: refused,
-// never silently computed as full attention.
-void refuse_sliding_window(const ModelConfig& c) {
-  if (c.flag("use_sliding_window", false))
-    throw Error(fmt::format("{}: use_sliding_window = true is not supported (sliding_window {}); only full attention "
-                            "is implemented", c.model_type(), c.has("sliding_window") ? c.json()["sliding_window"].dump() : "?"));
-  if (c.has("layer_types"))
-    for (auto& t : c.json()["layer_types"])
-      if (!t.is_string() || t.get<std::string>() != "full_attention")
-        throw Error(fmt::format("{}: layer_types holds {}; only \"full_attention\" layers are implemented",
-                                c.model_type(), t.dump()));
+// The sliding window layer `index` attends within, as transformers applies it: Mistral's
+// sliding_window on every layer; Qwen2's on the layers layer_types marks "sliding_attention" (by
+// default those from max_window_layers on, when use_sliding_window is set).
+c10::optional<int64_t> layer_window(const ModelConfig& c, int64_t index) {
+  if (c.model_type() == "mistral")
+    return c.has("sliding_window") ? c10::make_optional(c.integer("sliding_window")) : c10::nullopt;
+  if (c.model_type() != "qwen2") return c10::nullopt;
+  bool sliding = c.has("layer_types")
+                     ? c.json()["layer_types"][index].get<std::string>() == "sliding_attention"
+                     : c.flag("use_sliding_window", false) && index >= c.integer("max_window_layers", 28);
+  if (!sliding) return c10::nullopt;
+  if (!c.flag("use_sliding_window", false) || !c.has("sliding_window"))
+    throw Error(fmt::format("qwen2: layer {} is a sliding_attention layer but use_sliding_window is {} and "
+                            "sliding_window {}; set both, or mark the layer \"full_attention\"",
+                            index, c.flag("use_sliding_window", false), c.has("sliding_window") ? c.json()["sliding_window"].dump() : "null"));
+  return c.integer("sliding_window");
 }
 
 at::Tensor rotate_half(const at::Tensor& x) {
@@ -61,24 +71,34 @@ class LlamaRotaryEmbedding : public ModuleBase<LlamaRotaryEmbedding> {
 
 class LlamaAttention : public ModuleBase<LlamaAttention> {
  public:
-  LlamaAttention(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase(family(c) + "Attention") {
+  LlamaAttention(const ModelConfig& c, const at::TensorOptions& o, int64_t layer_idx)
+      : ModuleBase(family(c) + "Attention") {
     int64_t h = c.integer("hidden_size"), heads = c.integer("num_attention_heads");
     int64_t kv_heads = c.integer("num_key_value_heads", heads);
     if (heads % kv_heads != 0)
       throw Error(fmt::format("llama: num_attention_heads {} is not a multiple of num_key_value_heads {}", heads, kv_heads));
     head_dim = llama_head_dim(c);
-    // LLaMA: attention_bias on all four projections; Qwen2: biases on q, k and v only
+    // LLaMA: attention_bias on all four projections; Qwen2: biases on q, k and v only; Mistral: none
     bool qwen2 = family(c) == "Qwen2";
-    bool bias = !qwen2 && c.flag("attention_bias", false);
+    bool bias = family(c) == "Llama" && c.flag("attention_bias", false);
     set_child("q_proj", std::make_shared<Linear>(h, heads * head_dim, bias || qwen2, o));
     set_child("k_proj", std::make_shared<Linear>(h, kv_heads * head_dim, bias || qwen2, o));
     set_child("v_proj", std::make_shared<Linear>(h, kv_heads * head_dim, bias || qwen2, o));
     set_child("o_proj", std::make_shared<Linear>(heads * head_dim, h, bias, o));
     impl = attention_impl_from_config(c.str("attn_implementation", "auto"));
+    dropout = c.number("attention_dropout", 0.0);
+    sliding_window = layer_window(c, layer_idx);
   }
-  std::string describe() const override { return fmt::format("head_dim={}", head_dim); }
+  std::string describe() const override {
+    std::string out = fmt::format("head_dim={}", head_dim);
+    if (dropout > 0) out += fmt::format(", attention_dropout={:g}", dropout);
+    if (sliding_window) out += fmt::format(", sliding_window={}", *sliding_window);
+    return out;
+  }
   int64_t head_dim;
   AttentionImpl impl;
+  double dropout;                         // transformers' attention_dropout, applied while training
+  c10::optional<int64_t> sliding_window;  // keys within this many positions back, the query's own included
 
  protected:
   // (hidden_states, cos, sin, additive mask or nil: causal then); head counts follow the
@@ -101,9 +121,10 @@ class LlamaAttention : public ModuleBase<LlamaAttention> {
       k = k.repeat_interleave(groups, 1);
       v = v.repeat_interleave(groups, 1);
     }
-    // no attention dropout (transformers' attention_dropout defaults to 0)
-    auto context = attention_context(q, k, v, mask, /*causal=*/true, impl, /*plain_p=*/0.0,
-                                     [](const at::Tensor& probs) { return probs; });
+    if (sliding_window) mask = with_sliding_window(mask, q.size(2), k.size(2), *sliding_window, q.options());
+    double p = is_training() ? dropout : 0.0;
+    auto context = attention_context(q, k, v, mask, /*causal=*/true, impl, p,
+                                     [&](const at::Tensor& probs) { return p > 0 ? at::dropout(probs, p, true) : probs; });
     return call("o_proj", merge_heads(context));
   }
 };
@@ -112,7 +133,7 @@ class LlamaMLP : public ModuleBase<LlamaMLP> {
  public:
   LlamaMLP(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase(family(c) + "MLP") {
     int64_t h = c.integer("hidden_size"), inner = c.integer("intermediate_size");
-    bool bias = c.flag("mlp_bias", false);
+    bool bias = family(c) == "Llama" && c.flag("mlp_bias", false);  // Qwen2, Mistral: none
     set_child("gate_proj", std::make_shared<Linear>(h, inner, bias, o));
     set_child("up_proj", std::make_shared<Linear>(h, inner, bias, o));
     set_child("down_proj", std::make_shared<Linear>(inner, h, bias, o));
@@ -128,10 +149,11 @@ class LlamaMLP : public ModuleBase<LlamaMLP> {
 
 class LlamaDecoderLayer : public ModuleBase<LlamaDecoderLayer> {
  public:
-  LlamaDecoderLayer(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase(family(c) + "DecoderLayer") {
+  LlamaDecoderLayer(const ModelConfig& c, const at::TensorOptions& o, int64_t layer_idx)
+      : ModuleBase(family(c) + "DecoderLayer") {
     int64_t h = c.integer("hidden_size");
     double eps = c.number("rms_norm_eps", 1e-6);
-    set_child("self_attn", std::make_shared<LlamaAttention>(c, o));
+    set_child("self_attn", std::make_shared<LlamaAttention>(c, o, layer_idx));
     set_child("mlp", std::make_shared<LlamaMLP>(c, o));
     set_child("input_layernorm", std::make_shared<RMSNorm>(h, eps, o, family(c) + "RMSNorm"));
     set_child("post_attention_layernorm", std::make_shared<RMSNorm>(h, eps, o, family(c) + "RMSNorm"));
@@ -157,7 +179,7 @@ class LlamaModel : public ModuleBase<LlamaModel> {
     set_child("embed_tokens", std::make_shared<Embedding>(c.integer("vocab_size"), h, pad, o));
     std::vector<std::shared_ptr<Module>> layers;
     for (int64_t i = 0; i < c.integer("num_hidden_layers"); ++i)
-      layers.push_back(std::make_shared<LlamaDecoderLayer>(c, o));
+      layers.push_back(std::make_shared<LlamaDecoderLayer>(c, o, i));
     set_child("layers", std::make_shared<ModuleList>(layers));
     set_child("norm", std::make_shared<RMSNorm>(h, c.number("rms_norm_eps", 1e-6), o, family(c) + "RMSNorm"));
     set_child("rotary_emb", std::make_shared<LlamaRotaryEmbedding>(family(c), llama_head_dim(c), rope_from_config(c)));
@@ -196,8 +218,9 @@ class LlamaForCausalLM : public CausalLM<LlamaForCausalLM> {
 }  // namespace
 
 std::shared_ptr<Module> build_llama(const ModelConfig& config, const BuildOptions& options) {
-  auto c = config.with_defaults(config.model_type() == "qwen2" ? "qwen2" : "llama");
-  refuse_sliding_window(c);
+  const std::string type = config.model_type();
+  auto c = config.with_defaults(type == "qwen2" || type == "mistral" ? type : "llama");
+  check_config(c);
   auto model = std::make_shared<LlamaForCausalLM>(c, options.tensor_options);
   if (options.init_weights && options.tensor_options.device() != at::kMeta)
     init_weights_hf(*model, c.number("initializer_range", 0.02));

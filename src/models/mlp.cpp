@@ -1,5 +1,6 @@
 // A two-layer MLP (fc1 -> act -> fc2 -> dropout): the smallest model to shard and verify.
 #include "models/layers.h"
+#include "models/config_check.h"
 #include "models/zoo.h"
 
 namespace slapo {
@@ -27,6 +28,7 @@ class MLP : public ModuleBase<MLP>, public HasConfig {
 
 std::shared_ptr<Module> build_mlp(const ModelConfig& config, const BuildOptions& options) {
   auto c = config.with_defaults("mlp");
+  check_config(c);
   auto model = std::make_shared<MLP>(c, options.tensor_options);
   if (options.init_weights && options.tensor_options.device() != at::kMeta)
     init_weights_hf(*model, c.number("initializer_range", 0.02));

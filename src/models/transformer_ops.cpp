@@ -44,6 +44,15 @@ c10::optional<at::Tensor> additive_mask(const c10::optional<at::Tensor>& padding
   return mask;
 }
 
+at::Tensor with_sliding_window(const c10::optional<at::Tensor>& mask, int64_t q_len, int64_t k_len, int64_t window,
+                               const at::TensorOptions& opts) {
+  at::Tensor base = mask ? *mask : *additive_mask(c10::nullopt, q_len, k_len, /*causal=*/true, opts);
+  // the queries are the last q_len of the k_len positions
+  auto query_pos = torch::arange(k_len - q_len, k_len, opts.dtype(at::kLong)).unsqueeze(1);
+  auto key_pos = torch::arange(k_len, opts.dtype(at::kLong)).unsqueeze(0);
+  return base.masked_fill(key_pos.le(query_pos - window), lowest_of(base.scalar_type()));
+}
+
 AttentionImpl attention_impl_from_config(const std::string& value) {
   if (value == "sdpa") return AttentionImpl::Sdpa;
   if (value == "eager") return AttentionImpl::Eager;

@@ -15,6 +15,10 @@ at::Tensor merge_heads(const at::Tensor& x);
 /// Additive mask [B or 1, 1, S_q, S_k] from an optional padding mask (1 = keep) and causality.
 c10::optional<at::Tensor> additive_mask(const c10::optional<at::Tensor>& padding, int64_t q_len,
                                         int64_t k_len, bool causal, const at::TensorOptions& opts);
+/// `mask` (or the causal mask when none) with every key `window` or more positions before its
+/// query masked out too: transformers' sliding-window attention (Mistral, Qwen2).
+at::Tensor with_sliding_window(const c10::optional<at::Tensor>& mask, int64_t q_len, int64_t k_len, int64_t window,
+                               const at::TensorOptions& opts);
 /// softmax(q k^T / sqrt(D) + mask) before dropout; q, k: [B, H, S, D].
 /// `scale` replaces 1 / sqrt(D) (GPT-2's scale_attn_weights and scale_attn_by_inverse_layer_idx).
 at::Tensor attention_probs(const at::Tensor& q, const at::Tensor& k, const c10::optional<at::Tensor>& mask,

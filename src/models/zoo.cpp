@@ -12,9 +12,9 @@ std::shared_ptr<Module> build_model(const ModelConfig& config, const BuildOption
   const std::string type = config.model_type();
   if (type == "bert") return build_bert(config, options);
   if (type == "gpt2") return build_gpt2(config, options);
-  if (type == "llama" || type == "qwen2") return build_llama(config, options);
+  if (type == "llama" || type == "qwen2" || type == "mistral") return build_llama(config, options);
   if (type == "mlp") return build_mlp(config, options);
-  throw Error(fmt::format("models: unknown model_type '{}' (choices: bert, gpt2, llama, qwen2, mlp)", type));
+  throw Error(fmt::format("models: unknown model_type '{}' (choices: bert, gpt2, llama, qwen2, mistral, mlp)", type));
 }
 
 const ModelConfig* model_config(const Module& root) {

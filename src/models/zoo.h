@@ -9,10 +9,14 @@ namespace slapo {
 struct BuildOptions {
   at::TensorOptions tensor_options;  ///< device and dtype of the parameters ("meta": shapes only)
   bool init_weights = true;          ///< HF's _init_weights; skipped on the meta device
+  /// from_pretrained: the checkpoint's dtype (config.json's dtype or torch_dtype, else its first
+  /// floating tensor's) replaces tensor_options' dtype, as transformers 5's dtype="auto".
+  bool dtype_from_checkpoint = false;
 };
 
 /// Builds the LM-head class of `config.model_type()`: BertLMHeadModel, GPT2LMHeadModel,
-/// LlamaForCausalLM, or our MLP.
+/// LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, or our MLP. The config's fields are
+/// checked first (models/config_check.h).
 std::shared_ptr<Module> build_model(const ModelConfig& config, const BuildOptions& options = {});
 
 std::shared_ptr<Module> build_bert(const ModelConfig& config, const BuildOptions& options);

@@ -32,7 +32,7 @@ end
 
 --- LlamaMLP with silu(gate) * up in one fused kernel.
 function M.FusedLlamaMLP(mlp)
-  expect_type(mlp, { "LlamaMLP", "Qwen2MLP" }, "FusedLlamaMLP")
+  expect_type(mlp, { "LlamaMLP", "Qwen2MLP", "MistralMLP" }, "FusedLlamaMLP")
   return slapo.nn.Module({
     type = "FusedLlamaMLP",
     children = { gate_proj = mlp.gate_proj, up_proj = mlp.up_proj, down_proj = mlp.down_proj },
@@ -45,7 +45,7 @@ end
 --- LlamaRMSNorm as one fused kernel (statistics in double precision); eps defaults to the
 --- replaced norm's own.
 function M.FusedRMSNorm(norm, eps)
-  expect_type(norm, { "LlamaRMSNorm", "Qwen2RMSNorm" }, "FusedRMSNorm")
+  expect_type(norm, { "LlamaRMSNorm", "Qwen2RMSNorm", "MistralRMSNorm" }, "FusedRMSNorm")
   eps = eps or tonumber(norm:describe():match("eps=([%d%.e%-+]+)"))
   return slapo.nn.Module({
     type = "FusedRMSNorm",

@@ -49,6 +49,13 @@ TEST_CASE("models: preset parameter counts equal Hugging Face's") {
   CHECK(count("gpt2-large") == 774030080);
   CHECK(count("llama-7b") == llama_expected(32000, 4096, 32, 32, 32, 11008));
   CHECK(count("llama-7b") == 6738415616);
+  // Qwen2: q/k/v biases, tied head; Mistral: LLaMA's shape with 8 key/value heads, untied
+  int64_t qwen2_05b = llama_expected(151936, 896, 24, 14, 2, 4864) - 151936 * 896 + 24 * (896 + 2 * 128);
+  CHECK(count("Qwen2-0.5B") == qwen2_05b);
+  CHECK(count("Qwen2-0.5B") == 494032768);
+  CHECK(count("Qwen2-1.5B") == 1543714304);
+  CHECK(count("Mistral-7B-v0.1") == llama_expected(32000, 4096, 32, 32, 8, 14336));
+  CHECK(count("Mistral-7B-v0.1") == 7241732096);
 }
 
 TEST_CASE("models: HF module names and tied weights") {

@@ -6,6 +6,12 @@ local configs = {
     max_position_embeddings = 16 },
   llama = { hidden_size = 32, num_hidden_layers = 2, num_attention_heads = 4, num_key_value_heads = 2,
     intermediate_size = 64, vocab_size = 64 },
+  -- q/k/v biases, tied head, a sliding window on the second layer
+  qwen2 = { hidden_size = 32, num_hidden_layers = 2, num_attention_heads = 4, num_key_value_heads = 2,
+    intermediate_size = 64, vocab_size = 64, use_sliding_window = true, sliding_window = 4, max_window_layers = 1 },
+  -- a window shorter than the test's sequences on every layer
+  mistral = { hidden_size = 32, num_hidden_layers = 2, num_attention_heads = 4, num_key_value_heads = 2,
+    intermediate_size = 64, vocab_size = 64, sliding_window = 4 },
 }
 
 -- 3 AdamW steps of both models in eval mode on one batch: the losses agree to 1e-4.
@@ -34,7 +40,7 @@ local function build(kind)
   return slapo.models[kind](configs[kind])
 end
 
-for _, kind in ipairs({ "gpt2", "bert", "llama" }) do
+for _, kind in ipairs({ "gpt2", "bert", "llama", "qwen2", "mistral" }) do
   describe(kind .. " tensor parallel schedule", function()
     it("verifies against the unscheduled model, outputs and gradients", function()
       local sch = slapo.create_schedule(build(kind))

@@ -2,6 +2,14 @@
 -- checkout), with the logits transformers computed: from_pretrained must build the same model.
 local fixtures = os.getenv("SLAPO_HF_FIXTURES") or "../shared/fixtures/hf"
 
+-- A copy of table `a` with the fields of `b` set over it.
+local function merged(a, b)
+  local c = {}
+  for k, v in pairs(a) do c[k] = v end
+  for k, v in pairs(b) do c[k] = v end
+  return c
+end
+
 local function check_logits(name)
   local dir = fixtures .. "/" .. name
   assert(io.open(dir .. "/config.json"), "no fixture at " .. dir .. " (set SLAPO_HF_FIXTURES)")
@@ -46,10 +54,7 @@ describe("RoPE from transformers' configs", function()
   local base = { hidden_size = 32, num_hidden_layers = 1, num_attention_heads = 2, intermediate_size = 64,
     vocab_size = 50, max_position_embeddings = 64 }
   local function with(extra)
-    local c = {}
-    for k, v in pairs(base) do c[k] = v end
-    for k, v in pairs(extra) do c[k] = v end
-    return c
+    return merged(base, extra)
   end
 
   it("linear scaling divides every frequency by factor: position 2p scaled is position p unscaled", function()
@@ -77,11 +82,163 @@ describe("Qwen2 (model_type qwen2)", function()
     eq("Qwen2Attention", model.model.layers["0"].self_attn:type())
   end)
 
-  it("refuses sliding-window attention rather than computing full attention", function()
-    matches("qwen2: use_sliding_window = true is not supported",
-      pcall_err(slapo.models.build, { model_type = "qwen2", hidden_size = 32, num_hidden_layers = 1,
-        num_attention_heads = 2, num_key_value_heads = 2, intermediate_size = 64, vocab_size = 50,
-        use_sliding_window = true, sliding_window = 8 }))
+  local small = { hidden_size = 32, num_hidden_layers = 2, num_attention_heads = 2, num_key_value_heads = 2,
+    intermediate_size = 64, vocab_size = 50 }
+  local function qwen2(extra)
+    return slapo.models.qwen2(merged(small, extra))
+  end
+
+  it("slides the window on the layers from max_window_layers on, or on those layer_types names", function()
+    local m = qwen2({ use_sliding_window = true, sliding_window = 8, max_window_layers = 1 })
+    eq(nil, m.model.layers["0"].self_attn:describe():match("sliding_window"))
+    eq("head_dim=16, sliding_window=8", m.model.layers["1"].self_attn:describe())
+    m = qwen2({ use_sliding_window = true, sliding_window = 8, layer_types = { "sliding_attention", "full_attention" } })
+    eq("head_dim=16, sliding_window=8", m.model.layers["0"].self_attn:describe())
+    eq("head_dim=16", m.model.layers["1"].self_attn:describe())
+    eq("head_dim=16", qwen2({ sliding_window = 8, max_window_layers = 0 }).model.layers["1"].self_attn:describe())
+  end)
+
+  it("refuses layer types it does not implement and a sliding layer without a window", function()
+    matches("qwen2 field 'layer_types' holds \"chunked_attention\"",
+      pcall_err(qwen2, { layer_types = { "full_attention", "chunked_attention" } }))
+    matches("qwen2 field 'layer_types' must list one type per layer %(2 layers%)",
+      pcall_err(qwen2, { layer_types = { "full_attention" } }))
+    matches("qwen2: layer 0 is a sliding_attention layer but use_sliding_window is false",
+      pcall_err(qwen2, { layer_types = { "sliding_attention", "full_attention" } }))
+  end)
+end)
+
+describe("Mistral (model_type mistral)", function()
+  local cfg = { hidden_size = 32, num_hidden_layers = 1, num_attention_heads = 4, num_key_value_heads = 2,
+    intermediate_size = 64, vocab_size = 50, sliding_window = 4 }
+
+  it("builds MistralForCausalLM with transformers' module names and no biases", function()
+    local m = slapo.models.mistral(cfg)
+    eq("MistralForCausalLM", m:type())
+    eq("MistralAttention", m.model.layers["0"].self_attn:type())
+    eq("MistralRMSNorm", m.model.norm:type())
+    local names = {}
+    for name in m:named_parameters() do names[#names + 1] = name end
+    eq(nil, table.concat(names, " "):match("bias"))
+    eq("head_dim=8, sliding_window=4", m.model.layers["0"].self_attn:describe())
+  end)
+
+  -- With one layer, position i sees tokens i-3..i; rotary scores depend on distances only, so its
+  -- logits are those of the full-attention model at the last position of just those 4 tokens.
+  it("attends within the sliding window as transformers does (the query and the window - 1 keys before it)", function()
+    local windowed = slapo.models.mistral(cfg):eval()
+    local full = slapo.models.mistral(merged(cfg, { sliding_window = 1000 })):eval()
+    full:load_state_dict(windowed:state_dict())
+    local ids = slapo.randint(0, 50, { 1, 10 })
+    local logits = windowed(ids)
+    for i = 4, 10 do
+      local window = full(ids:narrow(1, i - 4, 4))
+      close(window:narrow(1, 3, 1), logits:narrow(1, i - 1, 1), { rtol = 1e-5, atol = 1e-6 })
+    end
+    -- and it differs from full attention once the sequence is longer than the window
+    local rel = ((full(ids) - logits):abs():max()):item()
+    assert(rel > 1e-4, "the window changed nothing")
+    -- with padding, the window applies on top of the padding mask; gradients flow
+    local mask = slapo.ones({ 1, 10 }, { dtype = "int64" })
+    close(logits, windowed(ids, { attention_mask = mask }), { rtol = 1e-5, atol = 1e-6 })
+    windowed:train()
+    windowed(ids, { labels = ids }):backward()
+    assert(windowed.model.layers["0"].self_attn.q_proj.weight.grad:abs():sum():item() > 0)
+  end)
+end)
+
+-- The same weights under a config written the way transformers 4.x wrote it: rope_theta and
+-- rope_scaling at the top level, torch_dtype, no layer_types.
+local function as_4x(name)
+  local dir = fixtures .. "/" .. name
+  local c = slapo.read_json(dir .. "/config.json")
+  local rope = c.rope_parameters
+  if rope then
+    c.rope_parameters = nil
+    c.rope_theta = rope.rope_theta
+    rope.rope_theta = nil
+    if rope.rope_type ~= "default" then
+      c.rope_scaling = rope
+    end
+  end
+  c.torch_dtype, c.dtype, c.layer_types = c.dtype, nil, nil
+  local out = os.tmpname()
+  os.remove(out)
+  assert(os.execute(("mkdir -p '%s' && cp '%s/model.safetensors' '%s/'"):format(out, dir, out)))
+  slapo.write_json(out .. "/config.json", c)
+  return out
+end
+
+describe("config.json in both formats", function()
+  for _, name in ipairs({ "llama-tiny", "llama3-rope-scaling", "qwen2-tiny", "gpt2-variants" }) do
+    it(name .. ": the 4.x form of the config builds the same model", function()
+      local dir = fixtures .. "/" .. name
+      local expected = slapo.load_tensors(dir .. "/expected.safetensors")
+      local old_dir = as_4x(name)
+      eq(nil, slapo.read_json(old_dir .. "/config.json").rope_parameters)
+      local a = slapo.models.from_pretrained(dir):eval()(expected.input_ids)
+      local b = slapo.models.from_pretrained(old_dir):eval()(expected.input_ids)
+      eq(0, (a - b):abs():max():item())
+      close(expected.logits, b, { rtol = 1e-5, atol = 1e-5 })
+    end)
+  end
+
+  it("refuses what the zoo does not compute and ranges that cannot be right, naming the field", function()
+    matches("config: bert field 'position_embedding_type' = \"relative_key\" is not supported %(\"absolute\"%)",
+      pcall_err(slapo.models.bert, { position_embedding_type = "relative_key", num_hidden_layers = 1 }))
+    matches("config: gpt2 field 'add_cross_attention' = true is not supported",
+      pcall_err(slapo.models.gpt2, { add_cross_attention = true, n_layer = 1 }))
+    matches("config: gpt2 field 'n_head' must be an integer from 1 to 16777216, got 0",
+      pcall_err(slapo.models.gpt2, { n_embd = 16, n_head = 0, n_layer = 1, vocab_size = 8 }))
+    matches("config: llama field 'num_key_value_heads' must be null or an integer from 1 to 16777216, got 0",
+      pcall_err(slapo.models.llama, { num_key_value_heads = 0, num_hidden_layers = 1 }))
+    matches("config: gpt2 field 'n_layer' must be an integer from 1 to 4096, got 2147483648",
+      pcall_err(slapo.models.gpt2, { n_layer = 2 ^ 31 }))
+    matches("config: gpt2 field 'attn_pdrop' must be a number from 0 to 1, got 1.5",
+      pcall_err(slapo.models.gpt2, { attn_pdrop = 1.5, n_layer = 1 }))
+    matches("config: llama field 'rope_theta' must be a number > 0, got 0",
+      pcall_err(slapo.models.llama, { rope_theta = 0, num_hidden_layers = 1 }))
+    matches("config: llama field 'pad_token_id' = 99 must be null or a token id from 0 to 49",
+      pcall_err(slapo.models.llama, { pad_token_id = 99, vocab_size = 50, num_hidden_layers = 1,
+        hidden_size = 16, num_attention_heads = 2, intermediate_size = 32 }))
+    matches("config: llama field 'quantization_config' = .* is not supported",
+      pcall_err(slapo.models.llama, { quantization_config = { quant_method = "gptq" }, num_hidden_layers = 1 }))
+  end)
+end)
+
+describe("dtypes", function()
+  it("a bfloat16 checkpoint loads in bfloat16 (or as asked) and writes the dtype both formats read", function()
+    local model = slapo.models.from_pretrained(fixtures .. "/llama-tiny"):to("bfloat16")
+    local dir = os.tmpname()
+    os.remove(dir)
+    slapo.save(model, dir)
+    local c = slapo.read_json(dir .. "/config.json")
+    eq("bfloat16", c.dtype)
+    eq("bfloat16", c.torch_dtype)
+    eq("bfloat16", slapo.models.from_pretrained(dir).lm_head.weight:dtype())
+    eq("float32", slapo.models.from_pretrained(dir, { dtype = "float32" }).lm_head.weight:dtype())
+    eq("float32", slapo.models.from_pretrained(fixtures .. "/llama-tiny").lm_head.weight:dtype())
+  end)
+
+  it("bfloat16 weights cast to float32 give float32 gradients: nothing stays in low precision", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    slapo.save(slapo.models.from_pretrained(fixtures .. "/llama-tiny"):to("bfloat16"), dir)
+    local cast = slapo.models.from_pretrained(dir):to("float32"):eval()
+    -- the same rounded weights, never held in bfloat16 by a model
+    local rounded = slapo.models.from_pretrained(fixtures .. "/llama-tiny"):eval()
+    local state = {}
+    for name, p in pairs(rounded:state_dict()) do state[name] = p:to("bfloat16"):to("float32") end
+    rounded:load_state_dict(state)
+    local ids = slapo.load_tensors(fixtures .. "/llama-tiny/expected.safetensors").input_ids
+    cast(ids, { labels = ids }):backward()
+    rounded(ids, { labels = ids }):backward()
+    local grads = {}
+    for name, p in rounded:named_parameters() do grads[name] = p.grad end
+    for name, p in cast:named_parameters() do
+      eq("float32", p.grad:dtype())
+      close(grads[name], p.grad, { rtol = 1e-5, atol = 1e-7 })
+    end
   end)
 end)
 

@@ -105,7 +105,7 @@ describe("slapo.op", function()
   end)
 
   it("refuses the wrong module", function()
-    matches("op.FusedLlamaMLP: expected a LlamaMLP or Qwen2MLP to replace, got Linear", pcall_err(function()
+    matches("op.FusedLlamaMLP: expected a LlamaMLP or Qwen2MLP or MistralMLP to replace, got Linear", pcall_err(function()
       slapo.op.FusedLlamaMLP(slapo.nn.Linear(2, 2))
     end))
   end)

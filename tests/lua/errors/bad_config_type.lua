@@ -1,3 +1,3 @@
--- expect: config: field 'n_layer' must be an integer, got "two"
+-- expect: config: gpt2 field 'n_layer' must be an integer from 1 to 4096, got "two"
 -- A config.json field of the wrong type is named with its value.
 slapo.models.gpt2({ n_layer = "two" })
