@@ -106,8 +106,25 @@ std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::children_in
   return slots_;
 }
 
+bool Module::contains(const Module* other) const {
+  std::unordered_set<const Module*> seen;
+  std::vector<const Module*> todo{this};
+  while (!todo.empty()) {
+    const Module* m = todo.back();
+    todo.pop_back();
+    if (m == other) return true;
+    if (!seen.insert(m).second) continue;
+    for (auto& slot : m->slots_) todo.push_back(slot.second.get());
+  }
+  return false;
+}
+
 void Module::set_child(const std::string& name, std::shared_ptr<Module> module) {
   if (!module) throw Error(fmt::format("{}: cannot put an empty module in slot '{}'", type_name_, name));
+  // A module inside itself would make every walk of the tree endless.
+  if (module->contains(this))
+    throw Error(fmt::format("{}: cannot put a {} in slot '{}': it contains this {} (a module cannot contain itself)",
+                            type_name_, module->type_name(), name, type_name_));
   for (auto& slot : slots_) {
     if (slot.first == name) {
       replace_module(name, module);

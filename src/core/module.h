@@ -87,6 +87,8 @@ class Module : public torch::nn::Module {
   bool has_child(const std::string& name) const;
   std::shared_ptr<Module> child(const std::string& name) const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_in_order() const;
+  /// True when `other` is this module or one in its subtree.
+  bool contains(const Module* other) const;
   /// Adds a new slot or swaps the module in an existing one.
   void set_child(const std::string& name, std::shared_ptr<Module> module);
 

@@ -1,6 +1,8 @@
 // The schedule tree: building it from a module tree, path lookup, printing.
 #include "core/schedule.h"
 
+#include <algorithm>
+
 #include <sstream>
 
 #include "core/error.h"
@@ -49,6 +51,20 @@ void Schedule::refresh_children() {
     std::string child_path = path_.empty() ? child_name : path_ + "." + child_name;
     children_.push_back(make_node(child, child_path, child_name, weak_from_this(), log_, group_));
   }
+}
+
+std::string Schedule::stale_reason() const {
+  std::shared_ptr<const Schedule> node = shared_from_this();
+  for (auto parent = node->parent(); parent; node = parent, parent = node->parent()) {
+    auto& siblings = parent->children_;
+    if (std::find(siblings.begin(), siblings.end(), node) != siblings.end()) continue;
+    bool slot_taken = false;
+    for (auto& [name, child] : parent->mod_->children_in_order()) slot_taken |= name == node->name_;
+    return fmt::format("{} was replaced (it is now {}, {})", parent->where(), parent->mod_->type_name(),
+                       slot_taken ? fmt::format("whose '{}' is another module", node->name_)
+                                  : fmt::format("which has no '{}'", node->name_));
+  }
+  return "";
 }
 
 std::string Schedule::where() const { return path_.empty() ? "the root module" : "'" + path_ + "'"; }

@@ -48,6 +48,9 @@ class Schedule : public std::enable_shared_from_this<Schedule> {
 
   /// "'bert.encoder'" or "the root module", for error messages.
   std::string where() const;
+  /// Empty while this node is in its root's tree; else why not (a primitive replaced an ancestor,
+  /// so the module this handle names is no longer in the model).
+  std::string stale_reason() const;
 
  private:
   Schedule() = default;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/json_file.h"
 
 namespace slapo {
 
@@ -38,10 +39,14 @@ std::string dtype_code(at::ScalarType t, const std::string& name) {
 class MappedFile {
  public:
   explicit MappedFile(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY);
+    // O_NONBLOCK: a FIFO or device named as a checkpoint must not block the open
+    int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK);
     if (fd < 0) throw Error(fmt::format("safetensors: cannot open '{}': {}", path, std::strerror(errno)));
     struct stat st {};
-    ::fstat(fd, &st);
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      throw Error(fmt::format("safetensors: '{}' is not a regular file", path));
+    }
     size_ = static_cast<size_t>(st.st_size);
     if (size_ > 0) {
       data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -75,8 +80,8 @@ TensorFile read_safetensors(const std::string& path) {
     throw fail(fmt::format("header length {} runs past the end of the {}-byte file", header_len, file.size()));
   json header;
   try {
-    header = json::parse(file.bytes() + 8, file.bytes() + 8 + header_len);
-  } catch (const json::exception& e) {
+    header = parse_json_limited(file.bytes() + 8, file.bytes() + 8 + header_len);
+  } catch (const std::exception& e) {
     throw fail(fmt::format("header is not valid JSON ({})", e.what()));
   }
   if (!header.is_object()) throw fail("header is not a JSON object");
@@ -169,8 +174,8 @@ NamedTensors read_checkpoint_dir(const std::string& dir) {
   json j;
   try {
     std::ifstream in(index);
-    j = json::parse(in);
-  } catch (const json::exception& e) {
+    j = parse_json_limited(in);
+  } catch (const std::exception& e) {
     throw Error(fmt::format("from_pretrained: '{}' is not valid JSON ({})", index.string(), e.what()));
   }
   if (!j.contains("weight_map") || !j["weight_map"].is_object())
@@ -192,7 +197,11 @@ NamedTensors read_checkpoint_dir(const std::string& dir) {
 }
 
 void write_checkpoint_dir(const std::string& dir, const NamedTensors& tensors, int64_t max_shard_bytes) {
-  fs::create_directories(dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir))
+    throw Error(fmt::format("save: cannot create the directory '{}': {}", dir,
+                            ec ? ec.message() : "a file of that name is in the way"));
   const std::map<std::string, std::string> meta = {{"format", "pt"}};
   if (max_shard_bytes <= 0) {
     write_safetensors((fs::path(dir) / "model.safetensors").string(), tensors, meta);

@@ -32,6 +32,28 @@ int wrap_exceptions(lua_State* L, lua_CFunction f) {
   return lua_error(L);
 }
 
+// The running C function's name: the one its caller used ("verify", "shard"), else the one it was
+// registered under (a pcall'ed function has no caller's name), else "".
+std::string running_function_name(lua_State* L) {
+  lua_Debug ar;
+  if (!lua_getstack(L, 0, &ar)) return "";
+  if (lua_getinfo(L, "n", &ar) && ar.name) return ar.name;
+  std::string name;
+  if (lua_getinfo(L, "f", &ar) && lua_iscfunction(L, -1)) {
+    lua_CFunction f = lua_tocfunction(L, -1);
+    lua_getfield(L, LUA_REGISTRYINDEX, "slapo.function_names");
+    if (lua_istable(L, -1)) {
+      lua_pushlightuserdata(L, reinterpret_cast<void*>(f));
+      lua_rawget(L, -2);
+      if (lua_isstring(L, -1)) name = lua_tostring(L, -1);
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  return name;
+}
+
 template <class T>
 T* box_check(lua_State* L, int idx, const char* tname, const char* what) {
   void* p = luaL_testudata(L, idx, tname);
@@ -42,7 +64,8 @@ T* box_check(lua_State* L, int idx, const char* tname, const char* what) {
       if (lua_isstring(L, -1)) got = lua_tostring(L, -1);
       lua_pop(L, 2);
     }
-    luaL_error(L, "bad argument #%d: %s expected, got %s", idx, what, got);
+    std::string fn = running_function_name(L);
+    luaL_error(L, "%s%sbad argument #%d: %s expected, got %s", fn.c_str(), fn.empty() ? "" : ": ", idx, what, got);
   }
   return static_cast<T*>(p);
 }
@@ -203,9 +226,18 @@ void lx_push_value(lua_State* L, const Value& v) {
 
 // ---- option tables ----
 
+namespace {
+// A string or number where an options table belongs would otherwise read as "no options"
+// ("groups=2") or fail with "attempt to index a number value".
+void check_options_table(lua_State* L, int idx, const char* fn) {
+  if (!lua_istable(L, idx))
+    throw Error(fmt::format("{}: options must be a table, got {} (e.g. {{name = value}})", fn, luaL_typename(L, idx)));
+}
+}  // namespace
+
 void lx_check_option_keys(lua_State* L, int idx, std::initializer_list<const char*> valid, const char* fn) {
   if (lua_isnoneornil(L, idx)) return;
-  if (!lua_istable(L, idx)) throw Error(fmt::format("{}: options must be a table, got {}", fn, luaL_typename(L, idx)));
+  check_options_table(L, idx, fn);
   idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
   lua_pushnil(L);
   while (lua_next(L, idx)) {
@@ -222,6 +254,7 @@ void lx_check_option_keys(lua_State* L, int idx, std::initializer_list<const cha
 
 double lx_opt_number(lua_State* L, int table, const char* key, double fallback, const char* fn) {
   if (lua_isnoneornil(L, table)) return fallback;
+  check_options_table(L, table, fn);
   lua_getfield(L, table, key);
   double out = fallback;
   if (!lua_isnil(L, -1)) {
@@ -234,6 +267,7 @@ double lx_opt_number(lua_State* L, int table, const char* key, double fallback, 
 
 bool lx_opt_bool(lua_State* L, int table, const char* key, bool fallback, const char* fn) {
   if (lua_isnoneornil(L, table)) return fallback;
+  check_options_table(L, table, fn);
   lua_getfield(L, table, key);
   bool out = fallback;
   if (!lua_isnil(L, -1)) {
@@ -246,6 +280,7 @@ bool lx_opt_bool(lua_State* L, int table, const char* key, bool fallback, const 
 
 std::string lx_opt_string(lua_State* L, int table, const char* key, const std::string& fallback, const char* fn) {
   if (lua_isnoneornil(L, table)) return fallback;
+  check_options_table(L, table, fn);
   lua_getfield(L, table, key);
   std::string out = fallback;
   if (!lua_isnil(L, -1)) {
@@ -254,6 +289,13 @@ std::string lx_opt_string(lua_State* L, int table, const char* key, const std::s
   }
   lua_pop(L, 1);
   return out;
+}
+
+int64_t lx_check_integer_value(double value, const char* what, double lo, double hi, const char* fn) {
+  if (!(value == std::floor(value)) || value < lo || value > hi)  // NaN fails the first test
+    throw Error(fmt::format("{}: {} must be an integer from {} to {}, got {}", fn, what, static_cast<int64_t>(lo),
+                            static_cast<int64_t>(hi), std::isnan(value) ? "NaN" : fmt::format("{}", value)));
+  return static_cast<int64_t>(value);
 }
 
 int lx_push_strings(lua_State* L, const std::vector<std::string>& strings) {
@@ -319,11 +361,25 @@ int lx_push_pairs_iterator(lua_State* L) {
   return 1;
 }
 
-void lx_set_funcs(lua_State* L, const luaL_Reg* funcs) {
-  for (; funcs->name; ++funcs) {
-    lua_pushcfunction(L, funcs->func);
-    lua_setfield(L, -2, funcs->name);
+void lx_set_func(lua_State* L, const char* name, lua_CFunction f) {
+  lua_pushcfunction(L, f);
+  lua_setfield(L, -2, name);
+  // the name errors use when the caller's own name for the function is unknown (pcall(f, ...))
+  lua_getfield(L, LUA_REGISTRYINDEX, "slapo.function_names");
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, "slapo.function_names");
   }
+  lua_pushlightuserdata(L, reinterpret_cast<void*>(f));
+  lua_pushstring(L, name);
+  lua_rawset(L, -3);
+  lua_pop(L, 1);
+}
+
+void lx_set_funcs(lua_State* L, const luaL_Reg* funcs) {
+  for (; funcs->name; ++funcs) lx_set_func(L, funcs->name, funcs->func);
 }
 
 namespace {

@@ -48,6 +48,9 @@ bool lx_is_module(lua_State* L, int idx);
 
 void lx_push_schedule(lua_State* L, std::shared_ptr<Schedule> s);
 std::shared_ptr<Schedule>& lx_check_schedule(lua_State* L, int idx);
+/// lx_check_schedule for a primitive `fn`: refuses a stale handle (a node whose module left the
+/// model when a primitive replaced an ancestor), naming its path and what replaced it.
+std::shared_ptr<Schedule>& lx_check_live_schedule(lua_State* L, int idx, const char* fn);
 
 // ---- values ----
 /// Lua value -> IValue: tensor, number (integral -> int), boolean, string, nil, array table ->
@@ -63,6 +66,8 @@ std::string lx_opt_string(lua_State* L, int table, const char* key, const std::s
 
 /// Raises naming `fn` when the options table at `idx` (nil is fine) has a key not in `valid`,
 /// listing the valid ones.
+/// `value` as an integer in [lo, hi], else an Error naming `fn` and `what` (NaN and fractions too).
+int64_t lx_check_integer_value(double value, const char* what, double lo, double hi, const char* fn);
 void lx_check_option_keys(lua_State* L, int idx, std::initializer_list<const char*> valid, const char* fn);
 
 /// A table {name = tensor} <-> named tensors (checkpoint files, optimizer state).
@@ -79,6 +84,8 @@ std::vector<int64_t> lx_check_shape(lua_State* L, int idx, const char* fn);
 /// iterator for `for name, value in ... do`.
 int lx_push_pairs_iterator(lua_State* L);
 
+/// table[-1][name] = f, and `name` recorded for error messages about f's arguments.
+void lx_set_func(lua_State* L, const char* name, lua_CFunction f);
 /// Registers `funcs` into the table on top of the stack.
 void lx_set_funcs(lua_State* L, const luaL_Reg* funcs);
 

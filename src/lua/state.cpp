@@ -1,6 +1,8 @@
 // Opening a Lua state: libraries, the exception bridge, package.path, slapo.core, `slapo`.
 #include "lua/state.h"
 
+#include <filesystem>
+
 #include <cstdlib>
 
 #include "lua/lua_module.h"
@@ -37,7 +39,14 @@ int luaopen_slapo_core(lua_State* L) {
 
 std::string LuaState::stdlib_dir() {
   if (const char* dir = std::getenv("SLAPO_STDLIB")) return dir;
-  return SLAPO_SOURCE_STDLIB_DIR;
+  // an installed copy: <prefix>/bin/slapo-lua beside <prefix>/share/slapo-lua/stdlib
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    auto installed = exe.parent_path().parent_path() / "share" / "slapo-lua" / "stdlib";
+    if (std::filesystem::is_directory(installed / "slapo", ec)) return installed.string();
+  }
+  return SLAPO_SOURCE_STDLIB_DIR;  // a build tree runs the checkout's stdlib
 }
 
 LuaState::LuaState() : L_(luaL_newstate()), alive_(std::make_shared<bool>(true)) {

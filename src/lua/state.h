@@ -28,7 +28,8 @@ class LuaState {
   /// throws LuaError on failure.
   void call_stdlib(const std::string& module, const std::string& function, const std::string& argument, int nresults);
 
-  /// Directory of the Lua standard library (stdlib/): $SLAPO_STDLIB, else the source tree's.
+  /// Directory of the Lua standard library (stdlib/): $SLAPO_STDLIB, else an installed copy's
+  /// (<prefix>/share/slapo-lua/stdlib beside <prefix>/bin), else the source tree's.
   static std::string stdlib_dir();
 
  private:

@@ -93,8 +93,7 @@ const luaL_Reg data_parallel_meta[] = {{"__gc", w_DataParallel_gc}, {nullptr, nu
 void open_data_parallel(lua_State* L) {
   lx_new_class(L, "slapo.DataParallel", data_parallel_methods, data_parallel_meta, nullptr);
   lua_getfield(L, -1, "dist");
-  lua_pushcfunction(L, w_data_parallel);
-  lua_setfield(L, -2, "data_parallel");
+  lx_set_func(L, "data_parallel", w_data_parallel);
   lua_pop(L, 1);
 }
 

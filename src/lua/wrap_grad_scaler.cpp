@@ -60,8 +60,7 @@ const luaL_Reg scaler_methods[] = {
 
 void add_grad_scaler(lua_State* L) {
   lx_new_class(L, "slapo.GradScaler", scaler_methods, nullptr, nullptr);  // trivially destructible
-  lua_pushcfunction(L, w_grad_scaler);
-  lua_setfield(L, -2, "grad_scaler");
+  lx_set_func(L, "grad_scaler", w_grad_scaler);
 }
 
 }  // namespace slapo

@@ -1,9 +1,11 @@
 // slapo.models (zoo, presets, from_pretrained), slapo.save and slapo.load.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "core/error.h"
+#include "io/json_file.h"
 #include "io/pretrained.h"
 #include "io/torchscript.h"
 #include "lua/runtime.h"
@@ -14,8 +16,11 @@ namespace slapo {
 
 namespace {
 
-nlohmann::json table_to_json(lua_State* L, int idx) {
+// Lua tables may nest without end (t.self = t); JSON documents come limited (io/json_file.h).
+nlohmann::json table_to_json(lua_State* L, int idx, int depth = 0) {
   idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
+  if (depth > kMaxJsonDepth) luaL_error(L, "models: config tables nest deeper than %d levels (a table that contains itself?)", kMaxJsonDepth);
+  luaL_checkstack(L, 4, "models: config tables nest too deep");
   switch (lua_type(L, idx)) {
     case LUA_TBOOLEAN: return static_cast<bool>(lua_toboolean(L, idx));
     case LUA_TNUMBER: {
@@ -29,7 +34,7 @@ nlohmann::json table_to_json(lua_State* L, int idx) {
         nlohmann::json arr = nlohmann::json::array();
         for (size_t i = 1; i <= lua_objlen(L, idx); ++i) {
           lua_rawgeti(L, idx, static_cast<int>(i));
-          arr.push_back(table_to_json(L, -1));
+          arr.push_back(table_to_json(L, -1, depth + 1));
           lua_pop(L, 1);
         }
         return arr;
@@ -38,7 +43,7 @@ nlohmann::json table_to_json(lua_State* L, int idx) {
       lua_pushnil(L);
       while (lua_next(L, idx)) {
         if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "models: config keys must be strings");
-        obj[lua_tostring(L, -2)] = table_to_json(L, -1);
+        obj[lua_tostring(L, -2)] = table_to_json(L, -1, depth + 1);
         lua_pop(L, 1);
       }
       return obj;
@@ -50,6 +55,7 @@ nlohmann::json table_to_json(lua_State* L, int idx) {
 }
 
 void push_json(lua_State* L, const nlohmann::json& j) {
+  luaL_checkstack(L, 4, "read_json: JSON nests too deep");
   if (j.is_null()) lua_pushnil(L);
   else if (j.is_boolean()) lua_pushboolean(L, j.get<bool>());
   else if (j.is_number()) lua_pushnumber(L, j.get<double>());
@@ -148,7 +154,10 @@ int w_models_from_pretrained(lua_State* L) {
 // parameters, or a pipeline's stages, are gathered into one Hugging Face checkpoint (every rank
 // calls it; one writes).
 int w_save(lua_State* L) {
+  lx_check_option_keys(L, 3, {"max_shard_size"}, "save");
   double shard = lx_opt_number(L, 3, "max_shard_size", 0, "save");
+  if (!(shard >= 0) || shard > 9.0e15)
+    throw Error(fmt::format("save: max_shard_size must be a byte count >= 0 (0: one file), got {}", shard));
   if (lx_save_if_pipeline(L, 1, luaL_checkstring(L, 2), static_cast<int64_t>(shard))) return 0;
   if (luaL_testudata(L, 1, "slapo.Schedule")) {
     save_consolidated(*lx_check_schedule(L, 1), luaL_checkstring(L, 2), static_cast<int64_t>(shard));
@@ -162,12 +171,13 @@ int w_save(lua_State* L) {
 // read_json(path) -> the file's JSON as Lua values (objects become tables, arrays 1-based)
 int w_read_json(lua_State* L) {
   std::string path = luaL_checkstring(L, 1);
+  if (!std::filesystem::is_regular_file(path)) throw Error(fmt::format("read_json: '{}' is not a regular file", path));
   std::ifstream in(path);
   if (!in) throw Error(fmt::format("read_json: cannot open '{}'", path));
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
+    j = parse_json_limited(in);
+  } catch (const std::exception& e) {
     throw Error(fmt::format("read_json: '{}' is not valid JSON ({})", path, e.what()));
   }
   push_json(L, j);
@@ -208,14 +218,10 @@ void open_models(lua_State* L) {
   lua_newtable(L);
   lx_set_funcs(L, models_functions);
   lua_setfield(L, -2, "models");
-  lua_pushcfunction(L, w_save);
-  lua_setfield(L, -2, "save");
-  lua_pushcfunction(L, w_load);
-  lua_setfield(L, -2, "load");
-  lua_pushcfunction(L, w_read_json);
-  lua_setfield(L, -2, "read_json");
-  lua_pushcfunction(L, w_write_json);
-  lua_setfield(L, -2, "write_json");
+  lx_set_func(L, "save", w_save);
+  lx_set_func(L, "load", w_load);
+  lx_set_func(L, "read_json", w_read_json);
+  lx_set_func(L, "write_json", w_write_json);
 }
 
 }  // namespace slapo

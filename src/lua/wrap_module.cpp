@@ -239,8 +239,7 @@ int w_live_modules(lua_State* L) {
 
 void open_module(lua_State* L) {
   lx_new_class(L, "slapo.Module", module_methods, module_meta, module_fields);
-  lua_pushcfunction(L, w_live_modules);
-  lua_setfield(L, -2, "_live_modules");
+  lx_set_func(L, "_live_modules", w_live_modules);
 }
 
 }  // namespace slapo

@@ -14,6 +14,16 @@
 
 namespace slapo {
 
+std::shared_ptr<Schedule>& lx_check_live_schedule(lua_State* L, int idx, const char* fn) {
+  auto& s = lx_check_schedule(L, idx);
+  std::string why = s->stale_reason();
+  if (!why.empty())
+    throw Error(fmt::format("{}: the handle for '{}' is stale: {}, so the module it named is no longer in the "
+                            "model; index the schedule again (sch[\"{}\"])",
+                            fn, s->path(), why, s->path()));
+  return s;
+}
+
 namespace {
 
 int w_Schedule_gc(lua_State* L) {
@@ -104,6 +114,15 @@ void collect_node_names(lua_State* L, int idx, SubgraphNames& out, const char* c
     return;
   }
   lua_pop(L, 1);
+  if (depth == 0 && lua_objlen(L, idx) == 0) {  // an options table in the subgraph's place?
+    lua_pushnil(L);
+    if (lua_next(L, idx)) {
+      std::string key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : luaL_typename(L, -2);
+      lua_pop(L, 2);
+      throw Error(fmt::format("{}: a subgraph is what find returns (an array of nodes), got a table with key '{}' "
+                              "(options come after the subgraph)", caller, key));
+    }
+  }
   for (size_t i = 1; i <= lua_objlen(L, idx); ++i) {
     lua_rawgeti(L, idx, static_cast<int>(i));
     collect_node_names(L, -1, out, caller, depth + 1);
@@ -150,7 +169,7 @@ int replace_subgraph_call(lua_State* L, const std::shared_ptr<Schedule>& s) {
 }
 
 int w_Schedule_replace(lua_State* L) {
-  auto s = lx_check_schedule(L, 1);
+  auto s = lx_check_live_schedule(L, 1, "replace");
   if (!lua_isnoneornil(L, 3)) return replace_subgraph_call(L, s);
   if (!lx_is_module(L, 2))
     throw Error(fmt::format("replace: the replacement for {} must be a module, got {} (build one with slapo.nn "
@@ -161,22 +180,27 @@ int w_Schedule_replace(lua_State* L) {
 }
 
 int w_Schedule_shard(lua_State* L) {
-  auto s = lx_check_schedule(L, 1);
+  auto s = lx_check_live_schedule(L, 1, "shard");
   std::string param = luaL_checkstring(L, 2);
   if (lua_type(L, 3) != LUA_TNUMBER)
     throw Error(fmt::format("shard: the axis for '{}' of {} must be a number, got {}", param, s->where(),
                             luaL_typename(L, 3)));
-  int groups = static_cast<int>(lx_opt_number(L, 4, "groups", 1, "shard"));
-  shard(*s, param, static_cast<int64_t>(lua_tonumber(L, 3)), call_site(L, *s, 2, 4), groups);
+  int64_t axis = lx_check_integer_value(lua_tonumber(L, 3), "axis", -64, 63, "shard");
+  lx_check_option_keys(L, 4, {"groups"}, "shard");
+  int groups = static_cast<int>(lx_check_integer_value(lx_opt_number(L, 4, "groups", 1, "shard"), "groups", 1,
+                                                       1 << 20, "shard"));
+  shard(*s, param, axis, call_site(L, *s, 2, 4), groups);
   lua_settop(L, 1);
   return 1;
 }
 
 // sub:sync(mode, op, {axis = N}) where op is a name, a reshard scheme or a function(value) -> value
 int w_Schedule_sync(lua_State* L) {
-  auto s = lx_check_schedule(L, 1);
+  auto s = lx_check_live_schedule(L, 1, "sync");
   SyncMode mode = parse_sync_mode(luaL_checkstring(L, 2), *s);
+  lx_check_option_keys(L, 4, {"axis"}, "sync");
   double axis = lx_opt_number(L, 4, "axis", static_cast<double>(INT64_MIN), "sync");
+  if (axis != static_cast<double>(INT64_MIN)) axis = static_cast<double>(lx_check_integer_value(axis, "axis", -64, 63, "sync"));
   SyncOp op;
   op.kind = SyncOp::Function;
   if (lua_isfunction(L, 3)) {
@@ -194,7 +218,7 @@ int w_Schedule_sync(lua_State* L) {
 }
 
 int w_Schedule_checkpoint(lua_State* L) {
-  auto s = lx_check_schedule(L, 1);
+  auto s = lx_check_live_schedule(L, 1, "checkpoint");
   if (!lua_isnoneornil(L, 2)) {  // sub:checkpoint(subgraph) -> the wrapper's schedule
     auto names = subgraph_arg(L, 2, "checkpoint");
     std::string child = checkpoint_subgraph(*s, names, call_site(L, *s, 2, 2));
@@ -208,8 +232,10 @@ int w_Schedule_checkpoint(lua_State* L) {
 
 // sub:fork_rng([seed])
 int w_Schedule_fork_rng(lua_State* L) {
-  auto s = lx_check_schedule(L, 1);
-  int64_t seed = lua_isnoneornil(L, 2) ? -1 : static_cast<int64_t>(luaL_checknumber(L, 2));
+  auto s = lx_check_live_schedule(L, 1, "fork_rng");
+  if (!lua_isnoneornil(L, 2) && lua_type(L, 2) != LUA_TNUMBER)
+    throw Error(fmt::format("fork_rng: the seed for {} must be an integer, got {}", s->where(), luaL_typename(L, 2)));
+  int64_t seed = lua_isnoneornil(L, 2) ? -1 : lx_check_integer_value(lua_tonumber(L, 2), "seed", 0, 9.0e15, "fork_rng");
   fork_rng(*s, seed, call_site(L, *s, 2, 2));
   lua_settop(L, 1);
   return 1;
@@ -218,12 +244,12 @@ int w_Schedule_fork_rng(lua_State* L) {
 // sub:trace{inputs = {x, ...}, leaves = {"path" or "Type", ...}, flatten = false}; without inputs,
 // example inputs shaped like the module's last call
 int w_Schedule_trace(lua_State* L) {
-  auto s = lx_check_schedule(L, 1);
+  auto s = lx_check_live_schedule(L, 1, "trace");
   if (lua_isnoneornil(L, 2)) {  // sub:trace(): every option at its default
     lua_settop(L, 1);
     lua_newtable(L);
   }
-  luaL_checktype(L, 2, LUA_TTABLE);
+  lx_check_option_keys(L, 2, {"inputs", "leaves", "flatten"}, "trace");
   Values inputs;
   std::vector<std::string> leaves;
   lua_getfield(L, 2, "inputs");
@@ -287,7 +313,7 @@ int w_Schedule_graph(lua_State* L) {
 
 // sub:find(regex) -> array of subgraphs, each an array of nodes
 int w_Schedule_find(lua_State* L) {
-  auto s = lx_check_schedule(L, 1);
+  auto s = lx_check_live_schedule(L, 1, "find");
   if (lua_isfunction(L, 2)) {  // a pattern: traced with one tensor per parameter
     auto fn = LuaRef::from_stack(L, 2);
     // debug.getinfo(fn, "u").nparams: one example tensor per parameter
@@ -330,7 +356,10 @@ int w_Schedule_find(lua_State* L) {
     }
     return 1;
   }
-  auto nodes = find_nodes(*s, luaL_checkstring(L, 2));
+  if (lua_type(L, 2) != LUA_TSTRING)
+    throw Error(fmt::format("find: expected a regular expression over leaf paths (a string) or a pattern function, "
+                            "got {}", luaL_typename(L, 2)));
+  auto nodes = find_nodes(*s, lua_tostring(L, 2));
   lua_createtable(L, static_cast<int>(nodes.size()), 0);
   for (size_t i = 0; i < nodes.size(); ++i) {
     push_graph_nodes(L, {nodes[i]});
@@ -340,7 +369,7 @@ int w_Schedule_find(lua_State* L) {
 }
 
 int w_Schedule_decompose(lua_State* L) {
-  auto s = lx_check_schedule(L, 1);
+  auto s = lx_check_live_schedule(L, 1, "decompose");
   decompose(*s, call_site(L, *s, 2, 1));
   lua_settop(L, 1);
   return 1;
@@ -349,7 +378,7 @@ int w_Schedule_decompose(lua_State* L) {
 // sub:fuse(nil, {compiler = "kernels"}) -> number of fused subgraphs;
 // sub:fuse(subgraph, {compiler = "kernels", name = "BiasGeLU"}) -> the fused child's schedule
 int w_Schedule_fuse(lua_State* L) {
-  auto s = lx_check_schedule(L, 1);
+  auto s = lx_check_live_schedule(L, 1, "fuse");
   if (!lua_isnoneornil(L, 2)) {
     auto names = subgraph_arg(L, 2, "fuse");
     std::string compiler = lx_opt_string(L, 3, "compiler", "kernels", "fuse");
@@ -379,14 +408,14 @@ int w_Graph_tostring(lua_State* L) {
 }
 
 int w_Schedule_cut_pipeline_stage(lua_State* L) {
-  auto s = lx_check_schedule(L, 1);
+  auto s = lx_check_live_schedule(L, 1, "cut_pipeline_stage");
   cut_pipeline_stage(*s, call_site(L, *s, 2, 1));
   lua_settop(L, 1);
   return 1;
 }
 
 int w_Schedule_annotate(lua_State* L) {
-  auto s = lx_check_schedule(L, 1);
+  auto s = lx_check_live_schedule(L, 1, "annotate");
   annotate(*s, luaL_checkstring(L, 2), luaL_checkstring(L, 3), lx_to_value(L, 4), call_site(L, *s, 2, 4));
   lua_settop(L, 1);
   return 1;
@@ -548,17 +577,14 @@ const luaL_Reg schedule_meta[] = {
 
 void open_schedule(lua_State* L) {
   luaL_newmetatable(L, "slapo.Graph");
-  lua_pushcfunction(L, w_Graph_tostring);
-  lua_setfield(L, -2, "__tostring");
+  lx_set_func(L, "__tostring", w_Graph_tostring);
   lua_pop(L, 1);
   lua_newtable(L);
   lua_setfield(L, LUA_REGISTRYINDEX, "slapo.log_args");
   lx_new_class(L, "slapo.Schedule", schedule_methods, schedule_meta, schedule_fields);
-  lua_pushcfunction(L, w_create_schedule);
-  lua_setfield(L, -2, "create_schedule");
+  lx_set_func(L, "create_schedule", w_create_schedule);
   lua_newtable(L);
-  lua_pushcfunction(L, w_pattern_call_module);
-  lua_setfield(L, -2, "call_module");
+  lx_set_func(L, "call_module", w_pattern_call_module);
   lua_setfield(L, -2, "pattern");
 }
 

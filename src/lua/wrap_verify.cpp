@@ -15,6 +15,7 @@ namespace {
 int w_build(lua_State* L) {
   auto s = lx_check_schedule(L, 1);
   ScheduleBuildOptions o;
+  lx_check_option_keys(L, 2, {"init_weights", "seed", "pipeline"}, "build");
   if (lua_istable(L, 2)) {
     lua_getfield(L, 2, "init_weights");
     if (lua_isboolean(L, -1)) o.init = lua_toboolean(L, -1) ? ScheduleBuildOptions::All : ScheduleBuildOptions::None;
@@ -100,12 +101,9 @@ int w_verify_pipeline(lua_State* L) {
 }  // namespace
 
 void open_verify(lua_State* L) {
-  lua_pushcfunction(L, w_build);
-  lua_setfield(L, -2, "build");
-  lua_pushcfunction(L, w_verify);
-  lua_setfield(L, -2, "_verify");
-  lua_pushcfunction(L, w_verify_pipeline);
-  lua_setfield(L, -2, "_verify_pipeline");
+  lx_set_func(L, "build", w_build);
+  lx_set_func(L, "_verify", w_verify);
+  lx_set_func(L, "_verify_pipeline", w_verify_pipeline);
 }
 
 }  // namespace slapo

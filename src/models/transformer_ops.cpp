@@ -1,6 +1,8 @@
 // Tensor helpers shared by the zoo's attention and loss code.
 #include "models/transformer_ops.h"
 
+#include "core/error.h"
+
 #include <torch/version.h>  // TORCH_VERSION_MAJOR: the LibTorch 2.x paths
 #include <cmath>
 #include <limits>
@@ -96,6 +98,13 @@ at::Tensor attention_probs(const at::Tensor& q, const at::Tensor& k, const c10::
                       : at::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(q.size(-1)));
   if (mask) scores = scores + *mask;
   return at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
+}
+
+void check_sequence_fits(const at::Tensor& ids, const torch::nn::Module& positions, const char* who, const char* field) {
+  int64_t rows = positions.named_parameters(/*recurse=*/false)["weight"].size(0);
+  if (ids.dim() == 2 && ids.size(1) > rows)
+    throw Error(fmt::format("{}: a sequence of {} tokens is longer than {} {} (the position embedding's rows)", who,
+                            ids.size(1), field, rows));
 }
 
 // Position t predicts label t + 1. The labels shift (padded with the ignored index at the end),

@@ -33,11 +33,20 @@ void replace(Schedule& sch, std::shared_ptr<Module> new_mod, const CallSite& sit
   if (!parent)
     throw Error("replace: cannot replace the root module; create a schedule over the new model instead");
   if (!new_mod) throw Error(fmt::format("replace: the new module for '{}' is empty", sch.path()));
-  for (auto node = sch.shared_from_this(); node; node = node->parent())
+  // The new module may not be this module or an ancestor, nor hold one: the tree would contain
+  // itself. Named: the ancestor it is, else the highest one it holds.
+  std::shared_ptr<Schedule> held;
+  for (auto node = sch.shared_from_this(); node; node = node->parent()) {
     if (node->mod() == new_mod)
       throw Error(fmt::format("replace: cannot put {} ('{}', a {}) inside itself at '{}'",
-                              node == sch.shared_from_this() ? "the module" : "an ancestor", node->path(),
-                              new_mod->type_name(), sch.path()));
+                              node == sch.shared_from_this() ? "the module" : "an ancestor",
+                              node->path().empty() ? "the root" : node->path(), new_mod->type_name(), sch.path()));
+    if (node != sch.shared_from_this() && new_mod->contains(node->mod().get())) held = node;
+  }
+  if (held)
+    throw Error(fmt::format("replace: cannot put an ancestor ('{}', a {}) inside itself at '{}': the new {} contains it",
+                            held->path().empty() ? "the root" : held->path(), held->mod()->type_name(), sch.path(),
+                            new_mod->type_name()));
   // Step 2. Rewire the parent's slot, then this node and its subtree.
   carry_parameter_meta(*sch.mod(), *new_mod);
   parent->mod()->set_child(sch.name(), new_mod);

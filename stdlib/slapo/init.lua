@@ -52,6 +52,9 @@ end
 --- backward) is compared with the unscheduled model: the loss on {labels =} (default: the first
 --- input) and each stage's gradients. Then it returns the report and the pipeline.
 function slapo.verify(sch, inputs, opts, fn)
+  if type(sch) ~= "userdata" then
+    error(("verify: bad argument #1: schedule expected, got %s"):format(type(sch)), 2)
+  end
   if type(opts) == "function" then
     opts, fn = nil, opts
   end

@@ -29,12 +29,13 @@ end
 --- Evaluates `source` in the global environment. Returns "incomplete" (the chunk needs more
 --- lines), or "ok"/"error" with the text to print.
 function M.eval(source)
-  local chunk = load("return " .. source, "=stdin")
+  local chunk, expression_err = load("return " .. source, "=stdin")
   if not chunk then
     local err
     chunk, err = load(source, "=stdin")
     if not chunk then
-      if err:match("<eof>$") or err:match("<eof>'?$") then
+      -- more lines may finish it: a statement ("for i = 1, 3 do") or an expression ("1 +")
+      if err:match("<eof>'?$") or expression_err:match("<eof>'?$") then
         return "incomplete"
       end
       return "error", err

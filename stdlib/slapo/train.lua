@@ -48,6 +48,24 @@ local function check_options(opts)
   if out.optimizer ~= "adamw" and out.optimizer ~= "sgd" and out.optimizer ~= "zero_adamw" then
     error(("train: unknown optimizer '%s' (choices: adamw, sgd, zero_adamw)"):format(tostring(out.optimizer)), 3)
   end
+  -- counts and rates: a negative step count or a zero accumulation would run nothing, or divide by 0
+  local function integer_at_least(name, low)
+    local v = out[name]
+    if type(v) ~= "number" or v ~= math.floor(v) or v < low then
+      error(("train: %s must be an integer >= %d, got %s"):format(name, low, tostring(v)), 4)
+    end
+  end
+  integer_at_least("steps", 1)
+  integer_at_least("grad_accum", 1)
+  integer_at_least("log_every", 1)
+  integer_at_least("warmup", 0)
+  integer_at_least("checkpoint_every", 0)
+  for _, name in ipairs({ "lr", "weight_decay", "min_lr", "clip" }) do
+    local v = out[name]
+    if type(v) ~= "number" or not (v >= 0) or v == math.huge then
+      error(("train: %s must be a finite number >= 0, got %s"):format(name, tostring(v)), 3)
+    end
+  end
   return out
 end
 
