@@ -30,6 +30,9 @@ struct LeafRegistry {
   struct Entry {
     std::weak_ptr<Module> parent;
     std::string slot, path;
+    // A call site that also passed non-tensor arguments: each argument in order, a constant or
+    // (none) the next tensor input. Empty: the tensor inputs are all the arguments.
+    std::vector<c10::optional<Value>> layout;
   };
   std::unordered_map<int64_t, Entry> leaves;
   int64_t next = 1;
@@ -72,7 +75,62 @@ Value call_leaf(int64_t id, at::TensorList inputs, std::string* path_out) {
   if (!m)
     throw Error(path_out->empty() ? fmt::format("call_module: no leaf module with id {}", id)
                                   : fmt::format("call_module: the module holding leaf '{}' no longer exists", *path_out));
-  return (*m)(Values(inputs.begin(), inputs.end()));
+  std::vector<c10::optional<Value>> layout;
+  {
+    std::lock_guard<std::mutex> lock(registry().mutex);
+    layout = registry().leaves[id].layout;
+  }
+  if (layout.empty()) return (*m)(Values(inputs.begin(), inputs.end()));
+  Values args;
+  size_t next = 0;
+  for (auto& slot : layout) {
+    if (slot) args.push_back(*slot);
+    else if (next < inputs.size()) args.emplace_back(inputs[next++]);
+    else throw Error(fmt::format("call_module: leaf '{}' got {} tensors, its call site passed more", *path_out, inputs.size()));
+  }
+  return (*m)(std::move(args));
+}
+
+// True when `v` is or holds a tensor (a table of tensors, a tuple of them): such an argument
+// cannot be a constant of the graph.
+bool holds_tensor(const Value& v) {
+  if (v.isTensor()) return true;
+  if (v.isTuple())
+    for (auto& e : v.toTupleRef().elements())
+      if (holds_tensor(e)) return true;
+  if (v.isList())
+    for (const Value& e : v.toListRef())
+      if (holds_tensor(e)) return true;
+  if (v.isGenericDict())
+    for (auto& item : v.toGenericDict())
+      if (holds_tensor(item.value())) return true;
+  return false;
+}
+
+// A leaf call with non-tensor arguments (numbers, strings, flags, nil): a call site of its own
+// that replays them as constants around the traced tensor inputs.
+int64_t register_call_site(int64_t leaf_id, const Values& args) {
+  std::vector<c10::optional<Value>> layout;
+  bool constants = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].isTensor()) {
+      layout.emplace_back(c10::nullopt);
+      continue;
+    }
+    if (holds_tensor(args[i]))
+      throw Error(fmt::format("trace: leaf '{}' is called with a {} holding tensors as argument {}; a traced call "
+                              "passes tensors and constants, so make its caller a leaf too",
+                              leaf_path(leaf_id), args[i].tagKind(), i + 1));
+    layout.emplace_back(args[i]);
+    constants = constants || !args[i].isNone();
+  }
+  if (!constants) return leaf_id;  // tensors (and nils) only: the plain call replays it
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  auto entry = registry().leaves[leaf_id];
+  entry.layout = std::move(layout);
+  int64_t site = registry().next++;
+  registry().leaves[site] = std::move(entry);
+  return site;
 }
 
 // Ops by which a forward reads a tensor's value into the host: a trace would freeze that value.
@@ -98,7 +156,7 @@ std::vector<std::shared_ptr<Module>> TracedGraph::called_leaves() const {
 int64_t register_leaf(const TraceLeaf& leaf) {
   std::lock_guard<std::mutex> lock(registry().mutex);
   int64_t id = registry().next++;
-  registry().leaves[id] = {leaf.parent, leaf.slot, leaf.path};
+  registry().leaves[id] = {leaf.parent, leaf.slot, leaf.path, {}};
   return id;
 }
 
@@ -345,12 +403,13 @@ std::shared_ptr<TracedGraph> trace_module(Module& module, const std::string& whe
         throw;
       }
       torch::jit::tracer::setTracingState(state);
+      int64_t site = register_call_site(id, args);
       auto& graph = *state->graph;
       std::vector<torch::jit::Value*> tensor_inputs;
       for (auto& a : args)
         if (a.isTensor()) tensor_inputs.push_back(torch::jit::tracer::getValueTrace(a));
       auto* list = graph.insertNode(graph.createList(c10::TensorType::get(), tensor_inputs))->output();
-      auto* id_value = graph.insertConstant(id);
+      auto* id_value = graph.insertConstant(site);
       auto* node = graph.insertNode(graph.create(c10::Symbol::fromQualString("slapo::call_module"), {id_value, list}, 1));
       node->output()->setType(c10::TensorType::get());
       if (out.isTensor()) {

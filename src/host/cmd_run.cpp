@@ -26,6 +26,35 @@ int join_world_from_env() {
   return world.rank;
 }
 
+namespace {
+// os.exit(code) on a rank of a launched run records the exit before the process ends: its peers
+// notice the closed connections while static destructors still run, and the launcher must see
+// which came first.
+std::string exit_error_file;
+int exit_rank = 0;
+
+int exit_recording(lua_State* L) {
+  int code = lua_isnoneornil(L, 1)  ? 0
+             : lua_isboolean(L, 1) ? (lua_toboolean(L, 1) ? 0 : 1)
+                                   : static_cast<int>(lua_tointeger(L, 1));
+  if (code != 0) write_error_file(exit_error_file, exit_rank, fmt::format("exited with code {} (os.exit)", code));
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, 0);
+  return 0;
+}
+
+void record_failing_exits(lua_State* L, const std::string& error_file, int rank) {
+  exit_error_file = error_file;
+  exit_rank = rank;
+  lua_getglobal(L, "os");
+  lua_getfield(L, -1, "exit");
+  lua_pushcclosure(L, exit_recording, 1);
+  lua_setfield(L, -2, "exit");
+  lua_pop(L, 1);
+}
+}  // namespace
+
 int cmd_run(const std::string& script, const std::vector<std::string>& args, int nproc, const std::string& profile) {
   if (!std::filesystem::exists(script)) {
     report_error(fmt::format("run: no script '{}'", script));
@@ -54,6 +83,7 @@ int cmd_run(const std::string& script, const std::vector<std::string>& args, int
       profiler = std::make_unique<torch::autograd::profiler::RecordProfile>(path);
     }
     LuaState lua;
+    if (error_file) record_failing_exits(lua.get(), error_file, rank);
     lua.run_file(script, args);
   } catch (const std::exception& e) {
     if (error_file) write_error_file(error_file, rank, e.what());

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -55,7 +56,29 @@ struct Rank {
   std::string out_buf, err_buf;
   bool exited = false;
   int status = 0;
+  int exit_fd = -1;          // a pidfd: readable the moment the process ends, so exits are timed closely
+  int64_t exit_ns = 0;       // when the launcher saw it end
+  bool stopped = false;      // the launcher signalled it: its end is not a root cause
+  bool failed() const { return exited && !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
 };
+
+int open_pidfd(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  return -1;  // poll's 100 ms tick then times exits
+#endif
+}
+
+int64_t dist_timeout_s() {
+  const char* v = ::getenv("SLAPO_DIST_TIMEOUT");
+  return v && std::atoi(v) > 0 ? std::atoi(v) : 120;  // dist/world.cpp's default
+}
+
+bool is_timeout_message(const std::string& m) {
+  return m.find("imed out") != std::string::npos || m.find("imeout") != std::string::npos;
+}
 
 // Writes complete lines of `buf` to `stream`, prefixed for ranks other than 0.
 void flush_lines(std::string& buf, FILE* stream, int rank, bool all) {
@@ -153,18 +176,32 @@ int launch_ranks(int nproc, const std::vector<std::string>& command) {
     ::close(err_pipe[1]);
     ::fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
     ::fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
-    ranks.push_back({k, pid, out_pipe[0], err_pipe[0], "", "", false, 0});
+    Rank r{k, pid, out_pipe[0], err_pipe[0], "", "", false, 0};
+    r.exit_fd = open_pidfd(pid);
+    ranks.push_back(r);
   }
 
   // Forward output and watch exits; after the first failure, stop the others (TERM, then KILL).
+  // A rank still running `timeout` after every other one finished cleanly is stopped too.
   int first_failed = -1;
-  std::chrono::steady_clock::time_point failed_at;
+  std::chrono::steady_clock::time_point failed_at, last_clean_exit;
   bool killed = false;
+  std::vector<int> waiting_at_failure;  // ranks alive, with no error, when the first one failed
+  int outlived = -1;
+  const auto timeout = std::chrono::seconds(dist_timeout_s());
+  auto stop_others = [&](int sig) {
+    for (auto& other : ranks)
+      if (!other.exited) {
+        other.stopped = true;
+        ::kill(other.pid, sig);
+      }
+  };
   for (;;) {
     std::vector<pollfd> fds;
     for (auto& r : ranks) {
       if (r.out_fd >= 0) fds.push_back({r.out_fd, POLLIN, 0});
       if (r.err_fd >= 0) fds.push_back({r.err_fd, POLLIN, 0});
+      if (r.exit_fd >= 0 && !r.exited) fds.push_back({r.exit_fd, POLLIN, 0});
     }
     if (!fds.empty()) ::poll(fds.data(), fds.size(), 100);
     bool open_pipes = false;
@@ -176,20 +213,32 @@ int launch_ranks(int nproc, const std::vector<std::string>& command) {
       open_pipes = open_pipes || r.out_fd >= 0 || r.err_fd >= 0;
       if (!r.exited && ::waitpid(r.pid, &r.status, WNOHANG) == r.pid) {
         r.exited = true;
-        bool ok = WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0;
-        if (!ok && first_failed < 0) {
+        r.exit_ns = now_ns();
+        if (r.exit_fd >= 0) ::close(r.exit_fd);
+        if (!r.failed()) last_clean_exit = std::chrono::steady_clock::now();
+        if (r.failed() && first_failed < 0) {
           first_failed = r.rank;
           failed_at = std::chrono::steady_clock::now();
           for (auto& other : ranks)
-            if (!other.exited) ::kill(other.pid, SIGTERM);
+            if (!other.exited && !fs::exists(fmt::format("{}/rank-{}.json", dir, other.rank)))
+              waiting_at_failure.push_back(other.rank);
+          stop_others(SIGTERM);
         }
       }
     }
     bool all_exited = std::all_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.exited; });
     if (all_exited && !open_pipes) break;
+    if (first_failed < 0 && outlived < 0 && !all_exited &&
+        std::any_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.exited; }) &&
+        std::chrono::steady_clock::now() - last_clean_exit > timeout) {
+      for (auto& r : ranks)
+        if (!r.exited && outlived < 0) outlived = r.rank;
+      first_failed = outlived;
+      failed_at = std::chrono::steady_clock::now();
+      stop_others(SIGTERM);
+    }
     if (first_failed >= 0 && !killed && std::chrono::steady_clock::now() - failed_at > std::chrono::seconds(3)) {
-      for (auto& other : ranks)
-        if (!other.exited) ::kill(other.pid, SIGKILL);
+      stop_others(SIGKILL);
       killed = true;
     }
     if (all_exited && open_pipes && first_failed >= 0 && killed) break;  // a grandchild holds a pipe
@@ -199,24 +248,49 @@ int launch_ranks(int nproc, const std::vector<std::string>& command) {
     fs::remove_all(dir);
     return 0;
   }
-  // The root cause is the earliest recorded error (peers of a dead rank fail after it).
+  if (outlived >= 0) {
+    report_error(fmt::format("rank {} of {} was still running {} s after every other rank had finished, so it was "
+                             "stopped (SLAPO_DIST_TIMEOUT sets how long a rank may outlive the others)",
+                             outlived, nproc, dist_timeout_s()));
+    fs::remove_all(dir);
+    return 1;
+  }
+  // The root cause is the earliest event: a recorded error, or a rank's own end (an exit or a
+  // signal it did not get from the launcher); its peers fail after it, noticing the closed links.
   int culprit = first_failed;
   int64_t earliest = INT64_MAX;
   std::string message;
   for (auto& r : ranks) {
     std::ifstream in(fmt::format("{}/rank-{}.json", dir, r.rank));
-    if (!in) continue;
-    try {
-      auto j = nlohmann::json::parse(in);
-      if (j["time_ns"].get<int64_t>() < earliest) {
-        earliest = j["time_ns"].get<int64_t>();
-        culprit = r.rank;
-        message = j["message"].get<std::string>();
+    if (in) {
+      try {
+        auto j = nlohmann::json::parse(in);
+        if (j["time_ns"].get<int64_t>() < earliest) {
+          earliest = j["time_ns"].get<int64_t>();
+          culprit = r.rank;
+          message = j["message"].get<std::string>();
+        }
+        continue;
+      } catch (const std::exception&) {
       }
-    } catch (const std::exception&) {
+    }
+    if (r.failed() && !r.stopped && r.exit_ns < earliest) {
+      earliest = r.exit_ns;
+      culprit = r.rank;
+      message = "";
     }
   }
   if (message.empty()) message = describe_exit(ranks[culprit].status);
+  // A collective that timed out waited for a rank that never came: that rank is the cause.
+  if (is_timeout_message(message) && !waiting_at_failure.empty() &&
+      std::find(waiting_at_failure.begin(), waiting_at_failure.end(), culprit) == waiting_at_failure.end()) {
+    int absent = waiting_at_failure.front();
+    report_error(fmt::format("rank {} of {} never reached the collective that rank {} timed out in (it was still "
+                             "running, with no error); rank {}: {}",
+                             absent, nproc, culprit, culprit, message));
+    fs::remove_all(dir);
+    return 1;
+  }
   report_error(fmt::format("rank {} of {} failed: {}", culprit, nproc, message));
   fs::remove_all(dir);
   return 1;

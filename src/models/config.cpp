@@ -124,9 +124,11 @@ ModelConfig ModelConfig::with_defaults(const std::string& model_type) const {
 
 int64_t ModelConfig::integer(const std::string& key) const {
   if (!has(key)) throw Error(fmt::format("config: missing field '{}'", key));
-  if (!fields_[key].is_number_integer() && !(fields_[key].is_number() &&
-                                             fields_[key].get<double>() == std::floor(fields_[key].get<double>())))
-    throw Error(fmt::format("config: field '{}' must be an integer, got {}", key, fields_[key].dump()));
+  // floats only where integral and within int64's exact range (a cast of 1e300 is undefined)
+  const auto& v = fields_[key];
+  if (!v.is_number_integer() &&
+      !(v.is_number() && v.get<double>() == std::floor(v.get<double>()) && std::fabs(v.get<double>()) < 9.0e15))
+    throw Error(fmt::format("config: field '{}' must be an integer, got {}", key, v.dump()));
   return fields_[key].get<int64_t>();
 }
 

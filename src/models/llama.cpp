@@ -76,7 +76,8 @@ class LlamaAttention : public ModuleBase<LlamaAttention> {
     int64_t h = c.integer("hidden_size"), heads = c.integer("num_attention_heads");
     int64_t kv_heads = c.integer("num_key_value_heads", heads);
     if (heads % kv_heads != 0)
-      throw Error(fmt::format("llama: num_attention_heads {} is not a multiple of num_key_value_heads {}", heads, kv_heads));
+      throw Error(fmt::format("{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", c.model_type(), heads,
+                              kv_heads));
     head_dim = llama_head_dim(c);
     // LLaMA: attention_bias on all four projections; Qwen2: biases on q, k and v only; Mistral: none
     bool qwen2 = family(c) == "Qwen2";

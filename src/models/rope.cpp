@@ -49,9 +49,12 @@ RopeScaling rope_from_config(const ModelConfig& c) {
   if (!(r.factor >= 1.0))
     throw Error(fmt::format("config: {}.factor must be a number >= 1 for rope_type '{}', got {}", key, type,
                             table.contains("factor") ? table["factor"].dump() : "nothing"));
-  r.original_max_positions = static_cast<int64_t>(
-      field(table, "original_max_position_embeddings", static_cast<double>(c.integer("max_position_embeddings", 2048)),
-            key));
+  double original = field(table, "original_max_position_embeddings",
+                          static_cast<double>(c.integer("max_position_embeddings", 2048)), key);
+  if (!(original >= 1 && original <= 16777216) || original != std::floor(original))
+    throw Error(fmt::format("config: {}.original_max_position_embeddings must be an integer from 1 to 16777216, got {}",
+                            key, original));
+  r.original_max_positions = static_cast<int64_t>(original);
   if (type == "llama3") {
     r.low_freq_factor = field(table, "low_freq_factor", 1.0, key);
     r.high_freq_factor = field(table, "high_freq_factor", 4.0, key);

@@ -34,6 +34,44 @@ elapsed=$(( $(date +%s) - start ))
 grep -q "rank 1 of 2 failed: .*fail.lua:2: rank one broke" "$tmp/err"
 grep -q "in function 'step'" "$tmp/err"
 
+# the rank that caused the failure is the one named, not the peer that noticed it
+cat > "$tmp/exits.lua" <<'LUA'
+if slapo.dist.rank() == 1 then os.exit(3) end
+slapo.dist.barrier()
+LUA
+set +e
+"$bin" run --nproc 2 "$tmp/exits.lua" >"$tmp/out" 2>"$tmp/err"; rc=$?
+set -e
+[ $rc -ne 0 ] || { echo "a rank exiting 3 must fail the run"; exit 1; }
+grep -q "rank 1 of 2 failed: exited with code 3" "$tmp/err" || { echo "blamed the wrong rank:"; cat "$tmp/err"; exit 1; }
+
+# a rank that never reaches a collective is named, not the rank that timed out waiting for it
+cat > "$tmp/absent.lua" <<'LUA'
+if slapo.dist.rank() == 1 then while true do end end
+slapo.dist.barrier()
+LUA
+set +e
+SLAPO_DIST_TIMEOUT=3 timeout 60 "$bin" run --nproc 2 "$tmp/absent.lua" >"$tmp/out" 2>"$tmp/err"; rc=$?
+set -e
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || { echo "an absent rank must fail the run, not hang (rc $rc)"; exit 1; }
+grep -q "rank 1 of 2 never reached the collective that rank 0 timed out in" "$tmp/err" ||
+  { echo "blamed the wrong rank for a timeout:"; cat "$tmp/err"; exit 1; }
+
+# a rank that keeps running after every other one finished is stopped after SLAPO_DIST_TIMEOUT
+cat > "$tmp/outlives.lua" <<'LUA'
+slapo.dist.barrier()
+if slapo.dist.rank() == 1 then while true do end end
+LUA
+start=$(date +%s)
+set +e
+SLAPO_DIST_TIMEOUT=3 timeout 60 "$bin" run --nproc 2 "$tmp/outlives.lua" >"$tmp/out" 2>"$tmp/err"; rc=$?
+set -e
+elapsed=$(( $(date +%s) - start ))
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || { echo "a rank outliving the others must be stopped (rc $rc)"; exit 1; }
+[ "$elapsed" -lt 20 ] || { echo "stopping the outliving rank took ${elapsed}s"; exit 1; }
+grep -q "rank 1 of 2 was still running 3 s after every other rank had finished" "$tmp/err" ||
+  { echo "no report of the outliving rank:"; cat "$tmp/err"; exit 1; }
+
 # torchrun's contract: a process with RANK/WORLD_SIZE joins instead of spawning
 cat > "$tmp/who.lua" <<'LUA'
 print(slapo.dist.rank(), slapo.dist.world_size())

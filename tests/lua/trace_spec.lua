@@ -96,6 +96,29 @@ describe("trace", function()
     end))
   end)
 
+  -- Slapo's suite found this: a leaf called as self.sc(x, 3) computed x * 1 once traced.
+  it("replays a leaf's non-tensor arguments (numbers, strings, nil) as the call passed them", function()
+    local scale = slapo.nn.Module({ type = "Scale", forward = function(self, x, k, how)
+      local y = x * (k or 1)
+      return how == "neg" and -y or y
+    end })
+    local outer = slapo.nn.Module({ type = "Outer", children = { sc = scale }, forward = function(self, x)
+      return self.sc(x, 3) + self.sc(x, 2, "neg") + self.sc(x, nil)
+    end })
+    local sch = slapo.create_schedule(outer)
+    local x = slapo.randn({ 2, 4 })
+    local before = outer(x)
+    close(x * 2, before)
+    sch:trace({ inputs = { x } })
+    close(before, outer(x))
+    -- a table holding tensors cannot become a constant of the graph
+    local takes_table = slapo.nn.Module({ type = "Outer2", children = { sc = slapo.nn.Module({ type = "T",
+      forward = function(self, x, opts) return x * opts.w end }) },
+      forward = function(self, x) return self.sc(x, { w = x }) end })
+    matches("trace: leaf 'sc' is called with a .* holding tensors as argument 2",
+      pcall_err(function() slapo.create_schedule(takes_table):trace({ inputs = { x } }) end))
+  end)
+
   it("replays from the log with the example inputs", function()
     local sch = slapo.create_schedule(gpt2())
     sch["transformer.h.0.mlp"]:trace({ inputs = { slapo.randn({ 2, 5, 32 }) }, leaves = { "c_fc" }, flatten = true })
