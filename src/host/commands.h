@@ -20,6 +20,14 @@ int cmd_plot(const std::vector<std::string>& files);
 /// The interactive prompt; runs SCRIPT first when given.
 int cmd_repl(const std::string& script);
 
+struct PlanArgs {
+  std::string model, cluster = "1x1:cpu", out;
+  int64_t batch = 8, seq = 128;
+  int steps = 3;
+};
+/// Plans a parallel layout for a model on a cluster and writes it as a Lua schedule script.
+int cmd_plan(const PlanArgs& args);
+
 /// Under torchrun's environment (or the launcher) joins the world before any script runs, so every
 /// rank meets at the same rendezvous whatever the script does first. Returns this rank.
 int join_world_from_env();

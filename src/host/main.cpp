@@ -62,6 +62,15 @@ int main(int argc, char** argv) {
   auto* repl = app.add_subcommand("repl", "Interactive prompt (libedit): slapo-lua repl [SCRIPT.lua]");
   repl->add_option("script", repl_script, "a script to run first");
 
+  slapo::PlanArgs plan_args;
+  auto* plan = app.add_subcommand("plan", "Plan TP x DP, checkpointing and ZeRO for a model on a cluster; write it as Lua");
+  plan->add_option("model", plan_args.model, "preset name or Hugging Face model directory")->required();
+  plan->add_option("--cluster", plan_args.cluster, "NODESxDEVICES:DEVICE, DEVICE = cpu (measured now), h100 or a .json profile");
+  plan->add_option("--batch", plan_args.batch, "sequences per step, over all replicas")->check(CLI::Range(1, 1 << 30));
+  plan->add_option("--seq", plan_args.seq, "tokens per sequence")->check(CLI::Range(1, 1 << 24));
+  plan->add_option("--steps", plan_args.steps, "training steps the written script runs")->check(CLI::Range(1, 1 << 30));
+  plan->add_option("--out", plan_args.out, "write the plan as a Lua schedule script here");
+
   try {
     app.parse(std::min(script_at + 1, argc), argv);
   } catch (const CLI::ParseError& e) {
@@ -81,5 +90,6 @@ int main(int argc, char** argv) {
   if (*inspect) return slapo::cmd_inspect(model);
   if (*repl) return slapo::cmd_repl(repl_script);
   if (*plot) return slapo::cmd_plot(plot_args);
+  if (*plan) return slapo::cmd_plan(plan_args);
   return 2;
 }

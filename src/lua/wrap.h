@@ -31,6 +31,7 @@ void add_grad_scaler(lua_State* L);  // slapo.optim.grad_scaler, into the table 
 void open_train(lua_State* L);       // clock, clip_grad_norm, measure_peak_flops, memory_mib
 void open_kernels(lua_State* L);     // slapo.kernels (fused CPU kernels)
 void open_cuda(lua_State* L);        // slapo.cuda (is_available, device_count, synchronize)
+void open_plan(lua_State* L);        // slapo.plan (the planner)
 /// The slapo.Pipeline at `idx` (a Lua error otherwise).
 class Pipeline;
 Pipeline& lx_check_pipeline(lua_State* L, int idx);

@@ -1,0 +1,195 @@
+// Alpha-beta communication, shape-indexed matmul throughput, and Megatron's memory accounting.
+#include "plan/cost_model.h"
+
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "core/error.h"
+#include "io/json_file.h"
+#include "slapo/build_config.h"
+
+namespace slapo::plan {
+
+double DeviceProfile::matmul_seconds(double m, double k, double n, const std::string& dtype) const {
+  const Matmul* best = nullptr;
+  double best_distance = std::numeric_limits<double>::infinity();
+  for (auto& row : matmul) {
+    if (row.dtype != dtype) continue;
+    double d = std::fabs(std::log(m / row.m)) + std::fabs(std::log(k / row.k)) + std::fabs(std::log(n / row.n));
+    if (d < best_distance) best_distance = d, best = &row;
+  }
+  if (!best) throw Error(fmt::format("plan: the profile of {} has no {} matmul rows", name, dtype));
+  return 2.0 * m * k * n / (best->tflops * 1e12);
+}
+
+DeviceProfile DeviceProfile::from_json(const nlohmann::json& j, const std::string& name, double memory_bytes) {
+  DeviceProfile p;
+  p.name = j.value("device", name);
+  p.memory_bytes = memory_bytes;
+  if (!j.contains("matmul") || !j["matmul"].is_array())
+    throw Error(fmt::format("plan: the device profile '{}' has no \"matmul\" array", name));
+  for (auto& row : j["matmul"])
+    p.matmul.push_back({row.at("dtype").get<std::string>(), row.at("m").get<double>(), row.at("k").get<double>(),
+                        row.at("n").get<double>(), row.at("tflops").get<double>()});
+  return p;
+}
+
+DeviceProfile DeviceProfile::measure_cpu(int devices_per_node) {
+  DeviceProfile p;
+  p.name = "cpu";
+  p.memory_bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE)) /
+                   devices_per_node;
+  torch::NoGradGuard no_grad;
+  // ranks share the cores, as the launcher's OMP_NUM_THREADS does
+  int threads = at::get_num_threads();
+  at::set_num_threads(std::max(1, threads / devices_per_node));
+  for (auto [m, k, n] : {std::array<int64_t, 3>{256, 256, 256}, {512, 512, 2048}, {1024, 1024, 1024},
+                         {1024, 1024, 4096}, {1024, 4096, 1024}}) {
+    auto a = torch::randn({m, k}), b = torch::randn({k, n});
+    (void)at::matmul(a, b);  // warm up
+    auto start = std::chrono::steady_clock::now();
+    int reps = 0;
+    do {
+      (void)at::matmul(a, b);
+      ++reps;
+    } while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(60));
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / reps;
+    p.matmul.push_back({"float32", double(m), double(k), double(n), 2.0 * m * k * n / s / 1e12});
+  }
+  at::set_num_threads(threads);
+  return p;
+}
+
+Cluster Cluster::parse(const std::string& spec, const std::string& devices_dir) {
+  auto bad = [&](const std::string& why) {
+    return Error(fmt::format("plan: --cluster '{}' {} (forms: NODESxDEVICES:cpu, NODESxDEVICES:h100, "
+                             "NODESxDEVICES:profile.json)", spec, why));
+  };
+  auto colon = spec.find(':'), x = spec.find('x');
+  if (colon == std::string::npos || x == std::string::npos || x > colon) throw bad("is not NODESxDEVICES:DEVICE");
+  Cluster c;
+  try {
+    size_t used = 0;
+    c.nodes = std::stoi(spec.substr(0, x), &used);
+    if (used != x) throw bad("has a malformed node count");
+    c.per_node = std::stoi(spec.substr(x + 1, colon - x - 1), &used);
+    if (used != colon - x - 1) throw bad("has a malformed device count");
+  } catch (const std::logic_error&) {
+    throw bad("has a malformed count");
+  }
+  if (c.nodes < 1 || c.per_node < 1 || c.devices() > 65536) throw bad("needs 1 to 65536 devices");
+  std::string device = spec.substr(colon + 1);
+  if (device == "cpu") {
+    // Gloo over loopback TCP between processes of one machine; between machines, 10 GbE
+    c.device = DeviceProfile::measure_cpu(c.per_node);
+    c.intra_bw = 2e9, c.intra_latency = 50e-6, c.inter_bw = 1.25e9, c.inter_latency = 100e-6;
+    return c;
+  }
+  namespace fs = std::filesystem;
+  fs::path file = device.size() > 5 && device.substr(device.size() - 5) == ".json" ? fs::path(device)
+                                                                                 : fs::path(devices_dir) / (device + ".json");
+  if (!fs::is_regular_file(file))
+    throw bad(fmt::format("names a device with no profile at '{}' (profiles: cpu, or the *.json in {}; "
+                          "SLAPO_DEVICES sets the directory)", file.string(), devices_dir));
+  nlohmann::json j;
+  try {
+    std::ifstream in(file);
+    j = parse_json_limited(in);
+  } catch (const std::exception& e) {
+    throw bad(fmt::format("names '{}', which is not valid JSON ({})", file.string(), e.what()));
+  }
+  // The data-sheet figures devices/README.md gives for an H100 SXM node: NVLink 4 (450 GB/s each
+  // way), 8 x 400 Gb/s InfiniBand per node (50 GB/s per GPU), 80 GiB.
+  c.device = DeviceProfile::from_json(j, device, 80.0 * (1ull << 30));
+  c.intra_bw = 450e9, c.intra_latency = 5e-6, c.inter_bw = 50e9, c.inter_latency = 10e-6;
+  return c;
+}
+
+std::string default_devices_dir() {
+  if (const char* dir = std::getenv("SLAPO_DEVICES")) return dir;
+  return std::string(SLAPO_SOURCE_STDLIB_DIR) + "/../../shared/devices";
+}
+
+double all_reduce_seconds(double bytes, int ranks, double bandwidth, double latency) {
+  if (ranks <= 1) return 0.0;
+  return 2.0 * (ranks - 1) / ranks * bytes / bandwidth + 2.0 * (ranks - 1) * latency;
+}
+
+ModelShape ModelShape::from_config(const ModelConfig& config, const std::string& name) {
+  ModelShape s;
+  s.type = config.model_type();
+  s.name = name;
+  auto c = config.with_defaults(s.type);
+  if (s.type == "gpt2") {
+    s.hidden = c.integer("n_embd"), s.layers = c.integer("n_layer"), s.heads = c.integer("n_head");
+    s.inner = c.integer("n_inner", 4 * s.hidden), s.vocab = c.integer("vocab_size");
+  } else if (s.type == "bert" || s.type == "llama" || s.type == "qwen2" || s.type == "mistral") {
+    s.hidden = c.integer("hidden_size"), s.layers = c.integer("num_hidden_layers");
+    s.heads = c.integer("num_attention_heads"), s.inner = c.integer("intermediate_size");
+    s.vocab = c.integer("vocab_size");
+    s.gated_mlp = s.type != "bert";
+  } else {
+    throw Error(fmt::format("plan: cannot plan a '{}' model (bert, gpt2, llama, qwen2, mistral)", s.type));
+  }
+  s.kv_heads = s.gated_mlp ? c.integer("num_key_value_heads", s.heads) : s.heads;
+  s.head_dim = s.gated_mlp && c.has("head_dim") ? c.integer("head_dim") : s.hidden / s.heads;
+  int64_t attn = s.hidden * s.heads * s.head_dim * 2 + 2 * s.hidden * s.kv_heads * s.head_dim;
+  int64_t mlp = (s.gated_mlp ? 3 : 2) * s.hidden * s.inner;
+  s.layer_params = attn + mlp;
+  s.embedding_params = s.vocab * s.hidden;
+  s.total_params = s.layers * s.layer_params + s.embedding_params * (s.gated_mlp ? 2 : 1);
+  return s;
+}
+
+Estimate estimate(const ModelShape& m, const Cluster& cluster, const Workload& work, const Candidate& c) {
+  Estimate e;
+  const double bytes = 4.0;  // float32 weights, activations and gradients
+  const double tokens = static_cast<double>(work.batch / c.dp * work.seq);  // per data-parallel replica
+  const double h = m.hidden, tp = c.tp;
+  const std::string dtype = "float32";
+  auto mm = [&](double k, double n) { return cluster.device.matmul_seconds(tokens, k, n, dtype); };
+  // One layer's forward: its projections (split over TP) and the attention scores and context.
+  double q_width = m.heads * m.head_dim, kv_width = m.kv_heads * m.head_dim;
+  double layer_fwd = mm(h, (q_width + 2 * kv_width) / tp) + mm(q_width / tp, h) +
+                     (m.gated_mlp ? 2 * mm(h, m.inner / tp) : mm(h, m.inner / tp)) + mm(m.inner / tp, h) +
+                     2 * cluster.device.matmul_seconds(work.seq, m.head_dim, work.seq, dtype) *
+                         (work.batch / c.dp) * m.heads / tp;
+  double head_fwd = mm(h, m.vocab / (m.vocab % c.tp == 0 ? tp : 1.0));
+  // backward takes twice the forward; checkpointing runs each layer's forward once more; the
+  // elementwise ops, norms and softmax add about a fifth (Megatron's measurements)
+  double per_layer = layer_fwd * (3.0 + (c.checkpoint ? 1.0 : 0.0));
+  e.compute_s = 1.2 * (m.layers * per_layer + 3.0 * head_fwd);
+  // Megatron TP: two all-reduces of the activations in forward and two in backward per layer
+  bool tp_in_node = c.tp <= cluster.per_node;
+  double tp_bw = tp_in_node ? cluster.intra_bw : cluster.inter_bw;
+  double tp_lat = tp_in_node ? cluster.intra_latency : cluster.inter_latency;
+  e.tp_comm_s = m.layers * (4 + (c.checkpoint ? 2 : 0)) * all_reduce_seconds(tokens * h * bytes, c.tp, tp_bw, tp_lat);
+  // DP: the gradients of this rank's shard, once per step (ZeRO-1: reduce-scatter + all-gather,
+  // the same volume)
+  double shard_params = m.layers * m.layer_params / tp + m.embedding_params * (m.gated_mlp ? 2 : 1) /
+                                                             (m.vocab % c.tp == 0 ? tp : 1.0);
+  bool dp_in_node = c.tp * c.dp <= cluster.per_node;
+  e.dp_comm_s = all_reduce_seconds(shard_params * bytes, c.dp, dp_in_node ? cluster.intra_bw : cluster.inter_bw,
+                                   dp_in_node ? cluster.intra_latency : cluster.inter_latency);
+  e.step_s = e.compute_s + e.tp_comm_s + e.dp_comm_s;
+  // Memory per rank: weights and gradients, AdamW's two moments (sharded over DP under ZeRO-1),
+  // activations (Megatron's 34 + 5 a s / h values of 2 bytes per token and width, here 4-byte
+  // ones split over TP; a checkpointed layer keeps its input and recomputes the rest), logits.
+  e.param_bytes = 2 * shard_params * bytes;
+  e.optimizer_bytes = 2 * shard_params * bytes / (c.zero ? c.dp : 1);
+  double layer_acts = tokens * h * (34.0 + 5.0 * m.heads * work.seq / h) * 2.0 / tp;
+  e.activation_bytes = c.checkpoint ? m.layers * tokens * h * bytes + layer_acts : m.layers * layer_acts;
+  e.activation_bytes += 2 * tokens * m.vocab * bytes / (m.vocab % c.tp == 0 ? tp : 1.0);
+  e.peak_bytes = e.param_bytes + e.optimizer_bytes + e.activation_bytes;
+  e.fits = e.peak_bytes <= 0.9 * cluster.device.memory_bytes;
+  return e;
+}
+
+}  // namespace slapo::plan

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# slapo-lua plan: the table of uniform plans, the plan as a Lua script that trains on the ranks it
+# planned for, and clear errors for clusters and workloads that cannot work.
+set -euo pipefail
+bin="$1"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+"$bin" plan gpt2 --cluster 1x2:cpu --batch 4 --seq 32 --steps 2 --out "$tmp/plan.lua" >"$tmp/table"
+grep -q "plan for gpt2 (123.5M parameters) on 1 x 2 cpu, batch 4 x seq 32" "$tmp/table"
+grep -q "chosen" "$tmp/table"
+[ "$(grep -c "slower\|needs" "$tmp/table")" -ge 3 ] || { echo "alternatives missing:"; cat "$tmp/table"; exit 1; }
+grep -q '^local plan = {' "$tmp/plan.lua"
+"$bin" run --nproc 2 "$tmp/plan.lua" >"$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
+grep -q "plan: 2 steps, final loss" "$tmp/out"
+
+# an edited plan runs too: data parallel with ZeRO-1 instead
+sed -e 's/^  tp = [0-9]*,/  tp = 1,/' -e 's/^  dp = [0-9]*,/  dp = 2,/' -e 's/^  zero = false,/  zero = true,/' \
+  "$tmp/plan.lua" >"$tmp/edited.lua"
+"$bin" run --nproc 2 "$tmp/edited.lua" >"$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
+grep -q "plan: 2 steps, final loss" "$tmp/out"
+
+# errors name the option
+set +e
+"$bin" plan gpt2 --cluster 2:cpu >/dev/null 2>"$tmp/err"; rc=$?
+set -e
+[ $rc -eq 1 ] && grep -q "plan: --cluster '2:cpu' is not NODESxDEVICES:DEVICE" "$tmp/err"
+set +e
+"$bin" plan gpt2-large --cluster 1x1:cpu --batch 4096 --seq 1024 >/dev/null 2>"$tmp/err"; rc=$?
+set -e
+[ $rc -eq 1 ] && grep -q "does not fit 1 x 1: the most sharded plan" "$tmp/err" || { cat "$tmp/err"; exit 1; }
+echo "plan ok: $(sed -n 3p "$tmp/table" | sed 's/  */ /g')"
