@@ -291,6 +291,14 @@ std::string lx_opt_string(lua_State* L, int table, const char* key, const std::s
   return out;
 }
 
+double lx_opt_number_in(lua_State* L, int table, const char* key, double fallback, double lo, double hi, const char* fn) {
+  double v = lx_opt_number(L, table, key, fallback, fn);
+  if (!(v >= lo && v <= hi))
+    throw Error(fmt::format("{}: option '{}' must be from {:g} to {:g}, got {}", fn, key, lo, hi,
+                            std::isnan(v) ? "NaN" : fmt::format("{:g}", v)));
+  return v;
+}
+
 int64_t lx_check_integer_value(double value, const char* what, double lo, double hi, const char* fn) {
   if (!(value == std::floor(value)) || value < lo || value > hi)  // NaN fails the first test
     throw Error(fmt::format("{}: {} must be an integer from {} to {}, got {}", fn, what, static_cast<int64_t>(lo),

@@ -66,6 +66,8 @@ std::string lx_opt_string(lua_State* L, int table, const char* key, const std::s
 
 /// Raises naming `fn` when the options table at `idx` (nil is fine) has a key not in `valid`,
 /// listing the valid ones.
+/// lx_opt_number whose value must lie in [lo, hi] (NaN never does); the error names fn and key.
+double lx_opt_number_in(lua_State* L, int table, const char* key, double fallback, double lo, double hi, const char* fn);
 /// `value` as an integer in [lo, hi], else an Error naming `fn` and `what` (NaN and fractions too).
 int64_t lx_check_integer_value(double value, const char* what, double lo, double hi, const char* fn);
 void lx_check_option_keys(lua_State* L, int idx, std::initializer_list<const char*> valid, const char* fn);

@@ -45,19 +45,23 @@ int push(lua_State* L, OptimizerPtr opt) {
 }
 
 int w_sgd(lua_State* L) {
-  torch::optim::SGDOptions o(lx_opt_number(L, 2, "lr", 1e-2, "optim.sgd"));
-  o.momentum(lx_opt_number(L, 2, "momentum", 0, "optim.sgd"));
-  o.weight_decay(lx_opt_number(L, 2, "weight_decay", 0, "optim.sgd"));
-  return push(L, std::make_shared<torch::optim::SGD>(param_list(L, 1, "optim.sgd"), o));
+  const char* fn = "optim.sgd";
+  lx_check_option_keys(L, 2, {"lr", "momentum", "weight_decay"}, fn);
+  torch::optim::SGDOptions o(lx_opt_number_in(L, 2, "lr", 1e-2, 0, 1e6, fn));
+  o.momentum(lx_opt_number_in(L, 2, "momentum", 0, 0, 1, fn));
+  o.weight_decay(lx_opt_number_in(L, 2, "weight_decay", 0, 0, 1e6, fn));
+  return push(L, std::make_shared<torch::optim::SGD>(param_list(L, 1, fn), o));
 }
 
 int w_adamw(lua_State* L) {
-  torch::optim::AdamWOptions o(lx_opt_number(L, 2, "lr", 1e-3, "optim.adamw"));
-  o.weight_decay(lx_opt_number(L, 2, "weight_decay", 0.01, "optim.adamw"));
-  o.eps(lx_opt_number(L, 2, "eps", 1e-8, "optim.adamw"));
-  o.betas({lx_opt_number(L, 2, "beta1", 0.9, "optim.adamw"), lx_opt_number(L, 2, "beta2", 0.999, "optim.adamw")});
-  auto impl = adamw_impl_from_name(lx_opt_string(L, 2, "impl", "auto", "optim.adamw"), "optim.adamw");
-  return push(L, std::make_shared<MultiTensorAdamW>(param_list(L, 1, "optim.adamw"), o, impl));
+  const char* fn = "optim.adamw";
+  lx_check_option_keys(L, 2, {"lr", "weight_decay", "eps", "beta1", "beta2", "impl"}, fn);
+  torch::optim::AdamWOptions o(lx_opt_number_in(L, 2, "lr", 1e-3, 0, 1e6, fn));
+  o.weight_decay(lx_opt_number_in(L, 2, "weight_decay", 0.01, 0, 1e6, fn));
+  o.eps(lx_opt_number_in(L, 2, "eps", 1e-8, 0, 1, fn));
+  o.betas({lx_opt_number_in(L, 2, "beta1", 0.9, 0, 0.999999, fn), lx_opt_number_in(L, 2, "beta2", 0.999, 0, 0.999999, fn)});
+  auto impl = adamw_impl_from_name(lx_opt_string(L, 2, "impl", "auto", fn), fn);
+  return push(L, std::make_shared<MultiTensorAdamW>(param_list(L, 1, fn), o, impl));
 }
 
 int w_Optimizer_step(lua_State* L) {
@@ -111,11 +115,13 @@ ZeroPtr& check_zero(lua_State* L, int idx) { return *static_cast<ZeroPtr*>(luaL_
 // optim.zero_adamw(model, {lr=, weight_decay=, eps=, beta1=, beta2=, group=})
 int w_zero_adamw(lua_State* L) {
   dist::ZeroOptions o;
-  o.lr = lx_opt_number(L, 2, "lr", o.lr, "optim.zero_adamw");
-  o.weight_decay = lx_opt_number(L, 2, "weight_decay", o.weight_decay, "optim.zero_adamw");
-  o.eps = lx_opt_number(L, 2, "eps", o.eps, "optim.zero_adamw");
-  o.beta1 = lx_opt_number(L, 2, "beta1", o.beta1, "optim.zero_adamw");
-  o.beta2 = lx_opt_number(L, 2, "beta2", o.beta2, "optim.zero_adamw");
+  const char* fn = "optim.zero_adamw";
+  if (lua_istable(L, 2)) lx_check_option_keys(L, 2, {"lr", "weight_decay", "eps", "beta1", "beta2", "group"}, fn);
+  o.lr = lx_opt_number_in(L, 2, "lr", o.lr, 0, 1e6, fn);
+  o.weight_decay = lx_opt_number_in(L, 2, "weight_decay", o.weight_decay, 0, 1e6, fn);
+  o.eps = lx_opt_number_in(L, 2, "eps", o.eps, 0, 1, fn);
+  o.beta1 = lx_opt_number_in(L, 2, "beta1", o.beta1, 0, 0.999999, fn);
+  o.beta2 = lx_opt_number_in(L, 2, "beta2", o.beta2, 0, 0.999999, fn);
   std::shared_ptr<dist::Group> group;
   if (lua_istable(L, 2)) {
     lua_getfield(L, 2, "group");

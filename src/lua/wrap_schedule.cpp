@@ -253,6 +253,9 @@ int w_Schedule_trace(lua_State* L) {
   Values inputs;
   std::vector<std::string> leaves;
   lua_getfield(L, 2, "inputs");
+  if (!lua_isnil(L, -1) && !lua_istable(L, -1))
+    throw Error(fmt::format("trace: inputs for {} must be an array of tensors {{x, ...}}, got {}", s->where(),
+                            luaL_typename(L, -1)));
   if (lua_istable(L, -1))
     for (size_t i = 1; i <= lua_objlen(L, -1); ++i) {
       lua_rawgeti(L, -1, static_cast<int>(i));
@@ -261,10 +264,16 @@ int w_Schedule_trace(lua_State* L) {
     }
   lua_pop(L, 1);
   lua_getfield(L, 2, "leaves");
+  if (!lua_isnil(L, -1) && !lua_istable(L, -1))
+    throw Error(fmt::format("trace: leaves for {} must be an array of module paths or type names, got {}", s->where(),
+                            luaL_typename(L, -1)));
   if (lua_istable(L, -1))
     for (size_t i = 1; i <= lua_objlen(L, -1); ++i) {
       lua_rawgeti(L, -1, static_cast<int>(i));
-      leaves.emplace_back(luaL_checkstring(L, -1));
+      if (lua_type(L, -1) != LUA_TSTRING)
+        throw Error(fmt::format("trace: leaves[{}] must be a module path or type name (a string), got {}", i,
+                                luaL_typename(L, -1)));
+      leaves.emplace_back(lua_tostring(L, -1));
       lua_pop(L, 1);
     }
   lua_pop(L, 1);
@@ -532,6 +541,7 @@ int schedule_fields(lua_State* L) {
 
 // create_schedule(model, {group = g})
 int w_create_schedule(lua_State* L) {
+  lx_check_option_keys(L, 2, {"group"}, "create_schedule");
   std::shared_ptr<dist::Group> group;
   if (lua_istable(L, 2)) {
     lua_getfield(L, 2, "group");

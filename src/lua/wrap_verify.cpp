@@ -52,7 +52,8 @@ Values inputs_arg(lua_State* L, int idx) {
 
 VerifyOptions verify_options(lua_State* L, int idx) {
   VerifyOptions o;
-  o.rtol = lx_opt_number(L, idx, "rtol", o.rtol, "verify");
+  lx_check_option_keys(L, idx, {"rtol", "atol", "backward", "train", "seed", "labels"}, "verify");
+  o.rtol = lx_opt_number_in(L, idx, "rtol", o.rtol, 0, 1e6, "verify");
   o.atol = lx_opt_number(L, idx, "atol", o.atol, "verify");  // negative: scaled to the values
   o.backward = lx_opt_bool(L, idx, "backward", true, "verify");
   o.train = lx_opt_bool(L, idx, "train", false, "verify");

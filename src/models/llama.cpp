@@ -190,6 +190,7 @@ class LlamaModel : public ModuleBase<LlamaModel> {
   // (input_ids, {attention_mask=})
   Value forward(Values args) override {
     auto ids = tensor_arg(args, 0, "LlamaModel", "input_ids");
+    check_token_ids(ids, "LlamaModel");
     auto x = call("embed_tokens", ids);
     auto positions = torch::arange(ids.size(1), ids.options()).unsqueeze(0).expand({ids.size(0), ids.size(1)});
     auto rope = call("rotary_emb", Values{x, positions}).toTuple();

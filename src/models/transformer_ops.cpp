@@ -100,7 +100,14 @@ at::Tensor attention_probs(const at::Tensor& q, const at::Tensor& k, const c10::
   return at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
 }
 
+void check_token_ids(const at::Tensor& ids, const char* who) {
+  if (ids.dim() != 2)
+    throw Error(fmt::format("{}: input_ids must be token ids [batch, seq], got a tensor of shape [{}]", who,
+                            fmt::join(ids.sizes(), ", ")));
+}
+
 void check_sequence_fits(const at::Tensor& ids, const torch::nn::Module& positions, const char* who, const char* field) {
+  check_token_ids(ids, who);
   int64_t rows = positions.named_parameters(/*recurse=*/false)["weight"].size(0);
   if (ids.dim() == 2 && ids.size(1) > rows)
     throw Error(fmt::format("{}: a sequence of {} tokens is longer than {} {} (the position embedding's rows)", who,

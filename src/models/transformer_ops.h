@@ -41,6 +41,8 @@ at::Tensor attention_context(const at::Tensor& q, const at::Tensor& k, const at:
                              c10::optional<double> plain_p,
                              const std::function<at::Tensor(const at::Tensor&)>& dropout,
                              c10::optional<double> scale = c10::nullopt);
+/// Refuses token ids that are not [batch, seq], naming `who`.
+void check_token_ids(const at::Tensor& ids, const char* who);
 /// Refuses token ids [B, S] longer than `positions`' rows (learned position embeddings), naming
 /// `who` and the config field that sets the length.
 void check_sequence_fits(const at::Tensor& ids, const torch::nn::Module& positions, const char* who, const char* field);

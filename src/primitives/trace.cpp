@@ -13,7 +13,14 @@ namespace {
 // `leaves` (paths below the module, or type names) are, and every Dropout.
 std::vector<TraceLeaf> choose_leaves(Schedule& sch, const std::vector<std::string>& names, bool flatten) {
   std::vector<TraceLeaf> out;
-  if (!flatten) {
+  if (!flatten) {  // every direct child is a leaf; named leaves must still exist
+    for (auto& name : names) {
+      bool found = false;
+      for (auto& [path, node] : sch.named_schedules()) found |= name == path || name == node->mod()->type_name();
+      if (!found)
+        throw Error(fmt::format("trace: leaf '{}' is neither a path below {} nor the type of a module there", name,
+                                sch.where()));
+    }
     for (auto& child : sch.children()) out.push_back({sch.mod(), child->name(), child->name()});
     return out;
   }

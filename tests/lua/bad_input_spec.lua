@@ -30,7 +30,7 @@ local function assert_unchanged(before, sch, what)
   eq(count, seen, what .. ": parameters disappeared")
 end
 
--- { what, function(sch) bad call end, pattern the message must match (plain text) }
+-- { what, function(sch) bad call end, text the message must contain, setup = valid calls first }
 local schedule_cases = {
   { "shard a fractional axis", function(s) s["transformer.h.0.mlp.c_fc"]:shard("weight", 0.5) end,
     "shard: axis must be an integer from -64 to 63, got 0.5" },
@@ -74,6 +74,56 @@ local schedule_cases = {
     .. "the new Sequential contains it" },
   { "annotate with a number for a name", function(s) s["transformer.h.0.mlp.c_fc"]:annotate(1, 2) end, "annotate:" },
   { "index a path that does not exist", function(s) return s["transformer.h.9"] end, "schedule: no module '9'" },
+  { "index with an empty path component", function(s) return s["transformer..h"] end, "schedule: no module '' under" },
+  { "index with a number", function(s) return s[5] end, "schedule: index with a module path string" },
+  { "shard a parameter twice", function(s) s["transformer.h.1.mlp.c_fc"]:shard("weight", 0) end,
+    "shard: 'weight' of 'transformer.h.1.mlp.c_fc' is already sharded along axis 1; a parameter is sharded once" },
+  { "shard a parameter named by a number", function(s) s["transformer.h.0.mlp.c_fc"]:shard(5, 0) end,
+    "shard: 'transformer.h.0.mlp.c_fc' (Conv1D) has no parameter '5'" },
+  { "checkpoint a module twice", function(s) s["transformer.h.0"]:checkpoint() end,
+    "checkpoint: 'transformer.h.0' (GPT2Block) is already checkpointed",
+    setup = function(s) s["transformer.h.0"]:checkpoint() end },
+  { "cut a pipeline stage twice", function(s) s["transformer.h.0"]:cut_pipeline_stage() end,
+    "cut_pipeline_stage: 'transformer.h.0' already ends a stage",
+    setup = function(s) s["transformer.h.0"]:cut_pipeline_stage() end },
+  { "trace with inputs that are not an array", function(s) s["transformer.h.0.mlp"]:trace({ inputs = 5 }) end,
+    "trace: inputs for 'transformer.h.0.mlp' must be an array of tensors {x, ...}, got number" },
+  { "trace with leaves as a string", function(s)
+    s["transformer.h.0"]:trace({ inputs = { slapo.randn({ 1, 4, 16 }) }, leaves = "mlp" })
+  end, "trace: leaves for 'transformer.h.0' must be an array of module paths or type names, got string" },
+  { "trace with a leaf that is a number", function(s)
+    s["transformer.h.0"]:trace({ inputs = { slapo.randn({ 1, 4, 16 }) }, leaves = { 5 } })
+  end, "trace: leaves[1] must be a module path or type name (a string), got number" },
+  { "trace with a leaf that does not exist", function(s)
+    s["transformer.h.0"]:trace({ inputs = { slapo.randn({ 1, 4, 16 }) }, leaves = { "mpl" } })
+  end, "trace: leaf 'mpl' is neither a path below 'transformer.h.0' nor the type of a module there" },
+  { "find with an invalid regular expression", function(s) s["transformer.h.0"]:find("(") end,
+    "find: '(' is not a valid regular expression",
+    setup = function(s) s["transformer.h.0"]:trace({ inputs = { slapo.randn({ 1, 4, 16 }) } }) end },
+  { "decompose a LayerNorm", function(s) s["transformer.h.0.ln_1"]:decompose() end,
+    "decompose: 'transformer.h.0.ln_1' is a LayerNorm; decompose splits Linear and Conv1D" },
+  { "sync with a number for the mode", function(s) s["transformer.h.0"]:sync(5, "all_reduce") end,
+    "sync: unknown mode '5' for 'transformer.h.0' (choices: fwd_pre, fwd_post, bwd_post)" },
+  { "fork_rng with a string seed", function(s) s["transformer.h.0.attn.attn_dropout"]:fork_rng("x") end,
+    "fork_rng: the seed for 'transformer.h.0.attn.attn_dropout' must be an integer, got string" },
+  { "replace_all with a number for the type", function(s) s:replace_all(5, function(m) return m end) end,
+    "replace_all: type name must be a string, got number" },
+  { "verify with a misspelt option", function(s) slapo.verify(s, { slapo.randint(0, 32, { 1, 4 }) }, { rtoll = 1 }) end,
+    "verify: unknown option 'rtoll'" },
+  { "verify with a negative tolerance", function(s) slapo.verify(s, { slapo.randint(0, 32, { 1, 4 }) }, { rtol = -1 }) end,
+    "verify: option 'rtol' must be from 0 to 1e+06, got -1" },
+  { "optimizer with a misspelt option", function(s) slapo.optim.adamw(s.mod, { lrr = 1 }) end,
+    "optim.adamw: unknown option 'lrr' (valid: lr, weight_decay, eps, beta1, beta2, impl)" },
+  { "optimizer with a negative learning rate", function(s) slapo.optim.sgd(s.mod, { lr = -1 }) end,
+    "optim.sgd: option 'lr' must be from 0 to 1e+06, got -1" },
+  { "optimizer with beta2 of 1", function(s) slapo.optim.adamw(s.mod, { beta2 = 1 }) end,
+    "optim.adamw: option 'beta2' must be from 0 to 0.999999, got 1" },
+  { "load_state_dict with a wrong shape", function(s)
+    s.mod:load_state_dict({ ["lm_head.weight"] = slapo.zeros({ 2, 2 }) })
+  end, "load_state_dict: 'lm_head.weight' has shape [32, 16] in the module but [2, 2] in the table" },
+  { "a forward on one-dimensional ids", function(s) s.mod(slapo.randint(0, 32, { 4 })) end,
+    "GPT2Model: input_ids must be token ids [batch, seq], got a tensor of shape [4]" },
+  { "a forward on float ids", function(s) s.mod(slapo.randn({ 1, 4 })) end, "Embedding: indices must be integers, got Float" },
   { "cut a pipeline stage at the root", function(s) s:cut_pipeline_stage() end, "cut_pipeline_stage: the root module" },
 }
 
@@ -82,6 +132,9 @@ describe("bad calls on a schedule", function()
     it(case[1], function()
       local sch = slapo.create_schedule(small_gpt2())
       sch["transformer.h.1.mlp.c_fc"]:shard("weight", 1)  -- a non-empty log to keep
+      if case.setup then
+        case.setup(sch)
+      end
       local before = snapshot(sch)
       local err = pcall_err(case[2], sch)
       assert(err:find(case[3], 1, true), ("%s: expected a message containing %q, got %q"):format(case[1], case[3], err))
@@ -123,6 +176,13 @@ describe("bad calls elsewhere", function()
       pcall_err(slapo.save, model, os.tmpname() .. ".d", { max_shard_size = -1 }))
     matches("save: cannot create the directory '/proc/no/such/dir'", pcall_err(slapo.save, model, "/proc/no/such/dir"))
     matches("create_schedule: bad argument #1: module expected, got nil", pcall_err(slapo.create_schedule, nil))
+    matches("create_schedule: unknown option 'grop' %(valid: group%)", pcall_err(slapo.create_schedule, model, { grop = 1 }))
+    matches("nn.Linear: out_features must be a positive integer, got 0", pcall_err(slapo.nn.Linear, 4, 0))
+    matches("nn.Dropout: p must be in %[0, 1%], got 2", pcall_err(slapo.nn.Dropout, 2))
+    matches("zeros: unknown dtype 'float31' %(choices: float32", pcall_err(slapo.zeros, { 2 }, { dtype = "float31" }))
+    matches("from_pretrained: '/nonexistent/x' has no config.json", pcall_err(slapo.models.from_pretrained, "/nonexistent/x"))
+    matches("LlamaModel: input_ids must be token ids %[batch, seq%]", pcall_err(slapo.models.llama({ hidden_size = 16,
+      num_hidden_layers = 1, num_attention_heads = 2, intermediate_size = 32, vocab_size = 32 }), slapo.randint(0, 32, { 4 })))
     matches("verify: bad argument #1: schedule expected, got nil", pcall_err(slapo.verify, nil, {}))
     local data = { vocab = 32, batch = 2, seq = 8 }
     matches("train: steps must be an integer >= 1, got %-1", pcall_err(slapo.train, { model = model, data = data, steps = -1 }))
