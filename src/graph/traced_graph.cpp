@@ -306,7 +306,28 @@ std::vector<std::vector<GraphNode>> TracedGraph::match(const TracedGraph& patter
     node->destroy();
     calls.emplace_back(call, std::regex(*regex));
   }
+  // softmax(x, dim) in a pattern (dtype None) also matches softmax(x, dim, dtype) where dtype is
+  // x's own (the zoo asks for float32 on float32 scores): the pattern's dtype becomes a free
+  // input, and a match keeps only None or the input's dtype.
+  std::vector<torch::jit::Node*> free_dtype;
+  for (auto* node : pattern_graph->nodes()) {
+    std::string kind = node->kind().toQualString();
+    if ((kind != "aten::softmax" && kind != "aten::log_softmax") || node->inputs().size() != 3) continue;
+    auto dtype = torch::jit::toIValue(node->input(2));
+    if (!dtype || !dtype->isNone()) continue;
+    auto* any_dtype = pattern_graph->addInput();
+    any_dtype->setType(c10::OptionalType::create(c10::IntType::get()));
+    node->replaceInput(2, any_dtype);
+    free_dtype.push_back(node);
+  }
   torch::jit::EliminateDeadCode(pattern_graph);
+  auto own_dtype = [](const torch::jit::Node* softmax) {
+    auto dtype = torch::jit::toIValue(softmax->input(2));
+    if (!dtype) return false;
+    if (dtype->isNone()) return true;
+    auto type = softmax->input(0)->type()->cast<c10::TensorType>();
+    return dtype->isInt() && type && type->scalarType() && static_cast<int64_t>(*type->scalarType()) == dtype->toInt();
+  };
 
   // Describe every node once, then pick a match's nodes in graph order.
   auto described = nodes();
@@ -324,6 +345,7 @@ std::vector<std::vector<GraphNode>> TracedGraph::match(const TracedGraph& patter
       auto id = torch::jit::constant_as<int64_t>(m.nodes_map.at(pattern_call)->inputs()[0]);
       fits = fits && id && std::regex_search(leaf_path(*id), regex);
     }
+    for (auto* pattern_softmax : free_dtype) fits = fits && own_dtype(m.nodes_map.at(pattern_softmax));
     if (!fits) continue;
     std::vector<size_t> picked;
     for (auto& [pattern_node, graph_node] : m.nodes_map) {

@@ -341,6 +341,10 @@ describe("patterns with numbers", function()
     local sub = sch["bert.encoder.layer.0.attention.self"]
     sub:trace({ inputs = { slapo.randn({ 2, 8, 32 }) }, flatten = true })
     eq(1, #sub:find(function(x) return x / 4 end), "scores / sqrt(head_dim = 16)")
+    -- softmax(x, -1) matches the zoo's softmax(x, -1, float32) on float32 scores (Slapo's suite:
+    -- F.softmax lacked the dtype the graph carries), and not one that casts to another dtype
+    eq(1, #sub:find(function(x) return slapo.F.softmax(x, -1) end))
+    eq(0, #sub:find(function(x) return slapo.F.softmax(x, 0) end), "another dim")
     -- and number arithmetic follows PyTorch's promotion: an int tensor times 0.5 is a float tensor
     eq({ 0.5, 1 }, (slapo.tensor({ 1, 2 }, { dtype = "int64" }) * 0.5):tolist())
     eq(0.5, (2 / slapo.tensor({ 4.0 })):item())
