@@ -2,7 +2,6 @@
 #include "core/schedule.h"
 
 #include <algorithm>
-
 #include <sstream>
 
 #include "core/error.h"

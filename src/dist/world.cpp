@@ -126,6 +126,8 @@ bool every_rank_has_a_gpu(const WorldOptions& o) {
 
 }  // namespace
 
+std::chrono::seconds timeout_from_env() { return std::chrono::seconds(env_int("SLAPO_DIST_TIMEOUT", 120)); }
+
 WorldOptions options_from_env() {
   WorldOptions o;
   o.world_size = env_int("WORLD_SIZE", 1);
@@ -133,7 +135,7 @@ WorldOptions options_from_env() {
   o.local_rank = env_int("LOCAL_RANK", o.rank);
   if (const char* addr = std::getenv("MASTER_ADDR")) o.master_addr = addr;
   o.master_port = env_int("MASTER_PORT", 29500);
-  o.timeout = std::chrono::seconds(env_int("SLAPO_DIST_TIMEOUT", 120));
+  o.timeout = timeout_from_env();
   if (const char* backend = std::getenv("SLAPO_DIST_BACKEND")) o.backend = backend;
   if (o.backend != "auto" && o.backend != "gloo" && o.backend != "nccl")
     throw Error(fmt::format("dist: SLAPO_DIST_BACKEND='{}' is not a backend (choices: auto, gloo, nccl)", o.backend));

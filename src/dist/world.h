@@ -24,6 +24,8 @@ struct WorldOptions {
   std::string backend = "auto";
 };
 
+/// SLAPO_DIST_TIMEOUT in seconds (default 120): how long the rendezvous and a collective may wait.
+std::chrono::seconds timeout_from_env();
 /// Reads torchrun's variables; a process without them is a world of one. SLAPO_DIST_TIMEOUT
 /// (seconds) bounds the rendezvous and every collective, so a lost peer never hangs a run.
 /// SLAPO_DIST_BACKEND picks auto (default), gloo or nccl.

@@ -16,14 +16,7 @@ namespace {
 ModelConfig config_of(const std::string& model) {
   namespace fs = std::filesystem;
   if (!fs::is_directory(model)) return ModelConfig::preset(model);
-  fs::path file = fs::path(model) / "config.json";
-  if (!fs::is_regular_file(file)) throw Error(fmt::format("plan: '{}' has no config.json", model));
-  std::ifstream in(file);
-  try {
-    return ModelConfig(parse_json_limited(in));
-  } catch (const std::exception& e) {
-    throw Error(fmt::format("plan: '{}' is not valid JSON ({})", file.string(), e.what()));
-  }
+  return ModelConfig(read_json_file((fs::path(model) / "config.json").string(), "plan"));
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "dist/world.h"
 #include "host/commands.h"
 
 namespace slapo {
@@ -69,11 +70,6 @@ int open_pidfd(pid_t pid) {
   (void)pid;
   return -1;  // poll's 100 ms tick then times exits
 #endif
-}
-
-int64_t dist_timeout_s() {
-  const char* v = ::getenv("SLAPO_DIST_TIMEOUT");
-  return v && std::atoi(v) > 0 ? std::atoi(v) : 120;  // dist/world.cpp's default
 }
 
 bool is_timeout_message(const std::string& m) {
@@ -156,12 +152,21 @@ void write_error_file(const std::string& path, int rank, const std::string& mess
 }
 
 int launch_ranks(int nproc, const std::vector<std::string>& command) {
+  std::chrono::seconds timeout;  // read before any rank starts: a malformed value stops nothing half-way
+  try {
+    timeout = dist::timeout_from_env();
+  } catch (const std::exception& e) {
+    report_error(fmt::format("run: {}", e.what()));
+    return 1;
+  }
   char dir_template[] = "/tmp/slapo-run-XXXXXX";
   if (!::mkdtemp(dir_template)) {
     report_error(fmt::format("run: cannot create a temporary directory: {}", std::strerror(errno)));
     return 1;
   }
   std::string dir = dir_template;
+  // where each rank records its failure
+  auto error_file = [&](int rank) { return fmt::format("{}/rank-{}.json", dir, rank); };
   int port = free_port();
 
   std::vector<Rank> ranks;
@@ -171,7 +176,7 @@ int launch_ranks(int nproc, const std::vector<std::string>& command) {
       report_error("run: cannot create pipes for the ranks");
       return 1;
     }
-    pid_t pid = spawn(k, nproc, port, fmt::format("{}/rank-{}.json", dir, k), command, out_pipe, err_pipe);
+    pid_t pid = spawn(k, nproc, port, error_file(k), command, out_pipe, err_pipe);
     ::close(out_pipe[1]);
     ::close(err_pipe[1]);
     ::fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
@@ -188,7 +193,6 @@ int launch_ranks(int nproc, const std::vector<std::string>& command) {
   bool killed = false;
   std::vector<int> waiting_at_failure;  // ranks alive, with no error, when the first one failed
   int outlived = -1;
-  const auto timeout = std::chrono::seconds(dist_timeout_s());
   auto stop_others = [&](int sig) {
     for (auto& other : ranks)
       if (!other.exited) {
@@ -220,7 +224,7 @@ int launch_ranks(int nproc, const std::vector<std::string>& command) {
           first_failed = r.rank;
           failed_at = std::chrono::steady_clock::now();
           for (auto& other : ranks)
-            if (!other.exited && !fs::exists(fmt::format("{}/rank-{}.json", dir, other.rank)))
+            if (!other.exited && !fs::exists(error_file(other.rank)))
               waiting_at_failure.push_back(other.rank);
           stop_others(SIGTERM);
         }
@@ -251,7 +255,7 @@ int launch_ranks(int nproc, const std::vector<std::string>& command) {
   if (outlived >= 0) {
     report_error(fmt::format("rank {} of {} was still running {} s after every other rank had finished, so it was "
                              "stopped (SLAPO_DIST_TIMEOUT sets how long a rank may outlive the others)",
-                             outlived, nproc, dist_timeout_s()));
+                             outlived, nproc, timeout.count()));
     fs::remove_all(dir);
     return 1;
   }
@@ -261,7 +265,7 @@ int launch_ranks(int nproc, const std::vector<std::string>& command) {
   int64_t earliest = INT64_MAX;
   std::string message;
   for (auto& r : ranks) {
-    std::ifstream in(fmt::format("{}/rank-{}.json", dir, r.rank));
+    std::ifstream in(error_file(r.rank));
     if (in) {
       try {
         auto j = nlohmann::json::parse(in);

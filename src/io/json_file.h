@@ -25,4 +25,8 @@ nlohmann::json parse_json_limited(Input&&... input) {
                                });
 }
 
+/// The JSON document in the regular file `path`, parsed with the nesting limit. Errors name `who`
+/// (the function) and the file: not a regular file, unreadable, or not valid JSON.
+nlohmann::json read_json_file(const std::string& path, const std::string& who);
+
 }  // namespace slapo

@@ -8,9 +8,9 @@
 #include <unordered_set>
 
 #include "core/error.h"
-#include "io/json_file.h"
 #include "dist/group.h"
 #include "dist/world.h"
+#include "io/json_file.h"
 #include "io/safetensors.h"
 
 namespace slapo {
@@ -97,15 +97,7 @@ std::shared_ptr<Module> from_pretrained(const std::string& dir, const BuildOptio
   fs::path config_path = fs::path(dir) / "config.json";
   if (!fs::exists(config_path))
     throw Error(fmt::format("from_pretrained: '{}' has no config.json (is it a Hugging Face model directory?)", dir));
-  if (!fs::is_regular_file(config_path))
-    throw Error(fmt::format("from_pretrained: '{}' is not a regular file", config_path.string()));
-  nlohmann::json fields;
-  try {
-    std::ifstream in(config_path);
-    fields = parse_json_limited(in);
-  } catch (const std::exception& e) {
-    throw Error(fmt::format("from_pretrained: '{}' is not valid JSON ({})", config_path.string(), e.what()));
-  }
+  nlohmann::json fields = read_json_file(config_path.string(), "from_pretrained");
   if (!fields.contains("model_type"))
     throw Error(fmt::format("from_pretrained: '{}' has no model_type (supported: bert, gpt2, llama, qwen2, mistral, mlp)", config_path.string()));
   auto tensors = read_checkpoint_dir(dir);

@@ -171,13 +171,7 @@ NamedTensors read_checkpoint_dir(const std::string& dir) {
   if (fs::exists(single)) return read_safetensors(single.string()).tensors;
   if (!fs::exists(index))
     throw Error(fmt::format("from_pretrained: '{}' has neither model.safetensors nor model.safetensors.index.json", dir));
-  json j;
-  try {
-    std::ifstream in(index);
-    j = parse_json_limited(in);
-  } catch (const std::exception& e) {
-    throw Error(fmt::format("from_pretrained: '{}' is not valid JSON ({})", index.string(), e.what()));
-  }
+  json j = read_json_file(index.string(), "from_pretrained");
   if (!j.contains("weight_map") || !j["weight_map"].is_object())
     throw Error(fmt::format("from_pretrained: '{}' has no weight_map object", index.string()));
   std::vector<std::string> shards;

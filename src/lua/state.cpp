@@ -1,9 +1,8 @@
 // Opening a Lua state: libraries, the exception bridge, package.path, slapo.core, `slapo`.
 #include "lua/state.h"
 
-#include <filesystem>
-
 #include <cstdlib>
+#include <filesystem>
 
 #include "lua/lua_module.h"
 #include "lua/runtime.h"

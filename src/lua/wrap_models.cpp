@@ -1,7 +1,6 @@
 // slapo.models (zoo, presets, from_pretrained), slapo.save and slapo.load.
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 
 #include "core/error.h"
@@ -170,16 +169,7 @@ int w_save(lua_State* L) {
 
 // read_json(path) -> the file's JSON as Lua values (objects become tables, arrays 1-based)
 int w_read_json(lua_State* L) {
-  std::string path = luaL_checkstring(L, 1);
-  if (!std::filesystem::is_regular_file(path)) throw Error(fmt::format("read_json: '{}' is not a regular file", path));
-  std::ifstream in(path);
-  if (!in) throw Error(fmt::format("read_json: cannot open '{}'", path));
-  nlohmann::json j;
-  try {
-    j = parse_json_limited(in);
-  } catch (const std::exception& e) {
-    throw Error(fmt::format("read_json: '{}' is not valid JSON ({})", path, e.what()));
-  }
+  auto j = read_json_file(luaL_checkstring(L, 1), "read_json");
   push_json(L, j);
   return 1;
 }

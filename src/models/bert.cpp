@@ -26,7 +26,8 @@ class BertEmbeddings : public ModuleBase<BertEmbeddings> {
   // (input_ids, token_type_ids or nil)
   Value forward(Values args) override {
     auto ids = tensor_arg(args, 0, "BertEmbeddings", "input_ids");
-    check_sequence_fits(ids, *child("position_embeddings"), "BertEmbeddings", "max_position_embeddings");
+    check_sequence_fits(ids, child("position_embeddings")->param("weight").size(0), "BertEmbeddings",
+                        "max_position_embeddings");
     auto positions = torch::arange(ids.size(1), ids.options()).unsqueeze(0);
     at::Tensor types = args.size() > 1 && args[1].isTensor() ? args[1].toTensor() : torch::zeros_like(ids);
     auto e = call("word_embeddings", ids) + call("token_type_embeddings", types) +

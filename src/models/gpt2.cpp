@@ -106,7 +106,7 @@ class GPT2Model : public ModuleBase<GPT2Model> {
   // (input_ids, {attention_mask=})
   Value forward(Values args) override {
     auto ids = tensor_arg(args, 0, "GPT2Model", "input_ids");
-    check_sequence_fits(ids, *child("wpe"), "GPT2Model", "n_positions");
+    check_sequence_fits(ids, child("wpe")->param("weight").size(0), "GPT2Model", "n_positions");
     auto positions = torch::arange(ids.size(1), ids.options()).unsqueeze(0);
     auto x = call("drop", call("wte", ids) + call("wpe", positions));
     // A mask only with padding: without one the attention is causal by itself (and on LibTorch 2.x

@@ -106,10 +106,9 @@ void check_token_ids(const at::Tensor& ids, const char* who) {
                             fmt::join(ids.sizes(), ", ")));
 }
 
-void check_sequence_fits(const at::Tensor& ids, const torch::nn::Module& positions, const char* who, const char* field) {
+void check_sequence_fits(const at::Tensor& ids, int64_t rows, const char* who, const char* field) {
   check_token_ids(ids, who);
-  int64_t rows = positions.named_parameters(/*recurse=*/false)["weight"].size(0);
-  if (ids.dim() == 2 && ids.size(1) > rows)
+  if (ids.size(1) > rows)
     throw Error(fmt::format("{}: a sequence of {} tokens is longer than {} {} (the position embedding's rows)", who,
                             ids.size(1), field, rows));
 }

@@ -43,9 +43,9 @@ at::Tensor attention_context(const at::Tensor& q, const at::Tensor& k, const at:
                              c10::optional<double> scale = c10::nullopt);
 /// Refuses token ids that are not [batch, seq], naming `who`.
 void check_token_ids(const at::Tensor& ids, const char* who);
-/// Refuses token ids [B, S] longer than `positions`' rows (learned position embeddings), naming
+/// Refuses token ids [B, S] longer than `positions` (a learned position embedding's rows), naming
 /// `who` and the config field that sets the length.
-void check_sequence_fits(const at::Tensor& ids, const torch::nn::Module& positions, const char* who, const char* field);
+void check_sequence_fits(const at::Tensor& ids, int64_t positions, const char* who, const char* field);
 /// Causal-LM loss: logits[:, :-1] predict labels[:, 1:]; label -100 is ignored.
 at::Tensor causal_lm_loss(const at::Tensor& logits, const at::Tensor& labels);
 

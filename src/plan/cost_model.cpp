@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 
 #include "core/error.h"
@@ -98,13 +97,7 @@ Cluster Cluster::parse(const std::string& spec, const std::string& devices_dir) 
   if (!fs::is_regular_file(file))
     throw bad(fmt::format("names a device with no profile at '{}' (profiles: cpu, or the *.json in {}; "
                           "SLAPO_DEVICES sets the directory)", file.string(), devices_dir));
-  nlohmann::json j;
-  try {
-    std::ifstream in(file);
-    j = parse_json_limited(in);
-  } catch (const std::exception& e) {
-    throw bad(fmt::format("names '{}', which is not valid JSON ({})", file.string(), e.what()));
-  }
+  nlohmann::json j = read_json_file(file.string(), "plan");
   // The data-sheet figures devices/README.md gives for an H100 SXM node: NVLink 4 (450 GB/s each
   // way), 8 x 400 Gb/s InfiniBand per node (50 GB/s per GPU), 80 GiB.
   c.device = DeviceProfile::from_json(j, device, 80.0 * (1ull << 30));
