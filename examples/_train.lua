@@ -17,6 +17,7 @@ function M.options(defaults)
   for k, v in pairs(defaults) do
     opts[k] = v
   end
+  local given = {}
   local i = 1
   while i <= #arg do
     local name = arg[i]:match("^%-%-([%w_]+)$")
@@ -32,11 +33,46 @@ function M.options(defaults)
     if value == nil then
       error(("option --%s needs a value"):format(name), 0)
     end
+    given[name] = true
     opts[name] = type(defaults[name]) == "number" and tonumber(value) or value
     if opts[name] == nil then
       error(("option --%s needs a number, got '%s'"):format(name, value), 0)
     end
     i = i + 2
+  end
+  opts._given = given
+  return opts
+end
+
+--- Declares knobs for `slapo-lua tune` over the options the command line left open:
+--- checkpoint ratio, batch (monotone in memory) and the tensor-parallel degree (a divisor of the
+--- world size). An option given on the command line stays fixed.
+function M.knobs(opts)
+  local function knob(name, choices, extra)
+    if not opts._given[name] then
+      opts[name] = slapo.knob(name, choices, opts[name], extra)
+    end
+  end
+  local with_default = function(choices, default)
+    for _, c in ipairs(choices) do
+      if c == default then
+        return choices
+      end
+    end
+    table.insert(choices, default)
+    table.sort(choices)
+    return choices
+  end
+  knob("checkpoint", with_default({ 0, 0.5, 1 }, opts.checkpoint))
+  knob("batch", with_default({ 2, 4, 8, 16 }, opts.batch), { monotone = "memory" })
+  local world, divisors = math.floor(slapo.dist.world_size() / opts.pp), {}
+  for tp = 1, world do
+    if world % tp == 0 then
+      table.insert(divisors, tp)
+    end
+  end
+  if not opts._given.tp then
+    opts.tp = slapo.knob("tp", divisors, opts.tp > 0 and opts.tp or world)
   end
   return opts
 end
@@ -102,7 +138,7 @@ function M.run(opts, make_model, schedule, where)
   local optimizer = slapo.optim.adamw(pipe and pipe:parameters() or model, { lr = opts.lr, weight_decay = 0.0 })
   -- data parallelism: a pipeline averages its stage's gradients itself (dp_group above)
   local dp = not pipe and layout.dp > 1 and slapo.dist.data_parallel(model, { group = layout.dp_group }) or nil
-  local losses = {}
+  local losses, seconds, peak_mib = {}, {}, 0
   local sync = device:match("^cuda") and slapo.cuda.synchronize or function() end
   for step = 1, opts.steps do
     sync()
@@ -122,7 +158,15 @@ function M.run(opts, make_model, schedule, where)
     optimizer:step()
     slapo.dist.all_reduce(value, layout.dp_group)
     losses[step] = value:sum():item() / layout.dp  -- item() waits for the device
-    log(("step %d  loss %.4f  (%.3f s)"):format(step, losses[step], slapo.clock() - start))
+    seconds[step] = slapo.clock() - start
+    peak_mib = math.max(peak_mib, slapo.memory_mib())
+    log(("step %d  loss %.4f  (%.3f s)"):format(step, losses[step], seconds[step]))
+  end
+  -- for slapo-lua tune (nothing happens outside a tuned run)
+  local measured = require("slapo.train").trial_metrics(seconds, 1, opts.steps, opts.batch * opts.seq * layout.dp,
+    peak_mib)
+  if measured then
+    slapo.report(measured)
   end
   if opts.save ~= "" then
     slapo.save(pipe or sch, opts.save)  -- every rank: shards and stages are gathered, one rank writes

@@ -6,6 +6,7 @@
 local train = require("_train")
 local opts = train.options({ tp = 0, steps = 5, layers = 4, hidden = 256, heads = 8, kv_heads = 4, vocab = 8192,
   seq = 64, batch = 4, checkpoint = 0.0, lr = 1e-3, seed = 0, fuse = 0 })
+train.knobs(opts)  -- checkpoint, batch and tp, for slapo-lua tune
 
 train.run(opts, function(o)
   return slapo.models.llama({ hidden_size = o.hidden, num_hidden_layers = o.layers, num_attention_heads = o.heads,

@@ -79,6 +79,18 @@ int Module::add_forward_post_hook(PostHook hook) {
   return id;
 }
 
+Module::Hooks Module::take_hooks() {
+  Hooks out{std::move(pre_hooks_), std::move(post_hooks_)};
+  pre_hooks_.clear();
+  post_hooks_.clear();
+  return out;
+}
+
+void Module::give_hooks(Hooks hooks) {
+  for (auto& h : hooks.pre) pre_hooks_.push_back(std::move(h));
+  for (auto& h : hooks.post) post_hooks_.push_back(std::move(h));
+}
+
 void Module::remove_hook(int id) {
   auto drop = [id](auto& hooks) {
     hooks.erase(std::remove_if(hooks.begin(), hooks.end(), [id](auto& h) { return h.first == id; }), hooks.end());

@@ -123,6 +123,17 @@ class Module : public torch::nn::Module {
   virtual std::vector<at::Tensor> borrowed_parameters() const { return {}; }
   /// How many forward hooks (syncs among them) run around this module's calls.
   size_t hook_count() const { return pre_hooks_.size() + post_hooks_.size(); }
+  size_t pre_hook_count() const { return pre_hooks_.size(); }
+  size_t post_hook_count() const { return post_hooks_.size(); }
+  /// A module's hooks with their ids: replace takes them off a leaf it swallows and gives them to
+  /// the module that takes the leaf's place (or back, when the replace fails).
+  struct Hooks {
+    std::vector<std::pair<int, PreHook>> pre;
+    std::vector<std::pair<int, PostHook>> post;
+  };
+  Hooks take_hooks();
+  /// Appends `hooks` after this module's own, keeping their order and ids.
+  void give_hooks(Hooks hooks);
 
   ModuleMeta& meta() { return meta_; }
   const ModuleMeta& meta() const { return meta_; }

@@ -321,6 +321,21 @@ std::vector<std::vector<GraphNode>> TracedGraph::match(const TracedGraph& patter
     free_dtype.push_back(node);
   }
   torch::jit::EliminateDeadCode(pattern_graph);
+  // LibTorch's matcher refuses a match whose inner values have users outside it, except for the
+  // pattern's outputs. Making every inner value an extra output lets such a value escape: the
+  // subgraph then returns it too (Slapo's diamond case). The first output stays the anchor.
+  {
+    std::unordered_set<const torch::jit::Value*> outputs(pattern_graph->outputs().begin(),
+                                                         pattern_graph->outputs().end());
+    std::vector<torch::jit::Value*> inner;
+    for (auto* node : pattern_graph->nodes()) {
+      auto kind = node->kind();
+      if (kind == c10::prim::Constant || kind == c10::prim::ListConstruct) continue;
+      for (auto* v : node->outputs())
+        if (!outputs.count(v) && !v->uses().empty()) inner.push_back(v);
+    }
+    for (auto* v : inner) pattern_graph->registerOutput(v);
+  }
   auto own_dtype = [](const torch::jit::Node* softmax) {
     auto dtype = torch::jit::toIValue(softmax->input(2));
     if (!dtype) return false;

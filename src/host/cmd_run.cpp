@@ -85,6 +85,8 @@ int cmd_run(const std::string& script, const std::vector<std::string>& args, int
     LuaState lua;
     if (error_file) record_failing_exits(lua.get(), error_file, rank);
     lua.run_file(script, args);
+    // a --knob the script never declared is most likely a typo: say so once
+    if (rank == 0 && std::getenv("SLAPO_KNOBS")) lua.run_string("require('slapo.knobs').warn_unused()");
   } catch (const std::exception& e) {
     if (error_file) write_error_file(error_file, rank, e.what());
     else report_error(e.what());

@@ -28,6 +28,19 @@ struct PlanArgs {
 /// Plans a parallel layout for a model on a cluster and writes it as a Lua schedule script.
 int cmd_plan(const PlanArgs& args);
 
+struct TuneArgs {
+  std::string script, db = "tune.jsonl", search = "auto", show;
+  std::vector<std::string> args;
+  int nproc = 1, budget = 0;
+  double timeout = 600, memory_mib = 0;
+};
+/// Runs a script once per configuration of its knobs (stdlib/slapo/tune.lua), or with `show`
+/// prints a tuning database's leaderboard.
+int cmd_tune(const TuneArgs& args);
+/// `run --knob name=value ...`: merges the values into SLAPO_KNOBS (JSON) for the script and its
+/// ranks; numbers and true/false keep their type. Returns an error message, empty when fine.
+std::string set_knobs_env(const std::vector<std::string>& assignments);
+
 /// Under torchrun's environment (or the launcher) joins the world before any script runs, so every
 /// rank meets at the same rendezvous whatever the script does first. Returns this rank.
 int join_world_from_env();

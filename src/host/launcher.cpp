@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -110,7 +111,9 @@ pid_t spawn(int rank, int nproc, int port, const std::string& error_file, const 
             int out_pipe[2], int err_pipe[2]) {
   pid_t pid = ::fork();
   if (pid != 0) return pid;
-  // Child: only async-signal-safe work until exec.
+  // Child: only async-signal-safe work until exec. A rank dies with its launcher (killed by a
+  // tuner's time limit, or by hand) instead of waiting on peers that will never come.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   ::dup2(out_pipe[1], STDOUT_FILENO);
   ::dup2(err_pipe[1], STDERR_FILENO);
   ::close(out_pipe[0]);

@@ -11,14 +11,21 @@ namespace {
 
 // `slapo-lua run [OPTIONS] SCRIPT [ARGS...]`: everything after SCRIPT belongs to the script, even
 // arguments that look like options ("--tp 2"). Returns the index of SCRIPT in argv, or argc.
+// `slapo-lua tune [OPTIONS] SCRIPT -- ARGS`: the script's arguments follow "--", which is at the
+// returned index (SCRIPT is an ordinary positional there).
 int script_position(int argc, char** argv) {
   int i = 1;
   while (i < argc && argv[i][0] == '-') ++i;  // global flags (--help, --version)
+  if (i < argc && std::string(argv[i]) == "tune") {
+    for (int j = i + 1; j < argc; ++j)
+      if (std::string(argv[j]) == "--") return j;
+    return argc;
+  }
   if (i >= argc || std::string(argv[i]) != "run") return argc;
   for (++i; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--") return i + 1 < argc ? i + 1 : argc;
-    if (a == "--nproc" || a == "--profile") ++i;  // the option's value
+    if (a == "--nproc" || a == "--profile" || a == "--knob") ++i;  // the option's value
     else if (a.empty() || a[0] != '-') return i;
   }
   return argc;
@@ -40,6 +47,8 @@ int main(int argc, char** argv) {
   run->add_option("--profile", profile, "write a chrome trace (spans per module path) to this .json file");
   bool watch = false;
   run->add_flag("--watch", watch, "run again on every change of a .lua file beside the script");
+  std::vector<std::string> knob_values;
+  run->add_option("--knob", knob_values, "set a knob the script declares with slapo.knob: --knob batch=16 (repeatable)");
   run->add_option("script", script, "the Lua script; the arguments after it are the script's arg[1..n]")->required();
 
   std::vector<std::string> test_paths;
@@ -71,8 +80,24 @@ int main(int argc, char** argv) {
   plan->add_option("--steps", plan_args.steps, "training steps the written script runs")->check(CLI::Range(1, 1 << 30));
   plan->add_option("--out", plan_args.out, "write the plan as a Lua schedule script here");
 
+  slapo::TuneArgs tune_args;
+  auto* tune = app.add_subcommand("tune", "Run a script once per configuration of its knobs: slapo-lua tune SCRIPT [-- ARGS]");
+  tune->add_option("script", tune_args.script, "the Lua script; it declares its knobs with slapo.knob");
+  tune->add_option("--nproc", tune_args.nproc, "ranks per trial (slapo-lua run --nproc)")->check(CLI::Range(1, 1024));
+  tune->add_option("--budget", tune_args.budget, "run at most this many trials now (0: all); a later run goes on")
+      ->check(CLI::Range(0, 1 << 30));
+  tune->add_option("--db", tune_args.db, "the results, one JSON line per trial; measured configurations are skipped");
+  tune->add_option("--search", tune_args.search, "auto (heuristic when a knob is monotone), exhaustive or heuristic")
+      ->check(CLI::IsMember({"auto", "exhaustive", "heuristic"}));
+  tune->add_option("--timeout", tune_args.timeout, "seconds a trial may run before it is stopped")
+      ->check(CLI::Range(1.0, 1e7));
+  tune->add_option("--memory-mib", tune_args.memory_mib, "address-space limit per process of a trial (0: none)")
+      ->check(CLI::Range(0.0, 1e9));
+  tune->add_option("--show", tune_args.show, "print the leaderboard of this database instead of tuning");
+
+  bool is_tune = script_at < argc && std::string(argv[script_at]) == "--";
   try {
-    app.parse(std::min(script_at + 1, argc), argv);
+    app.parse(is_tune ? script_at : std::min(script_at + 1, argc), argv);
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return code == 0 ? 0 : 2;
@@ -85,7 +110,22 @@ int main(int argc, char** argv) {
     }
     return slapo::cmd_watch(script, script_args);
   }
+  if (*run && !knob_values.empty()) {
+    std::string error = slapo::set_knobs_env(knob_values);
+    if (!error.empty()) {
+      fmt::print(stderr, "slapo-lua: run: {}\n", error);
+      return 2;
+    }
+  }
   if (*run) return slapo::cmd_run(script, script_args, nproc, profile);
+  if (*tune) {
+    if (tune_args.show.empty() && tune_args.script.empty()) {
+      fmt::print(stderr, "slapo-lua: tune: give a SCRIPT to tune, or --show DB\n");
+      return 2;
+    }
+    if (is_tune) tune_args.args = script_args;
+    return slapo::cmd_tune(tune_args);
+  }
   if (*test) return slapo::cmd_test(test_paths, test_nproc);
   if (*inspect) return slapo::cmd_inspect(model);
   if (*repl) return slapo::cmd_repl(repl_script);

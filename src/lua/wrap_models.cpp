@@ -191,6 +191,26 @@ int w_write_json(lua_State* L) {
   return 0;
 }
 
+// json_encode(value) -> one line of JSON; json_decode(text) -> Lua values (the tuner's database)
+int w_json_encode(lua_State* L) {
+  luaL_checkany(L, 1);
+  auto text = table_to_json(L, 1).dump();
+  lua_pushlstring(L, text.data(), text.size());
+  return 1;
+}
+
+int w_json_decode(lua_State* L) {
+  std::string text = luaL_checkstring(L, 1);
+  nlohmann::json j;
+  try {
+    j = parse_json_limited(text);
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("json_decode: not valid JSON: {}", e.what()));
+  }
+  push_json(L, j);
+  return 1;
+}
+
 int w_load(lua_State* L) {
   lx_push_module(L, load_torchscript(luaL_checkstring(L, 1)));
   return 1;
@@ -212,6 +232,8 @@ void open_models(lua_State* L) {
   lx_set_func(L, "load", w_load);
   lx_set_func(L, "read_json", w_read_json);
   lx_set_func(L, "write_json", w_write_json);
+  lx_set_func(L, "json_encode", w_json_encode);
+  lx_set_func(L, "json_decode", w_json_decode);
 }
 
 }  // namespace slapo

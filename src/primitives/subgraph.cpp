@@ -142,31 +142,96 @@ void install(Schedule& sch, TracedGraph& graph, const SubgraphNames& nodes, cons
   sch.refresh_children();
 }
 
-}  // namespace
+// The hooks (syncs) of the leaves a replaced subgraph calls. Slapo's rule, made exact: a leaf's
+// fwd_pre and bwd_post syncs transform its first input, so they move onto the new module when
+// that input is the subgraph's first input and nothing else in the subgraph reads it; its
+// fwd_post syncs transform its result, so they move when that result is the subgraph's only one.
+// Anything else would change what the syncs see, and is refused before anything changes.
+struct HookMove {
+  std::shared_ptr<Module> leaf;
+  Module::Hooks hooks;
+};
 
-// A leaf the subgraph calls whose syncs (or other hooks) the replacement would silently drop.
-void refuse_hooked_leaves(Schedule& sch, const TracedGraph& graph, const SubgraphNames& nodes) {
-  for (auto& node : graph.nodes()) {
-    if (node.op != "slapo::call_module" || !std::binary_search(nodes.begin(), nodes.end(), node.name)) continue;
-    auto leaf = sch.at(node.target);
-    if (leaf->mod()->hook_count() > 0)
-      throw Error(fmt::format("replace: the subgraph of {} calls '{}', which has {} sync(s) or hook(s); the "
-                              "replacement would drop them. Replace '{}' itself, or leave it out of the subgraph "
-                              "and sync the new module",
-                              sch.where(), node.target, leaf->mod()->hook_count(), node.target));
+std::vector<HookMove> take_movable_hooks(Schedule& sch, const TracedGraph& graph, const TracedGraph& subgraph,
+                                         const SubgraphNames& nodes) {
+  auto inside = [&](const std::string& name) { return std::binary_search(nodes.begin(), nodes.end(), name); };
+  auto all = graph.nodes();
+  std::vector<const GraphNode*> chosen;
+  for (auto& node : all)
+    if (inside(node.name)) chosen.push_back(&node);
+  // Values the subgraph gives back: one, or a tuple of them (TracedGraph::extract).
+  auto* result = subgraph.graph()->outputs()[0]->node();
+  size_t results = result->kind() == c10::prim::TupleConstruct ? result->inputs().size() : 1;
+  // Users are named through the lists that carry values into calls: look at inputs instead.
+  auto read_inside = [&](const std::string& value) {
+    return std::any_of(chosen.begin(), chosen.end(), [&](const GraphNode* n) {
+      return std::count(n->inputs.begin(), n->inputs.end(), value) > 0;
+    });
+  };
+  auto first_input = subgraph.input_names().empty() ? std::string() : subgraph.input_names()[0];
+
+  std::vector<std::pair<const GraphNode*, std::shared_ptr<Module>>> hooked;
+  for (auto* node : chosen) {
+    if (node->op != "slapo::call_module") continue;
+    auto leaf = sch.at(node->target)->mod();
+    if (leaf->hook_count() == 0) continue;
+    auto refuse = [&](const std::string& why) {
+      throw Error(fmt::format("replace: the subgraph of {} calls '{}', which has {} sync(s) or hook(s); {}. Replace "
+                              "'{}' itself, or leave it out of the subgraph and sync the new module",
+                              sch.where(), node->target, leaf->hook_count(), why, node->target));
+    };
+    if (leaf->pre_hook_count() > 0) {
+      if (node->inputs.empty() || node->inputs[0] != first_input)
+        refuse("its fwd_pre/bwd_post syncs move to the new module only when '" + node->target +
+               "' reads the subgraph's first input");
+      for (auto* other : chosen)
+        if (other != node && std::count(other->inputs.begin(), other->inputs.end(), first_input))
+          refuse("its fwd_pre/bwd_post syncs would also change what " + other->name + " reads");
+    }
+    if (leaf->post_hook_count() > 0) {
+      if (read_inside(node->name) || node->users.empty() || results != 1)
+        refuse("its fwd_post syncs move to the new module only when '" + node->target +
+               "' gives the subgraph's only result");
+    }
+    hooked.emplace_back(node, leaf);
   }
+  for (size_t i = 1; i < hooked.size(); ++i)
+    if (hooked[i].second->pre_hook_count() > 0 && hooked[0].second->pre_hook_count() > 0)
+      throw Error(fmt::format("replace: the subgraph of {} calls '{}' and '{}', which both have syncs on its input; "
+                              "replace them one at a time", sch.where(), hooked[0].first->target, hooked[i].first->target));
+  std::vector<HookMove> out;
+  for (auto& [node, leaf] : hooked) out.push_back({leaf, leaf->take_hooks()});
+  return out;
 }
+
+// Puts moved hooks back on their leaves (the replace failed) or onto the new module.
+void give_back(std::vector<HookMove>& moves) {
+  for (auto& m : moves) m.leaf->give_hooks(std::move(m.hooks));
+}
+void give_to(std::vector<HookMove>& moves, Module& new_mod) {
+  for (auto& m : moves) new_mod.give_hooks(std::move(m.hooks));
+}
+
+}  // namespace
 
 std::string replace_subgraph(Schedule& sch, std::shared_ptr<Module> new_mod, const SubgraphNames& nodes, bool check,
                              const CallSite& site, const std::string& child_name) {
   auto& graph = traced_graph(sch, "replace");
   auto subgraph = graph.extract(nodes, sch.where(), "replace");  // checks the names and the border first
-  refuse_hooked_leaves(sch, graph, nodes);
   if (!child_name.empty() && sch.mod()->has_child(child_name))
     throw Error(fmt::format("replace: {} already has a child '{}'; choose another name", sch.where(), child_name));
-  if (check) check_same_results(*subgraph, *sch.mod(), *new_mod, sch.where());
-  std::string name = child_name.empty() ? fresh_child_name(*sch.mod(), new_mod->type_name()) : child_name;
-  install(sch, graph, nodes, name, std::move(new_mod));
+  // The check compares the computations without the syncs: they are off the leaves meanwhile.
+  auto moves = take_movable_hooks(sch, graph, *subgraph, nodes);
+  std::string name;
+  try {
+    if (check) check_same_results(*subgraph, *sch.mod(), *new_mod, sch.where());
+    name = child_name.empty() ? fresh_child_name(*sch.mod(), new_mod->type_name()) : child_name;
+    install(sch, graph, nodes, name, new_mod);
+  } catch (...) {
+    give_back(moves);
+    throw;
+  }
+  give_to(moves, *new_mod);
   sch.log().append({"replace", sch.path(), site.lua_args, site.source});
   return name;
 }

@@ -12,15 +12,7 @@ local function write_file(path, text)
   f:close()
 end
 
-local function read_file(path)
-  local f = io.open(path, "r")
-  if not f then
-    return nil
-  end
-  local text = f:read("*a")
-  f:close()
-  return text
-end
+local read_file = require("slapo.util").read_file
 
 local function shell_quote(s)
   return "'" .. s:gsub("'", "'\\''") .. "'"

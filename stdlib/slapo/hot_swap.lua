@@ -44,17 +44,7 @@ local function split(path)
   return owner or "", leaf or path
 end
 
-local function same_shape(a, b)
-  if #a ~= #b then
-    return false
-  end
-  for i = 1, #a do
-    if a[i] ~= b[i] then
-      return false
-    end
-  end
-  return true
-end
+local same_shape = require("slapo.util").same_array
 
 --- Moves parameters and optimizer state from the old schedule to the new one. Every rank of the
 --- group calls it (full_param gathers). Returns how many parameters were carried.

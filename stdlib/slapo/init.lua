@@ -84,6 +84,10 @@ function slapo.train(opts)
   return require("slapo.train").run(opts)
 end
 
+--- Tunable knobs and trial reports (stdlib/slapo/knobs.lua; `slapo-lua tune` drives them).
+local knobs = require("slapo.knobs")
+slapo.knob, slapo.knobs, slapo.report = knobs.knob, knobs.knobs, knobs.report
+
 slapo.op = setmetatable({}, { __index = function(_, name) return require("slapo.op")[name] end })
 
 --- slapo.help([name]) describes a primitive; slapo.list_primitives() names them all.

@@ -18,11 +18,7 @@ local function is_dir(path)
   return false
 end
 
-local function with_commas(n)
-  local s = string.format("%d", n)
-  local out = s:reverse():gsub("(%d%d%d)", "%1,"):reverse()
-  return (out:gsub("^,", ""))
-end
+local with_commas = require("slapo.util").with_commas
 
 function M.open(name)
   if name:match("%.pt$") or name:match("%.pth$") then

@@ -101,15 +101,29 @@ local function json_line(fields)
   local parts = {}
   for _, kv in ipairs(fields) do
     local v = kv[2]
-    local text = type(v) == "number" and string.format("%.6g", v) or string.format("%q", tostring(v))
+    local text = type(v) == "number" and string.format("%.6g", v)
+      or type(v) == "table" and slapo.json_encode(v) or string.format("%q", tostring(v))
     table.insert(parts, string.format("%q: %s", kv[1], text))
   end
   return "{" .. table.concat(parts, ", ") .. "}"
 end
 
-local function with_commas(n)
-  local s = string.format("%d", math.floor(n + 0.5))
-  return (s:reverse():gsub("(%d%d%d)", "%1,"):reverse():gsub("^,", ""))
+local with_commas = require("slapo.util").with_commas
+
+--- What a tuner trial reports: the median step after warm-up (the first step, and the second
+--- too in runs of 5 steps or more, pay for allocations and first-call work).
+function M.trial_metrics(step_seconds, first, last, tokens, peak_mib)
+  local warmup = (last - first + 1) >= 5 and 2 or ((last - first + 1) >= 2 and 1 or 0)
+  local times = {}
+  for step = first + warmup, last do
+    table.insert(times, step_seconds[step])
+  end
+  if #times == 0 then
+    return nil
+  end
+  table.sort(times)
+  local median = #times % 2 == 1 and times[(#times + 1) / 2] or (times[#times / 2] + times[#times / 2 + 1]) / 2
+  return { step_s = median, tokens_per_s = tokens / median, peak_mib = peak_mib, steps_measured = #times }
 end
 
 -- The optimizer of a run; zero_adamw shards its state over the data-parallel group.
@@ -207,6 +221,7 @@ function M.run(user_opts)
   model:train()
   -- float16's narrow range needs the loss scaled up before backward and the gradients back down
   local scaler = (opts.autocast == "fp16" or opts.autocast == "float16") and slapo.optim.grad_scaler() or nil
+  local step_seconds, step_tokens, peak_mib = {}, 0, 0
   for step = first_step, opts.steps do
     if swap_state and schedule_changed(opts, swap_state) and try_swap(opts, swap_state, step, rank0) then
       model, optimizer = swap_state.sch.mod, swap_state.optimizer
@@ -248,6 +263,8 @@ function M.run(user_opts)
       scaler:update(overflow)
     end
     local seconds = slapo.clock() - started
+    step_seconds[step], step_tokens = seconds, tokens * dp
+    peak_mib = math.max(peak_mib, slapo.memory_mib())
     local tps = tokens * dp / seconds
     local flops = 6 * params * tokens / seconds  -- this rank's share: 6 FLOPs per parameter per token
     losses[step] = total
@@ -256,6 +273,9 @@ function M.run(user_opts)
       { "seconds", seconds } }
     if norm then
       table.insert(record, { "grad_norm", norm })
+    end
+    if step == first_step and #slapo.knobs() > 0 then  -- which configuration of the knobs ran
+      table.insert(record, { "knobs", require("slapo.knobs").values() })
     end
     if metrics then
       metrics:write(json_line(record), "\n")
@@ -287,6 +307,12 @@ function M.run(user_opts)
   end
   if metrics then
     metrics:close()
+  end
+  if os.getenv("SLAPO_TUNE_REPORT") then
+    local measured = M.trial_metrics(step_seconds, first_step, opts.steps, step_tokens, peak_mib)
+    if measured then
+      slapo.report(measured)
+    end
   end
   return { losses = losses, final_loss = losses[opts.steps], first_step = first_step, steps = opts.steps,
     model = model, schedule = swap_state and swap_state.sch or nil }

@@ -336,3 +336,139 @@ describe("subgraphs that read a leaf call", function()
     close(ref.fc.bias.grad, m.fc.bias.grad)
   end)
 end)
+
+-- Slapo's test_vertical_replacement / test_horizontal_replacement: syncs of swallowed leaves move
+-- onto the new module when they see the same tensor there, and are refused otherwise.
+describe("replace(subgraph) and the syncs of the leaves it swallows", function()
+  local function chain()
+    slapo.manual_seed(12)
+    return slapo.nn.Module({ type = "Chain",
+      children = { linear = slapo.nn.Linear(8, 8), ln = slapo.nn.LayerNorm(8), act = slapo.nn.ReLU() },
+      forward = function(self, x) return self.act(self.ln(self.linear(x))) end })
+  end
+  local function linear_ln(x)
+    return slapo.pattern.call_module("ln", slapo.pattern.call_module("linear", x))
+  end
+  local function traced(m)
+    local sch = slapo.create_schedule(m)
+    sch:trace({ inputs = { slapo.randn({ 2, 8 }) } })
+    return sch
+  end
+  local function same_as_subgraph(sch)
+    return function(x) return sch.mod.ln(sch.mod.linear(x)) end
+  end
+
+  it("moves fwd_pre syncs of the leaf that reads the subgraph's input onto the new module", function()
+    local m = chain()
+    local sch = traced(m)
+    local seen = {}
+    sch["linear"]:sync("fwd_pre", function(x) table.insert(seen, x:size(1)); return x * 2 end)
+    local x = slapo.randn({ 2, 8 })
+    local expected = m(x)
+    eq(1, #seen)
+    local new = sch:replace(same_as_subgraph(sch), sch:find(linear_ln), { name = "fused" })
+    eq("fused", new.name)
+    close(expected, m(x))  -- the doubling still happens, now before the new module
+    eq(2, #seen, "the sync ran once more, on the new module")
+  end)
+
+  it("moves fwd_post syncs of the leaf that gives the subgraph's only result", function()
+    local m = chain()
+    local sch = traced(m)
+    local ran = 0
+    sch["ln"]:sync("fwd_post", function(y) ran = ran + 1; return y + 1 end)
+    local x = slapo.randn({ 2, 8 })
+    local expected = m(x)
+    sch:replace(same_as_subgraph(sch), sch:find(linear_ln))
+    close(expected, m(x))
+    eq(2, ran)
+  end)
+
+  it("refuses fwd_post syncs on an inner leaf, and leaves the leaf, its sync and the graph as they were", function()
+    local m = chain()
+    local sch = traced(m)
+    local ran = 0
+    sch["linear"]:sync("fwd_post", function(y) ran = ran + 1; return y end)
+    local before = tostring(sch:graph())
+    local err = pcall_err(sch.replace, sch, same_as_subgraph(sch), sch:find(linear_ln))
+    matches("replace: the subgraph of the root module calls 'linear', which has 1 sync%(s%) or hook%(s%); its " ..
+      "fwd_post syncs move to the new module only when 'linear' gives the subgraph's only result", err)
+    eq(before, tostring(sch:graph()))
+    m(slapo.randn({ 2, 8 }))
+    eq(1, ran, "the sync still runs on the leaf")
+  end)
+
+  it("gives the syncs back to the leaf when the replacement's check fails", function()
+    local m = chain()
+    local sch = traced(m)
+    local ran = 0
+    sch["linear"]:sync("fwd_pre", function(x) ran = ran + 1; return x end)
+    matches("gives other results than the subgraph",
+      pcall_err(sch.replace, sch, function(x) return x end, sch:find(linear_ln)))
+    m(slapo.randn({ 2, 8 }))
+    eq(1, ran)
+    sch:replace(same_as_subgraph(sch), sch:find(linear_ln))
+    m(slapo.randn({ 2, 8 }))
+    eq(2, ran, "and they move with a later replace that passes")
+  end)
+
+  it("refuses a fwd_pre sync on one branch of a horizontal replacement (fc1|fc2)", function()
+    local m = slapo.nn.Module({ type = "Core", children = { fc1 = slapo.nn.Linear(8, 8), fc2 = slapo.nn.Linear(8, 8) },
+      forward = function(self, x) return self.fc1(x):transpose(0, 1) + self.fc2(x):transpose(0, 1) end })
+    local sch = traced(m)
+    sch["fc1"]:sync("fwd_pre", function(x) return x end)
+    local found = sch:find(function(x) return slapo.pattern.call_module("fc1|fc2", x):transpose(0, 1) end)
+    eq(2, #found)
+    matches("which has 1 sync%(s%) or hook%(s%); its fwd_pre/bwd_post syncs would also change what %%%d+ reads",
+      pcall_err(sch.replace, sch, function(x) return { x, x } end, found, { check = false }))
+  end)
+end)
+
+describe("a match whose inner value is also used outside it (Slapo's diamond)", function()
+  local function escape()
+    return slapo.nn.Module({ type = "Escape", forward = function(self, x, y)
+      local a = x + y
+      return a * 2 + a * 3 + a * 5
+    end })
+  end
+  local function pattern(x, y)
+    local a = x + y
+    return a * 2 + a * 3
+  end
+  local x, y = slapo.randn({ 4 }), slapo.randn({ 4 })
+
+  local function traced()
+    local m = escape()
+    local sch = slapo.create_schedule(m)
+    sch:trace({ inputs = { x, y } })
+    return m, sch
+  end
+
+  it("is found; the escaping value becomes a result of the subgraph, in graph order", function()
+    local m, sch = traced()
+    local expected = m(x, y)
+    local found = sch:find(pattern)
+    eq(1, #found)
+    eq("aten::add aten::mul aten::mul aten::add", ops(found[1]))
+    matches("gives other results", pcall_err(sch.replace, sch, function(p, q)
+      local a = p + q
+      return { a * 5, a }
+    end, found[1]))
+    sch:replace(function(p, q)
+      local a = p + q
+      return { a, a * 5 }
+    end, found[1])
+    close(expected, m(x, y))
+  end)
+
+  it("is checkpointed with the same result and gradients", function()
+    local m, sch = traced()
+    local xr, yr = x:clone():requires_grad(true), y:clone():requires_grad(true)
+    escape()(xr, yr):sum():backward()
+    sch:checkpoint(sch:find(pattern)[1])
+    local xg, yg = x:clone():requires_grad(true), y:clone():requires_grad(true)
+    m(xg, yg):sum():backward()
+    close(xr.grad, xg.grad)
+    close(yr.grad, yg.grad)
+  end)
+end)

@@ -1,0 +1,195 @@
+// Child processes for the tuner: slapo.run_process runs a command in its own process group with
+// a time limit, its output into a log file; slapo.executable, slapo.machine and slapo.file_hash
+// say what ran where.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "lua/runtime.h"
+#include "lua/wrap.h"
+
+namespace slapo {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::vector<std::string> string_array(lua_State* L, int idx, const char* fn, const char* what) {
+  if (!lua_istable(L, idx)) throw Error(fmt::format("{}: {} must be an array of strings, got {}", fn, what, luaL_typename(L, idx)));
+  std::vector<std::string> out;
+  for (size_t i = 1; i <= lua_objlen(L, idx); ++i) {
+    lua_rawgeti(L, idx, static_cast<int>(i));
+    if (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER)
+      throw Error(fmt::format("{}: {}[{}] must be a string, got {}", fn, what, i, luaL_typename(L, -1)));
+    out.emplace_back(lua_tostring(L, -1));
+    lua_pop(L, 1);
+  }
+  if (out.empty()) throw Error(fmt::format("{}: {} is empty", fn, what));
+  return out;
+}
+
+std::map<std::string, std::string> string_map(lua_State* L, int idx, const char* fn) {
+  std::map<std::string, std::string> out;
+  if (lua_isnil(L, idx)) return out;
+  if (!lua_istable(L, idx)) throw Error(fmt::format("{}: env must be a table of strings, got {}", fn, luaL_typename(L, idx)));
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    if (lua_type(L, -2) != LUA_TSTRING || (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER))
+      throw Error(fmt::format("{}: env must map names to strings", fn));
+    out[lua_tostring(L, -2)] = lua_tostring(L, -1);
+    lua_pop(L, 1);
+  }
+  return out;
+}
+
+// Stops the whole group: politely, then for good after a grace period.
+void stop_group(pid_t pid, int* status) {
+  ::kill(-pid, SIGTERM);
+  auto t0 = std::chrono::steady_clock::now();
+  while (::waitpid(pid, status, WNOHANG) == 0) {
+    if (seconds_since(t0) > 3) {
+      ::kill(-pid, SIGKILL);
+      ::waitpid(pid, status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// run_process(argv, {env = {NAME = value}, timeout = seconds, log = path, memory_mib = n})
+//   -> {status = "exited" | "signaled" | "timeout", code =, signal =, seconds =}
+// The child gets its own process group (its ranks with it), dies with this process, and writes
+// stdout and stderr to `log` (appended; /dev/null without one). memory_mib caps each process's
+// address space (RLIMIT_AS), so an allocation past it fails as out-of-memory would.
+int w_run_process(lua_State* L) {
+  const char* fn = "run_process";
+  auto argv_s = string_array(L, 1, fn, "argv");
+  lx_check_option_keys(L, 2, {"env", "timeout", "log", "memory_mib"}, fn);
+  std::map<std::string, std::string> env;
+  if (lua_istable(L, 2)) {
+    lua_getfield(L, 2, "env");
+    env = string_map(L, lua_gettop(L), fn);
+    lua_pop(L, 1);
+  }
+  double timeout = lx_opt_number_in(L, 2, "timeout", 0, 0, 1e7, fn);  // 0: none
+  double memory_mib = lx_opt_number_in(L, 2, "memory_mib", 0, 0, 1e9, fn);
+  std::string log = lx_opt_string(L, 2, "log", "/dev/null", fn);
+  int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) throw Error(fmt::format("{}: cannot open the log '{}': {}", fn, log, std::strerror(errno)));
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t parent = ::getpid();
+  auto t0 = std::chrono::steady_clock::now();
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(log_fd);
+    throw Error(fmt::format("{}: fork failed: {}", fn, std::strerror(errno)));
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // the parent died before the line above
+    ::dup2(log_fd, STDOUT_FILENO);
+    ::dup2(log_fd, STDERR_FILENO);
+    int null_fd = ::open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
+    for (auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+    if (memory_mib > 0) {
+      rlimit limit;
+      limit.rlim_cur = limit.rlim_max = static_cast<rlim_t>(memory_mib * 1024 * 1024);
+      ::setrlimit(RLIMIT_AS, &limit);
+    }
+    ::execvp(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(log_fd);
+  ::setpgid(pid, pid);  // also here: no race with the child's own call
+  int status = 0;
+  bool timed_out = false;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (timeout > 0 && seconds_since(t0) > timeout) {
+      timed_out = true;
+      stop_group(pid, &status);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(-pid, SIGKILL);  // whatever of the group outlived its leader
+  lua_newtable(L);
+  if (timed_out) {
+    lua_pushstring(L, "timeout");
+  } else if (WIFSIGNALED(status)) {
+    lua_pushstring(L, "signaled");
+    lua_pushinteger(L, WTERMSIG(status));
+    lua_setfield(L, -3, "signal");
+  } else {
+    lua_pushstring(L, "exited");
+    lua_pushinteger(L, WEXITSTATUS(status));
+    lua_setfield(L, -3, "code");
+  }
+  lua_setfield(L, -2, "status");
+  lua_pushnumber(L, seconds_since(t0));
+  lua_setfield(L, -2, "seconds");
+  return 1;
+}
+
+// executable() -> the path of this program (trials run it again)
+int w_executable(lua_State* L) {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  lua_pushstring(L, ec ? "slapo-lua" : exe.c_str());
+  return 1;
+}
+
+// machine() -> "host, N cores" : which machine a measurement belongs to
+int w_machine(lua_State* L) {
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  auto text = fmt::format("{}, {} cores", host, std::thread::hardware_concurrency());
+  lua_pushstring(L, text.c_str());
+  return 1;
+}
+
+// file_hash(path) -> 16 hex digits (FNV-1a 64 of the bytes): which version of a script ran
+int w_file_hash(lua_State* L) {
+  std::string path = luaL_checkstring(L, 1);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(fmt::format("file_hash: cannot read '{}'", path));
+  uint64_t h = 1469598103934665603ULL;
+  char c;
+  while (in.get(c)) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ULL;
+  }
+  auto hex = fmt::format("{:016x}", h);
+  lua_pushstring(L, hex.c_str());
+  return 1;
+}
+
+}  // namespace
+
+void open_process(lua_State* L) {
+  lx_set_func(L, "run_process", w_run_process);
+  lx_set_func(L, "executable", w_executable);
+  lx_set_func(L, "machine", w_machine);
+  lx_set_func(L, "file_hash", w_file_hash);
+}
+
+}  // namespace slapo

@@ -1,0 +1,409 @@
+--- slapo-lua tune: runs a script once per configuration of its knobs, each trial in its own
+--- process with a time limit, and keeps every result in a JSON-lines database that a later run
+--- resumes from. `slapo-lua tune --show DB` prints the leaderboard.
+---
+--- A trial's outcome: ok (with its metrics), oom (an allocation failed), timeout, invalid (a
+--- knob's constraint refused the configuration), pruned (a smaller configuration along a
+--- monotone knob ran out of memory: never run), or failed (any other exit, with its last error).
+local knobs = require("slapo.knobs")
+local util = require("slapo.util")
+
+local M = {}
+
+local function literal(v)
+  return type(v) == "string" and string.format("%q", v) or tostring(v)
+end
+
+local with_commas = util.with_commas
+
+local function clock_text(seconds)
+  seconds = math.max(0, math.floor(seconds + 0.5))
+  return ("%d:%02d"):format(math.floor(seconds / 60), seconds % 60)
+end
+
+local read_file = util.read_file
+
+-- One key per configuration, independent of table order.
+local function config_key(config, order)
+  local parts = {}
+  for _, name in ipairs(order) do
+    table.insert(parts, name .. "=" .. literal(config[name]))
+  end
+  return table.concat(parts, ",")
+end
+
+-- Higher is better: tokens per second, or the inverse of the step time.
+local function score(metrics)
+  if type(metrics) ~= "table" then
+    return nil
+  end
+  if metrics.tokens_per_s then
+    return metrics.tokens_per_s
+  end
+  if metrics.step_s and metrics.step_s > 0 then
+    return 1 / metrics.step_s
+  end
+end
+
+local function score_text(metrics)
+  if metrics.tokens_per_s then
+    return with_commas(metrics.tokens_per_s) .. " tok/s"
+  end
+  return ("%.4f s/step"):format(metrics.step_s)
+end
+
+--- The database: one JSON object per line; lines that do not parse (a tuner killed mid-write)
+--- are skipped.
+function M.read_db(path)
+  local rows = {}
+  local f = io.open(path, "r")
+  if not f then
+    return rows
+  end
+  for line in f:lines() do
+    local ok, row = pcall(slapo.json_decode, line)
+    if ok and type(row) == "table" and row.config then
+      table.insert(rows, row)
+    end
+  end
+  f:close()
+  return rows
+end
+
+local function append_db(path, row)
+  local f = assert(io.open(path, "a"))
+  f:write(slapo.json_encode(row), "\n")
+  f:close()
+end
+
+-- Why a trial failed, from its exit and the end of its log.
+local function classify(result, log_text, report)
+  if report and report.invalid then
+    return "invalid", report.invalid
+  end
+  local text = log_text or ""
+  local oom = text:match("[^\n]*can't allocate memory[^\n]*") or text:match("[^\n]*[Oo]ut of memory[^\n]*")
+    or text:match("[^\n]*bad_alloc[^\n]*")
+  if result.status == "timeout" then
+    return "timeout", ("ran past the %g s limit"):format(result.limit)
+  end
+  if oom then
+    local bytes = oom:match("tried to allocate (%d+) bytes")
+    if bytes then
+      return "oom", ("an allocation of %.3g GiB failed"):format(tonumber(bytes) / 2 ^ 30)
+    end
+    return "oom", (oom:match("[Oo]ut of memory.*") or oom):sub(1, 200)
+  end
+  if result.status == "signaled" then
+    return "failed", ("died from signal %d"):format(result.signal)
+  end
+  if result.code ~= 0 then
+    local last
+    for line in text:gmatch("[^\n]+") do
+      if line:match("^slapo%-lua: ") or line:match("error") or line:match("Error") then
+        last = last or line  -- the first error line is the cause; later ones are consequences
+      end
+    end
+    return "failed", (last or ("exited with code " .. result.code)):sub(1, 300)
+  end
+  if not report or type(report.metrics) ~= "table" then
+    return "failed", "the trial reported no metrics: call slapo.train or slapo.report{tokens_per_s = ...}"
+  end
+  return "ok", nil
+end
+
+-- Runs the script once with `config`; returns the database row and the knobs it declared.
+local function run_trial(opts, config, order, k)
+  local report_path = ("%s.trial-report.json"):format(opts.db)
+  os.remove(report_path)
+  local log = ("%s.logs/trial-%03d.log"):format(opts.db, k)
+  os.execute(("mkdir -p %q"):format(opts.db .. ".logs"))
+  os.remove(log)
+  local argv = { slapo.executable(), "run" }
+  if opts.nproc > 1 then
+    table.insert(argv, "--nproc")
+    table.insert(argv, tostring(opts.nproc))
+  end
+  table.insert(argv, opts.script)
+  for _, a in ipairs(opts.args) do
+    table.insert(argv, a)
+  end
+  local env = { SLAPO_KNOBS = slapo.json_encode(config), SLAPO_TUNE_REPORT = report_path }
+  local result = slapo.run_process(argv, { env = env, timeout = opts.timeout, log = log,
+    memory_mib = opts.memory_mib })
+  result.limit = opts.timeout
+  local report
+  if read_file(report_path) then
+    local ok, value = pcall(slapo.read_json, report_path)
+    report = ok and value or nil
+  end
+  os.remove(report_path)
+  local status, reason = classify(result, read_file(log), report)
+  local row = { script = opts.script, hash = opts.hash, args = opts.args, nproc = opts.nproc, machine = opts.machine,
+    config = config, status = status, reason = reason, seconds = result.seconds, log = log,
+    time = os.date("!%Y-%m-%dT%H:%M:%SZ") }
+  if status == "ok" then
+    row.metrics = report.metrics
+  end
+  return row, report and report.knobs or nil
+end
+
+-- Every configuration of the space, the defaults first, then in declaration order with the last
+-- knob varying fastest (so each monotone knob ascends within its neighbours).
+local function enumerate(space)
+  local out = { {} }
+  for _, k in ipairs(space) do
+    local next_out = {}
+    for _, partial in ipairs(out) do
+      for _, c in ipairs(k.choices) do
+        local config = {}
+        for name, v in pairs(partial) do
+          config[name] = v
+        end
+        config[k.name] = c
+        table.insert(next_out, config)
+      end
+    end
+    out = next_out
+  end
+  return out
+end
+
+local function index_of(choices, v)
+  for i, c in ipairs(choices) do
+    if c == v then
+      return i
+    end
+  end
+end
+
+-- Slapo's rule, as a dominance test: a configuration is pruned when one that ran out of memory
+-- agrees with it on every other knob and is no larger on every monotone one.
+local function dominated_by_oom(config, space, oom_configs)
+  for _, bad in ipairs(oom_configs) do
+    local covers = true
+    for _, k in ipairs(space) do
+      if k.monotone then
+        covers = covers and index_of(k.choices, bad[k.name]) <= index_of(k.choices, config[k.name])
+      else
+        covers = covers and bad[k.name] == config[k.name]
+      end
+    end
+    if covers then
+      return bad
+    end
+  end
+end
+
+-- The rows of the database that belong to this script, version, arguments and machine.
+local function same_setup(row, opts)
+  return row.hash == opts.hash and row.machine == opts.machine and row.nproc == opts.nproc
+    and slapo.json_encode(row.args or {}) == slapo.json_encode(opts.args)
+end
+
+local function space_from_report(declared)
+  local space = {}
+  for _, k in ipairs(declared or {}) do
+    table.insert(space, { name = k.name, choices = k.choices, default = k.default,
+      monotone = k.monotone and k.monotone ~= false and k.monotone or nil })
+  end
+  return space
+end
+
+--- The command line that runs `config` again.
+function M.command_line(row, order)
+  local parts = { "slapo-lua run" }
+  if (row.nproc or 1) > 1 then
+    table.insert(parts, "--nproc " .. row.nproc)
+  end
+  for _, name in ipairs(order) do
+    if row.config[name] ~= nil then
+      table.insert(parts, "--knob " .. name .. "=" .. tostring(row.config[name]))
+    end
+  end
+  table.insert(parts, row.script)
+  for _, a in ipairs(row.args or {}) do
+    table.insert(parts, a)
+  end
+  return table.concat(parts, " ")
+end
+
+local function names_of(space)
+  local order = {}
+  for _, k in ipairs(space) do
+    table.insert(order, k.name)
+  end
+  return order
+end
+
+--- opts: {script =, args = {}, nproc = 1, db =, budget = 0 (no limit), search = "auto" |
+--- "exhaustive" | "heuristic", timeout = seconds per trial, memory_mib = 0, quiet = false}.
+--- Returns {best = row or nil, rows = this run's and earlier rows, ran =, pruned =, reused =}.
+function M.run(opts)
+  opts.args = opts.args or {}
+  opts.nproc = opts.nproc or 1
+  opts.budget = opts.budget or 0
+  opts.timeout = opts.timeout or 600
+  opts.memory_mib = opts.memory_mib or 0
+  opts.db = opts.db or "tune.jsonl"
+  opts.search = opts.search or "auto"
+  local searches = { auto = true, exhaustive = true, heuristic = true }
+  if not searches[opts.search] then
+    error(("tune: unknown search '%s' (choices: auto, exhaustive, heuristic)"):format(tostring(opts.search)), 0)
+  end
+  if not read_file(opts.script) then
+    error(("tune: cannot read the script '%s'"):format(opts.script), 0)
+  end
+  opts.hash = slapo.file_hash(opts.script)
+  opts.machine = slapo.machine()
+  local say = opts.quiet and function() end or function(...) print(string.format(...)) io.stdout:flush() end
+
+  local measured, rows = {}, {}
+  local declared
+  for _, row in ipairs(M.read_db(opts.db)) do
+    if same_setup(row, opts) then
+      table.insert(rows, row)
+      declared = declared or row.knobs
+    end
+  end
+  local stats = { ran = 0, pruned = 0, reused = 0 }
+  local earlier = #rows
+  local started = slapo.clock()
+
+  -- The defaults run first: they tell the space (the knobs the script declares).
+  if not declared then
+    say("tune: %s: trial 1 with the defaults (finds the knobs)", opts.script)
+    local row, found = run_trial(opts, {}, {}, 1)
+    stats.ran = stats.ran + 1
+    if not found or #found == 0 then
+      error(("tune: %s declared no knobs (slapo.knob); the default run %s%s"):format(opts.script, row.status,
+        row.reason and (": " .. row.reason) or ""), 0)
+    end
+    declared = found
+    local config = {}
+    for _, k in ipairs(found) do
+      config[k.name] = k.value
+    end
+    row.config, row.knobs = config, found
+    append_db(opts.db, row)
+    table.insert(rows, row)
+  end
+  local space = space_from_report(declared)
+  local order = names_of(space)
+  local from_db = {}
+  for i, row in ipairs(rows) do
+    measured[config_key(row.config, order)] = row
+    from_db[config_key(row.config, order)] = i <= earlier
+  end
+
+  local heuristic = opts.search == "heuristic"
+  if opts.search == "auto" then
+    for _, k in ipairs(space) do
+      heuristic = heuristic or k.monotone ~= nil
+    end
+  end
+  local all = enumerate(space)
+  local oom_configs, best = {}, nil
+  local function consider(row)
+    if row.status == "oom" then
+      table.insert(oom_configs, row.config)
+    end
+    if row.status == "ok" and (not best or score(row.metrics) > score(best.metrics)) then
+      best = row
+    end
+  end
+  for _, row in ipairs(rows) do
+    consider(row)
+  end
+  local trial_seconds, trials_timed = 0, 0
+  for i, config in ipairs(all) do
+    local key = config_key(config, order)
+    local label = knobs.config_text(config, order)
+    if measured[key] then
+      stats.reused = stats.reused + (from_db[key] and 1 or 0)
+    else
+      local bad = heuristic and dominated_by_oom(config, space, oom_configs)
+      if bad then
+        stats.pruned = stats.pruned + 1
+        say("tune: [%d/%d] %s pruned (%s ran out of memory)", i, #all, label, knobs.config_text(bad, order))
+      elseif opts.budget > 0 and stats.ran >= opts.budget then
+        local left = 0
+        for _, c in ipairs(all) do
+          left = left + (measured[config_key(c, order)] and 0 or 1)
+        end
+        say("tune: budget of %d trials spent; %d configurations not measured yet (run again to go on)", opts.budget,
+          left)
+        break
+      else
+        local row = run_trial(opts, config, order, #rows + 1)
+        row.knobs = declared
+        stats.ran = stats.ran + 1
+        append_db(opts.db, row)
+        table.insert(rows, row)
+        measured[key] = row
+        consider(row)
+        trial_seconds, trials_timed = trial_seconds + row.seconds, trials_timed + 1
+        local left = #all - i
+        local outcome = row.status == "ok" and score_text(row.metrics) or (row.status .. ": " .. (row.reason or ""))
+        say("tune: [%d/%d] %s %s | best %s | ETA %s", i, #all, label, outcome,
+          best and (score_text(best.metrics) .. " " .. knobs.config_text(best.config, order)) or "none yet",
+          clock_text(left * trial_seconds / trials_timed))
+      end
+    end
+  end
+  say("tune: %d trials run, %d pruned, %d from %s, %s", stats.ran, stats.pruned, stats.reused, opts.db,
+    clock_text(slapo.clock() - started))
+  if best then
+    say("tune: best %s %s\n  %s", score_text(best.metrics), knobs.config_text(best.config, order),
+      M.command_line(best, order))
+  end
+  stats.best, stats.rows, stats.space = best, rows, space
+  return stats
+end
+
+--- The leaderboard of a database, every setup (script version, arguments, machine) in turn.
+function M.show(path, out)
+  out = out or io.stdout
+  local rows = M.read_db(path)
+  if #rows == 0 then
+    error(("tune --show: no trials in '%s'"):format(path), 0)
+  end
+  local setups, keys = {}, {}
+  for _, row in ipairs(rows) do
+    local key = table.concat({ row.script, row.hash, row.machine, tostring(row.nproc),
+      slapo.json_encode(row.args or {}) }, "|")
+    if not setups[key] then
+      setups[key] = {}
+      table.insert(keys, key)
+    end
+    table.insert(setups[key], row)
+  end
+  for _, key in ipairs(keys) do
+    local group = setups[key]
+    local order = names_of(space_from_report(group[1].knobs))
+    out:write(("%s (version %s, %d rank%s) on %s\n"):format(group[1].script, group[1].hash, group[1].nproc,
+      group[1].nproc == 1 and "" or "s", group[1].machine))
+    local ok, other = {}, {}
+    for _, row in ipairs(group) do
+      table.insert(row.status == "ok" and ok or other, row)
+    end
+    table.sort(ok, function(a, b) return score(a.metrics) > score(b.metrics) end)
+    out:write("| rank | configuration | tokens/s | step s | peak MiB |\n|---|---|---|---|---|\n")
+    for i, row in ipairs(ok) do
+      local m = row.metrics
+      out:write(("| %d | %s | %s | %s | %s |\n"):format(i, knobs.config_text(row.config, order),
+        m.tokens_per_s and with_commas(m.tokens_per_s) or "-", m.step_s and ("%.4f"):format(m.step_s) or "-",
+        m.peak_mib and ("%d"):format(m.peak_mib) or "-"))
+    end
+    for _, row in ipairs(other) do
+      out:write(("| - | %s | %s: %s | | |\n"):format(knobs.config_text(row.config, order), row.status,
+        (row.reason or ""):gsub("|", "/")))
+    end
+    if ok[1] then
+      out:write("best: ", M.command_line(ok[1], order), "\n")
+    end
+    out:write("\n")
+  end
+end
+
+return M

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# slapo-lua tune from the command line: an example tuned on 2 ranks, the leaderboard, --knob on
+# run, and a tuner killed mid-trial that leaves no process behind and resumes where it stopped.
+set -euo pipefail
+bin="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
+root="$(pwd)"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+
+# 1. the GPT-2 example's knobs (checkpoint, batch, tp) on 2 ranks, 3 trials of a tiny model
+small=(--steps 3 --layers 1 --hidden 64 --heads 4 --vocab 512 --seq 32)
+"$bin" tune "$root/examples/gpt2_schedule.lua" --nproc 2 --budget 3 --db ex.jsonl -- "${small[@]}" >out 2>&1 \
+  || { cat out; exit 1; }
+grep -q "trial 1 with the defaults" out
+grep -q "budget of 3 trials spent; 21 configurations not measured yet" out || { cat out; exit 1; }
+grep -q "slapo-lua run --nproc 2 --knob checkpoint=0 --knob batch=" out
+[ "$(wc -l <ex.jsonl)" -eq 3 ]
+[ "$(grep -c '"status":"ok"' ex.jsonl)" -eq 3 ] || { cat ex.jsonl; exit 1; }
+grep -q '"tokens_per_s":[1-9]' ex.jsonl
+"$bin" tune --show ex.jsonl >show
+grep -q "gpt2_schedule.lua (version [0-9a-f]*, 2 ranks)" show
+grep -q "^| 1 | {checkpoint = 0, batch = " show
+grep -q "^best: slapo-lua run --nproc 2 --knob" show
+
+# 2. run --knob: a chosen value, a value not among the choices, a knob the script lacks
+cat >knobbed.lua <<'LUA'
+local b = slapo.knob("batch", {4, 8}, 4)
+print("batch " .. b)
+LUA
+"$bin" run --knob batch=8 knobbed.lua | grep -q "batch 8"
+set +e
+"$bin" run --knob batch=5 knobbed.lua >/dev/null 2>err; rc=$?
+set -e
+[ $rc -eq 1 ] && grep -q "knob 'batch': 5 is not one of the choices {4, 8}" err
+"$bin" run --knob bacth=8 knobbed.lua 2>err | grep -q "batch 4"
+grep -q "warning: --knob bacth: the script declared no such knob (declared: batch)" err
+
+# 3. killed mid-trial: the trial goes with the tuner; the next run measures what is missing
+cat >hang.lua <<'LUA'
+local x = slapo.knob("x", {1, 2}, 1)
+if x == 2 and io.open(os.getenv("HANG_MARKER") or "") then
+  while true do end
+end
+slapo.report({step_s = 1 / x})
+LUA
+touch marker
+HANG_MARKER="$tmp/marker" "$bin" tune hang.lua --db hang.jsonl --timeout 300 >tune.out 2>&1 &
+tuner=$!
+for _ in $(seq 100); do
+  [ -s hang.jsonl ] && [ -e hang.jsonl.logs/trial-002.log ] && break
+  sleep 0.1
+done
+sleep 0.5
+kill -9 $tuner
+wait $tuner 2>/dev/null || true
+sleep 0.5
+if pgrep -f "run $tmp/hang.lua|run hang.lua" >/dev/null; then
+  echo "a trial outlived its tuner:"; pgrep -af "hang.lua"; exit 1
+fi
+[ "$(wc -l <hang.jsonl)" -eq 1 ]
+rm marker
+HANG_MARKER="$tmp/marker" "$bin" tune hang.lua --db hang.jsonl --timeout 300 >tune.out 2>&1 || { cat tune.out; exit 1; }
+grep -q "1 trials run, 0 pruned, 1 from hang.jsonl" tune.out || { cat tune.out; exit 1; }
+grep -q "best 1.0000 s/step\|best .* {x = 2}" tune.out || { cat tune.out; exit 1; }
+[ "$(wc -l <hang.jsonl)" -eq 2 ]
+
+set +e
+"$bin" tune >/dev/null 2>err; rc=$?
+set -e
+[ $rc -eq 2 ] && grep -q "tune: give a SCRIPT to tune, or --show DB" err
+echo "tune ok: $(grep -c . ex.jsonl) trials of the GPT-2 example on 2 ranks; resumed after kill -9"
