@@ -186,6 +186,44 @@ void refuse_value_read_while_tracing(const char* what) {
                             "value (a data-dependent branch); make the module that does it a leaf", what));
 }
 
+namespace {
+
+// One spelling for one computation, in models and patterns alike: a permute that swaps two
+// axes is a transpose (HF's BERT permutes q/k/v by (0, 2, 1, 3); the zoo transposes (1, 2)).
+void canonicalize(torch::jit::Graph& graph) {
+  std::vector<torch::jit::Node*> permutes;
+  for (auto* node : graph.nodes())
+    if (node->kind() == c10::aten::permute && node->inputs().size() == 2) permutes.push_back(node);
+  for (auto* node : permutes) {
+    std::vector<int64_t> dims;
+    auto* list = node->input(1)->node();
+    if (list->kind() == c10::prim::ListConstruct) {
+      for (auto* item : list->inputs()) {
+        auto d = torch::jit::constant_as<int64_t>(item);
+        if (!d) break;
+        dims.push_back(*d);
+      }
+      if (dims.size() != list->inputs().size()) continue;
+    } else if (auto constant = torch::jit::constant_as<std::vector<int64_t>>(node->input(1))) {
+      dims = *constant;
+    } else {
+      continue;
+    }
+    std::vector<int64_t> moved;
+    for (size_t i = 0; i < dims.size(); ++i)
+      if (dims[i] != static_cast<int64_t>(i)) moved.push_back(static_cast<int64_t>(i));
+    if (moved.size() != 2 || dims[moved[0]] != moved[1]) continue;
+    torch::jit::WithInsertPoint guard(node);
+    auto* t = graph.insert(c10::aten::transpose, {node->input(0), moved[0], moved[1]});
+    t->setType(node->output()->type());
+    node->output()->replaceAllUsesWith(t);
+    node->destroy();
+  }
+  if (!permutes.empty()) torch::jit::EliminateDeadCode(graph.block());
+}
+
+}  // namespace
+
 std::shared_ptr<TracedGraph> trace_pattern(const std::function<Value(Values)>& fn, const Values& example_inputs) {
   torch::jit::Stack inputs(example_inputs.begin(), example_inputs.end());
   std::shared_ptr<torch::jit::Graph> graph;
@@ -204,6 +242,7 @@ std::shared_ptr<TracedGraph> trace_pattern(const std::function<Value(Values)>& f
   } catch (const std::exception& e) {
     throw Error(fmt::format("find: tracing the pattern failed: {}", e.what()));
   }
+  canonicalize(*graph);
   std::vector<std::vector<int64_t>> shapes;
   for (auto& v : example_inputs) shapes.push_back(v.toTensor().sizes().vec());
   return std::make_shared<TracedGraph>(graph, std::vector<at::Tensor>{}, shapes, "pattern");
@@ -278,6 +317,13 @@ int TracedGraph::optimize_torchscript() {
   torch::jit::EliminateDeadCode(graph_);
   function_ = std::make_unique<torch::jit::GraphFunction>("slapo_traced", graph_, nullptr);
   return before - count();
+}
+
+void TracedGraph::swap_params(const std::unordered_map<const c10::TensorImpl*, at::Tensor>& replaced) {
+  for (auto& p : params_) {
+    auto found = replaced.find(p.unsafeGetTensorImpl());
+    if (found != replaced.end()) p = found->second;
+  }
 }
 
 std::string TracedGraph::str() const {
@@ -495,6 +541,7 @@ std::shared_ptr<TracedGraph> trace_module(Module& module, const std::string& whe
                               "input's value; make the module that does it a leaf (trace{{leaves = {{...}}}})",
                               where, kind));
   }
+  canonicalize(*graph);
   std::vector<std::vector<int64_t>> shapes;
   for (auto& v : example_inputs) shapes.push_back(v.toTensor().sizes().vec());
   return std::make_shared<TracedGraph>(graph, params, shapes, where);

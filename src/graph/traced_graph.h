@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/module.h"
@@ -80,6 +81,9 @@ class TracedGraph {
 
   const std::shared_ptr<torch::jit::Graph>& graph() const { return graph_; }
   const std::vector<at::Tensor>& params() const { return params_; }
+  /// Parameters the graph takes as inputs that were swapped for other tensors (build materialising
+  /// a meta model): each one found in `replaced` (by its old TensorImpl) becomes its replacement.
+  void swap_params(const std::unordered_map<const c10::TensorImpl*, at::Tensor>& replaced);
   const std::vector<std::vector<int64_t>>& input_shapes() const { return input_shapes_; }
 
  private:

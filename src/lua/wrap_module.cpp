@@ -1,7 +1,10 @@
 // slapo.Module: handles on modules of any kind (zoo, Lua-defined, TorchScript).
+#include <map>
+#include <tuple>
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/schedule.h"
 #include "core/tree_format.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
@@ -223,8 +226,71 @@ const luaL_Reg module_methods[] = {
     {"state_dict", w_Module_state_dict},
     {"load_state_dict", w_Module_load_state_dict},
     {nullptr, nullptr}};
+// m.weight = other.weight: the parameter becomes that tensor (a tie, as PyTorch's assignment);
+// same shape only, and only for existing parameters (children come through replace).
+int w_Module_newindex(lua_State* L) {
+  auto& m = lx_check_module(L, 1);
+  std::string key = luaL_checkstring(L, 2);
+  if (!m->has_param(key))
+    throw Error(fmt::format("{}: '{}' is not a parameter; only parameters can be assigned (m.weight = "
+                            "other.weight ties them); replace children with sch[...]:replace(...)",
+                            m->type_name(), key));
+  auto& value = lx_check_tensor(L, 3);
+  auto current = m->param(key);
+  if (current.sizes() != value.sizes())
+    throw Error(fmt::format("{}: cannot assign a [{}] tensor to '{}' of shape [{}]", m->type_name(),
+                            fmt::join(value.sizes(), ", "), key, fmt::join(current.sizes(), ", ")));
+  m->set_param(key, value);
+  return 0;
+}
+
+// Every parameter reachable from `m`, tied ones under each of their names, with the pipeline
+// stage each belongs to: stages end after modules marked by cut_pipeline_stage (pre-order).
+void parameters_by_stage(const std::shared_ptr<Module>& m, const std::string& path, int& stage,
+                         std::vector<std::tuple<std::string, const c10::TensorImpl*, int>>& out) {
+  for (auto& p : m->named_parameters(/*recurse=*/false))
+    if (p.value().defined())
+      out.emplace_back(path.empty() ? p.key() : path + "." + p.key(), p.value().unsafeGetTensorImpl(), stage);
+  for (auto& [name, child] : m->children_in_order())
+    parameters_by_stage(child, path.empty() ? name : path + "." + name, stage, out);
+  if (m->meta().ends_stage) ++stage;
+}
+
+// analyze_tie_weights(module or schedule) -> {{{"transformer.wte.weight", 0}, {"lm_head.weight", 1}}, ...}:
+// each group of parameter names that share one tensor, with the pipeline stage of each name.
+int w_analyze_tie_weights(lua_State* L) {
+  std::shared_ptr<Module> m = luaL_testudata(L, 1, "slapo.Schedule") ? lx_check_schedule(L, 1)->mod()
+                                                                      : lx_check_module(L, 1);
+  std::vector<std::tuple<std::string, const c10::TensorImpl*, int>> all;
+  int stage = 0;
+  parameters_by_stage(m, "", stage, all);
+  std::vector<const c10::TensorImpl*> order;
+  std::map<const c10::TensorImpl*, std::vector<std::pair<std::string, int>>> by_tensor;
+  for (auto& [name, impl, st] : all) {
+    if (!by_tensor.count(impl)) order.push_back(impl);
+    by_tensor[impl].emplace_back(name, st);
+  }
+  lua_newtable(L);
+  int groups = 0;
+  for (auto* impl : order) {
+    auto& names = by_tensor[impl];
+    if (names.size() < 2) continue;
+    lua_createtable(L, static_cast<int>(names.size()), 0);
+    for (size_t i = 0; i < names.size(); ++i) {
+      lua_createtable(L, 2, 0);
+      lua_pushstring(L, names[i].first.c_str());
+      lua_rawseti(L, -2, 1);
+      lua_pushinteger(L, names[i].second);
+      lua_rawseti(L, -2, 2);
+      lua_rawseti(L, -2, static_cast<int>(i + 1));
+    }
+    lua_rawseti(L, -2, ++groups);
+  }
+  return 1;
+}
 
 const luaL_Reg module_meta[] = {{"__gc", w_Module_gc},
+                                {"__newindex", w_Module_newindex},
                                 {"__call", w_Module_call},
                                 {"__tostring", w_Module_tostring},
                                 {"__eq", w_Module_eq},
@@ -240,6 +306,7 @@ int w_live_modules(lua_State* L) {
 void open_module(lua_State* L) {
   lx_new_class(L, "slapo.Module", module_methods, module_meta, module_fields);
   lx_set_func(L, "_live_modules", w_live_modules);
+  lx_set_func(L, "analyze_tie_weights", w_analyze_tie_weights);
 }
 
 }  // namespace slapo

@@ -147,6 +147,22 @@ int w_Tensor_transpose(lua_State* L) {
   auto& t = lx_check_tensor(L, 1);
   return push(L, t.transpose(check_dim(L, 2, t, "Tensor:transpose"), check_dim(L, 3, t, "Tensor:transpose")));
 }
+// t:permute({0, 2, 1, 3}): every dim once, in the new order
+int w_Tensor_permute(lua_State* L) {
+  auto& t = lx_check_tensor(L, 1);
+  auto dims = lx_check_shape(L, 2, "Tensor:permute");
+  std::vector<bool> seen(static_cast<size_t>(t.dim()), false);
+  bool valid = static_cast<int64_t>(dims.size()) == t.dim();
+  for (auto& d : dims) {
+    if (d < 0) d += t.dim();
+    valid = valid && d >= 0 && d < t.dim() && !seen[static_cast<size_t>(d)];
+    if (valid) seen[static_cast<size_t>(d)] = true;
+  }
+  if (!valid)
+    luaL_error(L, "Tensor:permute: expected each of the %d dims once, got %s", static_cast<int>(t.dim()),
+               fmt::format("{{{}}}", fmt::join(lx_check_shape(L, 2, "Tensor:permute"), ", ")).c_str());
+  return push(L, t.permute(dims));
+}
 int w_Tensor_t(lua_State* L) { return push(L, lx_check_tensor(L, 1).t()); }
 int w_Tensor_contiguous(lua_State* L) { return push(L, lx_check_tensor(L, 1).contiguous()); }
 int w_Tensor_clone(lua_State* L) { return push(L, lx_check_tensor(L, 1).clone()); }
@@ -248,7 +264,7 @@ const luaL_Reg tensor_methods[] = {
     {"device", w_Tensor_device}, {"matmul", w_Tensor_matmul}, {"sum", w_Tensor_sum}, {"mean", w_Tensor_mean},
     {"abs", w_Tensor_abs}, {"exp", w_Tensor_exp}, {"sqrt", w_Tensor_sqrt}, {"max", w_Tensor_max},
     {"min", w_Tensor_min}, {"item", w_Tensor_item}, {"view", w_Tensor_view}, {"reshape", w_Tensor_reshape},
-    {"narrow", w_Tensor_narrow}, {"transpose", w_Tensor_transpose}, {"t", w_Tensor_t},
+    {"narrow", w_Tensor_narrow}, {"transpose", w_Tensor_transpose}, {"permute", w_Tensor_permute}, {"t", w_Tensor_t},
     {"contiguous", w_Tensor_contiguous}, {"clone", w_Tensor_clone}, {"detach", w_Tensor_detach},
     {"requires_grad", w_Tensor_requires_grad}, {"backward", w_Tensor_backward}, {"zero_grad", w_Tensor_zero_grad},
     {"to", w_Tensor_to}, {"float", w_Tensor_float}, {"double", w_Tensor_double}, {"long", w_Tensor_long},

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <map>
 
 #include "core/error.h"
@@ -71,6 +73,12 @@ int w_load_tensors(lua_State* L) {
 
 int w_rng_state(lua_State* L) {
   lx_push_tensor(L, cpu_rng_state().clone());
+  return 1;
+}
+
+// initial_seed() -> the seed the default CPU generator was last seeded with
+int w_initial_seed(lua_State* L) {
+  lua_pushnumber(L, static_cast<double>(at::detail::getDefaultCPUGenerator().current_seed()));
   return 1;
 }
 
@@ -156,6 +164,7 @@ const luaL_Reg train_functions[] = {{"tensor_gc_stats", w_tensor_gc_stats},
                                     {"load_tensors", w_load_tensors},
                                     {"rng_state", w_rng_state},
                                     {"set_rng_state", w_set_rng_state},
+                                    {"initial_seed", w_initial_seed},
                                     {nullptr, nullptr}};
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "graph/traced_graph.h"
 #include "dist/group.h"
 #include "models/zoo.h"
 
@@ -67,10 +68,53 @@ std::string first_divergence(const std::shared_ptr<Module>& reference, const std
   return "";
 }
 
+// The first parameter (by path) that lives on the meta device: shapes without values.
+std::string first_meta_parameter(const Module& root) {
+  for (auto& p : root.named_parameters(/*recurse=*/true))
+    if (p.value().device().is_meta()) return p.key();
+  for (auto& b : root.named_buffers(/*recurse=*/true))
+    if (b.value().device().is_meta()) return b.key();
+  return "";
+}
+
+// Every meta parameter of the tree becomes an empty CPU tensor of its shape and dtype (values
+// come from the initialisation after). A tensor shared by several modules (tied weights) gets
+// one replacement, and traced graphs that take it as an input take the replacement.
+void materialise_on_cpu(const std::shared_ptr<Module>& root) {
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> mods;
+  collect(root, "", mods);
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> fresh;
+  for (auto& [path, m] : mods) {
+    std::vector<std::pair<std::string, at::Tensor>> own;
+    for (auto& p : m->named_parameters(/*recurse=*/false)) own.emplace_back(p.key(), p.value());
+    for (auto& [name, t] : own) {
+      if (!t.device().is_meta()) continue;
+      auto& replacement = fresh[t.unsafeGetTensorImpl()];
+      if (!replacement.defined())
+        replacement = torch::empty(t.sizes(), t.options().device(at::kCPU)).requires_grad_(t.requires_grad());
+      m->set_param(name, replacement);
+    }
+  }
+  for (auto& [path, m] : mods)
+    if (m->meta().graph) m->meta().graph->swap_params(fresh);
+}
+
 }  // namespace
 
-std::shared_ptr<Module> build(Schedule& sch, const ScheduleBuildOptions& options) {
+std::shared_ptr<Module> build(Schedule& sch, const ScheduleBuildOptions& options_in) {
   auto root = sch.mod();
+  auto options = options_in;
+  // Deferred initialisation: a model built on the meta device (shapes only) is materialised on
+  // the CPU and initialised here, at full size and sliced, so every rank holds its own shard.
+  std::string meta = first_meta_parameter(*root);
+  if (!meta.empty()) {
+    if (options.init == ScheduleBuildOptions::None && !options.init_fn)
+      throw Error(fmt::format("build: '{}' of {} is on the meta device (shapes, no values); init_weights = false "
+                              "keeps values, and this model has none: leave init_weights out to initialise it",
+                              meta, sch.where()));
+    materialise_on_cpu(root);  // an init_weights function then fills the values, else HF's init
+    if (!options.init_fn) options.init = ScheduleBuildOptions::All;
+  }
   if (options.init_fn) {
     std::vector<std::pair<std::string, std::shared_ptr<Module>>> mods;
     collect(root, sch.path(), mods);
@@ -81,9 +125,10 @@ std::shared_ptr<Module> build(Schedule& sch, const ScheduleBuildOptions& options
     std::vector<std::pair<std::string, std::shared_ptr<Module>>> live, copy;
     collect(root, "", live);
     collect(full, "", copy);
-    for (size_t i = 0; i < copy.size(); ++i)
-      for (auto& [name, spec] : copy[i].second->meta().shards)
-        copy[i].second->param(name).set_data(torch::empty(spec.full_shape, copy[i].second->param(name).options()));
+    for (size_t i = 0; i < copy.size(); ++i) {
+      auto& m = *copy[i].second;
+      for (auto& [name, spec] : m.meta().shards) m.param(name).set_data(torch::empty(spec.full_shape, m.param(name).options()));
+    }
     torch::manual_seed(options.seed);
     double std = 0.02;
     if (auto* c = model_config(*root)) std = c->number("initializer_range", 0.02);
@@ -98,6 +143,10 @@ std::shared_ptr<Module> build(Schedule& sch, const ScheduleBuildOptions& options
         p.value().copy_(value);
       }
     }
+    meta = first_meta_parameter(*root);
+    if (!meta.empty())  // a buffer: no initialiser knows its values
+      throw Error(fmt::format("build: '{}' of {} is on the meta device and is not a parameter, so build cannot "
+                              "initialise it; create that module on the CPU", meta, sch.where()));
   }
   return root;
 }

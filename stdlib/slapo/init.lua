@@ -88,6 +88,9 @@ end
 local knobs = require("slapo.knobs")
 slapo.knob, slapo.knobs, slapo.report = knobs.knob, knobs.knobs, knobs.report
 
+--- Named random streams (Megatron's RNG tracker): stdlib/slapo/random.lua.
+slapo.random = require("slapo.random")
+
 slapo.op = setmetatable({}, { __index = function(_, name) return require("slapo.op")[name] end })
 
 --- slapo.help([name]) describes a primitive; slapo.list_primitives() names them all.

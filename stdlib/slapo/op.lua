@@ -160,11 +160,47 @@ function M.LinearWithSync(linear, opts)
   })
 end
 
+-- The lowest value of each float dtype: a masked score that softmax turns into exactly 0 (HF's choice).
+local lowest = { float32 = -3.4028234663852886e38, float64 = -1.7976931348623157e308,
+  bfloat16 = -3.3895313892515355e38, float16 = -65504 }
+
+-- [s, s] additive causal mask (0 on and below the diagonal, the dtype's lowest above) on `like`'s
+-- device and dtype, made once per size, device and dtype.
+local causal_masks = {}
+local function causal_mask(s, like)
+  local key = s .. "/" .. like:device() .. "/" .. like:dtype()
+  if not causal_masks[key] then
+    local rows, low = {}, lowest[like:dtype()] or -1e30
+    for i = 1, s do
+      local row = {}
+      for j = 1, s do
+        row[j] = j > i and low or 0
+      end
+      rows[i] = row
+    end
+    causal_masks[key] = slapo.tensor(rows):to(like:dtype()):to(like:device())
+  end
+  return causal_masks[key]
+end
+
 --- GPT2Attention with the attention core in the memory-efficient kernel (no S x S matrix).
 --- The head size is the original's; the head count follows c_attn's width, so it also works
 --- on a tensor-parallel shard. Attention dropout is not applied (use it for eval or p = 0).
-function M.FusedGPT2Attention(attn)
+--- {backend = "kernel"} (default: slapo.kernels.attention, which is scaled_dot_product_attention
+--- on CUDA with LibTorch 2.x) or "math" (matmul, softmax, matmul: the S x S scores in memory).
+--- A padding mask always takes the math path: the kernel takes no mask.
+function M.FusedGPT2Attention(attn, opts)
   expect_type(attn, "GPT2Attention", "FusedGPT2Attention")
+  opts = opts or {}
+  for key in pairs(opts) do
+    if key ~= "backend" then
+      error(("op.FusedGPT2Attention: unknown option '%s' (valid: backend)"):format(tostring(key)), 2)
+    end
+  end
+  local backend = opts.backend or "kernel"
+  if backend ~= "kernel" and backend ~= "math" then
+    error(("op.FusedGPT2Attention: unknown backend '%s' (choices: kernel, math)"):format(tostring(backend)), 2)
+  end
   local head_dim = tonumber(attn:describe():match("head_dim=(%d+)"))
   if attn:describe():match("scale=") then  -- the kernel scales by 1 / sqrt(head_dim)
     error(("op.FusedGPT2Attention: the attention scales its scores by %s (scale_attn_weights or "
@@ -183,10 +219,10 @@ function M.FusedGPT2Attention(attn)
         return qkv:narrow(2, i * width, width):reshape({ b, s, width / head_dim, head_dim }):transpose(1, 2)
       end
       local out
-      if mask then
+      if mask or backend == "math" then
         local q, k = heads(0), heads(1)
-        local probs = slapo.F.softmax(q:matmul(k:transpose(-1, -2)) * (1 / math.sqrt(head_dim)) + mask, -1)
-        out = probs:matmul(heads(2))
+        local scores = q:matmul(k:transpose(-1, -2)) * (1 / math.sqrt(head_dim))
+        out = slapo.F.softmax(scores + (mask or causal_mask(s, scores)), -1):matmul(heads(2))
       else
         out = slapo.kernels.attention(heads(0), heads(1), heads(2), { causal = true })
       end

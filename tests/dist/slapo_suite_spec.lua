@@ -1,0 +1,285 @@
+-- Slapo's own multi-rank tests (awslabs/slapo, tests/), ported to slapo-lua's Lua API: one `it`
+-- per Slapo test function, named "<file>::<function>". Where a test needs a model slapo-lua does
+-- not have (Conv2d, BatchNorm2d), docs/slapo-suite.md says so instead of a weaker port here.
+local world = slapo.dist.world_size()
+local rank = slapo.dist.rank()
+
+local function same_on_all_ranks(t)
+  slapo.dist.broadcast(t, 0)
+  return t
+end
+
+local function linear_with_input(seed)
+  slapo.manual_seed(seed)
+  local model = slapo.nn.Linear(10, 10)
+  local x = same_on_all_ranks(slapo.randn({ 10, 10 }))
+  return model, x
+end
+
+-- out (and the input's gradient) of `model` on x, after `schedule(sch)`.
+local function run_scheduled(model, x, schedule)
+  local sch = slapo.create_schedule(model)
+  schedule(sch)
+  local m = slapo.build(sch)
+  local xg = x:clone():requires_grad(true)
+  local out = m(xg)
+  out:mean():backward()
+  return out, xg.grad
+end
+
+local function reference(x)
+  local model = linear_with_input(5)
+  local xg = x:clone():requires_grad(true)
+  local out = model(xg)
+  out:mean():backward()
+  return out, xg.grad
+end
+
+describe("test_shard.py", function()
+  it("test_linear: column-sharded linear1 (bwd all-reduce), row-sharded linear2 (fwd all-reduce)", function()
+    local function model()
+      slapo.manual_seed(9999)
+      return slapo.nn.Module({ type = "Model",
+        children = { linear1 = slapo.nn.Linear(20, 30), linear2 = slapo.nn.Linear(30, 40, { bias = false }) },
+        forward = function(self, data) return self.linear2(self.linear1(data)) end })
+    end
+    local sch = slapo.create_schedule(model())
+    local data = same_on_all_ranks(slapo.randn({ 10, 20 }))
+    local report = slapo.verify(sch, { data }, { rtol = 1e-5, atol = 1e-5 }, function(s)
+      s["linear1"]:shard("weight", 0):shard("bias", 0):sync("bwd_post", "all_reduce")
+      s["linear2"]:shard("weight", 1):sync("fwd_post", "all_reduce")
+    end)
+    eq(3, report.gradients)
+    eq({ 30 / world, 20 }, sch["linear1"].mod.weight:size())
+    eq({ 40, 30 / world }, sch["linear2"].mod.weight:size())
+  end)
+end)
+
+describe("test_shard_sync_op.py", function()
+  it("test_all_gather_forward_output: gathered along dim 1, scattered back: the reference", function()
+    local model, x = linear_with_input(5)
+    local ref, ref_grad = reference(x)
+    local out, grad = run_scheduled(model, x, function(sch)
+      sch:sync("fwd_post", "all_gather", { axis = 1 })
+      sch:sync("fwd_post", "scatter", { axis = 1 })
+    end)
+    close(ref, out, { atol = 1e-5 })
+    close(ref_grad, grad, { atol = 1e-5 })
+  end)
+
+  it("test_reduce_scatter_forward_output: reduce-scattered then gathered: world x the reference", function()
+    local model, x = linear_with_input(5)
+    local ref, ref_grad = reference(x)
+    local out, grad = run_scheduled(model, x, function(sch)
+      sch:sync("fwd_post", "reduce_scatter", { axis = 1 })
+      sch:sync("fwd_post", "all_gather", { axis = 1 })
+    end)
+    close(ref * world, out, { atol = 1e-5 })
+    eq({ 10, 10 }, grad:size())
+  end)
+
+  it("test_scatter_forward_output: scattered then gathered: the reference, gradients too", function()
+    local model, x = linear_with_input(5)
+    local ref, ref_grad = reference(x)
+    local out, grad = run_scheduled(model, x, function(sch)
+      sch:sync("fwd_post", "scatter", { axis = 1 })
+      sch:sync("fwd_post", "all_gather", { axis = 1 })
+    end)
+    close(ref, out, { atol = 1e-5 })
+    close(ref_grad, grad, { atol = 1e-5 })
+  end)
+
+  it("test_reduce_forward_output: all-reduced output is world x the reference", function()
+    local model, x = linear_with_input(5)
+    local ref = reference(x)
+    local out = run_scheduled(model, x, function(sch) sch:sync("fwd_post", "all_reduce") end)
+    close(ref * world, out, { atol = 1e-5 })
+  end)
+
+  it("test_reduce_backward_grad: the input gradient is all-reduced (world x the reference)", function()
+    local model, x = linear_with_input(5)
+    local ref, ref_grad = reference(x)
+    local out, grad = run_scheduled(model, x, function(sch) sch:sync("bwd_post", "all_reduce") end)
+    close(ref, out, { atol = 1e-5 })
+    close(ref_grad * world, grad, { atol = 1e-5 })
+  end)
+end)
+
+describe("test_reshard.py", function()
+  local function mlp()
+    slapo.manual_seed(3)
+    return slapo.nn.Module({ type = "MLP",
+      children = { fc1 = slapo.nn.Linear(16, 64), fc2 = slapo.nn.Linear(64, 16) },
+      forward = function(self, x) return self.fc2(slapo.F.gelu(self.fc1(x))) end })
+  end
+  local schemes = {
+    { "1 naive RR", function() end },
+    { "2 RS -> SR", function(s)
+      s["fc1"]:shard("weight", 0):shard("bias", 0):sync("fwd_post", "RS->SR")
+      s["fc2"]:sync("fwd_post", "SR->RR")
+    end },
+    { "3 SR -> RS", function(s)
+      s["fc1"]:shard("weight", 0):shard("bias", 0):sync("fwd_post", "RS->SR"):sync("fwd_post", "SR->RS")
+      s["fc2"]:shard("weight", 1):sync("fwd_post", "all_reduce")
+    end },
+    { "4 Megatron", function(s)
+      s["fc1"]:shard("weight", 0):shard("bias", 0)
+      s["fc2"]:shard("weight", 1):sync("fwd_post", "all_reduce")
+    end },
+    { "5 RS -> RR twice", function(s)
+      s["fc1"]:shard("weight", 0):shard("bias", 0):sync("fwd_post", "RS->RR")
+      s["fc2"]:shard("weight", 0):shard("bias", 0):sync("fwd_post", "RS->RR")
+    end },
+    { "6 RR -> RS", function(s)
+      s["fc1"]:sync("fwd_post", "RR->RS")
+      s["fc2"]:shard("weight", 1):sync("fwd_post", "all_reduce")
+    end },
+    { "7 RR -> SR", function(s)
+      s["fc1"]:sync("fwd_post", "RR->SR")
+      s["fc2"]:sync("fwd_post", "SR->RR")
+    end },
+    { "8 RR -> SR before fc1", function(s)
+      s["fc1"]:sync("fwd_pre", "RR->SR")
+      s["fc2"]:sync("fwd_post", "SR->RR")
+    end },
+  }
+  it("test_schemes: all 8 resharding schemes verify against the unsharded MLP (forward)", function()
+    local x = same_on_all_ranks(slapo.randn({ 2, 8, 16 }))
+    for _, scheme in ipairs(schemes) do
+      local ok, err = pcall(slapo.verify, slapo.create_schedule(mlp()), { x }, { backward = false, rtol = 1e-5,
+        atol = 1e-5 }, scheme[2])
+      assert(ok, "scheme " .. scheme[1] .. ": " .. tostring(err))
+    end
+  end)
+end)
+
+describe("test_fork_rng.py", function()
+  it("test_dropout: dropout masks agree across ranks without fork_rng and differ with it", function()
+    local function model()
+      return slapo.nn.Module({ type = "Model", forward = function(_, x) return slapo.F.dropout(x, 0.5, true) end })
+    end
+    local data = same_on_all_ranks(slapo.randn({ 10, 20 }))
+    local function outputs(fork)
+      slapo.manual_seed(123)
+      local sch = slapo.create_schedule(model())
+      if fork then
+        sch:fork_rng()
+      end
+      local out = slapo.build(sch)(data)
+      local all, rows = slapo.dist.all_gather(out:contiguous(), 0), out:size(0)
+      local parts = {}
+      for r = 1, world do
+        parts[r] = all:narrow(0, (r - 1) * rows, rows)
+      end
+      return parts
+    end
+    local same = outputs(false)
+    for r = 2, world do
+      close(same[1], same[r], { rtol = 0, atol = 0 })
+    end
+    local forked = outputs(true)
+    for r = 2, world do
+      assert(not forked[1]:equal(forked[r]), "rank " .. (r - 1) .. " drew the same mask as rank 0")
+    end
+  end)
+end)
+
+describe("test_checkpoint.py", function()
+  -- Slapo forks its CUDA RNG tracker around the dropout of the partitioned activation; slapo-lua
+  -- forks the dropout module's random stream per rank (fork_rng), which checkpoint restores too.
+  it("test_activation_checkpoint_with_rng_states: same outputs and gradients with and without", function()
+    local full = 5 * world
+    local function model()
+      slapo.manual_seed(7)
+      return slapo.nn.Module({ type = "Model",
+        children = { linear1 = slapo.nn.Linear(full, 5 * world, { bias = false }), dropout1 = slapo.nn.Dropout(0.5),
+          linear2 = slapo.nn.Linear(5 * world, full, { bias = false }), dropout2 = slapo.nn.Dropout(0.5) },
+        forward = function(self, x)
+          return self.dropout2(self.linear2(self.dropout1(self.linear1(x))))
+        end })
+    end
+    local function schedule(checkpointed)
+      -- the model under a root that holds its inputs (checkpoint of the root itself is refused)
+      local sch = slapo.create_schedule(slapo.nn.Sequential({ model() }))
+      sch["0.linear1"]:shard("weight", 0):sync("bwd_post", "all_reduce")
+      sch["0.dropout1"]:fork_rng()  -- the partitioned activation: a different mask per rank
+      sch["0.linear2"]:shard("weight", 1):sync("fwd_post", "all_reduce")
+      if checkpointed then
+        sch["0"]:checkpoint()
+      end
+      return slapo.build(sch)
+    end
+    local data = same_on_all_ranks(slapo.randn({ full, full }))
+    local function run(m)
+      m:train()
+      local x = data:clone():requires_grad(true)
+      slapo.manual_seed(123)
+      local out = m(x)
+      out:mean():backward()
+      local inner = m["0"]
+      return { out, inner.linear1.weight.grad, inner.linear2.weight.grad, x.grad }
+    end
+    local refs = run(schedule(false))
+    local outs = run(schedule(true))
+    for i = 1, 4 do
+      close(refs[i], outs[i], { atol = 1e-6 })
+    end
+  end)
+end)
+
+describe("test_annotate.py", function()
+  it("test_shard_annotate (init_empty_weights): a meta model sharded, then built: its slice of the same weights", function()
+    local cfg = { hidden_size = 16, intermediate_size = 32, hidden_act = "gelu" }
+    local function megatron(sch)
+      sch["fc1"]:shard("weight", 0):shard("bias", 0):sync("bwd_post", "all_reduce")
+      sch["fc2"]:shard("weight", 1):sync("fwd_post", "all_reduce")
+    end
+    local empty = slapo.create_schedule(slapo.models.mlp(cfg, { device = "meta" }))
+    megatron(empty)
+    local model = slapo.build(empty, { seed = 5 })
+    eq("cpu", model.fc1.weight:device())
+    eq({ 32 / world, 16 }, model.fc1.weight:size())
+    eq({ 32, 16 }, empty["fc1"]:param_info("weight").full_shape)
+    local real = slapo.create_schedule(slapo.models.mlp(cfg))
+    megatron(real)
+    local same = slapo.build(real, { init_weights = true, seed = 5 })
+    close(same.fc1.weight, model.fc1.weight, { rtol = 0, atol = 0 })
+    close(same.fc2.weight, model.fc2.weight, { rtol = 0, atol = 0 })
+    local x = same_on_all_ranks(slapo.randn({ 4, 16 }))
+    close(same(x), model(x))
+  end)
+
+  it("test_shard_annotate: sharded parameters remember their full shape", function()
+    local model = slapo.nn.Module({ type = "Model",
+      children = { layer1 = slapo.nn.Linear(32, 32, { bias = false }), layer2 = slapo.nn.Linear(32, 32, { bias = false }) },
+      forward = function(self, x) return self.layer2(self.layer1(x)) end })
+    local sch = slapo.create_schedule(model)
+    sch["layer1"]:shard("weight", 0):sync("bwd_post", "all_reduce")
+    sch["layer2"]:shard("weight", 1):sync("fwd_post", "all_reduce")
+    slapo.build(sch)
+    eq({ 32, 32 }, sch["layer1"]:param_info("weight").full_shape)
+    eq({ 32, 32 }, sch["layer2"]:param_info("weight").full_shape)
+    eq({ 32 / world, 32 }, sch["layer1"].mod.weight:size())
+  end)
+end)
+
+describe("test_consolidation.py", function()
+  it("test_multigpu_consolidation: a sharded meta model built with an init function holds its values", function()
+    local model = slapo.models.mlp({ hidden_size = 20, intermediate_size = 30 * world }, { device = "meta" })
+    local sch = slapo.create_schedule(model)
+    sch["fc1"]:shard("weight", 0):shard("bias", 0):sync("bwd_post", "all_reduce")
+    sch["fc2"]:shard("weight", 1):sync("fwd_post", "all_reduce")
+    local built = slapo.build(sch, { init_weights = function(_, m)
+      slapo.no_grad(function()
+        for _, p in ipairs(m:parameters()) do
+          p:zero_()
+        end
+      end)
+    end })
+    eq({ 30, 20 }, built.fc1.weight:size())
+    for _, p in ipairs(built:parameters()) do
+      eq("cpu", p:device())
+      eq(0, p:abs():sum():item())
+    end
+  end)
+end)
