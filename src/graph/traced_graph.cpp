@@ -12,6 +12,8 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <mutex>
 #include <regex>
 #include <sstream>
@@ -270,9 +272,11 @@ TORCH_LIBRARY_IMPL(slapo, CompositeImplicitAutograd, m) {
 
 at::Tensor call_module_pattern(const std::string& regex, const std::vector<at::Tensor>& inputs) {
   try {
-    std::regex check(regex);
+    std::regex check(regex.rfind("type:", 0) == 0 ? regex.substr(5) : regex);
   } catch (const std::regex_error& e) {
-    throw Error(fmt::format("pattern.call_module: '{}' is not a valid regular expression ({})", regex, e.what()));
+    bool by_type = regex.rfind("type:", 0) == 0;
+    throw Error(fmt::format("pattern.{}: '{}' is not a valid regular expression ({})", by_type ? "module" : "call_module",
+                            by_type ? regex.substr(5) : regex, e.what()));
   }
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("slapo::pattern_call_module", "")
@@ -332,16 +336,78 @@ std::string TracedGraph::str() const {
   return out.str();
 }
 
-std::vector<std::vector<GraphNode>> TracedGraph::match(const TracedGraph& pattern_in) const {
+namespace {
+
+// Functional activations a pattern may also match as module calls (find{modules = true}).
+const std::map<std::string, std::string> kFunctionalModules = {
+    {"aten::relu", "ReLU"}, {"aten::silu", "SiLU"}, {"aten::tanh", "Tanh"}, {"aten::sigmoid", "Sigmoid"}};
+
+// The pattern with the activations picked by `mask` (bits over `candidates`) turned into calls of
+// a leaf of the matching module type.
+std::shared_ptr<torch::jit::Graph> with_module_calls(torch::jit::Graph& pattern,
+                                                     const std::vector<size_t>& candidates, unsigned mask) {
+  auto g = pattern.copy();
+  std::vector<torch::jit::Node*> nodes(g->nodes().begin(), g->nodes().end());
+  for (size_t bit = 0; bit < candidates.size(); ++bit) {
+    if (!(mask & (1u << bit))) continue;
+    auto* node = nodes[candidates[bit]];
+    torch::jit::WithInsertPoint guard(node);
+    auto* regex = g->insertConstant(std::string("type:^") + kFunctionalModules.at(node->kind().toQualString()) + "$");
+    auto* list = g->insertNode(g->createList(c10::TensorType::get(), {node->input(0)}))->output();
+    auto* call = g->insertNode(g->create(c10::Symbol::fromQualString("slapo::pattern_call_module"), {regex, list}, 1));
+    call->output()->setType(node->output()->type());
+    node->output()->replaceAllUsesWith(call->output());
+    node->destroy();
+  }
+  return g;
+}
+
+}  // namespace
+
+std::vector<std::vector<GraphNode>> TracedGraph::match(const TracedGraph& pattern_in, bool modules) const {
+  // find{modules = true}: each functional activation of the pattern may also be a module call;
+  // every combination is a pattern of its own (at most 2^4, the first four such activations).
+  std::vector<size_t> candidates;
+  if (modules) {
+    size_t i = 0;
+    for (auto* node : pattern_in.graph_->nodes()) {
+      if (kFunctionalModules.count(node->kind().toQualString()) && candidates.size() < 4) candidates.push_back(i);
+      ++i;
+    }
+  }
+  std::vector<std::pair<size_t, std::vector<size_t>>> ordered;
+  std::set<std::vector<size_t>> seen;
+  for (unsigned mask = 0; mask < (1u << candidates.size()); ++mask)
+    for (auto& found : match_variant(*with_module_calls(*pattern_in.graph_, candidates, mask)))
+      if (seen.insert(found).second) ordered.emplace_back(found.front(), found);
+  // in graph order of each match's first node
+  std::stable_sort(ordered.begin(), ordered.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  auto described = nodes();
+  std::vector<std::vector<GraphNode>> out;
+  for (auto& [first, picked] : ordered) {
+    out.emplace_back();
+    for (auto i : picked) out.back().push_back(described[i]);
+  }
+  return out;
+}
+
+std::vector<std::vector<size_t>> TracedGraph::match_variant(torch::jit::Graph& pattern) const {
   // A pattern's call_module placeholders become call nodes whose id is a pattern input (any
-  // leaf); a match counts when each matched leaf's path fits the placeholder's regex.
-  auto pattern_graph = pattern_in.graph_->copy();
-  std::vector<std::pair<torch::jit::Node*, std::regex>> calls;
+  // leaf); a match counts when each matched leaf's path (or, for "type:" ones, its module type)
+  // fits the placeholder's regex.
+  auto pattern_graph = pattern.copy();
+  struct Placeholder {
+    torch::jit::Node* call;
+    std::regex regex;
+    bool by_type;
+  };
+  std::vector<Placeholder> calls;
   for (auto it = pattern_graph->nodes().begin(); it != pattern_graph->nodes().end();) {
     auto* node = *it++;
     if (node->kind().toQualString() != std::string("slapo::pattern_call_module")) continue;
     auto regex = torch::jit::constant_as<std::string>(node->inputs()[0]);
     if (!regex) throw Error("find: pattern.call_module needs a constant regular expression");
+    bool by_type = regex->rfind("type:", 0) == 0;
     auto* any_id = pattern_graph->addInput();
     any_id->setType(c10::IntType::get());
     torch::jit::WithInsertPoint guard(node);
@@ -350,7 +416,7 @@ std::vector<std::vector<GraphNode>> TracedGraph::match(const TracedGraph& patter
     call->output()->setType(c10::TensorType::get());
     node->output()->replaceAllUsesWith(call->output());
     node->destroy();
-    calls.emplace_back(call, std::regex(*regex));
+    calls.push_back({call, std::regex(by_type ? regex->substr(5) : *regex), by_type});
   }
   // softmax(x, dim) in a pattern (dtype None) also matches softmax(x, dim, dtype) where dtype is
   // x's own (the zoo asks for float32 on float32 scores): the pattern's dtype becomes a free
@@ -389,22 +455,25 @@ std::vector<std::vector<GraphNode>> TracedGraph::match(const TracedGraph& patter
     auto type = softmax->input(0)->type()->cast<c10::TensorType>();
     return dtype->isInt() && type && type->scalarType() && static_cast<int64_t>(*type->scalarType()) == dtype->toInt();
   };
+  auto fits_placeholder = [](const Placeholder& p, int64_t id) {
+    if (!p.by_type) return std::regex_search(leaf_path(id), p.regex);
+    auto leaf = leaf_module(id);
+    return leaf && std::regex_search(leaf->type_name(), p.regex);
+  };
 
-  // Describe every node once, then pick a match's nodes in graph order.
-  auto described = nodes();
+  // Each match's nodes as indices into nodes(), in graph order.
   std::unordered_map<const torch::jit::Node*, size_t> index;
   size_t k = 0;
   for (auto* node : graph_->nodes()) {
     if (node->kind() == c10::prim::Constant || node->kind() == c10::prim::ListConstruct) continue;
     index[node] = k++;
   }
-  std::vector<std::vector<GraphNode>> out;
-  std::vector<std::pair<size_t, std::vector<GraphNode>>> ordered;
+  std::vector<std::vector<size_t>> out;
   for (auto& m : torch::jit::findPatternMatches(*pattern_graph, *graph_)) {
     bool fits = true;
-    for (auto& [pattern_call, regex] : calls) {
-      auto id = torch::jit::constant_as<int64_t>(m.nodes_map.at(pattern_call)->inputs()[0]);
-      fits = fits && id && std::regex_search(leaf_path(*id), regex);
+    for (auto& p : calls) {
+      auto id = torch::jit::constant_as<int64_t>(m.nodes_map.at(p.call)->inputs()[0]);
+      fits = fits && id && fits_placeholder(p, *id);
     }
     for (auto* pattern_softmax : free_dtype) fits = fits && own_dtype(m.nodes_map.at(pattern_softmax));
     if (!fits) continue;
@@ -419,12 +488,8 @@ std::vector<std::vector<GraphNode>> TracedGraph::match(const TracedGraph& patter
     }
     if (picked.empty()) continue;
     std::sort(picked.begin(), picked.end());
-    ordered.emplace_back(picked.front(), std::vector<GraphNode>{});
-    for (auto i : picked) ordered.back().second.push_back(described[i]);
+    out.push_back(std::move(picked));
   }
-  // in graph order of each match's first node
-  std::sort(ordered.begin(), ordered.end(), [](auto& a, auto& b) { return a.first < b.first; });
-  for (auto& [first, subgraph] : ordered) out.push_back(std::move(subgraph));
   return out;
 }
 

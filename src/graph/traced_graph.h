@@ -49,7 +49,9 @@ class TracedGraph {
 
   /// The subgraphs that match `pattern` (a traced pattern function) by dataflow: the same ops
   /// wired the same way, constants equal. Each match lists its nodes in graph order.
-  std::vector<std::vector<GraphNode>> match(const TracedGraph& pattern) const;
+  /// `modules`: the pattern's functional activations (relu, silu, tanh, sigmoid) also match calls
+  /// of leaves of the same module type (ReLU, ...), as Slapo's matcher does.
+  std::vector<std::vector<GraphNode>> match(const TracedGraph& pattern, bool modules = false) const;
 
   /// Rewrites the kernel patterns of kernels.h into their fused ops (kernel_patterns() lists
   /// them: bias + GELU, masked softmax, the bias + dropout + residual + LayerNorm tail). Returns
@@ -87,6 +89,8 @@ class TracedGraph {
   const std::vector<std::vector<int64_t>>& input_shapes() const { return input_shapes_; }
 
  private:
+  /// match's work for one form of the pattern: each match's nodes as indices into nodes().
+  std::vector<std::vector<size_t>> match_variant(torch::jit::Graph& pattern) const;
   /// replace_with_leaf's rewrite, on `graph` (a copy of this one).
   void rewrite_with_leaf(torch::jit::Graph& graph, const std::vector<std::string>& names, const TraceLeaf& leaf,
                          const std::string& where);

@@ -335,7 +335,9 @@ int w_Schedule_find(lua_State* L) {
     int nparams = static_cast<int>(lua_tonumber(L, -1));
     lua_pop(L, 3);
     // {inputs = {t1, t2, ...}}: example tensors the pattern is traced on (its ops may need shapes)
-    lx_check_option_keys(L, 3, {"inputs"}, "find");
+    // {modules = true}: F.relu in the pattern also matches an nn.ReLU leaf (Slapo's default)
+    lx_check_option_keys(L, 3, {"inputs", "modules"}, "find");
+    bool modules = lx_opt_bool(L, 3, "modules", false, "find");
     Values examples;
     if (lua_istable(L, 3)) {
       lua_getfield(L, 3, "inputs");
@@ -357,7 +359,7 @@ int w_Schedule_find(lua_State* L) {
       Value out = lx_to_value(T, -1);
       lua_settop(T, top);
       return out;
-    }, nparams, examples);
+    }, nparams, examples, modules);
     lua_createtable(L, static_cast<int>(matches.size()), 0);
     for (size_t i = 0; i < matches.size(); ++i) {
       push_graph_nodes(L, matches[i]);
@@ -408,6 +410,16 @@ int w_pattern_call_module(lua_State* L) {
   std::vector<at::Tensor> inputs;
   for (int i = 2; i <= lua_gettop(L); ++i) inputs.push_back(lx_check_tensor(L, i));
   lx_push_tensor(L, call_module_pattern(regex, inputs));
+  return 1;
+}
+
+// slapo.pattern.module(type_regex, x, ...): inside a find pattern, a call of any leaf whose module
+// type matches type_regex ("^Linear$", "ReLU|GELU")
+int w_pattern_module(lua_State* L) {
+  std::string regex = luaL_checkstring(L, 1);
+  std::vector<at::Tensor> inputs;
+  for (int i = 2; i <= lua_gettop(L); ++i) inputs.push_back(lx_check_tensor(L, i));
+  lx_push_tensor(L, call_module_pattern("type:" + regex, inputs));
   return 1;
 }
 
@@ -595,6 +607,7 @@ void open_schedule(lua_State* L) {
   lx_set_func(L, "create_schedule", w_create_schedule);
   lua_newtable(L);
   lx_set_func(L, "call_module", w_pattern_call_module);
+  lx_set_func(L, "module", w_pattern_module);
   lua_setfield(L, -2, "pattern");
 }
 

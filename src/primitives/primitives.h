@@ -100,8 +100,10 @@ void trace(Schedule& sch, const Values& inputs, const std::vector<std::string>& 
 std::vector<struct GraphNode> find_nodes(Schedule& sch, const std::string& pattern);
 
 /// find(fn) on a traced module: the subgraphs matching the traced pattern function by dataflow.
+/// `modules`: the pattern's functional activations also match calls of ReLU, SiLU, ... leaves.
 std::vector<std::vector<struct GraphNode>> find_pattern(Schedule& sch, const std::function<Value(Values)>& fn,
-                                                        int n_inputs, const Values& example_inputs = {});
+                                                        int n_inputs, const Values& example_inputs = {},
+                                                        bool modules = false);
 
 /// decompose(): a Linear or Conv1D computes matmul, then the bias add, as separate ops, so a trace
 /// exposes the bias add to fusion. Requires: a Linear or Conv1D, not decomposed yet.

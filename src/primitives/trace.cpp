@@ -100,7 +100,7 @@ std::vector<std::string> shapes_of(const Values& tensors) {
 }  // namespace
 
 std::vector<std::vector<GraphNode>> find_pattern(Schedule& sch, const std::function<Value(Values)>& fn,
-                                                 int n_inputs, const Values& given_examples) {
+                                                 int n_inputs, const Values& given_examples, bool modules) {
   auto& graph = sch.mod()->meta().graph;
   if (!graph)
     throw Error(fmt::format("find: {} is not traced; call trace{{inputs = ...}} on it first", sch.where()));
@@ -117,7 +117,7 @@ std::vector<std::vector<GraphNode>> find_pattern(Schedule& sch, const std::funct
   for (int i = 0; examples.size() < static_cast<size_t>(n_inputs); ++i)
     examples.push_back(static_cast<size_t>(n_inputs) == shapes.size() ? torch::randn(shapes[i]) : torch::randn({2, 4}));
   try {
-    return graph->match(*trace_pattern(fn, examples));
+    return graph->match(*trace_pattern(fn, examples), modules);
   } catch (const Error& e) {
     if (!given_examples.empty()) throw;
     throw Error(fmt::format("{} (the pattern ran on example tensors of shapes [{}]; give ones it accepts with "

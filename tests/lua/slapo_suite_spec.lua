@@ -44,6 +44,58 @@ describe("test_subgraph.py", function()
   end)
 end)
 
+describe("test_subgraph.py (module patterns)", function()
+  it("test_functional_module_match: F.relu in the pattern matches the relu leaf with {modules = true}", function()
+    local m = slapo.nn.Module({ type = "Model", children = { fc = slapo.nn.Linear(8, 8), relu = slapo.nn.ReLU() },
+      forward = function(self, x)
+        local h = self.fc(x)
+        return self.relu(h) + h
+      end })
+    local sch = slapo.create_schedule(m)
+    sch:trace({ inputs = { slapo.randn({ 2, 8 }) } })
+    local pattern = function(x) return slapo.F.relu(x) + x end
+    eq(0, #sch:find(pattern), "without the option a functional relu is not a module call")
+    local subgraph = sch:find(pattern, { modules = true })[1]
+    eq(2, #subgraph)
+    eq("slapo::call_module(relu) aten::add", ops(subgraph))
+  end)
+
+  it("test_two_paths: relu(x1 + x2) over two linears' outputs", function()
+    local m = slapo.nn.Module({ type = "Model",
+      children = { fc1 = slapo.nn.Linear(10, 10), fc2 = slapo.nn.Linear(10, 10), relu = slapo.nn.ReLU() },
+      forward = function(self, x) return self.relu(self.fc1(x) + self.fc2(x)) end })
+    local sch = slapo.create_schedule(m)
+    sch:trace({ inputs = { slapo.randn({ 2, 10 }) } })
+    local subgraph = sch:find(function(x1, x2) return slapo.F.relu(x1 + x2) end, { modules = true })[1]
+    eq(2, #subgraph)
+    eq("aten::add", subgraph[1].op)
+    eq("relu", subgraph[2].target)
+  end)
+
+  -- LeNet5's classifier (its convolutional layers need Conv2d, which slapo-lua lacks)
+  it("test_linear_relu: Linear then ReLU, by module type, found twice", function()
+    local m = slapo.nn.Module({ type = "LeNet5Classifier",
+      children = { fc = slapo.nn.Linear(400, 120), relu = slapo.nn.ReLU(), fc1 = slapo.nn.Linear(120, 84),
+        relu1 = slapo.nn.ReLU(), fc2 = slapo.nn.Linear(84, 10) },
+      forward = function(self, x) return self.fc2(self.relu1(self.fc1(self.relu(self.fc(x))))) end })
+    local sch = slapo.create_schedule(m)
+    sch:trace({ inputs = { slapo.randn({ 2, 400 }) } })
+    local found = sch:find(function(x)
+      return slapo.pattern.module("^ReLU$", slapo.pattern.module("^Linear$", x))
+    end)
+    eq(2, #found)
+    for i, pair in ipairs({ { "fc", "relu" }, { "fc1", "relu1" } }) do
+      eq(pair[1], found[i][1].target)
+      eq("Linear", sch[found[i][1].target].mod:type())
+      eq(pair[2], found[i][2].target)
+      eq("ReLU", sch[found[i][2].target].mod:type())
+    end
+    matches("pattern.module: '%(' is not a valid regular expression", pcall_err(sch.find, sch, function(x)
+      return slapo.pattern.module("(", x)
+    end))
+  end)
+end)
+
 describe("test_replace.py", function()
   local function linear_act()
     return slapo.nn.Module({ type = "Model", children = { linear = slapo.nn.Linear(16, 16), activation = slapo.nn.ReLU() },
