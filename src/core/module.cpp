@@ -17,8 +17,10 @@ Module::Module(std::string type_name) : torch::nn::Module(type_name), type_name_
   ++g_live_modules;
 }
 
+// Shares parameters and children with `other`, but not buffers: torch::nn::Module cannot swap a
+// registered buffer, so deep_clone_impl registers the copy's own.
 Module::Module(const Module& other)
-    : torch::nn::Module(other),
+    : torch::nn::Module(other.name()),
       type_name_(other.type_name_),
       profile_label_(other.profile_label_),
       meta_(other.meta_),
@@ -26,6 +28,10 @@ Module::Module(const Module& other)
       wrapper_(other.wrapper_),
       pre_hooks_(other.pre_hooks_),
       post_hooks_(other.post_hooks_) {
+  train(other.is_training());  // before the children: train() recurses, and they are shared
+  for (auto& p : other.parameters_)
+    register_parameter(p.key(), p.value(), p.value().defined() && p.value().requires_grad());
+  for (auto& slot : slots_) register_module(slot.first, slot.second);
   ++g_live_modules;
 }
 
@@ -182,8 +188,7 @@ std::shared_ptr<Module> Module::deep_clone_impl(
     return c;
   };
   for (auto& item : parameters_) copy->parameters_[item.key()] = clone_tensor(item.value());
-  for (auto& item : named_buffers(/*recurse=*/false))
-    copy->register_buffer(item.key(), clone_tensor(item.value()));
+  for (auto& item : named_buffers(/*recurse=*/false)) copy->register_buffer(item.key(), clone_tensor(item.value()));
   for (auto& slot : slots_) copy->set_child(slot.first, slot.second->deep_clone_impl(copies));
   return copy;
 }
@@ -211,7 +216,10 @@ std::vector<std::pair<std::string, at::Tensor>> unique_named_parameters(const to
 std::unordered_map<c10::TensorImpl*, const ShardSpec*> shard_specs_by_tensor(const Module& root) {
   std::unordered_map<c10::TensorImpl*, const ShardSpec*> out;
   std::function<void(const Module&)> visit = [&](const Module& m) {
-    for (auto& [name, spec] : m.meta().shards) out[m.param(name).unsafeGetTensorImpl()] = &spec;
+    for (auto& [name, spec] : m.meta().shards) {
+      if (!m.has_param(name)) continue;  // a sharded buffer (running statistics): no gradient to gather
+      out[m.param(name).unsafeGetTensorImpl()] = &spec;
+    }
     for (auto& [name, child] : m.children_in_order()) visit(*child);
   };
   visit(root);

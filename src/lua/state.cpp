@@ -18,6 +18,7 @@ int luaopen_slapo_core(lua_State* L) {
   open_module(L);
   open_nn(L);
   open_models(L);
+  open_nn_vision(L);
   open_schedule(L);
   open_dist(L);
   open_data_parallel(L);

@@ -22,6 +22,7 @@ void open_tensor(lua_State* L);      // slapo.randn, ..., and the Tensor class
 void open_functional(lua_State* L);  // slapo.F
 void open_module(lua_State* L);      // the Module class
 void open_nn(lua_State* L);          // slapo.nn layers and Lua-defined modules
+void open_nn_vision(lua_State* L);   // slapo.nn.Conv2d, BatchNorm2d, pools; slapo.models.resnet (after open_models)
 void open_models(lua_State* L);      // slapo.models, save, load
 void open_schedule(lua_State* L);    // create_schedule and the Schedule class
 void open_dist(lua_State* L);        // slapo.dist and the Group class

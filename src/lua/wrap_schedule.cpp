@@ -249,7 +249,7 @@ int w_Schedule_trace(lua_State* L) {
     lua_settop(L, 1);
     lua_newtable(L);
   }
-  lx_check_option_keys(L, 2, {"inputs", "leaves", "flatten"}, "trace");
+  lx_check_option_keys(L, 2, {"inputs", "leaves", "flatten", "recursive"}, "trace");
   Values inputs;
   std::vector<std::string> leaves;
   lua_getfield(L, 2, "inputs");
@@ -278,9 +278,10 @@ int w_Schedule_trace(lua_State* L) {
     }
   lua_pop(L, 1);
   bool flatten = lx_opt_bool(L, 2, "flatten", false, "trace");
+  bool recursive = lx_opt_bool(L, 2, "recursive", false, "trace");
   // The options hold tensors, so the log refers to them as args[N] (sch:log_args()).
   CallSite site = call_site(L, *s, 2, 2);
-  trace(*s, inputs, leaves, flatten, site);
+  trace(*s, inputs, leaves, flatten, site, recursive);
   lua_settop(L, 1);
   return 1;
 }

@@ -5,6 +5,8 @@
 
 #include "core/error.h"
 #include "models/layers.h"
+#include "models/resnet.h"
+#include "models/vision_layers.h"
 
 namespace slapo {
 
@@ -39,6 +41,8 @@ void init_weights_hf(Module& root, double std) {
         e->param("weight").normal_(0.0, std);
         if (e->padding_idx) e->param("weight")[*e->padding_idx].zero_();
       }
+    } else if (dynamic_cast<Conv2d*>(&m) || dynamic_cast<BatchNorm2d*>(&m)) {
+      init_weights_vision(m);  // torchvision's rule: no HF rule exists for these
     } else if (dynamic_cast<LayerNorm*>(&m) || dynamic_cast<RMSNorm*>(&m)) {
       if (fresh(m, "weight")) m.param("weight").fill_(1.0);
       if (fresh(m, "bias")) m.param("bias").zero_();

@@ -93,8 +93,11 @@ void fork_rng(Schedule& sch, int64_t seed, const CallSite& site);
 /// parameters as inputs) run with autograd; leaves stay calls through their parent's slot.
 /// flatten = false: the direct children are leaves; true: the named paths or types are. Raises on
 /// data-dependent forwards (a value read into a number) rather than baking the value in.
+/// recursive = true (Slapo's default): then each child that has children of its own, and is not
+/// named in `leaves`, is traced the same way on inputs shaped like its call in that trace; all or
+/// nothing (a child that cannot be traced leaves every module untraced and names the child).
 void trace(Schedule& sch, const Values& inputs, const std::vector<std::string>& leaves, bool flatten,
-           const CallSite& site);
+           const CallSite& site, bool recursive = false);
 
 /// find(regex) on a traced module: its call nodes whose leaf path matches.
 std::vector<struct GraphNode> find_nodes(Schedule& sch, const std::string& pattern);

@@ -9,6 +9,14 @@ namespace {
 
 std::vector<std::string> param_names(const Module& m) { return m.named_parameters(/*recurse=*/false).keys(); }
 
+// A parameter, or a buffer (BatchNorm's running statistics shard with its channels).
+at::Tensor param_or_buffer(const Module& m, const std::string& name) {
+  if (m.has_param(name)) return m.param(name);
+  auto buffers = m.named_buffers(/*recurse=*/false);
+  if (auto* b = buffers.find(name)) return *b;
+  return at::Tensor();
+}
+
 // Where a tensor tied to `t` (the same tensor under another module, as GPT-2's wte and lm_head)
 // was sharded: "path.param" and its spec, or none.
 struct TiedShard {
@@ -22,7 +30,7 @@ c10::optional<TiedShard> tied_shard(const Schedule& sch, const at::Tensor& t) {
   nodes.insert(nodes.begin(), {"", std::const_pointer_cast<Schedule>(root)});
   for (auto& [path, node] : nodes)
     for (auto& [name, spec] : node->mod()->meta().shards)
-      if (node->mod()->param(name).unsafeGetTensorImpl() == t.unsafeGetTensorImpl())
+      if (param_or_buffer(*node->mod(), name).unsafeGetTensorImpl() == t.unsafeGetTensorImpl())
         return TiedShard{(path.empty() ? "" : path + ".") + name, spec};
   return c10::nullopt;
 }
@@ -41,14 +49,17 @@ c10::optional<ShardSpec> shard_spec_of(const Schedule& sch, const std::string& p
 void shard(Schedule& sch, const std::string& param, int64_t axis, const CallSite& site, int groups) {
   Module& m = *sch.mod();
   // Step 1. The parameter.
-  if (!m.has_param(param)) {
+  at::Tensor t = param_or_buffer(m, param);
+  if (!t.defined()) {
     auto names = param_names(m);
+    for (auto& b : m.named_buffers(/*recurse=*/false).keys()) names.push_back(b);
     auto close = closest_names(param, names);
     throw Error(fmt::format("shard: {} ({}) has no parameter '{}'{}; its parameters are: {}", sch.where(),
                             m.type_name(), param, close.empty() ? "" : fmt::format(" (did you mean '{}'?)", close[0]),
                             join_or_none(names)));
   }
-  at::Tensor t = m.param(param);
+  if (t.dim() == 0)
+    throw Error(fmt::format("shard: '{}' of {} is a scalar; there is no axis to split", param, sch.where()));
   // Step 2. The axis.
   int64_t dims = t.dim();
   if (axis < -dims || axis >= dims)

@@ -1,4 +1,5 @@
 // trace: turn a module's forward into a graph; its leaves stay calls that sch["..."] reaches.
+#include <algorithm>
 #include <regex>
 
 #include "core/error.h"
@@ -51,8 +52,9 @@ std::vector<TraceLeaf> choose_leaves(Schedule& sch, const std::vector<std::strin
 
 }  // namespace
 
-void trace(Schedule& sch, const Values& inputs, const std::vector<std::string>& leaves, bool flatten,
-           const CallSite& site) {
+namespace {
+
+void trace_one(Schedule& sch, const Values& inputs, const std::vector<std::string>& leaves, bool flatten) {
   Module& m = *sch.mod();
   if (m.meta().graph) throw Error(fmt::format("trace: {} ({}) is traced already", sch.where(), m.type_name()));
   Values examples = inputs;
@@ -60,18 +62,86 @@ void trace(Schedule& sch, const Values& inputs, const std::vector<std::string>& 
     if (m.last_call().empty())
       throw Error(fmt::format("trace: {} has not run yet, so its inputs are unknown; run the model once or pass "
                               "trace{{inputs = {{x, ...}}}}", sch.where()));
+    // The leading tensors; trailing non-tensor arguments (an absent mask) are left out, as
+    // Slapo's concrete_args bake None in, and calls must pass None there (checked below).
+    bool tail = false;
     for (auto& arg : m.last_call()) {
-      if (arg.dtype == at::ScalarType::Undefined)
-        throw Error(fmt::format("trace: the last call of {} had a non-tensor argument; pass trace{{inputs = ...}}",
-                                sch.where()));
+      if (arg.dtype == at::ScalarType::Undefined) {
+        tail = true;
+        continue;
+      }
+      if (tail)
+        throw Error(fmt::format("trace: the last call of {} had a non-tensor argument before a tensor; pass "
+                                "trace{{inputs = ...}}", sch.where()));
       auto like = at::TensorOptions().dtype(arg.dtype).device(arg.device);
       examples.push_back(at::isFloatingType(arg.dtype) ? torch::randn(arg.shape, like) : torch::zeros(arg.shape, like));
     }
+    if (examples.empty())
+      throw Error(fmt::format("trace: the last call of {} had no tensor argument; pass trace{{inputs = ...}}",
+                              sch.where()));
   }
   auto chosen = choose_leaves(sch, leaves, flatten);
   auto graph = trace_module(m, sch.where(), examples, chosen);
   m.meta().graph = graph;
-  m.set_forward_override([graph](Values args) { return graph->run(args); });
+  size_t traced_args = examples.size();
+  std::string where = sch.where();
+  m.set_forward_override([graph, traced_args, where](Values args) {
+    for (size_t i = traced_args; i < args.size(); ++i)
+      if (!args[i].isNone())
+        throw Error(fmt::format("traced {}: argument {} is a {}, but the trace was taken without it (as None); trace "
+                                "it again with trace{{inputs = {{...}}}} giving that argument",
+                                where, i + 1, args[i].tagKind()));
+    if (args.size() > traced_args) args.resize(traced_args);
+    return graph->run(args);
+  });
+}
+
+void untrace(Module& m) {
+  m.meta().graph.reset();
+  m.set_forward_override(nullptr);
+}
+
+// The children to trace in turn: those with children of their own (blocks, containers), not
+// named in `leaves` by path (below `root`) or type.
+void trace_children(Schedule& sch, const Schedule& root, const std::vector<std::string>& leaves,
+                    std::vector<std::shared_ptr<Schedule>>& traced) {
+  for (auto& child : sch.children()) {
+    if (child->children().empty()) continue;
+    std::string below = child->path().substr(root.path().empty() ? 0 : root.path().size() + 1);
+    if (std::find(leaves.begin(), leaves.end(), below) != leaves.end() ||
+        std::find(leaves.begin(), leaves.end(), child->mod()->type_name()) != leaves.end())
+      continue;
+    if (child->mod()->meta().graph) continue;  // traced before, by hand
+    try {
+      trace_one(*child, {}, {}, false);
+    } catch (const std::exception& e) {
+      throw Error(fmt::format("trace{{recursive = true}} on {}: its child {} ({}) cannot be traced: {}; name it in "
+                              "leaves = {{...}} to keep it one call. Nothing was traced",
+                              root.where(), child->where(), child->mod()->type_name(), e.what()));
+    }
+    traced.push_back(child);
+    trace_children(*child, root, leaves, traced);
+  }
+}
+
+}  // namespace
+
+void trace(Schedule& sch, const Values& inputs, const std::vector<std::string>& leaves, bool flatten,
+           const CallSite& site, bool recursive) {
+  if (recursive && flatten)
+    throw Error(fmt::format("trace: {}: recursive and flatten exclude each other (flatten inlines the children that "
+                            "recursive would trace one by one)", sch.where()));
+  trace_one(sch, inputs, leaves, flatten);
+  if (recursive) {
+    std::vector<std::shared_ptr<Schedule>> traced;
+    try {
+      trace_children(sch, sch, leaves, traced);
+    } catch (...) {
+      for (auto& t : traced) untrace(*t->mod());
+      untrace(*sch.mod());
+      throw;
+    }
+  }
   sch.log().append({"trace", sch.path(), site.lua_args, site.source});
 }
 

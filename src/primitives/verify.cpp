@@ -127,7 +127,8 @@ std::shared_ptr<Module> build(Schedule& sch, const ScheduleBuildOptions& options
     collect(full, "", copy);
     for (size_t i = 0; i < copy.size(); ++i) {
       auto& m = *copy[i].second;
-      for (auto& [name, spec] : m.meta().shards) m.param(name).set_data(torch::empty(spec.full_shape, m.param(name).options()));
+      for (auto& [name, spec] : m.meta().shards)
+        if (m.has_param(name)) m.param(name).set_data(torch::empty(spec.full_shape, m.param(name).options()));
     }
     torch::manual_seed(options.seed);
     double std = 0.02;

@@ -55,6 +55,45 @@ describe("test_shard.py", function()
   end)
 end)
 
+describe("test_shard.py (convolutions)", function()
+  -- Slapo's WideResNet bottleneck (inplanes = planes = 64, base width 128) at a quarter of its
+  -- widths: conv1 column-sharded with its BatchNorm (running statistics too), conv2 row-sharded
+  -- and all-reduced, conv3 column-sharded with bn3 gathered along the channels.
+  for _, mode in ipairs({ "eval", "train" }) do
+    it("test_conv (" .. mode .. " mode): outputs and gathered gradients equal the unsharded block", function()
+      local function model()
+        slapo.manual_seed(9999)
+        local planes, width = 16, 32
+        return slapo.nn.Module({ type = "Model",
+          children = { conv1 = slapo.nn.Conv2d(planes, width, 1, { bias = false }), bn1 = slapo.nn.BatchNorm2d(width),
+            conv2 = slapo.nn.Conv2d(width, width, 3, { padding = 1, bias = false }), bn2 = slapo.nn.BatchNorm2d(width),
+            conv3 = slapo.nn.Conv2d(width, planes * 4, 1, { bias = false }), bn3 = slapo.nn.BatchNorm2d(planes * 4) },
+          forward = function(self, x)
+            return self.bn3(self.conv3(self.bn2(self.conv2(self.bn1(self.conv1(x))))))
+          end })
+      end
+      local data = same_on_all_ranks(slapo.randn({ 2, 16, 8, 8 }))
+      local sch = slapo.create_schedule(model())
+      local report = slapo.verify(sch, { data }, { train = mode == "train", rtol = 1e-4, atol = 1e-5 }, function(s)
+        s["conv1"]:shard("weight", 0):sync("bwd_post", "all_reduce")
+        for _, name in ipairs({ "weight", "bias", "running_mean", "running_var" }) do
+          s["bn1"]:shard(name, 0)
+        end
+        s["conv2"]:shard("weight", 1):sync("fwd_post", "all_reduce")
+        s["conv3"]:shard("weight", 0):sync("bwd_post", "all_reduce")
+        for _, name in ipairs({ "weight", "bias", "running_mean", "running_var" }) do
+          s["bn3"]:shard(name, 0)
+        end
+        s["bn3"]:sync("fwd_post", "all_gather", { axis = 1 })
+      end)
+      eq(1, report.outputs)
+      eq(9, report.gradients)
+      eq({ 32 / world, 16, 1, 1 }, sch["conv1"].mod.weight:size())
+      eq({ 32 / world }, sch["bn1"].mod.running_mean:size())
+    end)
+  end
+end)
+
 describe("test_shard_sync_op.py", function()
   it("test_all_gather_forward_output: gathered along dim 1, scattered back: the reference", function()
     local model, x = linear_with_input(5)

@@ -58,7 +58,7 @@ local schedule_cases = {
   { "sync an unknown collective", function(s) s["transformer.h.0.mlp"]:sync("fwd_post", "allreduce") end,
     "sync: unknown" },
   { "trace with a misspelt option", function(s) s["transformer.h.0.mlp"]:trace({ input = 1 }) end,
-    "trace: unknown option 'input' (valid: inputs, leaves, flatten)" },
+    "trace: unknown option 'input' (valid: inputs, leaves, flatten, recursive)" },
   { "find with a number", function(s) s:find(42) end,
     "find: expected a regular expression over leaf paths (a string) or a pattern function, got number" },
   { "checkpoint with an argument it does not take", function(s) s["transformer.h.0"]:checkpoint(3) end,

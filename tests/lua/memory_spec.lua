@@ -37,8 +37,10 @@ describe("tensor memory", function()
     local weak = setmetatable({}, { __mode = "v" })
     weak.loss = model(ids, { labels = ids })
     weak.loss:backward()
-    local t = slapo.clock()  -- let 20 collections' time pass: the rule bounds the time they take
-    while slapo.clock() - t < 0.05 do end
+    -- let 20 times the last collection's time pass: the rule bounds the time collections take (a
+    -- large heap left by earlier specs makes each one slower than 2.5 ms)
+    local t, wait = slapo.clock(), 20 * slapo.tensor_gc_stats().collect_seconds + 0.05
+    while slapo.clock() - t < wait do end
     model(ids, { labels = ids }):backward()
     eq(nil, weak.loss, "the first step's loss survived the second backward")
   end)

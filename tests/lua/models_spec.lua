@@ -50,3 +50,32 @@ describe("models", function()
     eq(5632, cfg.intermediate_size)
   end)
 end)
+
+describe("slapo.models.resnet", function()
+  it("has torchvision's parameter counts, and trains a step", function()
+    eq(11689512, slapo.models.resnet("resnet18", { device = "meta" }):num_params())
+    eq(25557032, slapo.models.resnet("resnet50", { device = "meta" }):num_params())
+    eq(68883240, slapo.models.resnet("wide_resnet50_2", { device = "meta" }):num_params())
+    slapo.manual_seed(3)
+    local model = slapo.models.resnet({ block = "basic", layers = { 1, 1, 1, 1 }, num_classes = 10 })
+    local x, y = slapo.randn({ 4, 3, 32, 32 }), slapo.randint(0, 10, { 4 })
+    local opt = slapo.optim.sgd(model, { lr = 0.1 })
+    local first
+    for step = 1, 3 do
+      opt:zero_grad()
+      local loss = slapo.F.cross_entropy(model(x), y)
+      loss:backward()
+      opt:step()
+      first = first or loss:item()
+      if step == 3 then
+        assert(loss:item() < first, "the loss fell")
+      end
+    end
+    eq(1, model.bn1.num_batches_tracked:item() > 0 and 1 or 0)
+    matches("models.resnet: unknown preset 'resnet9'", pcall_err(slapo.models.resnet, "resnet9"))
+    matches("models.resnet: unknown option 'layer'", pcall_err(slapo.models.resnet, { layer = { 1, 1, 1, 1 } }))
+    matches("Conv2d: expected a %[N, C, H, W%]", pcall_err(model, slapo.randn({ 4, 3 })))
+    matches("nn.Conv2d: in_channels 3 and out_channels 8 must both be divisible by groups 2",
+      pcall_err(slapo.nn.Conv2d, 3, 8, 3, { groups = 2 }))
+  end)
+end)

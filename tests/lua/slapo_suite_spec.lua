@@ -96,6 +96,52 @@ describe("test_subgraph.py (module patterns)", function()
   end)
 end)
 
+-- LeNet5 as Slapo's test builds it: two conv blocks (Conv2d, BatchNorm2d, ReLU, MaxPool2d), then
+-- the classifier.
+local function lenet5(num_classes)
+  local function block(cin, cout)
+    return slapo.nn.Sequential({ slapo.nn.Conv2d(cin, cout, 5), slapo.nn.BatchNorm2d(cout), slapo.nn.ReLU(),
+      slapo.nn.MaxPool2d(2, { stride = 2 }) })
+  end
+  return slapo.nn.Module({ type = "LeNet5",
+    children = { layer1 = block(1, 6), layer2 = block(6, 16), fc = slapo.nn.Linear(400, 120), relu = slapo.nn.ReLU(),
+      fc1 = slapo.nn.Linear(120, 84), relu1 = slapo.nn.ReLU(), fc2 = slapo.nn.Linear(84, num_classes) },
+    forward = function(self, x)
+      local out = self.layer2(self.layer1(x))
+      out = out:reshape({ out:size(0), -1 })
+      return self.fc2(self.relu1(self.fc1(self.relu(self.fc(out)))))
+    end })
+end
+
+describe("test_subgraph.py (LeNet5)", function()
+  local function traced()
+    local sch = slapo.create_schedule(lenet5(10))
+    sch:trace({ inputs = { slapo.randn({ 2, 1, 32, 32 }) }, recursive = true })
+    return sch
+  end
+
+  it("test_relu_bn: BatchNorm2d then ReLU, by module type, in layer2", function()
+    local sch = traced()
+    local found = sch["layer2"]:find(function(x)
+      return slapo.pattern.module("^ReLU$", slapo.pattern.module("^BatchNorm2d$", x))
+    end)
+    eq(1, #found)
+    eq(2, #found[1])
+    eq("BatchNorm2d", sch["layer2." .. found[1][1].target].mod:type())
+    eq("ReLU", sch["layer2." .. found[1][2].target].mod:type())
+  end)
+
+  it("test_relu_bn_functional: F.relu after a BatchNorm2d matches the ReLU leaf in layer1", function()
+    local sch = traced()
+    local found = sch["layer1"]:find(function(x)
+      return slapo.F.relu(slapo.pattern.module("^BatchNorm2d$", x))
+    end, { modules = true })
+    eq(1, #found)
+    eq("BatchNorm2d", sch["layer1." .. found[1][1].target].mod:type())
+    eq("ReLU", sch["layer1." .. found[1][2].target].mod:type())
+  end)
+end)
+
 describe("test_replace.py", function()
   local function linear_act()
     return slapo.nn.Module({ type = "Model", children = { linear = slapo.nn.Linear(16, 16), activation = slapo.nn.ReLU() },
@@ -243,13 +289,13 @@ describe("test_verify.py", function()
 end)
 
 describe("test_fusion.py", function()
-  it("test_vertical_fusion: relu(x) + 1 after the leaf, fused, gives the same output", function()
+  it("test_vertical_fusion: relu(x) + 1 after the conv, fused, gives the same output", function()
     local function model()
       slapo.manual_seed(4)
-      return slapo.nn.Module({ type = "Model", children = { conv = slapo.nn.Linear(12, 32) },
+      return slapo.nn.Module({ type = "Model", children = { conv = slapo.nn.Conv2d(3, 32, 3) },
         forward = function(self, x) return slapo.F.relu(self.conv(x)) + 1 end })
     end
-    local inp = slapo.randn({ 1, 3, 12 })
+    local inp = slapo.randn({ 1, 3, 32, 32 })
     local ref = model()(inp)
     local sch = slapo.create_schedule(model())
     sch:trace({ inputs = { inp } })
@@ -306,6 +352,61 @@ describe("test_trace.py", function()
     local empty = slapo.create_schedule(slapo.models.bert(bert_cfg, { device = "meta" }))
     matches("build: 'bert.embeddings.word_embeddings.weight' of the root module is on the meta device %(shapes, no " ..
       "values%); init_weights = false keeps values", pcall_err(slapo.build, empty, { init_weights = false }))
+  end)
+end)
+
+describe("test_trace.py (recursive)", function()
+  it("test_hf_bert: tracing the attention traces attention.self and attention.output too; the rest stays", function()
+    local sch = slapo.create_schedule(slapo.models.bert(bert_cfg))
+    local sub = sch["bert.encoder.layer.0.attention"]
+    sub:trace({ inputs = { slapo.randn({ 2, 8, 32 }) }, recursive = true })
+    for _, path in ipairs({ "attention", "attention.self", "attention.output" }) do
+      assert(#sch["bert.encoder.layer.0." .. path]:graph().nodes > 0, path .. " is traced")
+    end
+    for _, path in ipairs({ "intermediate", "output", "attention.self.query" }) do
+      matches("is not traced", pcall_err(function() return sch["bert.encoder.layer.0." .. path]:graph() end))
+    end
+    local ids = slapo.randint(0, 64, { 2, 8 })
+    local ref = slapo.models.bert(bert_cfg)
+    local model = sch.mod
+    ref:load_state_dict(model:state_dict())
+    close(ref(ids), model(ids))
+  end)
+
+  it("test_torchvision_wideresnet: blocks and downsamples are traced, their convolutions stay calls", function()
+    local model = slapo.models.resnet({ block = "bottleneck", layers = { 6, 1, 1, 1 }, width_per_group = 16,
+      num_classes = 10 })
+    local sch = slapo.create_schedule(model)
+    local x = slapo.randn({ 1, 3, 32, 32 })
+    local ref = model(x)
+    sch:trace({ inputs = { x }, recursive = true })
+    assert(#sch["layer1"]:graph().nodes > 0)
+    for idx = 0, 5 do
+      assert(#sch["layer1." .. idx]:graph().nodes > 0, "layer1." .. idx .. " is traced")
+      matches("is not traced", pcall_err(function() return sch["layer1." .. idx .. ".conv1"]:graph() end))
+    end
+    assert(#sch["layer1.0.downsample"]:graph().nodes > 0)
+    matches("is not traced", pcall_err(function() return sch["layer1.0.downsample.0"]:graph() end))
+    close(ref, model(x))
+  end)
+
+  it("all or nothing: a child that cannot be traced leaves every module untraced, named in the error", function()
+    local branchy = slapo.nn.Module({ type = "Branchy", children = { fc = slapo.nn.Linear(4, 4) },
+      forward = function(self, x)
+        if x:sum():item() > 0 then  -- data-dependent: a trace would bake the branch in
+          return self.fc(x)
+        end
+        return x
+      end })
+    local root = slapo.nn.Module({ type = "Root", children = { block = branchy },
+      forward = function(self, x) return self.block(x) end })
+    local sch = slapo.create_schedule(root)
+    matches("trace{recursive = true} on the root module: its child 'block' %(Branchy%) cannot be traced: .*name it " ..
+      "in leaves = {...} to keep it one call. Nothing was traced",
+      pcall_err(sch.trace, sch, { inputs = { slapo.ones({ 2, 4 }) }, recursive = true }))
+    matches("is not traced", pcall_err(function() return sch:graph() end))
+    sch:trace({ inputs = { slapo.ones({ 2, 4 }) }, recursive = true, leaves = { "Branchy" } })
+    matches("is not traced", pcall_err(function() return sch["block"]:graph() end))
   end)
 end)
 
