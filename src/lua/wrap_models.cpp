@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "io/json_file.h"
+#include "lua/empty_weights.h"
 #include "io/pretrained.h"
 #include "io/torchscript.h"
 #include "lua/runtime.h"
@@ -78,7 +79,7 @@ void push_json(lua_State* L, const nlohmann::json& j) {
 // dtype may also be "auto" (the default), the checkpoint's own.
 BuildOptions build_options(lua_State* L, int idx, const char* fn, bool checkpoint_dtype = false) {
   BuildOptions o;
-  auto device = lx_opt_string(L, idx, "device", "cpu", fn);
+  auto device = lx_opt_string(L, idx, "device", lx_empty_weights() && !checkpoint_dtype ? "meta" : "cpu", fn);
   lx_check_device_target(L, device, fn);
   auto dtype = lx_opt_string(L, idx, "dtype", checkpoint_dtype ? "auto" : "float32", fn);
   o.dtype_from_checkpoint = checkpoint_dtype && dtype == "auto";
@@ -211,6 +212,14 @@ int w_json_decode(lua_State* L) {
   return 1;
 }
 
+// _set_empty_weights(on) -> the previous setting (slapo.init_empty_weights in init.lua)
+int w_set_empty_weights(lua_State* L) {
+  bool before = lx_empty_weights();
+  lx_set_empty_weights(lua_toboolean(L, 1));
+  lua_pushboolean(L, before);
+  return 1;
+}
+
 int w_load(lua_State* L) {
   lx_push_module(L, load_torchscript(luaL_checkstring(L, 1)));
   return 1;
@@ -233,6 +242,7 @@ void open_models(lua_State* L) {
   lx_set_func(L, "read_json", w_read_json);
   lx_set_func(L, "write_json", w_write_json);
   lx_set_func(L, "json_encode", w_json_encode);
+  lx_set_func(L, "_set_empty_weights", w_set_empty_weights);
   lx_set_func(L, "json_decode", w_json_decode);
 }
 

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "lua/empty_weights.h"
 #include "lua/lua_module.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
@@ -11,6 +12,16 @@
 namespace slapo {
 
 namespace {
+bool g_empty_weights = false;
+}  // namespace
+
+bool lx_empty_weights() { return g_empty_weights; }
+void lx_set_empty_weights(bool on) { g_empty_weights = on; }
+
+namespace {
+
+// Layers made inside init_empty_weights live on the meta device and skip their initialisation.
+at::TensorOptions layer_options() { return g_empty_weights ? at::TensorOptions().device(at::kMeta) : at::TensorOptions(); }
 
 int64_t check_size(lua_State* L, int idx, const char* fn, const char* what) {
   double n = luaL_checknumber(L, idx);
@@ -26,7 +37,8 @@ int push(lua_State* L, std::shared_ptr<Module> m) {
 // torch.nn.Linear's reset_parameters: U(-1/sqrt(in), 1/sqrt(in)) for weight and bias.
 int w_nn_Linear(lua_State* L) {
   int64_t in = check_size(L, 1, "nn.Linear", "in_features"), out = check_size(L, 2, "nn.Linear", "out_features");
-  auto m = std::make_shared<Linear>(in, out, lx_opt_bool(L, 3, "bias", true, "nn.Linear"));
+  auto m = std::make_shared<Linear>(in, out, lx_opt_bool(L, 3, "bias", true, "nn.Linear"), layer_options());
+  if (g_empty_weights) return push(L, m);
   torch::NoGradGuard no_grad;
   double bound = 1.0 / std::sqrt(static_cast<double>(in));
   m->param("weight").uniform_(-bound, bound);
@@ -36,7 +48,8 @@ int w_nn_Linear(lua_State* L) {
 
 int w_nn_LayerNorm(lua_State* L) {
   auto m = std::make_shared<LayerNorm>(check_size(L, 1, "nn.LayerNorm", "normalized_shape"),
-                                       lx_opt_number(L, 2, "eps", 1e-5, "nn.LayerNorm"));
+                                       lx_opt_number(L, 2, "eps", 1e-5, "nn.LayerNorm"), layer_options());
+  if (g_empty_weights) return push(L, m);
   torch::NoGradGuard no_grad;
   m->param("weight").fill_(1.0);
   m->param("bias").zero_();
@@ -45,7 +58,8 @@ int w_nn_LayerNorm(lua_State* L) {
 
 int w_nn_RMSNorm(lua_State* L) {
   auto m = std::make_shared<RMSNorm>(check_size(L, 1, "nn.RMSNorm", "hidden_size"),
-                                     lx_opt_number(L, 2, "eps", 1e-6, "nn.RMSNorm"));
+                                     lx_opt_number(L, 2, "eps", 1e-6, "nn.RMSNorm"), layer_options());
+  if (g_empty_weights) return push(L, m);
   torch::NoGradGuard no_grad;
   m->param("weight").fill_(1.0);
   return push(L, m);
@@ -56,7 +70,8 @@ int w_nn_Embedding(lua_State* L) {
   double p = lx_opt_number(L, 3, "padding_idx", -1, "nn.Embedding");
   if (p >= 0) pad = static_cast<int64_t>(p);
   auto m = std::make_shared<Embedding>(check_size(L, 1, "nn.Embedding", "num_embeddings"),
-                                       check_size(L, 2, "nn.Embedding", "embedding_dim"), pad);
+                                       check_size(L, 2, "nn.Embedding", "embedding_dim"), pad, layer_options());
+  if (g_empty_weights) return push(L, m);
   torch::NoGradGuard no_grad;
   m->param("weight").normal_();
   if (pad) m->param("weight")[*pad].zero_();

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "lua/empty_weights.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
 #include "models/resnet.h"
@@ -60,6 +61,7 @@ int w_nn_Conv2d(lua_State* L) {
   o.dilation = opt_pair(L, 4, "dilation", {1, 1}, fn, 1);
   o.groups = static_cast<int64_t>(lx_opt_number_in(L, 4, "groups", 1, 1, 1e9, fn));
   o.bias = lx_opt_bool(L, 4, "bias", true, fn);
+  if (lx_empty_weights()) return push(L, std::make_shared<Conv2d>(in, out, o, at::TensorOptions().device(at::kMeta)));
   auto m = std::make_shared<Conv2d>(in, out, o);
   m->reset_parameters();
   return push(L, m);
@@ -72,6 +74,8 @@ int w_nn_BatchNorm2d(lua_State* L) {
   lx_check_option_keys(L, 2, {"eps", "momentum"}, fn);
   double eps = lx_opt_number_in(L, 2, "eps", 1e-5, 1e-30, 1, fn);
   double momentum = lx_opt_number_in(L, 2, "momentum", 0.1, 0, 1, fn);
+  if (lx_empty_weights())
+    return push(L, std::make_shared<BatchNorm2d>(n, eps, momentum, at::TensorOptions().device(at::kMeta)));
   return push(L, std::make_shared<BatchNorm2d>(n, eps, momentum));
 }
 
@@ -122,7 +126,7 @@ int w_models_resnet(lua_State* L) {
                             fmt::join(ResNetConfig::preset_names(), ", "), luaL_typename(L, 1)));
   }
   lx_check_option_keys(L, 2, {"device"}, fn);
-  auto device = lx_opt_string(L, 2, "device", "cpu", fn);
+  auto device = lx_opt_string(L, 2, "device", lx_empty_weights() ? "meta" : "cpu", fn);
   lx_check_device_target(L, device, fn);
   BuildOptions o;
   o.tensor_options = at::TensorOptions().device(at::Device(device));

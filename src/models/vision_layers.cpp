@@ -78,11 +78,16 @@ BatchNorm2d::BatchNorm2d(int64_t n, double eps_, double momentum_, const at::Ten
   torch::NoGradGuard no_grad;
   set_param("weight", new_param({n}, opts));
   set_param("bias", new_param({n}, opts));
-  param("weight").fill_(1.0);
-  param("bias").zero_();
-  register_buffer("running_mean", torch::zeros({n}, opts));
-  register_buffer("running_var", torch::ones({n}, opts));
-  register_buffer("num_batches_tracked", torch::zeros({}, opts.dtype(at::kLong)));
+  if (!opts.device().is_meta()) {
+    param("weight").fill_(1.0);
+    param("bias").zero_();
+  }
+  // On the meta device the statistics still get values (a few numbers per channel): no
+  // initialiser would know them later, and build only initialises parameters.
+  auto stats = opts.device().is_meta() ? opts.device(at::kCPU) : opts;
+  register_buffer("running_mean", torch::zeros({n}, stats));
+  register_buffer("running_var", torch::ones({n}, stats));
+  register_buffer("num_batches_tracked", torch::zeros({}, stats.dtype(at::kLong)));
 }
 
 std::string BatchNorm2d::describe() const {

@@ -1,6 +1,8 @@
 // Model selection by model_type, HF-style initialisation and unique parameter counting.
 #include "models/zoo.h"
 
+#include <cmath>
+#include <functional>
 #include <unordered_set>
 
 #include "core/error.h"
@@ -48,6 +50,37 @@ void init_weights_hf(Module& root, double std) {
       if (fresh(m, "bias")) m.param("bias").zero_();
     } else {
       for (auto& p : m.named_parameters(/*recurse=*/false))  // e.g. the MLM head's bias
+        if (fresh(m, p.key().c_str())) p.value().zero_();
+    }
+    for (auto& [name, child] : m.children_in_order()) visit(*child);
+  };
+  visit(root);
+}
+
+void init_weights_torch(Module& root) {
+  torch::NoGradGuard no_grad;
+  std::unordered_set<c10::TensorImpl*> done;  // a tied tensor keeps its first owner's rule
+  auto fresh = [&](Module& m, const char* name) {
+    return m.has_param(name) && done.insert(m.param(name).unsafeGetTensorImpl()).second;
+  };
+  std::function<void(Module&)> visit = [&](Module& m) {
+    if (dynamic_cast<Linear*>(&m) || dynamic_cast<Conv1D*>(&m) || dynamic_cast<Conv2d*>(&m)) {
+      // kaiming_uniform(a = sqrt(5)) and the bias from the fan-in: U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+      auto w = m.param("weight");
+      int64_t fan_in = dynamic_cast<Conv1D*>(&m) ? w.size(0) : w.numel() / w.size(0);
+      double bound = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(fan_in, 1)));
+      if (fresh(m, "weight")) w.uniform_(-bound, bound);
+      if (fresh(m, "bias")) m.param("bias").uniform_(-bound, bound);
+    } else if (auto* e = dynamic_cast<Embedding*>(&m)) {
+      if (fresh(m, "weight")) {
+        e->param("weight").normal_();
+        if (e->padding_idx) e->param("weight")[*e->padding_idx].zero_();
+      }
+    } else if (dynamic_cast<LayerNorm*>(&m) || dynamic_cast<RMSNorm*>(&m) || dynamic_cast<BatchNorm2d*>(&m)) {
+      if (fresh(m, "weight")) m.param("weight").fill_(1.0);
+      if (fresh(m, "bias")) m.param("bias").zero_();
+    } else {
+      for (auto& p : m.named_parameters(/*recurse=*/false))
         if (fresh(m, p.key().c_str())) p.value().zero_();
     }
     for (auto& [name, child] : m.children_in_order()) visit(*child);

@@ -39,6 +39,11 @@ const ModelConfig* model_config(const Module& root);
 /// and padding rows, ones and zeros for norms.
 void init_weights_hf(Module& root, double std);
 
+/// PyTorch's own initialisation of each layer (reset_parameters): Linear, Conv1D and Conv2d
+/// kaiming-uniform with a fan-in bias, Embedding normal(0, 1), norms 1 and 0, anything else 0.
+/// For models outside the zoo, which have no HF rule.
+void init_weights_torch(Module& root);
+
 /// Parameters counted once each, tied ones included once (HF's num_parameters()).
 int64_t count_unique_parameters(torch::nn::Module& module);
 

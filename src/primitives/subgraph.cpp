@@ -249,11 +249,14 @@ std::string checkpoint_subgraph(Schedule& sch, const SubgraphNames& nodes, const
 std::string fuse_subgraph(Schedule& sch, const SubgraphNames& nodes, const std::string& compiler,
                           const std::string& name, const CallSite& site) {
   auto& graph = traced_graph(sch, "fuse");
-  if (compiler != "kernels" && compiler != "torchscript")
-    throw Error(fmt::format("fuse: unknown compiler '{}' for {} (choices: kernels, torchscript)", compiler, sch.where()));
+  if (compiler != "kernels" && compiler != "torchscript" && compiler != "none")
+    throw Error(fmt::format("fuse: unknown compiler '{}' for {} (choices: kernels, torchscript, none)", compiler,
+                            sch.where()));
   auto extracted = graph.extract(nodes, sch.where(), "fuse");
   if (compiler == "torchscript")
     extracted->optimize_torchscript();
+  else if (compiler == "none")
+    ;  // Slapo's fuse without a compiler: the nodes grouped into one module, nothing rewritten
   else if (extracted->fuse_kernels(/*chosen=*/true) == 0)
     throw Error(fmt::format("fuse: no kernel pattern in the chosen subgraph of {} (looked for: {})", sch.where(),
                             kernel_patterns(/*chosen=*/true)));

@@ -131,9 +131,10 @@ std::shared_ptr<Module> build(Schedule& sch, const ScheduleBuildOptions& options
         if (m.has_param(name)) m.param(name).set_data(torch::empty(spec.full_shape, m.param(name).options()));
     }
     torch::manual_seed(options.seed);
-    double std = 0.02;
-    if (auto* c = model_config(*root)) std = c->number("initializer_range", 0.02);
-    init_weights_hf(*full, std);
+    if (auto* c = model_config(*root))  // a zoo model: HF's _init_weights
+      init_weights_hf(*full, c->number("initializer_range", 0.02));
+    else  // anything else: each layer's own PyTorch initialisation
+      init_weights_torch(*full);
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < live.size(); ++i) {
       auto& m = *live[i].second;

@@ -84,6 +84,26 @@ function slapo.train(opts)
   return require("slapo.train").run(opts)
 end
 
+--- Runs fn(...) with layers and zoo models made on the meta device: shapes only, no memory and no
+--- initialisation (Slapo's init_empty_weights). Schedule them, then slapo.build(sch) materialises
+--- each rank's shard and initialises it (HF's rules for zoo models, each layer's PyTorch rule
+--- otherwise, or build's init_weights function). Returns fn's results.
+function slapo.init_empty_weights(fn, ...)
+  if type(fn) ~= "function" then
+    error("init_empty_weights: expected a function that builds the model, got " .. type(fn), 2)
+  end
+  local function pack(...)
+    return { n = select("#", ...), ... }
+  end
+  local before = core._set_empty_weights(true)
+  local results = pack(pcall(fn, ...))
+  core._set_empty_weights(before)
+  if not results[1] then
+    error(results[2], 0)
+  end
+  return unpack(results, 2, results.n)
+end
+
 --- Tunable knobs and trial reports (stdlib/slapo/knobs.lua; `slapo-lua tune` drives them).
 local knobs = require("slapo.knobs")
 slapo.knob, slapo.knobs, slapo.report = knobs.knob, knobs.knobs, knobs.report

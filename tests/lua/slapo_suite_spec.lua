@@ -443,8 +443,13 @@ describe("test_utils.py", function()
 end)
 
 describe("test_consolidation.py", function()
-  it("test_singlegpu_consolidation: a meta model built with an init function holds its values", function()
-    local model = slapo.models.mlp({ hidden_size = 20, intermediate_size = 30 }, { device = "meta" })
+  it("test_singlegpu_consolidation: a model made under init_empty_weights, built with an init function", function()
+    local model = slapo.init_empty_weights(function()
+      return slapo.nn.Module({ type = "Model",
+        children = { linear1 = slapo.nn.Linear(20, 30), linear2 = slapo.nn.Linear(30, 40, { bias = false }) },
+        forward = function(self, data) return self.linear2(self.linear1(data)) end })
+    end)
+    eq("meta", model.linear1.weight:device())
     local sch = slapo.create_schedule(model)
     local built = slapo.build(sch, { init_weights = function(_, m)
       slapo.no_grad(function()
@@ -457,6 +462,49 @@ describe("test_consolidation.py", function()
       eq("cpu", p:device())
       eq(0, p:abs():sum():item())
     end
+  end)
+end)
+
+describe("init_empty_weights (deferred initialisation)", function()
+  it("layers, Lua modules and zoo models made inside are meta; build gives each layer PyTorch's init", function()
+    slapo.manual_seed(1)
+    local model = slapo.init_empty_weights(function()
+      return slapo.nn.Module({ type = "Net",
+        children = { conv = slapo.nn.Conv2d(3, 8, 3), bn = slapo.nn.BatchNorm2d(8), fc = slapo.nn.Linear(8, 4),
+          emb = slapo.nn.Embedding(10, 8), norm = slapo.nn.LayerNorm(8) },
+        forward = function(self, x) return self.fc(self.bn(self.conv(x)):mean(3):mean(2)) end })
+    end)
+    eq("meta", model.conv.weight:device())
+    eq("cpu", model.bn.running_mean:device(), "running statistics keep their values")
+    eq("meta", slapo.init_empty_weights(slapo.models.gpt2, { n_embd = 16, n_layer = 1, n_head = 2,
+      vocab_size = 32 }).transformer.wte.weight:device())
+    eq("cpu", slapo.nn.Linear(2, 2).weight:device(), "outside, layers are real again")
+    local built = slapo.build(slapo.create_schedule(model))
+    local bound = 1 / math.sqrt(3 * 3 * 3)
+    assert(built.conv.weight:abs():max():item() <= bound, "conv: kaiming uniform within 1/sqrt(fan_in)")
+    assert(built.conv.weight:abs():max():item() > bound / 2)
+    eq(8, built.bn.weight:sum():item())
+    eq(8, built.norm.weight:sum():item())
+    assert(built.emb.weight:abs():max():item() > 1, "embedding: normal(0, 1)")
+    eq({ 2, 4 }, built(slapo.randn({ 2, 3, 6, 6 })):size())
+    matches("init_empty_weights: expected a function", pcall_err(slapo.init_empty_weights, 3))
+    matches("boom", pcall_err(slapo.init_empty_weights, function() error("boom") end))
+    eq("cpu", slapo.nn.Linear(2, 2).weight:device(), "an error inside turns the mode off again")
+  end)
+end)
+
+describe("fuse without a compiler", function()
+  it("groups the subgraph's nodes into one module and keeps its results", function()
+    local m = slapo.nn.Module({ type = "M", children = { fc = slapo.nn.Linear(8, 8) },
+      forward = function(self, x) return slapo.F.relu(self.fc(x)) * 2 + 1 end })
+    local x = slapo.randn({ 2, 8 })
+    local expected = m(x)
+    local sch = slapo.create_schedule(m)
+    sch:trace({ inputs = { x } })
+    local child = sch:fuse(sch:find(function(h) return slapo.F.relu(h) * 2 + 1 end)[1], { compiler = "none",
+      name = "Group" })
+    eq("Group_0", child.name)
+    close(expected, m(x))
   end)
 end)
 

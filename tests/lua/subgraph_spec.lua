@@ -132,7 +132,7 @@ describe("fuse(subgraph)", function()
     assert(report.gradients > 5)
     local sub = slapo.create_schedule(bert())[attention]
     sub:trace({ inputs = { slapo.randn(hidden) }, flatten = true })
-    eq("fuse: unknown compiler 'xla' for 'bert.encoder.layer.0.attention.self' (choices: kernels, torchscript)",
+    eq("fuse: unknown compiler 'xla' for 'bert.encoder.layer.0.attention.self' (choices: kernels, torchscript, none)",
       pcall_err(sub.fuse, sub, attention_core(sub), { compiler = "xla" }))
   end)
 
