@@ -65,6 +65,7 @@ int cmd_tune(const TuneArgs& a) {
     set_string("search", a.search);
     set_number("nproc", a.nproc);
     set_number("budget", a.budget);
+    set_number("from_plan", a.from_plan);
     set_number("timeout", a.timeout);
     set_number("memory_mib", a.memory_mib);
     lua_createtable(L, static_cast<int>(a.args.size()), 0);

@@ -31,7 +31,7 @@ int cmd_plan(const PlanArgs& args);
 struct TuneArgs {
   std::string script, db = "tune.jsonl", search = "auto", show;
   std::vector<std::string> args;
-  int nproc = 1, budget = 0;
+  int nproc = 1, budget = 0, from_plan = 0;
   double timeout = 600, memory_mib = 0;
 };
 /// Runs a script once per configuration of its knobs (stdlib/slapo/tune.lua), or with `show`

@@ -87,8 +87,13 @@ int main(int argc, char** argv) {
   tune->add_option("--budget", tune_args.budget, "run at most this many trials now (0: all); a later run goes on")
       ->check(CLI::Range(0, 1 << 30));
   tune->add_option("--db", tune_args.db, "the results, one JSON line per trial; measured configurations are skipped");
-  tune->add_option("--search", tune_args.search, "auto (heuristic when a knob is monotone), exhaustive or heuristic")
-      ->check(CLI::IsMember({"auto", "exhaustive", "heuristic"}));
+  tune->add_option("--search", tune_args.search,
+                   "auto (guided when the script predicts, heuristic when a knob is monotone), exhaustive, heuristic "
+                   "or guided (the best predicted first)")
+      ->check(CLI::IsMember({"auto", "exhaustive", "heuristic", "guided"}));
+  tune->add_option("--from-plan", tune_args.from_plan,
+                   "run only the K plans the script's cost model (slapo-lua plan's) predicts fastest")
+      ->check(CLI::Range(0, 1 << 20));
   tune->add_option("--timeout", tune_args.timeout, "seconds a trial may run before it is stopped")
       ->check(CLI::Range(1.0, 1e7));
   tune->add_option("--memory-mib", tune_args.memory_mib, "address-space limit per process of a trial (0: none)")

@@ -86,6 +86,18 @@ std::string Plan::lua_source(int steps) const {
   for (auto& r : ranked)
     out += fmt::format("--   {:<32} {:>9.4f} s {:>7.2f} GiB  {}\n", describe(r.candidate), r.estimate.step_s,
                        gib(r.estimate.peak_bytes), r.verdict);
+  // the knobs' choices and the planner's prediction for each plan that fits
+  std::vector<int> tp_choices;
+  std::string predictions;
+  for (auto& r : ranked) {
+    if (std::find(tp_choices.begin(), tp_choices.end(), r.candidate.tp) == tp_choices.end())
+      tp_choices.push_back(r.candidate.tp);
+    if (!r.estimate.fits) continue;
+    predictions += fmt::format("  {{ tp = {}, checkpoint = {}, zero = {}, step_s = {:.6g}, peak_gib = {:.3g} }},\n",
+                               r.candidate.tp, r.candidate.checkpoint ? "1.0" : "0.0",
+                               r.candidate.zero ? "true" : "false", r.estimate.step_s, gib(r.estimate.peak_bytes));
+  }
+  std::sort(tp_choices.begin(), tp_choices.end());
   out += fmt::format(R"(
 local plan = {{
   model = {},  -- a preset name, a Hugging Face directory or a table of config fields
@@ -95,6 +107,25 @@ local plan = {{
   zero = {},     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
   batch = {}, seq = {}, steps = {}, lr = 1e-4,
 }}
+
+-- `slapo-lua tune plan.lua --nproc {}` runs the plans above as knobs, the best predicted first
+-- (a plain run keeps the table's values).
+local function knob(name, choices, default)
+  for _, c in ipairs(choices) do
+    if c == default then
+      return slapo.knob(name, choices, default)
+    end
+  end
+  table.insert(choices, default)  -- an edited table: its value is a choice too
+  return slapo.knob(name, choices, default)
+end
+local devices = plan.tp * plan.dp
+plan.tp = knob("tp", {{ {} }}, plan.tp)
+plan.dp = math.floor(devices / plan.tp)
+plan.checkpoint = knob("checkpoint", {{ 0.0, 1.0 }}, plan.checkpoint)
+plan.zero = knob("zero", {{ false, true }}, plan.zero)
+slapo.predict({{
+{}}})
 
 assert(slapo.dist.world_size() == plan.tp * plan.dp,
   ("this plan needs %d ranks: slapo-lua run --nproc %d"):format(plan.tp * plan.dp, plan.tp * plan.dp))
@@ -116,7 +147,8 @@ if slapo.dist.rank() == 0 then
 end
 )",
                      model_source, c.tp, schedules, c.dp, c.checkpoint ? "1.0" : "0.0", c.zero ? "true" : "false",
-                     work.batch, work.seq, steps, schedules);
+                     work.batch, work.seq, steps, cluster.devices(), fmt::join(tp_choices, ", "), predictions,
+                     schedules);
   return out;
 }
 

@@ -106,7 +106,7 @@ end
 
 --- Tunable knobs and trial reports (stdlib/slapo/knobs.lua; `slapo-lua tune` drives them).
 local knobs = require("slapo.knobs")
-slapo.knob, slapo.knobs, slapo.report = knobs.knob, knobs.knobs, knobs.report
+slapo.knob, slapo.knobs, slapo.report, slapo.predict = knobs.knob, knobs.knobs, knobs.report, knobs.predict
 
 --- Named random streams (Megatron's RNG tracker): stdlib/slapo/random.lua.
 slapo.random = require("slapo.random")

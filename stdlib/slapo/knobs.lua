@@ -57,7 +57,7 @@ local function report_path()
   end
 end
 
-local last_metrics, invalid_reason
+local last_metrics, invalid_reason, predictions
 
 -- The trial's report: the knobs declared so far, the values used, metrics once reported.
 local function write_report()
@@ -70,7 +70,8 @@ local function write_report()
     table.insert(knobs, { name = k.name, choices = k.choices, default = k.default, value = k.value,
       monotone = k.monotone or false })
   end
-  slapo.write_json(path, { knobs = knobs, metrics = last_metrics or false, invalid = invalid_reason or false })
+  slapo.write_json(path, { knobs = knobs, metrics = last_metrics or false, invalid = invalid_reason or false,
+    predictions = predictions or false })
 end
 
 local same_choices = require("slapo.util").same_array
@@ -195,6 +196,28 @@ function M.values()
     out[k.name] = k.value
   end
   return out
+end
+
+--- A cost model's predictions for configurations of the knobs: {{tp = 2, zero = false, step_s =
+--- 0.41}, ...} (knob values, then step_s). `slapo-lua tune` runs the best predicted first
+--- (search "guided") and, with --from-plan K, only the K best. A plain run ignores them.
+function M.predict(list)
+  if type(list) ~= "table" then
+    error("predict: expected an array of {knob = value, ..., step_s = seconds}, got " .. type(list), 2)
+  end
+  for i, p in ipairs(list) do
+    if type(p) ~= "table" or type(p.step_s) ~= "number" or not (p.step_s > 0) then
+      error(("predict: entry %d needs step_s, a positive number of seconds"):format(i), 2)
+    end
+    for k in pairs(p) do
+      if k ~= "step_s" and k ~= "peak_gib" and not by_name[k] then
+        error(("predict: entry %d names '%s', which is not a declared knob (declare knobs first)"):format(i,
+          tostring(k)), 2)
+      end
+    end
+  end
+  predictions = list
+  write_report()
 end
 
 --- Hands a trial's measurements to the tuner: {tokens_per_s =, step_s =, peak_mib =, ...}

@@ -145,7 +145,7 @@ local function run_trial(opts, config, order, k)
   if status == "ok" then
     row.metrics = report.metrics
   end
-  return row, report and report.knobs or nil
+  return row, report and report.knobs or nil, report and report.predictions or nil
 end
 
 -- Every configuration of the space, the defaults first, then in declaration order with the last
@@ -237,7 +237,8 @@ local function names_of(space)
 end
 
 --- opts: {script =, args = {}, nproc = 1, db =, budget = 0 (no limit), search = "auto" |
---- "exhaustive" | "heuristic", timeout = seconds per trial, memory_mib = 0, quiet = false}.
+--- "exhaustive" | "heuristic" | "guided", from_plan = 0 (K: only the K best predicted), timeout =
+--- seconds per trial, memory_mib = 0, quiet = false}.
 --- Returns {best = row or nil, rows = this run's and earlier rows, ran =, pruned =, reused =}.
 function M.run(opts)
   opts.args = opts.args or {}
@@ -247,9 +248,11 @@ function M.run(opts)
   opts.memory_mib = opts.memory_mib or 0
   opts.db = opts.db or "tune.jsonl"
   opts.search = opts.search or "auto"
-  local searches = { auto = true, exhaustive = true, heuristic = true }
+  opts.from_plan = opts.from_plan or 0
+  local searches = { auto = true, exhaustive = true, heuristic = true, guided = true }
   if not searches[opts.search] then
-    error(("tune: unknown search '%s' (choices: auto, exhaustive, heuristic)"):format(tostring(opts.search)), 0)
+    error(("tune: unknown search '%s' (choices: auto, exhaustive, heuristic, guided)"):format(tostring(opts.search)),
+      0)
   end
   if not read_file(opts.script) then
     error(("tune: cannot read the script '%s'"):format(opts.script), 0)
@@ -259,11 +262,12 @@ function M.run(opts)
   local say = opts.quiet and function() end or function(...) print(string.format(...)) io.stdout:flush() end
 
   local measured, rows = {}, {}
-  local declared
+  local declared, predictions
   for _, row in ipairs(M.read_db(opts.db)) do
     if same_setup(row, opts) then
       table.insert(rows, row)
       declared = declared or row.knobs
+      predictions = predictions or (type(row.predictions) == "table" and row.predictions or nil)
     end
   end
   local stats = { ran = 0, pruned = 0, reused = 0 }
@@ -273,7 +277,7 @@ function M.run(opts)
   -- The defaults run first: they tell the space (the knobs the script declares).
   if not declared then
     say("tune: %s: trial 1 with the defaults (finds the knobs)", opts.script)
-    local row, found = run_trial(opts, {}, {}, 1)
+    local row, found, predicted = run_trial(opts, {}, {}, 1)
     stats.ran = stats.ran + 1
     if not found or #found == 0 then
       error(("tune: %s declared no knobs (slapo.knob); the default run %s%s"):format(opts.script, row.status,
@@ -285,6 +289,16 @@ function M.run(opts)
       config[k.name] = k.value
     end
     row.config, row.knobs = config, found
+    if type(predicted) == "table" and #predicted > 0 then
+      row.predictions, predictions = predicted, predicted  -- the cost model's ranking, kept for a resumed run
+      for _, p in ipairs(predicted) do
+        local same = true
+        for _, k in ipairs(found) do
+          same = same and tostring(p[k.name]) == tostring(config[k.name])
+        end
+        row.predicted_step_s = same and p.step_s or row.predicted_step_s
+      end
+    end
     append_db(opts.db, row)
     table.insert(rows, row)
   end
@@ -296,13 +310,50 @@ function M.run(opts)
     from_db[config_key(row.config, order)] = i <= earlier
   end
 
+  -- Guided (the default when the script hands predictions to slapo.predict, as `slapo-lua plan`'s
+  -- scripts do): the best predicted first; with --from-plan K only the K best predicted.
+  local predicted = {}
+  for _, p in ipairs(predictions or {}) do
+    local config = {}
+    for _, k in ipairs(space) do
+      config[k.name] = p[k.name]
+    end
+    predicted[config_key(config, order)] = p.step_s
+  end
+  local guided = opts.search == "guided" or (opts.search == "auto" and next(predicted) ~= nil) or opts.from_plan > 0
+  if guided and next(predicted) == nil then
+    error(("tune: %s gives no predictions (slapo.predict), so there is nothing to guide the search or seed it "
+      .. "from a plan; `slapo-lua plan ... --out plan.lua` writes a script that does"):format(opts.script), 0)
+  end
   local heuristic = opts.search == "heuristic"
-  if opts.search == "auto" then
+  if opts.search == "auto" or guided then
     for _, k in ipairs(space) do
       heuristic = heuristic or k.monotone ~= nil
     end
   end
   local all = enumerate(space)
+  if guided then
+    local rank = {}
+    for i, config in ipairs(all) do
+      rank[config] = i
+    end
+    table.sort(all, function(a, b)
+      local pa, pb = predicted[config_key(a, order)] or math.huge, predicted[config_key(b, order)] or math.huge
+      if pa ~= pb then
+        return pa < pb
+      end
+      return rank[a] < rank[b]
+    end)
+    if opts.from_plan > 0 then
+      local top = {}
+      for _, config in ipairs(all) do
+        if #top < opts.from_plan and predicted[config_key(config, order)] then
+          table.insert(top, config)
+        end
+      end
+      all = top
+    end
+  end
   local oom_configs, best = {}, nil
   local function consider(row)
     if row.status == "oom" then
@@ -337,6 +388,7 @@ function M.run(opts)
       else
         local row = run_trial(opts, config, order, #rows + 1)
         row.knobs = declared
+        row.predicted_step_s = predicted[key]
         stats.ran = stats.ran + 1
         append_db(opts.db, row)
         table.insert(rows, row)
@@ -345,6 +397,9 @@ function M.run(opts)
         trial_seconds, trials_timed = trial_seconds + row.seconds, trials_timed + 1
         local left = #all - i
         local outcome = row.status == "ok" and score_text(row.metrics) or (row.status .. ": " .. (row.reason or ""))
+        if row.predicted_step_s then
+          outcome = outcome .. (" (predicted %.4f s/step)"):format(row.predicted_step_s)
+        end
         say("tune: [%d/%d] %s %s | best %s | ETA %s", i, #all, label, outcome,
           best and (score_text(best.metrics) .. " " .. knobs.config_text(best.config, order)) or "none yet",
           clock_text(left * trial_seconds / trials_timed))
@@ -388,16 +443,25 @@ function M.show(path, out)
       table.insert(row.status == "ok" and ok or other, row)
     end
     table.sort(ok, function(a, b) return score(a.metrics) > score(b.metrics) end)
-    out:write("| rank | configuration | tokens/s | step s | peak MiB |\n|---|---|---|---|---|\n")
+    local with_predictions = false
+    for _, row in ipairs(group) do
+      with_predictions = with_predictions or row.predicted_step_s ~= nil
+    end
+    out:write("| rank | configuration | tokens/s | step s | peak MiB |" .. (with_predictions and " predicted step s |" or "")
+      .. "\n|---|---|---|---|---|" .. (with_predictions and "---|" or "") .. "\n")
     for i, row in ipairs(ok) do
       local m = row.metrics
-      out:write(("| %d | %s | %s | %s | %s |\n"):format(i, knobs.config_text(row.config, order),
+      out:write(("| %d | %s | %s | %s | %s |"):format(i, knobs.config_text(row.config, order),
         m.tokens_per_s and with_commas(m.tokens_per_s) or "-", m.step_s and ("%.4f"):format(m.step_s) or "-",
         m.peak_mib and ("%d"):format(m.peak_mib) or "-"))
+      if with_predictions then
+        out:write(row.predicted_step_s and (" %.4f |"):format(row.predicted_step_s) or " - |")
+      end
+      out:write("\n")
     end
     for _, row in ipairs(other) do
-      out:write(("| - | %s | %s: %s | | |\n"):format(knobs.config_text(row.config, order), row.status,
-        (row.reason or ""):gsub("|", "/")))
+      out:write(("| - | %s | %s: %s | | |%s\n"):format(knobs.config_text(row.config, order), row.status,
+        (row.reason or ""):gsub("|", "/"), with_predictions and " |" or ""))
     end
     if ok[1] then
       out:write("best: ", M.command_line(ok[1], order), "\n")

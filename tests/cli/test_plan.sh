@@ -2,7 +2,7 @@
 # slapo-lua plan: the table of uniform plans, the plan as a Lua script that trains on the ranks it
 # planned for, and clear errors for clusters and workloads that cannot work.
 set -euo pipefail
-bin="$1"
+bin="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -19,6 +19,18 @@ sed -e 's/^  tp = [0-9]*,/  tp = 1,/' -e 's/^  dp = [0-9]*,/  dp = 2,/' -e 's/^ 
   "$tmp/plan.lua" >"$tmp/edited.lua"
 "$bin" run --nproc 2 "$tmp/edited.lua" >"$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
 grep -q "plan: 2 steps, final loss" "$tmp/out"
+
+# the plan's script declares its plans as knobs with the planner's predictions: the tuner runs the
+# best predicted first, and --from-plan 2 only the two best (here on a tiny checkpoint)
+tiny="$(cd ../shared/fixtures/hf/gpt2-tiny && pwd)"
+"$bin" plan "$tiny" --cluster 1x2:cpu --batch 4 --seq 16 --steps 3 --out "$tmp/tiny.lua" >/dev/null
+grep -q '^slapo.predict({' "$tmp/tiny.lua"
+(cd "$tmp" && "$bin" tune tiny.lua --nproc 2 --from-plan 2 --db "$tmp/tune.jsonl" >"$tmp/tune.out" 2>&1) \
+  || { cat "$tmp/tune.out"; exit 1; }
+[ "$(grep -c '"status":"ok"' "$tmp/tune.jsonl")" -eq 2 ] || { cat "$tmp/tune.out" "$tmp/tune.jsonl"; exit 1; }
+grep -q "predicted [0-9.]* s/step" "$tmp/tune.out"
+"$bin" run --nproc 2 --knob tp=2 --knob zero=false "$tmp/tiny.lua" 2>&1 | grep -q "2 steps\|3 steps, final loss" \
+  || { echo "the plan script does not run with --knob tp=2"; exit 1; }
 
 # errors name the option
 set +e

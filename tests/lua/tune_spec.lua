@@ -208,3 +208,39 @@ slapo.report({step_s = 1, peak_mib = mib})
     matches("an allocation of 2 GiB failed", r.rows[2].reason)
   end)
 end)
+
+describe("a search guided by predictions (slapo.predict, as slapo-lua plan's scripts)", function()
+  -- the cost model ranks c = 3 fastest, then 1, then 2; c = 4 has no prediction
+  local script = write("predicted.lua", [[
+local c = slapo.knob("c", {1, 2, 3, 4}, 2)
+slapo.predict({ {c = 3, step_s = 0.1}, {c = 1, step_s = 0.2}, {c = 2, step_s = 0.3} })
+slapo.report({step_s = 1 / c})
+]])
+
+  it("runs the best predicted first and the unpredicted last", function()
+    local r = tune.run({ script = script, db = dir .. "/guided.jsonl", quiet = true, timeout = 60 })
+    eq(4, r.ran)
+    local order = {}
+    for _, row in ipairs(r.rows) do
+      table.insert(order, row.config.c)
+    end
+    eq({ 2, 3, 1, 4 }, order, "the defaults, then by prediction")
+    eq(0.3, r.rows[1].predicted_step_s)
+    eq(0.1, r.rows[2].predicted_step_s)
+    eq(nil, r.rows[4].predicted_step_s)
+  end)
+
+  it("--from-plan K runs only the K best predicted (the defaults among them count)", function()
+    local r = tune.run({ script = script, db = dir .. "/from_plan.jsonl", quiet = true, timeout = 60, from_plan = 2 })
+    eq(3, r.ran, "the defaults (c = 2) to learn the space, then c = 3 and c = 1")
+    eq(3, r.best.config.c)
+    matches("gives no predictions %(slapo.predict%)", pcall_err(tune.run, { script = space, db = dir .. "/np.jsonl",
+      quiet = true, timeout = 60, from_plan = 2 }))
+  end)
+
+  it("refuses predictions that name no declared knob", function()
+    matches("predict: entry 1 names 'nope', which is not a declared knob",
+      pcall_err(slapo.predict, { { nope = 1, step_s = 1 } }))
+    matches("predict: entry 1 needs step_s", pcall_err(slapo.predict, { { spec_batch = 4 } }))
+  end)
+end)
