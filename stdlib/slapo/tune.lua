@@ -423,7 +423,7 @@ function M.show(path, out)
   if #rows == 0 then
     error(("tune --show: no trials in '%s'"):format(path), 0)
   end
-  local setups, keys = {}, {}
+  local setups, keys, charts = {}, {}, {}
   for _, row in ipairs(rows) do
     local key = table.concat({ row.script, row.hash, row.machine, tostring(row.nproc),
       slapo.json_encode(row.args or {}) }, "|")
@@ -466,8 +466,23 @@ function M.show(path, out)
     if ok[1] then
       out:write("best: ", M.command_line(ok[1], order), "\n")
     end
+    charts[#charts + 1] = { rows = group, knobs = space_from_report(group[1].knobs), order = order,
+      title = ("%s on %s"):format(group[1].script, group[1].machine) }
     out:write("\n")
   end
+  -- The newest setup's chart beside the database: throughput against each knob.
+  local chart = charts[#charts]
+  for _, row in ipairs(chart.rows) do
+    row.label = knobs.config_text(row.config, chart.order)
+  end
+  local svg = (path:gsub("%.jsonl$", "")) .. ".svg"
+  local f = io.open(svg, "w")
+  if f then
+    f:write(require("slapo.tune_plot").svg(chart.rows, chart.knobs, chart.title))
+    f:close()
+    out:write(("chart: %s\n"):format(svg))
+  end
+  return svg
 end
 
 return M
