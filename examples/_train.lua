@@ -64,7 +64,7 @@ function M.knobs(opts)
     return choices
   end
   knob("checkpoint", with_default({ 0, 0.5, 1 }, opts.checkpoint))
-  knob("batch", with_default({ 2, 4, 8, 16 }, opts.batch), { monotone = "memory" })
+  knob("batch", with_default({ 2, 4, 8, 16, 32, 64 }, opts.batch), { monotone = "memory" })
   local world, divisors = math.floor(slapo.dist.world_size() / opts.pp), {}
   for tp = 1, world do
     if world % tp == 0 then
