@@ -130,6 +130,21 @@ end
 --- Replaces every descendant whose type is `type_name` with make_fn(path, module); all new
 --- modules are made before any is swapped in, so a failing make_fn changes nothing.
 local schedule_methods = debug.getregistry()["slapo.Schedule"].methods
+-- The log names the knob values the run used (a comment: it still replays as it did).
+local core_log = schedule_methods.log
+function schedule_methods.log(sch)
+  local text = core_log(sch)
+  local declared = knobs.knobs()
+  if #declared == 0 then
+    return text
+  end
+  local order = {}
+  for _, k in ipairs(declared) do
+    table.insert(order, k.name)
+  end
+  return "-- knobs: " .. knobs.config_text(knobs.values(), order) .. "\n" .. text
+end
+
 function schedule_methods.replace_all(sch, type_name, make_fn)
   if type(type_name) ~= "string" then
     error("replace_all: type name must be a string, got " .. type(type_name), 2)

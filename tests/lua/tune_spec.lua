@@ -174,6 +174,13 @@ describe("slapo.knob", function()
     eq(3, #found.choices)
   end)
 
+  it("names the run's knob values at the top of every schedule log, which still replays", function()
+    local sch = slapo.create_schedule(slapo.nn.Linear(4, 4))
+    sch:annotate("weight", "k", 1)
+    matches("^%-%- knobs: {spec_batch = 8}\n%-%- slapo schedule log", sch:log())
+    load(sch:log())()(slapo.create_schedule(slapo.nn.Linear(4, 4)), sch:log_args())
+  end)
+
   it("refuses bad declarations, naming the knob and what is valid", function()
     matches("knob 'k1': the default 3 is not one of the choices {1, 2}", pcall_err(slapo.knob, "k1", { 1, 2 }, 3))
     matches("knob 'k2': unknown option 'monotonic' %(valid: monotone, constraint%)",
