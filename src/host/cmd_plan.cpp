@@ -7,6 +7,7 @@
 #include "host/commands.h"
 #include "io/json_file.h"
 #include "plan/planner.h"
+#include "plan/profile_device.h"
 
 namespace slapo {
 
@@ -34,6 +35,36 @@ int cmd_plan(const PlanArgs& a) {
     if (!a.out.empty()) {
       std::ofstream(a.out) << result.lua_source(a.steps);
       fmt::print("wrote {}: slapo-lua run --nproc {} {}\n", a.out, cluster.devices(), a.out);
+    }
+  } catch (const std::exception& e) {
+    report_error(e.what());
+    return 1;
+  }
+  return 0;
+}
+
+int cmd_profile_device(const ProfileDeviceArgs& a) {
+  try {
+    plan::ProfileOptions o;
+    o.device = a.device, o.threads = a.threads, o.quick = a.quick;
+    auto j = plan::profile_device(o);
+    fmt::print("device: {} (LibTorch {})\n", j["device"].get<std::string>(), j["torch"].get<std::string>());
+    fmt::print("| matmul m x k x n | dtype | TFLOP/s |\n|---|---|---|\n");
+    for (auto& row : j["matmul"])
+      fmt::print("| {} x {} x {} | {} | {:.3f} |\n", row["m"].get<int64_t>(), row["k"].get<int64_t>(),
+                 row["n"].get<int64_t>(), row["dtype"].get<std::string>(), row["tflops"].get<double>());
+    for (auto& row : j["attention"])
+      fmt::print("attention seq {} heads {} head_dim {}: {:.3f} TFLOP/s forward + backward\n", row["seq"].get<int64_t>(),
+                 row["heads"].get<int64_t>(), row["head_dim"].get<int64_t>(), row["tflops"].get<double>());
+    for (auto& row : j["layer"])
+      fmt::print("transformer layer width {}: {:.3f} TFLOP/s forward + backward\n", row["hidden"].get<int64_t>(),
+                 row["tflops"].get<double>());
+    fmt::print("copy: {:.1f} GB/s\n", j["copy_GBps"].get<double>());
+    if (!a.out.empty()) {
+      std::ofstream file(a.out);
+      if (!file) throw Error(fmt::format("profile-device: cannot write '{}'", a.out));
+      file << j.dump(1) << "\n";
+      fmt::print("wrote {}: slapo-lua plan MODEL --cluster 1x2:{}\n", a.out, a.out);
     }
   } catch (const std::exception& e) {
     report_error(e.what());

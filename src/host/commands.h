@@ -28,6 +28,14 @@ struct PlanArgs {
 /// Plans a parallel layout for a model on a cluster and writes it as a Lua schedule script.
 int cmd_plan(const PlanArgs& args);
 
+struct ProfileDeviceArgs {
+  std::string device = "cpu", out;
+  int threads = 0;
+  bool quick = false;
+};
+/// Measures this machine's device into a profile (devices/*.json's format) for `plan --cluster`.
+int cmd_profile_device(const ProfileDeviceArgs& args);
+
 struct TuneArgs {
   std::string script, db = "tune.jsonl", search = "auto", show;
   std::vector<std::string> args;

@@ -80,6 +80,15 @@ int main(int argc, char** argv) {
   plan->add_option("--steps", plan_args.steps, "training steps the written script runs")->check(CLI::Range(1, 1 << 30));
   plan->add_option("--out", plan_args.out, "write the plan as a Lua schedule script here");
 
+  slapo::ProfileDeviceArgs profile_args;
+  auto* profile_device = app.add_subcommand("profile-device",
+                                            "Measure this machine's device (matmul, attention, a layer, copies) for plan");
+  profile_device->add_option("--device", profile_args.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  profile_device->add_option("--threads", profile_args.threads, "CPU threads (default: LibTorch's; per rank: cores / ranks)")
+      ->check(CLI::Range(0, 4096));
+  profile_device->add_flag("--quick", profile_args.quick, "fewer, smaller shapes and shorter timing");
+  profile_device->add_option("--out", profile_args.out, "write the profile here (devices/*.json's format)");
+
   slapo::TuneArgs tune_args;
   auto* tune = app.add_subcommand("tune", "Run a script once per configuration of its knobs: slapo-lua tune SCRIPT [-- ARGS]");
   tune->add_option("script", tune_args.script, "the Lua script; it declares its knobs with slapo.knob");
@@ -136,5 +145,6 @@ int main(int argc, char** argv) {
   if (*repl) return slapo::cmd_repl(repl_script);
   if (*plot) return slapo::cmd_plot(plot_args);
   if (*plan) return slapo::cmd_plan(plan_args);
+  if (*profile_device) return slapo::cmd_profile_device(profile_args);
   return 2;
 }

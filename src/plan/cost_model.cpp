@@ -98,10 +98,23 @@ Cluster Cluster::parse(const std::string& spec, const std::string& devices_dir) 
     throw bad(fmt::format("names a device with no profile at '{}' (profiles: cpu, or the *.json in {}; "
                           "SLAPO_DEVICES sets the directory)", file.string(), devices_dir));
   nlohmann::json j = read_json_file(file.string(), "plan");
-  // The data-sheet figures devices/README.md gives for an H100 SXM node: NVLink 4 (450 GB/s each
-  // way), 8 x 400 Gb/s InfiniBand per node (50 GB/s per GPU), 80 GiB.
-  c.device = DeviceProfile::from_json(j, device, 80.0 * (1ull << 30));
+  // A profile may say its memory and links (profile-device writes both); else the data-sheet
+  // figures devices/README.md gives for an H100 SXM node: NVLink 4 (450 GB/s each way), 8 x 400
+  // Gb/s InfiniBand per node (50 GB/s per GPU), 80 GiB.
+  double memory = j.contains("memory_bytes") && j["memory_bytes"].is_number() ? j["memory_bytes"].get<double>()
+                                                                               : 80.0 * (1ull << 30);
+  // the ranks of a node share a CPU's memory (profile-device marks it)
+  if (j.value("memory_shared", false)) memory /= c.per_node;
+  c.device = DeviceProfile::from_json(j, device, memory);
   c.intra_bw = 450e9, c.intra_latency = 5e-6, c.inter_bw = 50e9, c.inter_latency = 10e-6;
+  if (j.contains("links") && j["links"].is_object()) {
+    auto& l = j["links"];
+    auto number = [&](const char* key, double fallback) {
+      return l.contains(key) && l[key].is_number() ? l[key].get<double>() : fallback;
+    };
+    c.intra_bw = number("intra_GBps", 450) * 1e9, c.intra_latency = number("intra_latency_us", 5) * 1e-6;
+    c.inter_bw = number("inter_GBps", 50) * 1e9, c.inter_latency = number("inter_latency_us", 10) * 1e-6;
+  }
   return c;
 }
 

@@ -32,6 +32,17 @@ grep -q "predicted [0-9.]* s/step" "$tmp/tune.out"
 "$bin" run --nproc 2 --knob tp=2 --knob zero=false "$tmp/tiny.lua" 2>&1 | grep -q "2 steps\|3 steps, final loss" \
   || { echo "the plan script does not run with --knob tp=2"; exit 1; }
 
+# profile-device measures this machine into a profile the planner reads
+"$bin" profile-device --quick --out "$tmp/dev.json" >"$tmp/profile.out"
+grep -q "| 256 x 256 x 256 | float32 |" "$tmp/profile.out"
+grep -q '"memory_shared": true' "$tmp/dev.json"
+"$bin" plan gpt2 --cluster 1x2:"$tmp/dev.json" --batch 4 --seq 32 >"$tmp/table2"
+grep -q "on 1 x 2 cpu" "$tmp/table2"
+set +e
+"$bin" profile-device --device cuda >/dev/null 2>"$tmp/err"; rc=$?
+set -e
+[ $rc -eq 1 ] && grep -q "profile-device: --device cuda, but this build of LibTorch sees no CUDA device" "$tmp/err"
+
 # errors name the option
 set +e
 "$bin" plan gpt2 --cluster 2:cpu >/dev/null 2>"$tmp/err"; rc=$?
