@@ -134,10 +134,18 @@ slapo.manual_seed(0)
 local model = type(plan.model) == "string" and plan.model:find("/") and slapo.models.from_pretrained(plan.model)
   or slapo.models.build(plan.model)
 local sch = slapo.create_schedule(model, {{ group = layout.tp_group }})
-for _, note in ipairs(require("slapo.schedules.{}").schedule(sch, {{ checkpoint = plan.checkpoint }})) do
-  if slapo.dist.rank() == 0 then print("note: " .. note) end
-end
 local vocab = slapo.models.config(model).vocab_size
+-- the schedule is checked against the unscheduled model (outputs and gradients) before training
+slapo.manual_seed(1)
+local example = slapo.randint(0, vocab, {{ math.max(1, math.floor(plan.batch / plan.dp)), plan.seq }})
+local report = slapo.verify(sch, {{ example }}, {{}}, function(s)
+  for _, note in ipairs(require("slapo.schedules.{}").schedule(s, {{ checkpoint = plan.checkpoint }})) do
+    if slapo.dist.rank() == 0 then print("note: " .. note) end
+  end
+end)
+if slapo.dist.rank() == 0 then
+  print(("verify: %d output(s) and %d gradients match the unscheduled model"):format(report.outputs, report.gradients))
+end
 local result = slapo.train({{
   model = slapo.build(sch), layout = layout, optimizer = plan.zero and "zero_adamw" or "adamw",
   data = {{ vocab = vocab, batch = math.floor(plan.batch / plan.dp), seq = plan.seq }}, steps = plan.steps, lr = plan.lr,

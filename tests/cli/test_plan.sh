@@ -32,6 +32,16 @@ grep -q "predicted [0-9.]* s/step" "$tmp/tune.out"
 "$bin" run --nproc 2 --knob tp=2 --knob zero=false "$tmp/tiny.lua" 2>&1 | grep -q "2 steps\|3 steps, final loss" \
   || { echo "the plan script does not run with --knob tp=2"; exit 1; }
 
+# every kind of plan the planner writes for 4 ranks verifies against the unscheduled model and trains
+"$bin" plan "$tiny" --cluster 1x4:cpu --batch 8 --seq 16 --steps 2 --out "$tmp/four.lua" >/dev/null
+for knobs in "" "--knob tp=2 --knob checkpoint=1" "--knob tp=4 --knob zero=false"; do
+  # shellcheck disable=SC2086
+  "$bin" run --nproc 4 $knobs "$tmp/four.lua" >"$tmp/four.out" 2>&1 || { cat "$tmp/four.out"; exit 1; }
+  grep -q "^verify: 1 output(s) and [0-9]* gradients match the unscheduled model" "$tmp/four.out" \
+    || { echo "plan with '$knobs' did not verify:"; cat "$tmp/four.out"; exit 1; }
+  grep -q "^plan: 2 steps, final loss" "$tmp/four.out"
+done
+
 # profile-device measures this machine into a profile the planner reads
 "$bin" profile-device --quick --out "$tmp/dev.json" >"$tmp/profile.out"
 grep -q "| 256 x 256 x 256 | float32 |" "$tmp/profile.out"
