@@ -32,7 +32,10 @@ void shard(Schedule& sch, const std::string& param, int64_t axis, const CallSite
 /// parameter (the same tensor) sharded elsewhere in the tree; none when it is whole.
 c10::optional<ShardSpec> shard_spec_of(const Schedule& sch, const std::string& param);
 
-enum class SyncMode { FwdPre, FwdPost, BwdPost };
+/// BwdParams: the gradients of the module's own and its children's parameters are all-reduced
+/// over the group (replicated weights that saw only this rank's part of the activations, as the
+/// LayerNorms of Megatron's sequence parallelism).
+enum class SyncMode { FwdPre, FwdPost, BwdPost, BwdParams };
 
 /// What a sync does to the tensor it touches.
 struct SyncOp {

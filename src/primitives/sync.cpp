@@ -8,7 +8,7 @@ namespace slapo {
 
 namespace {
 
-const char* kModes = "fwd_pre, fwd_post, bwd_post";
+const char* kModes = "fwd_pre, fwd_post, bwd_post, bwd_params";
 const char* kOps = "all_reduce, all_gather, reduce_scatter, scatter, a reshard scheme such as \"RS->SR\", or a function";
 const std::vector<std::string> kSchemes = {"RR->RR", "RR->RS", "RR->SR", "RS->RR", "RS->RS",
                                            "RS->SR", "SR->RR", "SR->RS", "SR->SR"};
@@ -56,6 +56,7 @@ SyncMode parse_sync_mode(const std::string& mode, const Schedule& sch) {
   if (mode == "fwd_pre") return SyncMode::FwdPre;
   if (mode == "fwd_post") return SyncMode::FwdPost;
   if (mode == "bwd_post") return SyncMode::BwdPost;
+  if (mode == "bwd_params") return SyncMode::BwdParams;
   throw Error(fmt::format("sync: unknown mode '{}' for {} (choices: {})", mode, sch.where(), kModes));
 }
 
@@ -83,9 +84,34 @@ void sync(Schedule& sch, SyncMode mode, const SyncOp& op, const CallSite& site) 
   if (mode == SyncMode::BwdPost && op.kind != SyncOp::AllReduce)
     throw Error(fmt::format("sync: mode 'bwd_post' on {} all-reduces the input gradient; op must be 'all_reduce'",
                             sch.where()));
-  // Step 2. Install the hook.
+  if (mode == SyncMode::BwdParams && op.kind != SyncOp::AllReduce)
+    throw Error(fmt::format("sync: mode 'bwd_params' on {} all-reduces parameter gradients; op must be 'all_reduce'",
+                            sch.where()));
   auto group = sch.group();
   std::string where = sch.where();
+  if (mode == SyncMode::BwdParams) {
+    // A sharded parameter's gradient is this rank's slice already: summing slices is wrong.
+    auto sharded = shard_specs_by_tensor(*sch.mod());
+    auto params = unique_named_parameters(*sch.mod());
+    for (auto& [name, p] : params)
+      if (sharded.count(p.unsafeGetTensorImpl()))
+        throw Error(fmt::format("sync: mode 'bwd_params' on {}: '{}' is sharded, so its gradient is this rank's "
+                                "slice; sync the replicated parameters' modules only", where, name));
+    if (params.empty())
+      throw Error(fmt::format("sync: mode 'bwd_params' on {}: the module has no parameters", where));
+    // Step 2. A gradient hook per parameter: the summed gradient of every rank's part.
+    for (auto& [name, p] : params)
+      if (p.requires_grad())
+        p.register_hook([group](const at::Tensor& grad) {
+          if (!group || group->size() <= 1) return grad;
+          at::Tensor sum = grad.clone();
+          group->all_reduce(sum, "sync(bwd_params)");
+          return sum;
+        });
+    sch.log().append({"sync", sch.path(), site.lua_args, site.source});
+    return;
+  }
+  // Step 2. Install the hook.
   if (mode == SyncMode::FwdPost) {
     sch.mod()->add_forward_post_hook([op, group, where](Module&, const Values&, Value& out) {
       out = transform(op, out, group, false, where, "fwd_post");

@@ -8,7 +8,7 @@ M.primitives = {
   replace_all = "sch:replace_all(type_name, make_fn): replace every descendant of a type with make_fn(path, module).",
   shard = "sub:shard(param, axis, {groups = n}): keep this rank's slice of a parameter along axis; "
     .. "groups splits each of n fused sections (QKV) alike.",
-  sync = "sub:sync(mode, op, {axis = n}): differentiable collective; mode fwd_pre | fwd_post | bwd_post; "
+  sync = "sub:sync(mode, op, {axis = n}): differentiable collective; mode fwd_pre | fwd_post | bwd_post | bwd_params (parameter gradients); "
     .. "op all_reduce | all_gather | reduce_scatter | scatter | \"RS->SR\"-style reshard | a Lua function.",
   checkpoint = "sub:checkpoint(): recompute the module in backward, random states restored (bit-identical gradients); "
     .. "sub:checkpoint(subgraph): the same for a subgraph of a traced module (CheckPointWrapper_n).",

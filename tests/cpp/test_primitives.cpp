@@ -58,7 +58,7 @@ TEST_CASE("replace: the parent's slot and the schedule follow the new module") {
 TEST_CASE("sync: parse errors list the valid choices") {
   auto sch = Schedule::create(tiny_mlp());
   CHECK(error_of([&] { parse_sync_mode("fwd", *sch); }) ==
-        "sync: unknown mode 'fwd' for the root module (choices: fwd_pre, fwd_post, bwd_post)");
+        "sync: unknown mode 'fwd' for the root module (choices: fwd_pre, fwd_post, bwd_post, bwd_params)");
   CHECK(error_of([&] { parse_sync_op("RS->XX", 0, *sch); }).find("schemes: RR->RR, RR->RS") != std::string::npos);
 }
 

@@ -410,7 +410,7 @@ describe("autoshard/test_bert.py", function()
         end
       end
     end,
-    activation_sharding = function(sch)
+    activation_sharding = function(sch, skip_param_sync)
       for i = 0, cfg.num_hidden_layers - 1 do
         local layer = sch["bert.encoder.layer." .. i]
         shard_qkv(layer)
@@ -427,23 +427,31 @@ describe("autoshard/test_bert.py", function()
           end }))
         out["dense"]:sync("fwd_pre", "RS->SR")
         layer["output.LayerNorm"]:sync("fwd_post", "SR->RR")
+        -- the replicated weights after the reshard see this rank's tokens only: sum their gradients
+        -- (Megatron's sequence parallelism does this for its LayerNorms)
+        for _, name in ipairs(skip_param_sync and {} or { "attention.output", "intermediate", "output" }) do
+          layer[name]:sync("bwd_params", "all_reduce")
+        end
       end
     end,
   }
-  for _, name in ipairs({ "megatron", "activation_stationary" }) do
+  for _, name in ipairs({ "megatron", "activation_stationary", "activation_sharding" }) do
     it("test_schemes[" .. name .. "]: outputs and gradients equal the unsharded BERT", function()
       local ids = same_on_all_ranks(slapo.randint(0, 64, { 2, 8 }))
       local report = slapo.verify(slapo.create_schedule(bert()), { ids }, {}, schemes[name])
       assert(report.gradients > 10, "compared " .. report.gradients .. " gradients")
     end)
   end
-  -- Forward only, as Slapo's Verify: the replicated weights that see sequence-sharded activations
-  -- (the dense layers and LayerNorms after the RS->SR reshard) get each rank's partial gradient,
-  -- which needs an all-reduce over the group that no slapo-lua primitive inserts yet.
-  it("test_schemes[activation_sharding]: outputs equal the unsharded BERT (forward)", function()
+  it("sync('bwd_params') is needed by activation_sharding, and refuses sharded parameters", function()
     local ids = same_on_all_ranks(slapo.randint(0, 64, { 2, 8 }))
-    local report = slapo.verify(slapo.create_schedule(bert()), { ids }, { backward = false },
-      schemes.activation_sharding)
-    eq(1, report.outputs)
+    matches("verify: the gradient of '.*' differs", pcall_err(slapo.verify, slapo.create_schedule(bert()), { ids }, {},
+      function(sch) schemes.activation_sharding(sch, true) end))
+    local bad = slapo.create_schedule(bert())
+    bad["bert.encoder.layer.0.intermediate.dense"]:shard("weight", 0)
+    matches("sync: mode 'bwd_params' on 'bert.encoder.layer.0.intermediate': 'dense.weight' is sharded",
+      pcall_err(bad["bert.encoder.layer.0.intermediate"].sync, bad["bert.encoder.layer.0.intermediate"], "bwd_params",
+        "all_reduce"))
+    matches("mode 'bwd_params' on .* op must be 'all_reduce'", pcall_err(bad["bert.encoder.layer.0.output"].sync,
+      bad["bert.encoder.layer.0.output"], "bwd_params", "all_gather", { axis = 0 }))
   end)
 end)

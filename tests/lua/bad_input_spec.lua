@@ -103,7 +103,7 @@ local schedule_cases = {
   { "decompose a LayerNorm", function(s) s["transformer.h.0.ln_1"]:decompose() end,
     "decompose: 'transformer.h.0.ln_1' is a LayerNorm; decompose splits Linear and Conv1D" },
   { "sync with a number for the mode", function(s) s["transformer.h.0"]:sync(5, "all_reduce") end,
-    "sync: unknown mode '5' for 'transformer.h.0' (choices: fwd_pre, fwd_post, bwd_post)" },
+    "sync: unknown mode '5' for 'transformer.h.0' (choices: fwd_pre, fwd_post, bwd_post, bwd_params)" },
   { "fork_rng with a string seed", function(s) s["transformer.h.0.attn.attn_dropout"]:fork_rng("x") end,
     "fork_rng: the seed for 'transformer.h.0.attn.attn_dropout' must be an integer, got string" },
   { "replace_all with a number for the type", function(s) s:replace_all(5, function(m) return m end) end,

@@ -84,7 +84,7 @@ describe("sync", function()
   it("names the mode and op choices", function()
     local sch = slapo.create_schedule(tiny_gpt2())
     local attn = sch["transformer.h.0.attn"]
-    matches("sync: unknown mode 'fwd' for 'transformer%.h%.0%.attn' %(choices: fwd_pre, fwd_post, bwd_post%)",
+    matches("sync: unknown mode 'fwd' for 'transformer%.h%.0%.attn' %(choices: fwd_pre, fwd_post, bwd_post, bwd_params%)",
       pcall_err(function() attn:sync("fwd", "all_reduce") end))
     matches("sync: unknown op 'allreduce'.*choices: all_reduce, all_gather", pcall_err(function()
       attn:sync("fwd_post", "allreduce")
