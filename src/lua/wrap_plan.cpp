@@ -4,9 +4,11 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/schedule.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
 #include "models/zoo.h"
+#include "plan/intra_op.h"
 #include "plan/planner.h"
 
 namespace slapo {
@@ -105,8 +107,67 @@ int w_plan(lua_State* L) {
   return 1;
 }
 
+// _autoshard(sch, {ranks =, cluster =, batch =, seq =, inputs = {...}}) -> {strategy = {path = style},
+// step_s =, replicated_s =, feasible =, considered =, source =} (slapo.autoshard in init.lua)
+int w_autoshard(lua_State* L) {
+  const char* fn = "autoshard";
+  auto sch = lx_check_live_schedule(L, 1, fn);
+  lx_check_option_keys(L, 2, {"ranks", "cluster", "batch", "seq", "inputs"}, fn);
+  plan::IntraOpOptions o;
+  o.ranks = static_cast<int>(lx_check_integer_value(lx_opt_number(L, 2, "ranks", sch->world_size() > 1 ?
+                                                                                 sch->world_size() : 2, fn),
+                                                    "ranks", 2, 4096, fn));
+  auto cluster = plan::Cluster::parse(lx_opt_string(L, 2, "cluster", fmt::format("1x{}:h100", o.ranks), fn),
+                                      plan::default_devices_dir());
+  double batch = lx_opt_number_in(L, 2, "batch", 8, 1, 1e9, fn), seq = lx_opt_number_in(L, 2, "seq", 512, 1, 1e9, fn);
+  o.tokens = batch * seq;
+  // the device's throughput on a large matmul of its first profiled dtype
+  double seconds = cluster.device.matmul_seconds(4096, 4096, 4096, cluster.device.matmul.front().dtype);
+  o.flops_per_s = seconds > 0 ? 2.0 * 4096.0 * 4096.0 * 4096.0 / seconds : 1e12;
+  o.bandwidth = cluster.intra_bw, o.latency = cluster.intra_latency;
+  // example inputs: given, else shaped like the module's last call (its leading tensors)
+  Values examples;
+  if (lua_istable(L, 2)) {
+    lua_getfield(L, 2, "inputs");
+    if (lua_istable(L, -1))
+      for (size_t i = 1; i <= lua_objlen(L, -1); ++i) {
+        lua_rawgeti(L, -1, static_cast<int>(i));
+        examples.emplace_back(lx_check_tensor(L, -1));
+        lua_pop(L, 1);
+      }
+    lua_pop(L, 1);
+  }
+  if (examples.empty()) {
+    for (auto& arg : sch->mod()->last_call()) {
+      if (arg.dtype == at::ScalarType::Undefined) break;
+      auto like = at::TensorOptions().dtype(arg.dtype).device(arg.device);
+      examples.emplace_back(at::isFloatingType(arg.dtype) ? torch::randn(arg.shape, like) : torch::zeros(arg.shape, like));
+    }
+    if (examples.empty())
+      throw Error(fmt::format("autoshard: {} has not run yet, so its inputs are unknown; run the model once or pass "
+                              "{{inputs = {{x, ...}}}}", sch->where()));
+  }
+  auto result = plan::plan_intra_op(*sch->mod(), sch->where(), examples, o);
+  lua_newtable(L);
+  lua_newtable(L);
+  for (auto& [path, style] : result.strategy) {
+    lua_pushstring(L, style.c_str());
+    lua_setfield(L, -2, path.c_str());
+  }
+  lua_setfield(L, -2, "strategy");
+  set_number(L, "step_s", result.step_s);
+  set_number(L, "replicated_s", result.replicated_s);
+  set_number(L, "feasible", result.feasible);
+  set_number(L, "considered", result.considered);
+  set_string(L, "source", result.lua_source());
+  return 1;
+}
+
 }  // namespace
 
-void open_plan(lua_State* L) { lx_set_func(L, "plan", w_plan); }
+void open_plan(lua_State* L) {
+  lx_set_func(L, "plan", w_plan);
+  lx_set_func(L, "_autoshard", w_autoshard);
+}
 
 }  // namespace slapo

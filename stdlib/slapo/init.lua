@@ -104,6 +104,20 @@ function slapo.init_empty_weights(fn, ...)
   return unpack(results, 2, results.n)
 end
 
+--- The planner's intra-op pass on one layer: which projections go column- or row-parallel over
+--- `ranks` (Megatron's layout, found by search), as a Lua schedule for that layer.
+---   local p = slapo.autoshard(sch["transformer.h.0"], {ranks = 2, batch = 8, seq = 512})
+---   print(p.source); for _, layer in ipairs(sch["transformer.h"]:children()) do p:apply(layer) end
+function slapo.autoshard(sch, opts)
+  local plan = core._autoshard(sch, opts)
+  local chunk = assert(load(plan.source, "=autoshard"))()
+  function plan:apply(layer_sch)
+    chunk(layer_sch)
+    return layer_sch
+  end
+  return plan
+end
+
 --- Tunable knobs and trial reports (stdlib/slapo/knobs.lua; `slapo-lua tune` drives them).
 local knobs = require("slapo.knobs")
 slapo.knob, slapo.knobs, slapo.report, slapo.predict = knobs.knob, knobs.knobs, knobs.report, knobs.predict
