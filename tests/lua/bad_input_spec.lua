@@ -57,6 +57,22 @@ local schedule_cases = {
     "sync: unknown option 'axs' (valid: axis)" },
   { "sync an unknown collective", function(s) s["transformer.h.0.mlp"]:sync("fwd_post", "allreduce") end,
     "sync: unknown" },
+  { "sync bwd_params with a collective other than all_reduce", function(s)
+    s["transformer.h.0.ln_1"]:sync("bwd_params", "all_gather", { axis = 0 })
+  end, "sync: mode 'bwd_params' on 'transformer.h.0.ln_1' all-reduces parameter gradients; op must be 'all_reduce'" },
+  { "sync bwd_params on a module without parameters", function(s)
+    s["transformer.h.0.attn.attn_dropout"]:sync("bwd_params", "all_reduce")
+  end, "sync: mode 'bwd_params' on 'transformer.h.0.attn.attn_dropout': the module has no parameters" },
+  { "trace recursive and flatten at once", function(s)
+    s["transformer.h.0"]:trace({ inputs = { slapo.randn({ 2, 4, 16 }) }, recursive = true, flatten = true })
+  end, "trace: 'transformer.h.0': recursive and flatten exclude each other" },
+  { "find with a non-boolean modules option", function(s)
+    s["transformer.h.0.mlp"]:find(function(x) return slapo.F.relu(x) end, { modules = "yes" })
+  end, "find: option 'modules'", setup = function(s)
+    s["transformer.h.0.mlp"]:trace({ inputs = { slapo.randn({ 2, 4, 16 }) } })
+  end },
+  { "autoshard a module that has not run", function(s) slapo.autoshard(s["transformer.h.1"]) end,
+    "autoshard: 'transformer.h.1' has not run yet, so its inputs are unknown" },
   { "trace with a misspelt option", function(s) s["transformer.h.0.mlp"]:trace({ input = 1 }) end,
     "trace: unknown option 'input' (valid: inputs, leaves, flatten, recursive)" },
   { "find with a number", function(s) s:find(42) end,
