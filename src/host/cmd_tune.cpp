@@ -40,16 +40,14 @@ std::string set_knobs_env(const std::vector<std::string>& assignments) {
 int cmd_tune(const TuneArgs& a) {
   try {
     LuaState lua;
+    if (!a.show.empty()) {
+      lua.call_stdlib("slapo.tune", "show", a.show, 0);
+      return 0;
+    }
     lua_State* L = lua.get();
     lua_getglobal(L, "require");
     lua_pushstring(L, "slapo.tune");
     lx_pcall(L, 1, 1);
-    if (!a.show.empty()) {
-      lua_getfield(L, -1, "show");
-      lua_pushstring(L, a.show.c_str());
-      lx_pcall(L, 1, 0);
-      return 0;
-    }
     lua_getfield(L, -1, "run");
     lua_newtable(L);
     auto set_string = [&](const char* key, const std::string& v) {

@@ -10,6 +10,7 @@
 #include "models/zoo.h"
 #include "plan/intra_op.h"
 #include "plan/planner.h"
+#include "primitives/primitives.h"
 
 namespace slapo {
 
@@ -137,16 +138,7 @@ int w_autoshard(lua_State* L) {
       }
     lua_pop(L, 1);
   }
-  if (examples.empty()) {
-    for (auto& arg : sch->mod()->last_call()) {
-      if (arg.dtype == at::ScalarType::Undefined) break;
-      auto like = at::TensorOptions().dtype(arg.dtype).device(arg.device);
-      examples.emplace_back(at::isFloatingType(arg.dtype) ? torch::randn(arg.shape, like) : torch::zeros(arg.shape, like));
-    }
-    if (examples.empty())
-      throw Error(fmt::format("autoshard: {} has not run yet, so its inputs are unknown; run the model once or pass "
-                              "{{inputs = {{x, ...}}}}", sch->where()));
-  }
+  if (examples.empty()) examples = examples_like_last_call(*sch->mod(), sch->where(), fn, "{inputs = {x, ...}}");
   auto result = plan::plan_intra_op(*sch->mod(), sch->where(), examples, o);
   lua_newtable(L);
   lua_newtable(L);

@@ -40,21 +40,8 @@ struct Analysis {
 };
 
 // One propagation: false when an op would see layouts it cannot compute on.
-bool propagate_impl(const Analysis& a, const std::vector<Style>& styles, std::map<std::string, int>* groups,
-                    std::string* why, std::vector<bool>* sharded_matmuls);
 bool propagate(const Analysis& a, const std::vector<Style>& styles, std::map<std::string, int>* groups,
                std::vector<bool>* sharded_matmuls) {
-  std::string why;
-  bool ok = propagate_impl(a, styles, groups, &why, sharded_matmuls);
-  if (!ok && std::getenv("SLAPO_AUTOSHARD_DEBUG")) {
-    std::string code;
-    for (auto st : styles) code += st == Style::Replicated ? "R" : st == Style::Column ? "C" : "W";
-    fmt::print(stderr, "{}: {}\n", code, why);
-  }
-  return ok;
-}
-bool propagate_impl(const Analysis& a, const std::vector<Style>& styles, std::map<std::string, int>* groups,
-                    std::string* why, std::vector<bool>* sharded_matmuls) {
   sharded_matmuls->clear();
   auto& g = *a.graph->graph();
   std::unordered_map<const torch::jit::Value*, Layout> layout;
@@ -78,10 +65,10 @@ bool propagate_impl(const Analysis& a, const std::vector<Style>& styles, std::ma
         Style s = styles[next_projection];
         int index = static_cast<int>(next_projection++);
         if (s == Style::Row) {
-          if (in != Layout::S) return *why = "row on non-S " + path, false;
+          if (in != Layout::S) return false;
           layout[node->output()] = Layout::R;  // the fwd_post all-reduce makes the partial sums whole
         } else {
-          if (in == Layout::S) return *why = "col/rep on S " + path, false;
+          if (in == Layout::S) return false;
           layout[node->output()] = s == Style::Column ? Layout::S : Layout::R;
           if (s == Style::Column) origin[node->output()] = index;
         }
@@ -105,11 +92,11 @@ bool propagate_impl(const Analysis& a, const std::vector<Style>& styles, std::ma
     for (auto* v : node->inputs()) {
       Layout l = of(v);
       if (l == Layout::A) continue;
-      if (in != Layout::A && l != in) return *why = "mixed at " + kind, false;  // a sharded value meets a whole one
+      if (in != Layout::A && l != in) return false;  // a sharded value meets a whole one
       in = l;
       if (origin.count(v)) from = origin[v];
     }
-    if (kNeedsWhole.count(kind) && in == Layout::S) return *why = "needs whole " + kind, false;
+    if (kNeedsWhole.count(kind) && in == Layout::S) return false;
     if (kind == "aten::matmul" || kind == "aten::bmm") sharded_matmuls->push_back(in == Layout::S);
     if (kSplits.count(kind) && in == Layout::S && from >= 0 && groups) {
       int parts = static_cast<int>(node->outputs().size());
@@ -126,7 +113,7 @@ bool propagate_impl(const Analysis& a, const std::vector<Style>& styles, std::ma
     }
   }
   for (auto* out : g.outputs())
-    if (of(out) == Layout::S) return *why = "output S", false;  // the layer hands a whole tensor on
+    if (of(out) == Layout::S) return false;  // the layer hands a whole tensor on
   return true;
 }
 

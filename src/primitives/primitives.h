@@ -102,6 +102,12 @@ void fork_rng(Schedule& sch, int64_t seed, const CallSite& site);
 void trace(Schedule& sch, const Values& inputs, const std::vector<std::string>& leaves, bool flatten,
            const CallSite& site, bool recursive = false);
 
+/// Example inputs shaped like `m`'s last call, for a trace of it: its leading tensors (random
+/// for floating dtypes, zeros otherwise); trailing non-tensor arguments (an absent mask) are left
+/// out. Raises naming `fn` and `where`, and saying to pass `option` instead, when the module has
+/// not run, had no tensor argument, or had a non-tensor argument before a tensor.
+Values examples_like_last_call(const Module& m, const std::string& where, const char* fn, const char* option);
+
 /// find(regex) on a traced module: its call nodes whose leaf path matches.
 std::vector<struct GraphNode> find_nodes(Schedule& sch, const std::string& pattern);
 

@@ -195,10 +195,7 @@ std::vector<HookMove> take_movable_hooks(Schedule& sch, const TracedGraph& graph
     }
     hooked.emplace_back(node, leaf);
   }
-  for (size_t i = 1; i < hooked.size(); ++i)
-    if (hooked[i].second->pre_hook_count() > 0 && hooked[0].second->pre_hook_count() > 0)
-      throw Error(fmt::format("replace: the subgraph of {} calls '{}' and '{}', which both have syncs on its input; "
-                              "replace them one at a time", sch.where(), hooked[0].first->target, hooked[i].first->target));
+  // (two leaves with input syncs cannot both pass: each would be the only reader of the first input)
   std::vector<HookMove> out;
   for (auto& [node, leaf] : hooked) out.push_back({leaf, leaf->take_hooks()});
   return out;

@@ -57,29 +57,10 @@ namespace {
 void trace_one(Schedule& sch, const Values& inputs, const std::vector<std::string>& leaves, bool flatten) {
   Module& m = *sch.mod();
   if (m.meta().graph) throw Error(fmt::format("trace: {} ({}) is traced already", sch.where(), m.type_name()));
-  Values examples = inputs;
-  if (examples.empty()) {  // inputs like those of the module's last call
-    if (m.last_call().empty())
-      throw Error(fmt::format("trace: {} has not run yet, so its inputs are unknown; run the model once or pass "
-                              "trace{{inputs = {{x, ...}}}}", sch.where()));
-    // The leading tensors; trailing non-tensor arguments (an absent mask) are left out, as
-    // Slapo's concrete_args bake None in, and calls must pass None there (checked below).
-    bool tail = false;
-    for (auto& arg : m.last_call()) {
-      if (arg.dtype == at::ScalarType::Undefined) {
-        tail = true;
-        continue;
-      }
-      if (tail)
-        throw Error(fmt::format("trace: the last call of {} had a non-tensor argument before a tensor; pass "
-                                "trace{{inputs = ...}}", sch.where()));
-      auto like = at::TensorOptions().dtype(arg.dtype).device(arg.device);
-      examples.push_back(at::isFloatingType(arg.dtype) ? torch::randn(arg.shape, like) : torch::zeros(arg.shape, like));
-    }
-    if (examples.empty())
-      throw Error(fmt::format("trace: the last call of {} had no tensor argument; pass trace{{inputs = ...}}",
-                              sch.where()));
-  }
+  // without inputs, ones like the module's last call: trailing None arguments are left out, as
+  // Slapo's concrete_args bake None in, and calls must pass None there (checked below)
+  Values examples = inputs.empty() ? examples_like_last_call(m, sch.where(), "trace", "trace{inputs = {x, ...}}")
+                                   : inputs;
   auto chosen = choose_leaves(sch, leaves, flatten);
   auto graph = trace_module(m, sch.where(), examples, chosen);
   m.meta().graph = graph;
@@ -125,6 +106,28 @@ void trace_children(Schedule& sch, const Schedule& root, const std::vector<std::
 }
 
 }  // namespace
+
+Values examples_like_last_call(const Module& m, const std::string& where, const char* fn, const char* option) {
+  if (m.last_call().empty())
+    throw Error(fmt::format("{}: {} has not run yet, so its inputs are unknown; run the model once or pass {}", fn,
+                            where, option));
+  Values examples;
+  bool tail = false;
+  for (auto& arg : m.last_call()) {
+    if (arg.dtype == at::ScalarType::Undefined) {
+      tail = true;
+      continue;
+    }
+    if (tail)
+      throw Error(fmt::format("{}: the last call of {} had a non-tensor argument before a tensor; pass {}", fn, where,
+                              option));
+    auto like = at::TensorOptions().dtype(arg.dtype).device(arg.device);
+    examples.push_back(at::isFloatingType(arg.dtype) ? torch::randn(arg.shape, like) : torch::zeros(arg.shape, like));
+  }
+  if (examples.empty())
+    throw Error(fmt::format("{}: the last call of {} had no tensor argument; pass {}", fn, where, option));
+  return examples;
+}
 
 void trace(Schedule& sch, const Values& inputs, const std::vector<std::string>& leaves, bool flatten,
            const CallSite& site, bool recursive) {

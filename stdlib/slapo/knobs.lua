@@ -27,9 +27,11 @@ local function chosen()
   return chosen_cache
 end
 
-local function literal(v)
+--- A knob value as Lua source: strings quoted, numbers and booleans as they print.
+function M.literal(v)
   return type(v) == "string" and string.format("%q", v) or tostring(v)
 end
+local literal = M.literal
 
 local function choices_text(choices)
   local parts = {}

@@ -10,9 +10,7 @@ local util = require("slapo.util")
 
 local M = {}
 
-local function literal(v)
-  return type(v) == "string" and string.format("%q", v) or tostring(v)
-end
+local literal = knobs.literal
 
 local with_commas = util.with_commas
 
@@ -117,7 +115,6 @@ local function run_trial(opts, config, order, k)
   local report_path = ("%s.trial-report.json"):format(opts.db)
   os.remove(report_path)
   local log = ("%s.logs/trial-%03d.log"):format(opts.db, k)
-  os.execute(("mkdir -p %q"):format(opts.db .. ".logs"))
   os.remove(log)
   local argv = { slapo.executable(), "run" }
   if opts.nproc > 1 then
@@ -257,6 +254,7 @@ function M.run(opts)
   if not read_file(opts.script) then
     error(("tune: cannot read the script '%s'"):format(opts.script), 0)
   end
+  os.execute(("mkdir -p %q"):format(opts.db .. ".logs"))  -- each trial's output goes there
   opts.hash = slapo.file_hash(opts.script)
   opts.machine = slapo.machine()
   local say = opts.quiet and function() end or function(...) print(string.format(...)) io.stdout:flush() end
