@@ -21,9 +21,9 @@ int cmd_plot(const std::vector<std::string>& files);
 int cmd_repl(const std::string& script);
 
 struct PlanArgs {
-  std::string model, cluster = "1x1:cpu", out;
+  std::string model, cluster = "1x1:cpu", out, dtype = "float32";
   int64_t batch = 8, seq = 128;
-  int steps = 3;
+  int steps = 3, max_stages = 0;
 };
 /// Plans a parallel layout for a model on a cluster and writes it as a Lua schedule script.
 int cmd_plan(const PlanArgs& args);

@@ -72,13 +72,17 @@ int main(int argc, char** argv) {
   repl->add_option("script", repl_script, "a script to run first");
 
   slapo::PlanArgs plan_args;
-  auto* plan = app.add_subcommand("plan", "Plan TP x DP, checkpointing and ZeRO for a model on a cluster; write it as Lua");
+  auto* plan = app.add_subcommand("plan", "Plan TP x PP x DP, micro-batches, checkpointing and ZeRO for a model on a cluster; write it as Lua");
   plan->add_option("model", plan_args.model, "preset name or Hugging Face model directory")->required();
   plan->add_option("--cluster", plan_args.cluster, "NODESxDEVICES:DEVICE, DEVICE = cpu (measured now), h100 or a .json profile");
   plan->add_option("--batch", plan_args.batch, "sequences per step, over all replicas")->check(CLI::Range(1, 1 << 30));
   plan->add_option("--seq", plan_args.seq, "tokens per sequence")->check(CLI::Range(1, 1 << 24));
   plan->add_option("--steps", plan_args.steps, "training steps the written script runs")->check(CLI::Range(1, 1 << 30));
   plan->add_option("--out", plan_args.out, "write the plan as a Lua schedule script here");
+  plan->add_option("--dtype", plan_args.dtype, "training precision the cost model assumes")
+      ->check(CLI::IsMember({"float32", "bfloat16"}));
+  plan->add_option("--max-stages", plan_args.max_stages, "pipeline stages at most (1: no pipeline, 0: no limit)")
+      ->check(CLI::Range(0, 1 << 20));
 
   slapo::ProfileDeviceArgs profile_args;
   auto* profile_device = app.add_subcommand("profile-device",

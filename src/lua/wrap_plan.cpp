@@ -1,4 +1,4 @@
-// slapo.plan(model, {cluster =, batch =, seq =, steps =}): the planner from Lua. Returns a table
+// slapo.plan(model, {cluster =, batch =, seq =, steps =, dtype =, max_stages =}): the planner from Lua. Returns a table
 // with the chosen plan's fields, its prediction, the alternatives and `source` (the plan as a Lua
 // script); tostring gives the planner's table.
 #include <cmath>
@@ -45,16 +45,30 @@ void set_string(lua_State* L, const char* key, const std::string& v) {
   lua_setfield(L, -2, key);
 }
 
-void push_ranked(lua_State* L, const plan::Ranked& r) {
+void push_ranked(lua_State* L, const plan::Ranked& r, int layers) {
   lua_newtable(L);
   set_number(L, "tp", r.candidate.tp);
   set_number(L, "dp", r.candidate.dp);
   set_number(L, "checkpoint", r.candidate.checkpoint ? 1.0 : 0.0);
   set_bool(L, "zero", r.candidate.zero);
+  set_number(L, "pp", r.candidate.pp());
+  set_number(L, "micro_batches", r.candidate.micro_batches);
+  lua_createtable(L, r.candidate.pp(), 0);
+  int index = 0;
+  for (auto& stage : r.candidate.resolved(layers)) {
+    lua_newtable(L);
+    set_number(L, "layers", stage.layers);
+    set_number(L, "tp", stage.tp);
+    set_number(L, "dp", stage.dp);
+    set_bool(L, "checkpoint", stage.checkpoint);
+    lua_rawseti(L, -2, ++index);
+  }
+  lua_setfield(L, -2, "stages");
   set_number(L, "step_s", r.estimate.step_s);
   set_number(L, "peak_gib", r.estimate.peak_bytes / double(1ull << 30));
   set_bool(L, "fits", r.estimate.fits);
   set_string(L, "verdict", r.verdict);
+  set_string(L, "origin", r.origin);
 }
 
 int plan_tostring(lua_State* L) {
@@ -79,28 +93,38 @@ int w_plan(lua_State* L) {
   } else {
     throw Error(fmt::format("plan: expected a preset name or a zoo model, got {}", luaL_typename(L, 1)));
   }
-  lx_check_option_keys(L, 2, {"cluster", "batch", "seq", "steps"}, fn);
+  lx_check_option_keys(L, 2, {"cluster", "batch", "seq", "steps", "dtype", "max_stages"}, fn);
   std::string cluster_spec = lx_opt_string(L, 2, "cluster", "1x1:cpu", fn);
   plan::Workload work;
   work.batch = lx_check_integer_value(lx_opt_number(L, 2, "batch", 8, fn), "batch", 1, 1 << 30, fn);
   work.seq = lx_check_integer_value(lx_opt_number(L, 2, "seq", 128, fn), "seq", 1, 1 << 24, fn);
   int steps = static_cast<int>(lx_check_integer_value(lx_opt_number(L, 2, "steps", 3, fn), "steps", 1, 1 << 30, fn));
+  work.dtype = lx_opt_string(L, 2, "dtype", "float32", fn);
+  plan::SearchOptions search;
+  search.max_stages = static_cast<int>(
+      lx_check_integer_value(lx_opt_number(L, 2, "max_stages", 0, fn), "max_stages", 0, 1 << 20, fn));
 
   auto shape = plan::ModelShape::from_config(config, name);
   auto cluster = plan::Cluster::parse(cluster_spec, plan::default_devices_dir());
-  auto result = plan::plan_uniform(shape, cluster, work);
+  auto result = plan::plan_parallel(shape, cluster, work, search);
   result.model_source = source;
 
-  push_ranked(L, result.chosen());
+  push_ranked(L, result.chosen(), static_cast<int>(shape.layers));
   set_string(L, "source", result.lua_source(steps));
   set_string(L, "summary", result.summary());
   set_number(L, "ranks", cluster.devices());
+  set_number(L, "search_s", result.search_s);
+  set_number(L, "parameters", static_cast<double>(shape.total_params));
   lua_createtable(L, static_cast<int>(result.ranked.size()), 0);
   for (size_t i = 0; i < result.ranked.size(); ++i) {
-    push_ranked(L, result.ranked[i]);
+    push_ranked(L, result.ranked[i], static_cast<int>(shape.layers));
     lua_rawseti(L, -2, static_cast<int>(i + 1));
   }
   lua_setfield(L, -2, "alternatives");
+  if (!result.unrestricted.empty()) {
+    push_ranked(L, result.unrestricted.front(), static_cast<int>(shape.layers));
+    lua_setfield(L, -2, "unrestricted");
+  }
   lua_newtable(L);
   lua_pushcfunction(L, plan_tostring);
   lua_setfield(L, -2, "__tostring");

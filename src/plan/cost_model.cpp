@@ -24,7 +24,9 @@ double DeviceProfile::matmul_seconds(double m, double k, double n, const std::st
     double d = std::fabs(std::log(m / row.m)) + std::fabs(std::log(k / row.k)) + std::fabs(std::log(n / row.n));
     if (d < best_distance) best_distance = d, best = &row;
   }
-  if (!best) throw Error(fmt::format("plan: the profile of {} has no {} matmul rows", name, dtype));
+  if (!best)
+    throw Error(fmt::format("plan: the profile of {} has no {} matmul rows (--dtype float32, or a profile measured "
+                            "in {})", name, dtype, dtype));
   return 2.0 * m * k * n / (best->tflops * 1e12);
 }
 
@@ -154,47 +156,146 @@ ModelShape ModelShape::from_config(const ModelConfig& config, const std::string&
   return s;
 }
 
-Estimate estimate(const ModelShape& m, const Cluster& cluster, const Workload& work, const Candidate& c) {
-  Estimate e;
-  const double bytes = 4.0;  // float32 weights, activations and gradients
-  const double tokens = static_cast<double>(work.batch / c.dp * work.seq);  // per data-parallel replica
-  const double h = m.hidden, tp = c.tp;
-  const std::string dtype = "float32";
-  auto mm = [&](double k, double n) { return cluster.device.matmul_seconds(tokens, k, n, dtype); };
+bool Candidate::uniform_mesh() const {
+  for (auto& s : stages)
+    if (s.tp != tp || s.dp != dp || s.zero != zero) return false;
+  return true;
+}
+
+int Candidate::devices() const {
+  if (stages.empty()) return tp * dp;
+  int n = 0;
+  for (auto& s : stages) n += s.tp * s.dp;
+  return n;
+}
+
+std::vector<Stage> Candidate::resolved(int layers) const {
+  if (!stages.empty()) return stages;
+  return {Stage{layers, tp, dp, checkpoint, zero}};
+}
+
+std::string Candidate::describe() const {
+  if (stages.empty())
+    return fmt::format("tp {} x dp {}{}{}{}", tp, dp, micro_batches > 1 ? fmt::format(", {} micro", micro_batches) : "",
+                       checkpoint ? ", checkpoint" : "", zero ? ", zero-1" : "");
+  std::vector<std::string> parts;
+  bool all_checkpoint = true;
+  for (auto& s : stages) {
+    parts.push_back(fmt::format("{}{}", s.layers, s.checkpoint ? "c" : ""));
+    all_checkpoint = all_checkpoint && s.checkpoint;
+  }
+  if (uniform_mesh())
+    return fmt::format("tp {} x dp {} x pp {} ({}), {} micro{}", tp, dp, stages.size(), fmt::join(parts, "+"),
+                       micro_batches, zero ? ", zero-1" : "");
+  std::vector<std::string> meshes;
+  for (auto& s : stages) meshes.push_back(fmt::format("{}x{}{}", s.tp, s.dp, s.zero ? "z" : ""));
+  return fmt::format("pp {} on tp x dp {} ({} layers), {} micro", stages.size(), fmt::join(meshes, ","),
+                     fmt::join(parts, "+"), micro_batches);
+}
+
+double weight_bytes_per_param(const Workload& work) { return work.dtype == "bfloat16" ? 4.0 : 8.0; }
+double optimizer_bytes_per_param(const Workload& work) { return work.dtype == "bfloat16" ? 12.0 : 8.0; }
+
+namespace {
+double element_bytes(const Workload& work) { return work.dtype == "bfloat16" ? 2.0 : 4.0; }
+// the embedding and head are split over TP when the vocabulary divides (vocab-parallel)
+double vocab_split(const ModelShape& m, int tp) { return m.vocab % tp == 0 ? tp : 1.0; }
+}  // namespace
+
+LayerCosts layer_costs(const ModelShape& m, const Cluster& cluster, const Workload& work, int64_t micro_batch, int tp_,
+                       int dp) {
+  LayerCosts c;
+  const double bytes = element_bytes(work);
+  const double seqs = static_cast<double>(micro_batch) / dp;  // sequences per data-parallel rank
+  const double tokens = seqs * static_cast<double>(work.seq);
+  const double h = m.hidden, tp = tp_;
+  auto mm = [&](double k, double n) { return cluster.device.matmul_seconds(tokens, k, n, work.dtype); };
   // One layer's forward: its projections (split over TP) and the attention scores and context.
   double q_width = m.heads * m.head_dim, kv_width = m.kv_heads * m.head_dim;
-  double layer_fwd = mm(h, (q_width + 2 * kv_width) / tp) + mm(q_width / tp, h) +
-                     (m.gated_mlp ? 2 * mm(h, m.inner / tp) : mm(h, m.inner / tp)) + mm(m.inner / tp, h) +
-                     2 * cluster.device.matmul_seconds(work.seq, m.head_dim, work.seq, dtype) *
-                         (work.batch / c.dp) * m.heads / tp;
-  double head_fwd = mm(h, m.vocab / (m.vocab % c.tp == 0 ? tp : 1.0));
+  c.layer_fwd_s = mm(h, (q_width + 2 * kv_width) / tp) + mm(q_width / tp, h) +
+                  (m.gated_mlp ? 2 * mm(h, m.inner / tp) : mm(h, m.inner / tp)) + mm(m.inner / tp, h) +
+                  2 * cluster.device.matmul_seconds(work.seq, m.head_dim, work.seq, work.dtype) * seqs * m.heads / tp;
+  c.head_fwd_s = mm(h, m.vocab / vocab_split(m, tp_));
+  // Megatron TP all-reduces the layer's activations: within a node when TP fits in one
+  bool tp_in_node = tp_ <= cluster.per_node;
+  c.tp_all_reduce_s = all_reduce_seconds(tokens * h * bytes, tp_, tp_in_node ? cluster.intra_bw : cluster.inter_bw,
+                                         tp_in_node ? cluster.intra_latency : cluster.inter_latency);
+  // Megatron's 34 + 5 a s / h values per token and width in 2-byte precision (scaled to the
+  // element size), split over TP; a checkpointed layer keeps its input and recomputes the rest
+  c.layer_activation_bytes = tokens * h * (34.0 + 5.0 * m.heads * work.seq / h) * bytes / 2.0 / tp;
+  c.layer_input_bytes = tokens * h * bytes;
+  c.logits_bytes = 2 * tokens * m.vocab * bytes / vocab_split(m, tp_);
+  c.boundary_bytes = tokens * h * bytes;
+  return c;
+}
+
+StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const Workload& work, const LayerCosts& c,
+                             const Stage& stage, const Placement& where) {
+  StageEstimate e;
   // backward takes twice the forward; checkpointing runs each layer's forward once more; the
   // elementwise ops, norms and softmax add about a fifth (Megatron's measurements)
-  double per_layer = layer_fwd * (3.0 + (c.checkpoint ? 1.0 : 0.0));
-  e.compute_s = 1.2 * (m.layers * per_layer + 3.0 * head_fwd);
-  // Megatron TP: two all-reduces of the activations in forward and two in backward per layer
-  bool tp_in_node = c.tp <= cluster.per_node;
-  double tp_bw = tp_in_node ? cluster.intra_bw : cluster.inter_bw;
-  double tp_lat = tp_in_node ? cluster.intra_latency : cluster.inter_latency;
-  e.tp_comm_s = m.layers * (4 + (c.checkpoint ? 2 : 0)) * all_reduce_seconds(tokens * h * bytes, c.tp, tp_bw, tp_lat);
+  double per_layer = c.layer_fwd_s * (3.0 + (stage.checkpoint ? 1.0 : 0.0));
+  e.compute_s = 1.2 * (stage.layers * per_layer + (where.last ? 3.0 * c.head_fwd_s : 0.0));
+  e.tp_comm_s = stage.layers * (4 + (stage.checkpoint ? 2 : 0)) * c.tp_all_reduce_s;
+  // the activations forward and their gradient back to the next stage, point to point
+  if (!where.last) {
+    double bw = where.next_in_node ? cluster.intra_bw : cluster.inter_bw;
+    double latency = where.next_in_node ? cluster.intra_latency : cluster.inter_latency;
+    e.p2p_s = 2 * (latency + c.boundary_bytes / bw);
+  }
+  // parameters: the layers split over TP; the embedding on the first stage and the head on the
+  // last (one matrix when they are tied and the stage holds both)
+  bool tied = !m.gated_mlp;
+  double vocab_matrices = (where.first ? 1 : 0) + (where.last ? 1 : 0);
+  if (tied && where.first && where.last) vocab_matrices = 1;
+  double params = stage.layers * static_cast<double>(m.layer_params) / stage.tp +
+                  vocab_matrices * m.embedding_params / vocab_split(m, stage.tp);
   // DP: the gradients of this rank's shard, once per step (ZeRO-1: reduce-scatter + all-gather,
   // the same volume)
-  double shard_params = m.layers * m.layer_params / tp + m.embedding_params * (m.gated_mlp ? 2 : 1) /
-                                                             (m.vocab % c.tp == 0 ? tp : 1.0);
-  bool dp_in_node = c.tp * c.dp <= cluster.per_node;
-  e.dp_comm_s = all_reduce_seconds(shard_params * bytes, c.dp, dp_in_node ? cluster.intra_bw : cluster.inter_bw,
-                                   dp_in_node ? cluster.intra_latency : cluster.inter_latency);
-  e.step_s = e.compute_s + e.tp_comm_s + e.dp_comm_s;
-  // Memory per rank: weights and gradients, AdamW's two moments (sharded over DP under ZeRO-1),
-  // activations (Megatron's 34 + 5 a s / h values of 2 bytes per token and width, here 4-byte
-  // ones split over TP; a checkpointed layer keeps its input and recomputes the rest), logits.
-  e.param_bytes = 2 * shard_params * bytes;
-  e.optimizer_bytes = 2 * shard_params * bytes / (c.zero ? c.dp : 1);
-  double layer_acts = tokens * h * (34.0 + 5.0 * m.heads * work.seq / h) * 2.0 / tp;
-  e.activation_bytes = c.checkpoint ? m.layers * tokens * h * bytes + layer_acts : m.layers * layer_acts;
-  e.activation_bytes += 2 * tokens * m.vocab * bytes / (m.vocab % c.tp == 0 ? tp : 1.0);
+  e.sync_s = all_reduce_seconds(params * element_bytes(work), stage.dp,
+                                where.dp_in_node ? cluster.intra_bw : cluster.inter_bw,
+                                where.dp_in_node ? cluster.intra_latency : cluster.inter_latency);
+  e.param_bytes = params * weight_bytes_per_param(work);
+  e.optimizer_bytes = params * optimizer_bytes_per_param(work) / (stage.zero ? stage.dp : 1);
+  double per_micro_batch = stage.layers * (stage.checkpoint ? c.layer_input_bytes : c.layer_activation_bytes);
+  e.activation_bytes = where.in_flight * per_micro_batch + (stage.checkpoint ? c.layer_activation_bytes : 0.0) +
+                       (where.last ? c.logits_bytes : 0.0);
   e.peak_bytes = e.param_bytes + e.optimizer_bytes + e.activation_bytes;
-  e.fits = e.peak_bytes <= 0.9 * cluster.device.memory_bytes;
+  return e;
+}
+
+Estimate estimate(const ModelShape& m, const Cluster& cluster, const Workload& work, const Candidate& c) {
+  Estimate e;
+  auto stages = c.resolved(static_cast<int>(m.layers));
+  const int count = static_cast<int>(stages.size()), micro = std::max(1, c.micro_batches);
+  const int64_t micro_batch = work.batch / micro;
+  int offset = 0, slowest = 0;
+  auto node = [&](int device) { return device / cluster.per_node; };
+  for (int s = 0; s < count; ++s) {
+    const Stage& st = stages[s];
+    int n = st.tp * st.dp;
+    Placement where{s == 0, s == count - 1, node(offset) == node(offset + n - 1), node(offset + n - 1) == node(offset + n),
+                    std::min(micro, count - s)};
+    e.stages.push_back(stage_estimate(m, cluster, work, layer_costs(m, cluster, work, micro_batch, st.tp, st.dp), st,
+                                      where));
+    if (e.stages.back().time_s() > e.stages[slowest].time_s()) slowest = s;
+    offset += n;
+  }
+  // 1F1B: every stage's time once (the first micro-batch's way through) and the slowest stage's
+  // for each further micro-batch; then the gradient all-reduces, every stage's at once
+  for (auto& st : e.stages) {
+    e.compute_s += st.compute_s, e.tp_comm_s += st.tp_comm_s, e.p2p_s += st.p2p_s;
+    e.dp_comm_s = std::max(e.dp_comm_s, st.sync_s);
+    if (st.peak_bytes > e.peak_bytes)
+      e.peak_bytes = st.peak_bytes, e.param_bytes = st.param_bytes, e.optimizer_bytes = st.optimizer_bytes,
+      e.activation_bytes = st.activation_bytes;
+  }
+  const StageEstimate& bottleneck = e.stages[slowest];
+  e.compute_s += (micro - 1) * bottleneck.compute_s;
+  e.tp_comm_s += (micro - 1) * bottleneck.tp_comm_s;
+  e.p2p_s += (micro - 1) * bottleneck.p2p_s;
+  e.step_s = e.compute_s + e.tp_comm_s + e.p2p_s + e.dp_comm_s;
+  e.fits = e.peak_bytes <= kUsableMemory * cluster.device.memory_bytes;
   return e;
 }
 

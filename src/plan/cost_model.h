@@ -56,23 +56,79 @@ struct ModelShape {
   static ModelShape from_config(const ModelConfig& config, const std::string& name);
 };
 
-/// One uniform plan: tensor parallel x data parallel (no pipeline yet), activation checkpointing
-/// of every layer or none, ZeRO-1 optimizer sharding over the data-parallel group.
-struct Candidate {
-  int tp = 1, dp = 1;
+/// The workload: global batch (sequences per step), sequence length and precision: "float32", or
+/// "bfloat16" (bf16 weights, activations and gradients; float32 master weights and AdamW moments).
+struct Workload {
+  int64_t batch = 8, seq = 128;
+  std::string dtype = "float32";
+};
+
+/// One pipeline stage: `layers` consecutive transformer layers (the embedding rides on the first
+/// stage, the LM head on the last) on a submesh of tp x dp devices.
+struct Stage {
+  int layers = 0, tp = 1, dp = 1;
   bool checkpoint = false, zero = false;
 };
 
-struct Estimate {
-  double compute_s = 0, tp_comm_s = 0, dp_comm_s = 0, step_s = 0;
-  double param_bytes = 0, optimizer_bytes = 0, activation_bytes = 0, peak_bytes = 0;
-  bool fits = false;
+/// One plan: tensor parallel x data parallel, activation checkpointing of every layer or none,
+/// ZeRO-1 optimizer sharding over the data-parallel group; with `stages`, a 1F1B pipeline of
+/// `micro_batches` micro-batches whose stages may each have their own layers, mesh and
+/// checkpointing (Alpa's inter-op plans).
+struct Candidate {
+  int tp = 1, dp = 1;
+  bool checkpoint = false, zero = false;
+  int micro_batches = 1;
+  std::vector<Stage> stages;  ///< in order; empty: one stage of every layer on tp x dp
+  int pp() const { return stages.empty() ? 1 : static_cast<int>(stages.size()); }
+  /// Every stage on the candidate's tp x dp with its ZeRO setting: what one rank layout runs.
+  bool uniform_mesh() const;
+  int devices() const;
+  /// The stages, or the single stage the fields describe.
+  std::vector<Stage> resolved(int layers) const;
+  /// "tp 2 x dp 1 x pp 2 (12+12 layers), 8 micro-batches, checkpoint"
+  std::string describe() const;
 };
 
-/// The workload: global batch (sequences per step) and sequence length, float32 training with AdamW.
-struct Workload {
-  int64_t batch = 8, seq = 128;
+struct StageEstimate {
+  double compute_s = 0, tp_comm_s = 0, p2p_s = 0, sync_s = 0;  ///< per micro-batch but sync, once a step
+  double param_bytes = 0, optimizer_bytes = 0, activation_bytes = 0, peak_bytes = 0;
+  double time_s() const { return compute_s + tp_comm_s + p2p_s; }
 };
+
+/// The step: sum of the stages' micro-batch times + (micro-batches - 1) x the slowest (1F1B), then
+/// the slowest stage's gradient all-reduce. Memory is the stage with the highest peak's.
+struct Estimate {
+  double compute_s = 0, tp_comm_s = 0, p2p_s = 0, dp_comm_s = 0, step_s = 0;
+  double param_bytes = 0, optimizer_bytes = 0, activation_bytes = 0, peak_bytes = 0;
+  bool fits = false;
+  std::vector<StageEstimate> stages;
+};
+
+/// What one transformer layer, the head and a stage boundary cost on a tp x dp submesh for one
+/// micro-batch of `micro_batch` sequences: the pieces every stage's estimate is built from.
+struct LayerCosts {
+  double layer_fwd_s = 0, head_fwd_s = 0, tp_all_reduce_s = 0;
+  double layer_activation_bytes = 0, layer_input_bytes = 0, logits_bytes = 0, boundary_bytes = 0;
+};
+LayerCosts layer_costs(const ModelShape& model, const Cluster& cluster, const Workload& work, int64_t micro_batch,
+                       int tp, int dp);
+
+/// Where a stage sits: first or last of the pipeline, whether its data-parallel ranks share a
+/// node, whether the next stage is on its node, and how many micro-batches it holds (1F1B: the
+/// stages after it + 1, at most the micro-batch count).
+struct Placement {
+  bool first = true, last = true, dp_in_node = true, next_in_node = true;
+  int in_flight = 1;
+};
+StageEstimate stage_estimate(const ModelShape& model, const Cluster& cluster, const Workload& work,
+                             const LayerCosts& costs, const Stage& stage, const Placement& where);
+
+/// Bytes a rank holds per parameter for weights + gradients, and for the optimizer (AdamW's two
+/// moments, plus bf16's float32 master copy).
+double weight_bytes_per_param(const Workload& work);
+double optimizer_bytes_per_param(const Workload& work);
+/// The fraction of a device's memory a plan may use.
+constexpr double kUsableMemory = 0.9;
 
 Estimate estimate(const ModelShape& model, const Cluster& cluster, const Workload& work, const Candidate& c);
 

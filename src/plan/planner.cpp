@@ -2,25 +2,56 @@
 #include "plan/planner.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/error.h"
+#include "plan/inter_op.h"
 
 namespace slapo::plan {
 
 namespace {
 
-std::string describe(const Candidate& c) {
-  return fmt::format("tp {} x dp {}{}{}", c.tp, c.dp, c.checkpoint ? ", checkpoint" : "", c.zero ? ", zero-1" : "");
-}
+std::string describe(const Candidate& c) { return c.describe(); }
 
 double gib(double bytes) { return bytes / double(1ull << 30); }
+
+void check_workload(const Workload& work) {
+  if (work.batch < 1 || work.seq < 1)
+    throw Error(fmt::format("plan: --batch and --seq must be >= 1, got {} and {}", work.batch, work.seq));
+  if (work.dtype != "float32" && work.dtype != "bfloat16")
+    throw Error(fmt::format("plan: --dtype '{}' is not a training precision (choices: float32, bfloat16)", work.dtype));
+}
+
+// Fitting plans first, fastest first (ties keep the earlier, simpler plan); the best must fit.
+void rank_and_explain(Plan& plan) {
+  const ModelShape& model = plan.model;
+  const Cluster& cluster = plan.cluster;
+  std::stable_sort(plan.ranked.begin(), plan.ranked.end(), [](const Ranked& a, const Ranked& b) {
+    if (a.estimate.fits != b.estimate.fits) return a.estimate.fits;
+    if (!a.estimate.fits) return a.estimate.peak_bytes < b.estimate.peak_bytes;
+    return a.estimate.step_s < b.estimate.step_s;
+  });
+  const Ranked& best = plan.ranked.front();
+  const double usable = kUsableMemory * cluster.device.memory_bytes;
+  if (!best.estimate.fits)
+    throw Error(fmt::format("plan: {} ({:.2f}B parameters) does not fit {} x {}: the most sharded plan ({}) needs "
+                            "{:.1f} GiB per device, {:.1f} GiB more than the {:.1f} GiB usable",
+                            model.name, model.total_params / 1e9, cluster.nodes, cluster.per_node,
+                            describe(best.candidate), gib(best.estimate.peak_bytes),
+                            gib(best.estimate.peak_bytes - usable), gib(usable)));
+  for (auto& r : plan.ranked) {
+    if (&r == &plan.ranked.front()) r.verdict = "chosen";
+    else if (!r.estimate.fits)
+      r.verdict = fmt::format("needs {:.1f} GiB of {:.1f}", gib(r.estimate.peak_bytes), gib(usable));
+    else r.verdict = fmt::format("{:.0f}% slower", 100.0 * (r.estimate.step_s / best.estimate.step_s - 1.0));
+  }
+}
 
 }  // namespace
 
 Plan plan_uniform(const ModelShape& model, const Cluster& cluster, const Workload& work) {
-  if (work.batch < 1 || work.seq < 1)
-    throw Error(fmt::format("plan: --batch and --seq must be >= 1, got {} and {}", work.batch, work.seq));
-  Plan plan{model, fmt::format("\"{}\"", model.name), cluster, work, {}};
+  check_workload(work);
+  Plan plan{model, fmt::format("\"{}\"", model.name), cluster, work, {}, {}, 0};
   const int n = cluster.devices();
   for (int tp = 1; tp <= std::min(n, cluster.per_node); ++tp) {
     if (n % tp != 0 || model.heads % tp != 0 || model.kv_heads % tp != 0) continue;
@@ -37,126 +68,73 @@ Plan plan_uniform(const ModelShape& model, const Cluster& cluster, const Workloa
     throw Error(fmt::format("plan: no layout of {} devices fits: tensor parallelism must divide {} heads ({} key/value "
                             "heads) within a node of {}, and data parallelism must divide --batch {}",
                             n, model.heads, model.kv_heads, cluster.per_node, work.batch));
-  // Fitting plans first, fastest first; ties (equal predictions) keep the simpler plan.
-  std::stable_sort(plan.ranked.begin(), plan.ranked.end(), [](const Ranked& a, const Ranked& b) {
-    if (a.estimate.fits != b.estimate.fits) return a.estimate.fits;
-    if (!a.estimate.fits) return a.estimate.peak_bytes < b.estimate.peak_bytes;
-    return a.estimate.step_s < b.estimate.step_s;
-  });
-  const Ranked& best = plan.ranked.front();
-  if (!best.estimate.fits)
-    throw Error(fmt::format("plan: {} ({:.2f}B parameters) does not fit {} x {}: the most sharded plan ({}) needs "
-                            "{:.1f} GiB per device, {:.1f} GiB more than the {:.1f} GiB usable",
-                            model.name, model.total_params / 1e9, cluster.nodes, cluster.per_node,
-                            describe(best.candidate), gib(best.estimate.peak_bytes),
-                            gib(best.estimate.peak_bytes - 0.9 * cluster.device.memory_bytes),
-                            gib(0.9 * cluster.device.memory_bytes)));
-  for (auto& r : plan.ranked) {
-    if (&r == &plan.ranked.front()) r.verdict = "chosen";
-    else if (!r.estimate.fits)
-      r.verdict = fmt::format("needs {:.1f} GiB of {:.1f}", gib(r.estimate.peak_bytes), gib(0.9 * cluster.device.memory_bytes));
-    else r.verdict = fmt::format("{:.0f}% slower", 100.0 * (r.estimate.step_s / best.estimate.step_s - 1.0));
+  rank_and_explain(plan);
+  return plan;
+}
+
+Plan plan_parallel(const ModelShape& model, const Cluster& cluster, const Workload& work, const SearchOptions& options) {
+  auto start = std::chrono::steady_clock::now();
+  check_workload(work);
+  Plan plan{model, fmt::format("\"{}\"", model.name), cluster, work, {}, {}, 0};
+  if (options.max_stages < 0)
+    throw Error(fmt::format("plan: --max-stages must be >= 0 (0: no limit), got {}", options.max_stages));
+  for (auto& c : megatron_grid(model, cluster, work))
+    if (options.max_stages == 0 || c.pp() <= options.max_stages)
+      plan.ranked.push_back({c, estimate(model, cluster, work, c), ""});
+  if (plan.ranked.empty())
+    throw Error(fmt::format("plan: no layout of {} devices fits: tensor parallelism must divide {} heads ({} key/value "
+                            "heads) within a node of {}, and data parallelism must divide --batch {}",
+                            cluster.devices(), model.heads, model.kv_heads, cluster.per_node, work.batch));
+  // the dynamic program over one rank layout: stages of their own sizes and checkpointing
+  try {
+    auto found = plan_inter_op(model, cluster, work, {true, options.max_stages});
+    std::string name = found.candidate.describe();
+    bool known = std::any_of(plan.ranked.begin(), plan.ranked.end(),
+                             [&](const Ranked& r) { return r.candidate.describe() == name; });
+    if (!known) plan.ranked.push_back({found.candidate, found.estimate, "", "inter-op"});
+  } catch (const Error&) {
+    // nothing fits: the grid's most sharded plan says by how much
   }
+  rank_and_explain(plan);
+  if (options.unrestricted) {
+    try {
+      auto found = plan_inter_op(model, cluster, work, {false, options.max_stages});
+      double chosen = plan.chosen().estimate.step_s;
+      double ratio = found.estimate.step_s / chosen;
+      plan.unrestricted.push_back(
+          {found.candidate, found.estimate,
+           ratio < 1 - 1e-9 ? fmt::format("{:.0f}% faster with a submesh per stage (one layout cannot run it)",
+                                          100.0 * (1.0 - ratio))
+                            : fmt::format("{:.0f}% slower (a submesh per stage)", 100.0 * (ratio - 1.0)),
+           "alpa"});
+    } catch (const Error&) {
+    }
+  }
+  plan.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return plan;
 }
 
 std::string Plan::summary() const {
-  std::string out = fmt::format("plan for {} ({:.1f}M parameters) on {} x {} {}, batch {} x seq {}\n", model.name,
+  std::string out = fmt::format("plan for {} ({:.1f}M parameters) on {} x {} {}, batch {} x seq {}{}\n", model.name,
                                 model.total_params / 1e6, cluster.nodes, cluster.per_node, cluster.device.name,
-                                work.batch, work.seq);
-  out += fmt::format("  {:<32} {:>9} {:>9} {:>9} {:>9} {:>9}  {}\n", "plan", "step s", "compute", "tp comm",
-                     "dp comm", "GiB/rank", "");
-  for (auto& r : ranked)
-    out += fmt::format("  {:<32} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.2f}  {}\n", describe(r.candidate),
-                       r.estimate.step_s, r.estimate.compute_s, r.estimate.tp_comm_s, r.estimate.dp_comm_s,
-                       gib(r.estimate.peak_bytes), r.verdict);
-  return out;
-}
-
-std::string Plan::lua_source(int steps) const {
-  const Ranked& best = chosen();
-  const Candidate& c = best.candidate;
-  std::string schedules = model.type == "gpt2" ? "gpt2" : model.type == "bert" ? "bert" : "llama";
-  std::string out;
-  out += fmt::format("-- slapo-lua plan: {} on {} x {} {}, batch {} x seq {}\n", model.name, cluster.nodes,
-                     cluster.per_node, cluster.device.name, work.batch, work.seq);
-  out += fmt::format("-- Run it: slapo-lua run --nproc {} plan.lua   (edit the plan table and run again)\n",
-                     cluster.devices());
-  out += "--\n-- Predicted (step seconds, GiB per rank), every uniform plan considered:\n";
-  for (auto& r : ranked)
-    out += fmt::format("--   {:<32} {:>9.4f} s {:>7.2f} GiB  {}\n", describe(r.candidate), r.estimate.step_s,
-                       gib(r.estimate.peak_bytes), r.verdict);
-  // the knobs' choices and the planner's prediction for each plan that fits
-  std::vector<int> tp_choices;
-  std::string predictions;
-  for (auto& r : ranked) {
-    if (std::find(tp_choices.begin(), tp_choices.end(), r.candidate.tp) == tp_choices.end())
-      tp_choices.push_back(r.candidate.tp);
-    if (!r.estimate.fits) continue;
-    predictions += fmt::format("  {{ tp = {}, checkpoint = {}, zero = {}, step_s = {:.6g}, peak_gib = {:.3g} }},\n",
-                               r.candidate.tp, r.candidate.checkpoint ? "1.0" : "0.0",
-                               r.candidate.zero ? "true" : "false", r.estimate.step_s, gib(r.estimate.peak_bytes));
+                                work.batch, work.seq, work.dtype == "float32" ? "" : ", " + work.dtype);
+  out += fmt::format("  {:<52} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {}\n", "plan", "step s", "compute", "tp comm",
+                     "p2p", "dp comm", "GiB/rank", "");
+  auto row = [&](const Ranked& r) {
+    return fmt::format("  {:<52} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.2f}  {}{}\n", describe(r.candidate),
+                       r.estimate.step_s, r.estimate.compute_s, r.estimate.tp_comm_s, r.estimate.p2p_s,
+                       r.estimate.dp_comm_s, gib(r.estimate.peak_bytes), r.verdict,
+                       r.origin == "grid" ? "" : " (" + r.origin + ")");
+  };
+  // the best dozen, then a count of the rest
+  const size_t shown = std::min<size_t>(ranked.size(), 12);
+  for (size_t i = 0; i < shown; ++i) out += row(ranked[i]);
+  if (ranked.size() > shown) {
+    size_t unfit = std::count_if(ranked.begin(), ranked.end(), [](const Ranked& r) { return !r.estimate.fits; });
+    out += fmt::format("  ... {} more plans ({} of all {} do not fit)\n", ranked.size() - shown, unfit, ranked.size());
   }
-  std::sort(tp_choices.begin(), tp_choices.end());
-  out += fmt::format(R"(
-local plan = {{
-  model = {},  -- a preset name, a Hugging Face directory or a table of config fields
-  tp = {},           -- tensor parallel ranks (Megatron layout from slapo.schedules.{})
-  dp = {},           -- data parallel replicas
-  checkpoint = {},  -- fraction of layers whose activations are recomputed in backward
-  zero = {},     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
-  batch = {}, seq = {}, steps = {}, lr = 1e-4,
-}}
-
--- `slapo-lua tune plan.lua --nproc {}` runs the plans above as knobs, the best predicted first
--- (a plain run keeps the table's values).
-local function knob(name, choices, default)
-  for _, c in ipairs(choices) do
-    if c == default then
-      return slapo.knob(name, choices, default)
-    end
-  end
-  table.insert(choices, default)  -- an edited table: its value is a choice too
-  return slapo.knob(name, choices, default)
-end
-local devices = plan.tp * plan.dp
-plan.tp = knob("tp", {{ {} }}, plan.tp)
-plan.dp = math.floor(devices / plan.tp)
-plan.checkpoint = knob("checkpoint", {{ 0.0, 1.0 }}, plan.checkpoint)
-plan.zero = knob("zero", {{ false, true }}, plan.zero)
-slapo.predict({{
-{}}})
-
-assert(slapo.dist.world_size() == plan.tp * plan.dp,
-  ("this plan needs %d ranks: slapo-lua run --nproc %d"):format(plan.tp * plan.dp, plan.tp * plan.dp))
-local layout = require("slapo.parallel").layout({{ tp = plan.tp }})
-slapo.manual_seed(0)
-local model = type(plan.model) == "string" and plan.model:find("/") and slapo.models.from_pretrained(plan.model)
-  or slapo.models.build(plan.model)
-local sch = slapo.create_schedule(model, {{ group = layout.tp_group }})
-local vocab = slapo.models.config(model).vocab_size
--- the schedule is checked against the unscheduled model (outputs and gradients) before training
-slapo.manual_seed(1)
-local example = slapo.randint(0, vocab, {{ math.max(1, math.floor(plan.batch / plan.dp)), plan.seq }})
-local report = slapo.verify(sch, {{ example }}, {{}}, function(s)
-  for _, note in ipairs(require("slapo.schedules.{}").schedule(s, {{ checkpoint = plan.checkpoint }})) do
-    if slapo.dist.rank() == 0 then print("note: " .. note) end
-  end
-end)
-if slapo.dist.rank() == 0 then
-  print(("verify: %d output(s) and %d gradients match the unscheduled model"):format(report.outputs, report.gradients))
-end
-local result = slapo.train({{
-  model = slapo.build(sch), layout = layout, optimizer = plan.zero and "zero_adamw" or "adamw",
-  data = {{ vocab = vocab, batch = math.floor(plan.batch / plan.dp), seq = plan.seq }}, steps = plan.steps, lr = plan.lr,
-}})
-if slapo.dist.rank() == 0 then
-  print(("plan: %d steps, final loss %.4f"):format(plan.steps, result.final_loss))
-end
-)",
-                     model_source, c.tp, schedules, c.dp, c.checkpoint ? "1.0" : "0.0", c.zero ? "true" : "false",
-                     work.batch, work.seq, steps, cluster.devices(), fmt::join(tp_choices, ", "), predictions,
-                     schedules);
+  for (auto& r : unrestricted) out += row(r);
+  if (search_s > 0) out += fmt::format("  searched in {:.2f} s\n", search_s);
   return out;
 }
 

@@ -1,6 +1,7 @@
-// The planner's first pass: every uniform Megatron-style plan (TP x DP, checkpointing, ZeRO-1)
-// costed by the model in cost_model.h, the fastest that fits chosen, and the plan written as a
-// Lua schedule script a person reads, edits and runs with `slapo-lua run --nproc N`.
+// The planner: Megatron's uniform plans (TP x PP x DP, micro-batches, checkpointing, ZeRO-1) and
+// the inter-op pass's pipelines (inter_op.h) costed by the model in cost_model.h, the fastest that
+// fits chosen, and the plan written as a Lua schedule script a person reads, edits and runs with
+// `slapo-lua run --nproc N`.
 #pragma once
 
 #include <string>
@@ -14,6 +15,9 @@ struct Ranked {
   Candidate candidate;
   Estimate estimate;
   std::string verdict;  ///< "chosen", or why it lost
+  /// "grid" (Megatron's uniform plans), "inter-op" (the dynamic program over one layout) or
+  /// "alpa" (the program with a submesh per stage)
+  std::string origin = "grid";
 };
 
 struct Plan {
@@ -24,6 +28,10 @@ struct Plan {
   Cluster cluster;
   Workload work;
   std::vector<Ranked> ranked;  ///< the chosen plan first, then the others by predicted step time
+  /// Alpa's unrestricted program's pipeline (a submesh per stage), for comparison: reported, not
+  /// emitted, since one rank layout cannot run stages on different meshes.
+  std::vector<Ranked> unrestricted;
+  double search_s = 0;  ///< wall time of the search
   const Ranked& chosen() const { return ranked.front(); }
   /// A Lua script that builds the model, applies the plan with the reference schedules, checks it
   /// and trains `steps` steps; comments give the prediction and the alternatives.
@@ -36,5 +44,15 @@ struct Plan {
 /// heads), DP over the rest dividing the batch; throws naming the option when none fits (by how
 /// much memory the most sharded one misses).
 Plan plan_uniform(const ModelShape& model, const Cluster& cluster, const Workload& work);
+
+/// The full search: Megatron's uniform grid with pipelines (inter_op.h's megatron_grid) and the
+/// inter-op dynamic program over one rank layout (stages of their own layer counts and
+/// checkpointing); `unrestricted` also runs Alpa's program with a submesh per stage.
+struct SearchOptions {
+  int max_stages = 0;         ///< pipeline stages at most (1: no pipeline; 0: as many as layers and devices allow)
+  bool unrestricted = true;   ///< also run Alpa's program with a submesh per stage, for comparison
+};
+Plan plan_parallel(const ModelShape& model, const Cluster& cluster, const Workload& work,
+                   const SearchOptions& options = {});
 
 }  // namespace slapo::plan

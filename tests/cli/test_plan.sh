@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# slapo-lua plan: the table of uniform plans, the plan as a Lua script that trains on the ranks it
-# planned for, and clear errors for clusters and workloads that cannot work.
+# slapo-lua plan: the table of plans, the plan as a Lua script that trains on the ranks it planned
+# for (one stage with knobs, or a pipeline whose stages are spelled out), and clear errors for
+# clusters and workloads that cannot work.
 set -euo pipefail
 bin="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 tmp=$(mktemp -d)
@@ -14,7 +15,9 @@ grep -q '^local plan = {' "$tmp/plan.lua"
 "$bin" run --nproc 2 "$tmp/plan.lua" >"$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
 grep -q "plan: 2 steps, final loss" "$tmp/out"
 
-# an edited plan runs too: data parallel with ZeRO-1 instead
+# without pipelines (--max-stages 1) the script is one stage; edited, it runs data parallel with ZeRO-1
+"$bin" plan gpt2 --cluster 1x2:cpu --batch 4 --seq 32 --steps 2 --max-stages 1 --out "$tmp/plan.lua" >/dev/null
+grep -q '^  micro_batches = [0-9]*,' "$tmp/plan.lua"
 sed -e 's/^  tp = [0-9]*,/  tp = 1,/' -e 's/^  dp = [0-9]*,/  dp = 2,/' -e 's/^  zero = false,/  zero = true,/' \
   "$tmp/plan.lua" >"$tmp/edited.lua"
 "$bin" run --nproc 2 "$tmp/edited.lua" >"$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
@@ -23,7 +26,7 @@ grep -q "plan: 2 steps, final loss" "$tmp/out"
 # the plan's script declares its plans as knobs with the planner's predictions: the tuner runs the
 # best predicted first, and --from-plan 2 only the two best (here on a tiny checkpoint)
 tiny="$(cd ../shared/fixtures/hf/gpt2-tiny && pwd)"
-"$bin" plan "$tiny" --cluster 1x2:cpu --batch 4 --seq 16 --steps 3 --out "$tmp/tiny.lua" >/dev/null
+"$bin" plan "$tiny" --cluster 1x2:cpu --batch 4 --seq 16 --steps 3 --max-stages 1 --out "$tmp/tiny.lua" >/dev/null
 grep -q '^slapo.predict({' "$tmp/tiny.lua"
 (cd "$tmp" && "$bin" tune tiny.lua --nproc 2 --from-plan 2 --db "$tmp/tune.jsonl" >"$tmp/tune.out" 2>&1) \
   || { cat "$tmp/tune.out"; exit 1; }
@@ -32,14 +35,54 @@ grep -q "predicted [0-9.]* s/step" "$tmp/tune.out"
 "$bin" run --nproc 2 --knob tp=2 --knob zero=false "$tmp/tiny.lua" 2>&1 | grep -q "2 steps\|3 steps, final loss" \
   || { echo "the plan script does not run with --knob tp=2"; exit 1; }
 
-# every kind of plan the planner writes for 4 ranks verifies against the unscheduled model and trains
-"$bin" plan "$tiny" --cluster 1x4:cpu --batch 8 --seq 16 --steps 2 --out "$tmp/four.lua" >/dev/null
-for knobs in "" "--knob tp=2 --knob checkpoint=1" "--knob tp=4 --knob zero=false"; do
+# every kind of one-stage plan the planner writes for 4 ranks verifies against the unscheduled
+# model and trains, gradient accumulation included
+"$bin" plan "$tiny" --cluster 1x4:cpu --batch 8 --seq 16 --steps 2 --max-stages 1 --out "$tmp/four.lua" >/dev/null
+for knobs in "" "--knob tp=2 --knob checkpoint=1 --knob micro_batches=2" "--knob tp=4 --knob zero=false"; do
   # shellcheck disable=SC2086
   "$bin" run --nproc 4 $knobs "$tmp/four.lua" >"$tmp/four.out" 2>&1 || { cat "$tmp/four.out"; exit 1; }
   grep -q "^verify: 1 output(s) and [0-9]* gradients match the unscheduled model" "$tmp/four.out" \
     || { echo "plan with '$knobs' did not verify:"; cat "$tmp/four.out"; exit 1; }
   grep -q "^plan: 2 steps, final loss" "$tmp/four.out"
+done
+
+# pipelines: on a slow device with slow links the plan for 4 ranks of a small GPT-2 is a
+# pipeline with uneven stages; it verifies and trains. Edited by hand (the stage boundary moved, the
+# first stage checkpointed, ZeRO-1; or tp 2 x dp 1) it verifies and trains again.
+cat > "$tmp/pp.json" <<'JSON'
+{"device": "pipeline-friendly", "memory_bytes": 8e9,
+ "matmul": [{"dtype": "float32", "m": 1024, "k": 1024, "n": 1024, "tflops": 0.05}],
+ "links": {"intra_GBps": 0.5, "intra_latency_us": 50, "inter_GBps": 0.5, "inter_latency_us": 50}}
+JSON
+cat > "$tmp/gen.lua" <<'LUA'
+local model = slapo.models.gpt2({ n_embd = 64, n_layer = 4, n_head = 4, vocab_size = 2048, n_positions = 64 })
+local p = slapo.plan(model, { cluster = "1x4:" .. arg[1], batch = 8, seq = 32, steps = 2 })
+print(p)
+assert(p.pp == 2, "expected a 2-stage pipeline")
+assert(p.stages[1].layers ~= p.stages[2].layers, "expected uneven stages")
+local f = assert(io.open(arg[2], "w"))
+f:write(p.source)
+f:close()
+LUA
+"$bin" run "$tmp/gen.lua" "$tmp/pp.json" "$tmp/pp.lua" >"$tmp/pp.table" || { cat "$tmp/pp.table"; exit 1; }
+grep -q "cut_pipeline_stage" "$tmp/pp.lua"
+python3 - "$tmp/pp.lua" <<'PY'
+import re, sys
+path = sys.argv[1]
+src = open(path).read()
+counts = [int(n) for n in re.findall(r"    \{ layers = (\d+), checkpoint = (?:true|false) \},\n", src)]
+big, small = (0, -1) if counts[0] > counts[-1] else (-1, 0)
+counts[big], counts[small] = counts[big] - 1, counts[small] + 1  # move the boundary one layer
+body = "".join(f"    {{ layers = {n}, checkpoint = {'true' if i == 0 else 'false'} }},\n" for i, n in enumerate(counts))
+moved = re.sub(r"(  stages = \{[^\n]*\n)(?:    \{ layers[^\n]*\n)+", lambda m: m.group(1) + body, src)
+open(path.replace(".lua", "_moved.lua"), "w").write(re.sub(r"^  zero = \w+,", "  zero = true,", moved, flags=re.M))
+mesh = re.sub(r"^  tp = \d+,", "  tp = 2,", src, flags=re.M)
+open(path.replace(".lua", "_tp.lua"), "w").write(re.sub(r"^  dp = \d+,", "  dp = 1,", mesh, flags=re.M))
+PY
+for script in pp pp_moved pp_tp; do
+  "$bin" run --nproc 4 "$tmp/$script.lua" >"$tmp/pp.out" 2>&1 || { cat "$tmp/$script.lua" "$tmp/pp.out"; exit 1; }
+  grep -q "^verify: the pipeline's loss and [0-9]* gradients match the unscheduled model" "$tmp/pp.out"
+  grep -q "^plan: 2 steps, final loss" "$tmp/pp.out"
 done
 
 # profile-device measures this machine into a profile the planner reads
@@ -59,7 +102,7 @@ set +e
 set -e
 [ $rc -eq 1 ] && grep -q "plan: --cluster '2:cpu' is not NODESxDEVICES:DEVICE" "$tmp/err"
 set +e
-"$bin" plan gpt2-large --cluster 1x1:cpu --batch 4096 --seq 1024 >/dev/null 2>"$tmp/err"; rc=$?
+"$bin" plan gpt2-large --cluster 1x1:"$tmp/pp.json" --batch 8 --seq 1024 >/dev/null 2>"$tmp/err"; rc=$?
 set -e
 [ $rc -eq 1 ] && grep -q "does not fit 1 x 1: the most sharded plan" "$tmp/err" || { cat "$tmp/err"; exit 1; }
 echo "plan ok: $(sed -n 3p "$tmp/table" | sed 's/  */ /g')"

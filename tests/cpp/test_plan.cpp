@@ -3,8 +3,11 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <functional>
+#include <limits>
 
 #include "core/error.h"
+#include "plan/inter_op.h"
 #include "plan/planner.h"
 #include "slapo/build_config.h"
 
@@ -93,4 +96,136 @@ TEST_CASE("plan: an H100 cluster from the measured profile plans GPT-2 large on 
   auto p = plan_uniform(gpt2("gpt2-large"), cluster, {64, 1024});
   CHECK(p.chosen().estimate.fits);
   CHECK(p.chosen().estimate.step_s > 0);
+}
+
+TEST_CASE("plan: a 1F1B pipeline costs every stage once and the slowest once per further micro-batch") {
+  auto model = gpt2("gpt2-medium");
+  auto cluster = synthetic(1, 4, 80);
+  Workload work{16, 512};
+  Candidate c{1, 1, false, false, 8, {{12, 1, 1, false, false}, {4, 1, 1, false, false}, {4, 1, 1, false, false},
+                                       {4, 1, 1, false, false}}};
+  auto e = estimate(model, cluster, work, c);
+  REQUIRE(e.stages.size() == 4);
+  double sum = 0, slowest = 0;
+  for (auto& s : e.stages) sum += s.time_s(), slowest = std::max(slowest, s.time_s());
+  CHECK(slowest == doctest::Approx(e.stages[0].time_s()));  // 12 layers and the embedding
+  CHECK(e.step_s == doctest::Approx(sum + 7 * slowest + e.dp_comm_s));
+  CHECK(e.p2p_s > 0);
+  CHECK(e.stages[3].p2p_s == 0);  // the last stage sends nothing on
+  // 1F1B: the first stage keeps 4 micro-batches in flight, the last one
+  CHECK(e.stages[1].activation_bytes > e.stages[2].activation_bytes);
+  // the same stages as one stage and gradient accumulation: 8 micro-batches one after another
+  auto whole = estimate(model, cluster, work, {1, 4, false, false, 8, {}});
+  auto once = estimate(model, cluster, work, {1, 4, false, false, 1, {}});
+  CHECK(whole.compute_s == doctest::Approx(once.compute_s).epsilon(0.05));  // smaller matmuls, same FLOPs
+  CHECK(whole.activation_bytes < once.activation_bytes / 4);
+  // bf16: half the activations, a float32 master copy in the optimizer
+  Workload bf16{16, 512, "bfloat16"};
+  cluster.device.matmul.push_back({"bfloat16", 1024, 1024, 1024, 400.0});
+  auto half = estimate(model, cluster, bf16, {1, 4, false, false, 1, {}});
+  CHECK(half.activation_bytes == doctest::Approx(once.activation_bytes / 2));
+  CHECK(half.optimizer_bytes == doctest::Approx(once.optimizer_bytes * 1.5));
+  CHECK(half.compute_s < once.compute_s / 3);
+}
+
+namespace {
+// Every way of cutting `layers` into `stages` contiguous non-empty stages, each checkpointed or not.
+void every_split(int layers, int stages, std::vector<Stage> prefix, const Stage& mesh,
+                 const std::function<void(const std::vector<Stage>&)>& visit) {
+  if (stages == 1) {
+    for (bool ckpt : {false, true}) {
+      auto all = prefix;
+      all.push_back({layers, mesh.tp, mesh.dp, ckpt, mesh.zero});
+      visit(all);
+    }
+    return;
+  }
+  for (int first = 1; first <= layers - stages + 1; ++first)
+    for (bool ckpt : {false, true}) {
+      auto next = prefix;
+      next.push_back({first, mesh.tp, mesh.dp, ckpt, mesh.zero});
+      every_split(layers - first, stages - 1, next, mesh, visit);
+    }
+}
+}  // namespace
+
+TEST_CASE("plan: the inter-op program finds the best pipeline of one rank layout (against brute force)") {
+  // 6 layers on 4 devices: every layout, stage split, checkpointing and micro-batch count, estimated
+  auto config = ModelConfig::preset("gpt2-medium");
+  auto model = ModelShape::from_config(config.with_defaults("gpt2"), "gpt2-medium");
+  model.layers = 6;
+  model.total_params = model.layers * model.layer_params + model.embedding_params;
+  for (double gib : {80.0, 3.0, 1.6}) {
+    auto cluster = synthetic(1, 4, gib);
+    Workload work{16, 512};
+    double brute = std::numeric_limits<double>::infinity();
+    for (int tp : {1, 2, 4})
+      for (int pp : {1, 2, 4}) {
+        if (tp * pp > 4) continue;
+        int dp = 4 / tp / pp;
+        for (int micro : micro_batch_choices(work.batch)) {
+          if ((work.batch / micro) % dp != 0) continue;
+          for (bool zero : {false, true}) {
+            if (zero && dp == 1) continue;
+            every_split(6, pp, {}, {0, tp, dp, false, zero}, [&](const std::vector<Stage>& stages) {
+              Candidate c{tp, dp, false, zero, micro, pp > 1 ? stages : std::vector<Stage>{}};
+              c.checkpoint = stages[0].checkpoint;
+              auto e = estimate(model, cluster, work, c);
+              if (e.fits) brute = std::min(brute, e.step_s);
+            });
+          }
+        }
+      }
+    CAPTURE(gib);
+    auto found = plan_inter_op(model, cluster, work, {true, 0});
+    CHECK(found.estimate.fits);
+    CHECK(found.estimate.step_s == doctest::Approx(brute).epsilon(1e-9));
+    // it is never slower than Megatron's uniform grid under the same model
+    for (auto& c : megatron_grid(model, cluster, work)) {
+      auto e = estimate(model, cluster, work, c);
+      if (e.fits) CHECK(found.estimate.step_s <= e.step_s * (1 + 1e-9));
+    }
+  }
+}
+
+TEST_CASE("plan: uneven stages pay off when the last stage holds a large LM head") {
+  // GPT-2's 50257-token head is as much work as several layers: the planner gives its stage fewer
+  auto model = gpt2("gpt2");
+  auto cluster = synthetic(1, 2, 80);
+  cluster.intra_bw = 10e9;  // slower links: tensor parallelism's all-reduces lose to a pipeline
+  auto plan = plan_parallel(model, cluster, {8, 256});
+  auto& best = plan.chosen();
+  CHECK(best.origin == "inter-op");
+  REQUIRE(best.candidate.pp() == 2);
+  CHECK(best.candidate.stages[0].layers > best.candidate.stages[1].layers);
+  for (auto& r : plan.ranked)
+    if (r.origin == "grid" && r.estimate.fits) CHECK(best.estimate.step_s < r.estimate.step_s);
+  // the written script spells the stages out
+  auto source = plan.lua_source(2);
+  CHECK(source.find(fmt::format("{{ layers = {}, checkpoint = ", best.candidate.stages[0].layers)) != std::string::npos);
+  CHECK(source.find("cut_pipeline_stage()") != std::string::npos);
+  // without pipelines the same search keeps one stage
+  auto flat = plan_parallel(model, cluster, {8, 256}, {1, false});
+  CHECK(flat.chosen().candidate.pp() == 1);
+}
+
+TEST_CASE("plan: Alpa's unrestricted program and the GPT-3 presets on simulated H100s") {
+  std::string dir = std::string(SLAPO_SOURCE_STDLIB_DIR) + "/../../shared/devices";
+  if (!std::filesystem::exists(dir + "/h100.json")) {
+    MESSAGE("no ../shared/devices/h100.json beside the checkout");
+    return;
+  }
+  auto cluster = Cluster::parse("2x8:h100", dir);
+  auto model = gpt2("gpt3-6.7b");
+  CHECK(model.total_params == doctest::Approx(6.65e9).epsilon(0.02));
+  Workload work{256, 2048, "bfloat16"};
+  auto any = plan_inter_op(model, cluster, work, {false, 0});
+  CHECK(any.estimate.fits);
+  CHECK(any.candidate.devices() == 16);
+  auto plan = plan_parallel(model, cluster, work);
+  CHECK(plan.chosen().estimate.step_s <= any.estimate.step_s * (1 + 1e-9));
+  CHECK_THROWS_WITH_AS(plan_parallel(model, Cluster::parse("1x1:h100", dir), {256, 2048, "bfloat16"}),
+                       doctest::Contains("does not fit 1 x 1"), Error);
+  CHECK_THROWS_WITH_AS(plan_parallel(model, cluster, {256, 2048, "float16"}),
+                       doctest::Contains("--dtype 'float16' is not a training precision"), Error);
 }

@@ -2,8 +2,14 @@
 describe("slapo.plan", function()
   it("plans a preset on a measured CPU cluster and returns the plan, its alternatives and its script", function()
     local p = slapo.plan("gpt2", { cluster = "1x2:cpu", batch = 4, seq = 32 })
-    eq(2, p.tp * p.dp)
+    eq(2, p.tp * p.dp * p.pp)
     eq(2, p.ranks)
+    local layers = 0
+    for _, stage in ipairs(p.stages) do
+      layers = layers + stage.layers
+    end
+    eq(12, layers)
+    assert(p.micro_batches >= 1 and 4 % p.micro_batches == 0)
     eq("chosen", p.verdict)
     assert(p.step_s > 0 and p.peak_gib > 0)
     assert(#p.alternatives >= 4, "alternatives: " .. #p.alternatives)
@@ -22,10 +28,25 @@ describe("slapo.plan", function()
     assert(load(p.source), "the plan script does not compile")
   end)
 
+  it("keeps to one stage when asked, and plans bf16 training on simulated H100s", function()
+    local flat = slapo.plan("gpt2", { cluster = "1x2:cpu", batch = 4, seq = 32, max_stages = 1 })
+    eq(1, flat.pp)
+    eq(2, flat.tp * flat.dp)
+    local big = slapo.plan("gpt3-1.3b", { cluster = "2x8:h100", batch = 256, seq = 1024, dtype = "bfloat16" })
+    eq(16, big.ranks)
+    matches("bfloat16", tostring(big))
+    assert(big.fits and big.step_s > 0)
+  end)
+
   it("names what is wrong", function()
     matches("plan: expected a preset name or a zoo model, got number", pcall_err(slapo.plan, 42))
     matches("plan: unknown option 'clusters'", pcall_err(slapo.plan, "gpt2", { clusters = "1x2:cpu" }))
     matches("plan: batch must be an integer from 1", pcall_err(slapo.plan, "gpt2", { batch = 0 }))
     matches("plan: %-%-cluster '1x2' is not NODESxDEVICES:DEVICE", pcall_err(slapo.plan, "gpt2", { cluster = "1x2" }))
+    matches("plan: max_stages must be an integer from 0", pcall_err(slapo.plan, "gpt2", { max_stages = -1 }))
+    matches("plan: %-%-dtype 'fp8' is not a training precision %(choices: float32, bfloat16%)",
+      pcall_err(slapo.plan, "gpt2", { dtype = "fp8" }))
+    matches("plan: the profile of cpu has no bfloat16 matmul rows",
+      pcall_err(slapo.plan, "gpt2", { cluster = "1x1:cpu", dtype = "bfloat16" }))
   end)
 end)

@@ -1,0 +1,59 @@
+-- The planner at scale, simulated: GPT-3-style models (Alpa's evaluation sizes) on 8, 16, 32 and 64
+-- H100s (8 per node, the measured ../shared/devices/h100.json), bf16, batch 1024 x seq 1024 as in
+-- Alpa's GPT benchmark. Per row: the best of Megatron's uniform grid, the planner's choice (grid
+-- or the inter-op program over one rank layout), Alpa's program with a submesh per stage, and how
+-- long the whole search took. Predicted, not measured: every number is the cost model's.
+--   slapo-lua run bench/plan_scale.lua [BATCH] [SEQ]
+local batch, seq = tonumber(arg[1]) or 1024, tonumber(arg[2]) or 1024
+local models = { "gpt3-1.3b", "gpt3-2.6b", "gpt3-6.7b", "gpt3-15b", "gpt3-39b" }
+local clusters = { "1x8", "2x8", "4x8", "8x8" }
+
+local function tflops(p, params, devices)
+  -- 6 x parameters x tokens per step (forward and backward), per device
+  return 6 * params * batch * seq / p.step_s / devices / 1e12
+end
+
+print(("GPT-3-style models on simulated H100s (h100.json), bfloat16, batch %d x seq %d, %s"):format(batch, seq,
+  os.date("%Y-%m-%d")))
+print("| model | GPUs | best uniform (Megatron grid) | s/step | planner's plan | s/step | vs grid | " ..
+  "submesh per stage (Alpa) | s/step | TFLOP/s/GPU | search s |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+for _, model in ipairs(models) do
+  for _, cluster in ipairs(clusters) do
+    local ok, p = pcall(slapo.plan, model, { cluster = cluster .. ":h100", batch = batch, seq = seq,
+      dtype = "bfloat16" })
+    local devices = 8 * tonumber(cluster:match("^(%d+)x"))
+    if not ok then
+      print(("| %s | %d | %s | | | | | | | | |"):format(model, devices, tostring(p):gsub("\n.*", "")))
+    else
+      local grid
+      for _, alt in ipairs(p.alternatives) do
+        if alt.origin == "grid" and alt.fits then
+          grid = alt
+          break
+        end
+      end
+      local function describe(r)
+        local stages = {}
+        for _, s in ipairs(r.stages) do
+          stages[#stages + 1] = s.layers .. (s.checkpoint and "c" or "")
+        end
+        return ("tp %d x dp %d x pp %d (%s), %d micro%s"):format(r.tp, r.dp, r.pp, table.concat(stages, "+"),
+          r.micro_batches, r.zero and ", zero" or "")
+      end
+      local alpa = p.unrestricted
+      local alpa_text, alpa_s = "none fits", ""
+      if alpa then
+        local meshes = {}
+        for _, s in ipairs(alpa.stages) do
+          meshes[#meshes + 1] = ("%dx%d:%d%s"):format(s.tp, s.dp, s.layers, s.checkpoint and "c" or "")
+        end
+        alpa_text, alpa_s = table.concat(meshes, " "), ("%.3f"):format(alpa.step_s)
+      end
+      print(("| %s | %d | %s | %.3f | %s%s | %.3f | %.3fx | %s | %s | %.0f | %.2f |"):format(model, devices,
+        grid and describe(grid) or "none fits", grid and grid.step_s or 0, describe(p),
+        p.origin == "grid" and "" or " (" .. p.origin .. ")", p.step_s, grid and grid.step_s / p.step_s or 0,
+        alpa_text, alpa_s, tflops(p, p.parameters, devices), p.search_s))
+    end
+  end
+end

@@ -1,0 +1,353 @@
+// Alpa's stage-construction dynamic program (ALPA.md section 3), on the cost model's stages.
+//
+// f[s][i][j]: the least sum of stage costs placing layers i..L-1 on s stages over the last j
+// devices, every stage no slower than a bound t_max; the step is then f + (B - 1) t_max. Each
+// bound is one program; bounds run from the smallest feasible one upwards until B x t_max alone
+// exceeds the best step found (Alpa's pruning). The sum counts each stage's gradient all-reduce,
+// which runs once a step on all stages at once: a bias against many stages that the exact
+// estimate of each program's plan then removes. A stage's cost depends on its layer count, whether it holds
+// the embedding or the head, its submesh, how many micro-batches it keeps and whether the next
+// stage shares its node, so the choices are tabulated once per micro-batch count.
+#include "plan/inter_op.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+
+namespace slapo::plan {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct Config {
+  int tp, dp;
+  bool checkpoint, zero;
+};
+
+// One stage choice that fits in memory: its micro-batch time (bounded by t_max) and its cost in
+// the program's sum (the time plus its once-a-step gradient all-reduce).
+struct Option {
+  double time, cost;
+  int config;
+};
+
+struct Mesh {
+  int size;
+  std::vector<Config> configs;
+  std::vector<LayerCosts> costs;  // per config
+};
+
+bool divides_heads(const ModelShape& m, int tp) { return m.heads % tp == 0 && m.kv_heads % tp == 0; }
+
+// Alpa's submesh shapes: 1, 2, 4 .. devices of one node (and the whole node), then 2, 4 .. whole nodes.
+std::vector<int> submesh_sizes(const Cluster& c) {
+  std::vector<int> sizes;
+  for (int n = 1; n < c.per_node; n *= 2) sizes.push_back(n);
+  sizes.push_back(c.per_node);
+  for (int k = 2; k <= c.nodes; k *= 2) sizes.push_back(k * c.per_node);
+  return sizes;
+}
+
+class Program {
+ public:
+  Program(const ModelShape& m, const Cluster& c, const Workload& w, int micro, std::vector<Mesh> meshes,
+          int max_stages)
+      : model_(m), cluster_(c), work_(w), micro_(micro), meshes_(std::move(meshes)) {
+    layers_ = static_cast<int>(m.layers);
+    devices_ = c.devices();
+    stages_ = std::min({layers_, devices_, max_stages > 0 ? max_stages : devices_});
+    in_flight_ = std::min(micro_, stages_);
+    tabulate();
+  }
+
+  // The best candidate over every bound; `programs` counts the programs solved.
+  bool solve(Candidate& best, Estimate& best_estimate, int& programs) {
+    std::vector<double> bounds;
+    for (auto& front : fronts_)
+      for (auto& o : front) bounds.push_back(o.time);
+    std::sort(bounds.begin(), bounds.end());
+    bounds.erase(std::unique(bounds.begin(), bounds.end(),
+                             [](double a, double b) { return b <= a * (1 + 1e-9); }),
+                 bounds.end());
+    if (bounds.empty()) return false;
+    // One micro-batch: the bound does not enter the step.
+    if (micro_ == 1) {
+      ++programs;
+      return run(kInf) && take(best, best_estimate);
+    }
+    // the smallest feasible bound, by bisection (feasibility only grows with the bound)
+    ++programs;
+    if (!run(bounds.back())) return false;
+    size_t lo = 0, hi = bounds.size() - 1;
+    while (lo < hi) {
+      size_t mid = (lo + hi) / 2;
+      ++programs;
+      if (run(bounds[mid])) hi = mid;
+      else lo = mid + 1;
+    }
+    bool found = false;
+    for (size_t b = lo; b < bounds.size(); ++b) {
+      // a plan whose slowest stage takes the bound takes at least micro-batches x the bound
+      if (best_estimate.fits && micro_ * bounds[b] >= best_estimate.step_s) break;
+      ++programs;
+      if (run(bounds[b]) && take(best, best_estimate)) found = true;
+    }
+    return found;
+  }
+
+ private:
+  size_t front_index(int length, bool first, bool last, size_t mesh, int in_flight, bool next_in_node) const {
+    return ((((static_cast<size_t>(length - 1) * 2 + first) * 2 + last) * meshes_.size() + mesh) * in_flight_ +
+            (in_flight - 1)) * 2 + next_in_node;
+  }
+
+  // Every fitting choice for every stage shape, kept where no other is both faster and cheaper.
+  void tabulate() {
+    fronts_.assign(static_cast<size_t>(layers_) * 4 * meshes_.size() * in_flight_ * 2, {});
+    const double usable = kUsableMemory * cluster_.device.memory_bytes;
+    for (int length = 1; length <= layers_; ++length)
+      for (int flags = 0; flags < 4; ++flags) {
+        bool first = flags & 2, last = flags & 1;
+        if (first && last && length != layers_) continue;
+        for (size_t mi = 0; mi < meshes_.size(); ++mi) {
+          const Mesh& mesh = meshes_[mi];
+          bool dp_in_node = mesh.size <= cluster_.per_node;
+          for (int in_flight = 1; in_flight <= in_flight_; ++in_flight)
+            for (bool next_in_node : {false, true}) {
+              std::vector<Option> options;
+              for (size_t ci = 0; ci < mesh.configs.size(); ++ci) {
+                const Config& cfg = mesh.configs[ci];
+                Stage stage{length, cfg.tp, cfg.dp, cfg.checkpoint, cfg.zero};
+                auto e = stage_estimate(model_, cluster_, work_, mesh.costs[ci], stage,
+                                        {first, last, dp_in_node, next_in_node, in_flight});
+                if (e.peak_bytes > usable) continue;
+                options.push_back({e.time_s(), e.time_s() + e.sync_s, static_cast<int>(ci)});
+              }
+              // ascending time; of equal times the cheapest (configs come simplest first)
+              std::stable_sort(options.begin(), options.end(), [](const Option& a, const Option& b) {
+                return a.time < b.time || (a.time == b.time && a.cost < b.cost);
+              });
+              std::vector<Option> front;
+              for (auto& o : options)
+                if (front.empty() || o.cost < front.back().cost) front.push_back(o);
+              fronts_[front_index(length, first, last, mi, in_flight, next_in_node)] = std::move(front);
+            }
+        }
+      }
+  }
+
+  int node(int device) const { return device / cluster_.per_node; }
+
+  // A submesh of `size` at device `offset` must lie within one node, or start a node and take whole ones.
+  bool aligned(int offset, int size) const {
+    if (size <= cluster_.per_node) return node(offset) == node(offset + size - 1);
+    return offset % cluster_.per_node == 0;
+  }
+
+  // Solves f for the bound; remembers the best final state. False when nothing fits.
+  bool run(double bound) {
+    // the cheapest option within the bound, per front
+    pick_.assign(fronts_.size(), -1);
+    for (size_t f = 0; f < fronts_.size(); ++f) {
+      auto& front = fronts_[f];
+      for (int o = static_cast<int>(front.size()) - 1; o >= 0; --o)
+        if (front[o].time <= bound) {
+          pick_[f] = o;
+          break;
+        }
+    }
+    const int S = stages_, L = layers_, N = devices_;
+    auto at = [&](int s, int i, int j) { return (static_cast<size_t>(s) * (L + 1) + i) * (N + 1) + j; };
+    cost_.assign(static_cast<size_t>(S + 1) * (L + 1) * (N + 1), kInf);
+    choice_.assign(cost_.size(), Choice{});
+    cost_[at(0, L, 0)] = 0;
+    for (int s = 1; s <= S; ++s)
+      for (int i = L - s; i >= 0; --i)
+        for (int j = s; j <= N; ++j) {
+          const int offset = N - j;
+          double best = kInf;
+          Choice choice{};
+          for (size_t mi = 0; mi < meshes_.size(); ++mi) {
+            const int n = meshes_[mi].size;
+            const int rest = j - n;
+            if (rest < s - 1 || !aligned(offset, n)) continue;
+            const bool next_in_node = rest == 0 || node(offset + n - 1) == node(offset + n);
+            const int in_flight = std::min(micro_, s);
+            for (int k = i + 1; k <= L - (s - 1); ++k) {
+              if ((k == L) != (rest == 0)) continue;
+              double before = cost_[at(s - 1, k, rest)];
+              if (before == kInf) continue;
+              size_t f = front_index(k - i, i == 0, k == L, mi, in_flight, next_in_node);
+              int o = pick_[f];
+              if (o < 0) continue;
+              double value = before + fronts_[f][o].cost;
+              if (value < best) best = value, choice = {k, static_cast<int>(mi), fronts_[f][o].config};
+            }
+          }
+          cost_[at(s, i, j)] = best;
+          choice_[at(s, i, j)] = choice;
+        }
+    best_sum_ = kInf;
+    for (int s = 1; s <= S; ++s)
+      if (cost_[at(s, 0, N)] < best_sum_) best_sum_ = cost_[at(s, 0, N)], best_stages_ = s;
+    return best_sum_ < kInf;
+  }
+
+  // The last program's plan, estimated exactly; kept when it beats `best`.
+  bool take(Candidate& best, Estimate& best_estimate) {
+    const int L = layers_, N = devices_;
+    auto at = [&](int s, int i, int j) { return (static_cast<size_t>(s) * (L + 1) + i) * (N + 1) + j; };
+    Candidate c;
+    c.micro_batches = micro_;
+    for (int s = best_stages_, i = 0, j = N; s > 0; --s) {
+      const Choice& ch = choice_[at(s, i, j)];
+      const Config& cfg = meshes_[ch.mesh].configs[ch.config];
+      c.stages.push_back({ch.next_layer - i, cfg.tp, cfg.dp, cfg.checkpoint, cfg.zero});
+      j -= meshes_[ch.mesh].size;
+      i = ch.next_layer;
+    }
+    c.tp = c.stages[0].tp, c.dp = c.stages[0].dp, c.zero = c.stages[0].zero;
+    c.checkpoint = std::all_of(c.stages.begin(), c.stages.end(), [](const Stage& s) { return s.checkpoint; });
+    if (c.stages.size() == 1) c.stages.clear();  // one stage: tp x dp with gradient accumulation
+    Estimate e = estimate(model_, cluster_, work_, c);
+    if (!e.fits || (best_estimate.fits && e.step_s >= best_estimate.step_s)) return false;
+    best = std::move(c), best_estimate = std::move(e);
+    return true;
+  }
+
+  struct Choice {
+    int next_layer = 0, mesh = 0, config = 0;
+  };
+
+  const ModelShape& model_;
+  const Cluster& cluster_;
+  const Workload& work_;
+  int micro_, layers_ = 0, devices_ = 0, stages_ = 0, in_flight_ = 1;
+  std::vector<Mesh> meshes_;
+  std::vector<std::vector<Option>> fronts_;
+  std::vector<int> pick_;
+  std::vector<double> cost_;
+  std::vector<Choice> choice_;
+  double best_sum_ = kInf;
+  int best_stages_ = 0;
+};
+
+// The submeshes and their intra-op choices for one micro-batch size; `only` restricts them to
+// one tp x dp mesh and ZeRO setting.
+std::vector<Mesh> meshes_for(const ModelShape& m, const Cluster& c, const Workload& w, int64_t micro_batch,
+                             const Config* only) {
+  std::vector<Mesh> meshes;
+  for (int size : submesh_sizes(c)) {
+    if (size > c.devices()) continue;
+    Mesh mesh{size, {}, {}};
+    for (int tp = 1; tp <= std::min(size, c.per_node); ++tp) {
+      if (size % tp != 0 || !divides_heads(m, tp)) continue;
+      int dp = size / tp;
+      if (micro_batch % dp != 0) continue;
+      if (only && (only->tp != tp || only->dp != dp)) continue;
+      LayerCosts costs = layer_costs(m, c, w, micro_batch, tp, dp);
+      for (bool zero : {false, true}) {
+        if (zero && dp == 1) continue;
+        if (only && only->zero != zero) continue;
+        for (bool checkpoint : {false, true}) {
+          mesh.configs.push_back({tp, dp, checkpoint, zero});
+          mesh.costs.push_back(costs);
+        }
+      }
+    }
+    if (!mesh.configs.empty()) meshes.push_back(std::move(mesh));
+  }
+  return meshes;
+}
+
+}  // namespace
+
+std::vector<int> micro_batch_choices(int64_t batch) {
+  std::vector<int> out;
+  for (int64_t b = 1; b <= batch && b <= (1 << 20); ++b)
+    if (batch % b == 0) out.push_back(static_cast<int>(b));
+  return out;
+}
+
+InterOpResult plan_inter_op(const ModelShape& model, const Cluster& cluster, const Workload& work,
+                            const InterOpOptions& options) {
+  auto start = std::chrono::steady_clock::now();
+  if (work.batch < 1 || work.seq < 1)
+    throw Error(fmt::format("plan: --batch and --seq must be >= 1, got {} and {}", work.batch, work.seq));
+  if (model.layers < 1) throw Error(fmt::format("plan: {} has no layers to place", model.name));
+  InterOpResult result;
+  bool found = false;
+  for (int micro : micro_batch_choices(work.batch)) {
+    const int64_t micro_batch = work.batch / micro;
+    if (options.uniform_mesh) {
+      // one rank layout: every tp x dp dividing the devices, pp = devices / (tp x dp)
+      for (int tp = 1; tp <= cluster.per_node; ++tp)
+        for (int dp = 1; tp * dp <= cluster.devices(); ++dp) {
+          int n = tp * dp;
+          if (cluster.devices() % n != 0 || cluster.devices() / n > model.layers) continue;
+          if (options.max_stages > 0 && cluster.devices() / n > options.max_stages) continue;
+          for (bool zero : {false, true}) {
+            Config only{tp, dp, false, zero};
+            auto meshes = meshes_for(model, cluster, work, micro_batch, &only);
+            // the layout's submesh is n devices, whatever Alpa's shapes are
+            if (meshes.empty()) {
+              if (!divides_heads(model, tp) || micro_batch % dp != 0 || (zero && dp == 1)) continue;
+              LayerCosts costs = layer_costs(model, cluster, work, micro_batch, tp, dp);
+              meshes.push_back({n, {{tp, dp, false, zero}, {tp, dp, true, zero}}, {costs, costs}});
+            }
+            meshes.erase(std::remove_if(meshes.begin(), meshes.end(), [&](const Mesh& m) { return m.size != n; }),
+                         meshes.end());
+            if (meshes.empty()) continue;
+            int stages = cluster.devices() / n;
+            Program program(model, cluster, work, micro, std::move(meshes), stages);
+            found |= program.solve(result.candidate, result.estimate, result.programs);
+          }
+        }
+    } else {
+      auto meshes = meshes_for(model, cluster, work, micro_batch, nullptr);
+      if (meshes.empty()) continue;
+      Program program(model, cluster, work, micro, std::move(meshes), options.max_stages);
+      found |= program.solve(result.candidate, result.estimate, result.programs);
+    }
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!found)
+    throw Error(fmt::format("plan: no pipeline of {} over {} x {} {} fits in {:.1f} GiB per device with batch {} x "
+                            "seq {} (fewer sequences per step, or more devices)",
+                            model.name, cluster.nodes, cluster.per_node, cluster.device.name,
+                            kUsableMemory * cluster.device.memory_bytes / double(1ull << 30), work.batch, work.seq));
+  return result;
+}
+
+std::vector<Candidate> megatron_grid(const ModelShape& model, const Cluster& cluster, const Workload& work) {
+  std::vector<Candidate> grid;
+  const int n = cluster.devices();
+  for (int tp = 1; tp <= std::min(n, cluster.per_node); ++tp) {
+    if (n % tp != 0 || !divides_heads(model, tp)) continue;
+    for (int pp = 1; pp <= n / tp && pp <= model.layers; ++pp) {
+      if ((n / tp) % pp != 0) continue;
+      int dp = n / tp / pp;
+      for (int micro : micro_batch_choices(work.batch)) {
+        if ((work.batch / micro) % dp != 0) continue;  // one stage: micro-batches accumulate gradients
+        for (bool checkpoint : {false, true})
+          for (bool zero : {false, true}) {
+            if (zero && dp == 1) continue;
+            Candidate c{tp, dp, checkpoint, zero, micro, {}};
+            if (pp > 1)
+              for (int s = 0; s < pp; ++s) {
+                int layers = static_cast<int>((s + 1) * model.layers / pp - s * model.layers / pp);
+                c.stages.push_back({layers, tp, dp, checkpoint, zero});
+              }
+            grid.push_back(std::move(c));
+          }
+      }
+    }
+  }
+  return grid;
+}
+
+}  // namespace slapo::plan

@@ -1,0 +1,238 @@
+// The plan as a Lua schedule script: the planner's prediction and alternatives in comments, a
+// `plan` table a person edits, the reference schedule applied and verified, then training. One
+// stage: tp x dp with knobs for the tuner; several: a 1F1B pipeline with each stage's layers and
+// checkpointing spelled out.
+#include <algorithm>
+
+#include "core/error.h"
+#include "plan/planner.h"
+
+namespace slapo::plan {
+
+namespace {
+
+double gib(double bytes) { return bytes / double(1ull << 30); }
+std::string describe(const Candidate& c) { return c.describe(); }
+
+std::string schedules_of(const ModelShape& model) {
+  return model.type == "gpt2" ? "gpt2" : model.type == "bert" ? "bert" : "llama";
+}
+
+// where the reference schedules keep the layer list
+std::string layers_path(const ModelShape& model) {
+  return model.type == "gpt2" ? "transformer.h" : model.type == "bert" ? "bert.encoder.layer" : "model.layers";
+}
+
+std::string alternatives_comment(const Plan& plan) {
+  std::string out = "--\n-- Predicted (step seconds, GiB per rank), the best plans considered:\n";
+  const size_t shown = std::min<size_t>(plan.ranked.size(), 20);
+  for (size_t i = 0; i < shown; ++i) {
+    auto& r = plan.ranked[i];
+    out += fmt::format("--   {:<52} {:>9.4f} s {:>7.2f} GiB  {}\n", describe(r.candidate), r.estimate.step_s,
+                       gib(r.estimate.peak_bytes), r.verdict);
+  }
+  if (plan.ranked.size() > shown) out += fmt::format("--   ... and {} more\n", plan.ranked.size() - shown);
+  for (auto& r : plan.unrestricted)
+    out += fmt::format("--   {:<52} {:>9.4f} s {:>7.2f} GiB  {}\n", describe(r.candidate), r.estimate.step_s,
+                       gib(r.estimate.peak_bytes), r.verdict);
+  return out;
+}
+
+std::string pipeline_source(const Plan& plan, int steps) {
+  const Ranked& best = plan.chosen();
+  const Candidate& c = best.candidate;
+  const ModelShape& model = plan.model;
+  std::string out;
+  out += fmt::format("-- slapo-lua plan: {} on {} x {} {}, batch {} x seq {}\n", model.name, plan.cluster.nodes,
+                     plan.cluster.per_node, plan.cluster.device.name, plan.work.batch, plan.work.seq);
+  out += fmt::format("-- Run it: slapo-lua run --nproc {} plan.lua   (edit the plan table and run again)\n",
+                     plan.cluster.devices());
+  out += alternatives_comment(plan);
+  out += "--\n-- The chosen pipeline, stage by stage (micro-batch seconds, GiB per rank):\n";
+  std::string stages;
+  int first = 0;
+  for (size_t s = 0; s < c.stages.size(); ++s) {
+    const Stage& st = c.stages[s];
+    const StageEstimate& e = best.estimate.stages[s];
+    out += fmt::format("--   stage {}: layers {}..{}{}, {:.4f} s, {:.2f} GiB\n", s, first, first + st.layers - 1,
+                       st.checkpoint ? " (checkpointed)" : "", e.time_s(), gib(e.peak_bytes));
+    stages += fmt::format("    {{ layers = {}, checkpoint = {} }},\n", st.layers, st.checkpoint ? "true" : "false");
+    first += st.layers;
+  }
+  out += fmt::format(R"(
+local plan = {{
+  model = {},  -- a preset name, a Hugging Face directory or a table of config fields
+  tp = {},           -- tensor parallel ranks in every stage (Megatron layout from slapo.schedules.{})
+  dp = {},           -- data parallel replicas of the pipeline
+  zero = {},     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
+  stages = {{        -- pipeline stages in order: how many layers each holds, and whether they are recomputed
+{}  }},
+  micro_batches = {},  -- 1F1B: each replica's batch is cut into this many
+  batch = {}, seq = {}, steps = {}, lr = 1e-4,
+}}
+
+local pp = #plan.stages
+assert(slapo.dist.world_size() == plan.tp * plan.dp * pp,
+  ("this plan needs %d ranks: slapo-lua run --nproc %d"):format(plan.tp * plan.dp * pp, plan.tp * plan.dp * pp))
+local parallel = require("slapo.parallel")
+local layout = parallel.layout({{ tp = plan.tp, pp = pp }})
+local function make_schedule()
+  slapo.manual_seed(0)
+  local model = type(plan.model) == "string" and plan.model:find("/") and slapo.models.from_pretrained(plan.model)
+    or slapo.models.build(plan.model)
+  return slapo.create_schedule(model, {{ group = layout.tp_group }}), slapo.models.config(model).vocab_size
+end
+local replica_batch = math.floor(plan.batch / plan.dp)
+assert(replica_batch * plan.dp == plan.batch and replica_batch % plan.micro_batches == 0,
+  ("plan: batch %d does not split into %d replicas x %d micro-batches"):format(plan.batch, plan.dp, plan.micro_batches))
+
+-- the reference schedule's tensor parallelism, then each stage's checkpointing and the cuts
+local function apply(s)
+  for _, note in ipairs(require("slapo.schedules.{}").schedule(s, {{ checkpoint = 0 }})) do
+    if slapo.dist.rank() == 0 then print("note: " .. note) end
+  end
+  local layers, placed = s["{}"]:children(), 0
+  for i, stage in ipairs(plan.stages) do
+    for l = placed + 1, placed + stage.layers do
+      if stage.checkpoint then layers[l]:checkpoint() end
+    end
+    placed = placed + stage.layers
+    if i < pp then layers[placed]:cut_pipeline_stage() end
+  end
+  assert(placed == #layers, ("plan.stages hold %d layers; the model has %d"):format(placed, #layers))
+end
+
+-- the pipeline is checked against the unscheduled model (loss and gradients) before training;
+-- a verified pipeline keeps only its stage's weights, so training builds the model again
+local sch, vocab = make_schedule()
+slapo.manual_seed(1)
+local example = slapo.randint(0, vocab, {{ replica_batch, plan.seq }})
+local report = slapo.verify(sch, {{ example }}, {{ pipeline = {{ group = layout.pp_group,
+  micro_batches = plan.micro_batches }} }}, apply)
+if slapo.dist.rank() == 0 then
+  print(("verify: the pipeline's loss and %d gradients match the unscheduled model"):format(report.gradients))
+end
+sch = make_schedule()
+apply(sch)
+local pipe = slapo.build(sch, {{ pipeline = {{ group = layout.pp_group, micro_batches = plan.micro_batches,
+  schedule = "1f1b", dp_group = not plan.zero and layout.dp_group or nil }} }})
+slapo.manual_seed(100 + layout.dp_rank)  -- each data-parallel replica its own batch
+local ids = slapo.randint(0, vocab, {{ replica_batch, plan.seq }})
+pipe:prepare(ids)
+local opt = plan.zero and slapo.optim.zero_adamw(pipe:parameters(), {{ lr = plan.lr, weight_decay = 0,
+  group = layout.dp_group }}) or slapo.optim.adamw(pipe:parameters(), {{ lr = plan.lr, weight_decay = 0 }})
+local loss
+for _ = 1, plan.steps do
+  opt:zero_grad()
+  loss = pipe:step(ids, {{ labels = ids }})
+  opt:step()
+end
+if slapo.dist.rank() == 0 then
+  print(("plan: %d steps, final loss %.4f"):format(plan.steps, loss))
+end
+)",
+                     plan.model_source, c.tp, schedules_of(model), c.dp, c.zero ? "true" : "false", stages,
+                     c.micro_batches, plan.work.batch, plan.work.seq, steps, schedules_of(model), layers_path(model));
+  return out;
+}
+
+}  // namespace
+
+std::string Plan::lua_source(int steps) const {
+  const Ranked& best = chosen();
+  const Candidate& c = best.candidate;
+  if (c.pp() > 1) return pipeline_source(*this, steps);
+  std::string schedules = schedules_of(model);
+  std::string out;
+  out += fmt::format("-- slapo-lua plan: {} on {} x {} {}, batch {} x seq {}\n", model.name, cluster.nodes,
+                     cluster.per_node, cluster.device.name, work.batch, work.seq);
+  out += fmt::format("-- Run it: slapo-lua run --nproc {} plan.lua   (edit the plan table and run again)\n",
+                     cluster.devices());
+  out += alternatives_comment(*this);
+  // the knobs' choices and the planner's prediction for each plan that fits
+  std::vector<int> tp_choices, micro_choices;
+  std::string predictions;
+  for (auto& r : ranked) {
+    if (r.candidate.pp() > 1) continue;  // the knobs span one-stage plans
+    if (std::find(tp_choices.begin(), tp_choices.end(), r.candidate.tp) == tp_choices.end())
+      tp_choices.push_back(r.candidate.tp);
+    if (std::find(micro_choices.begin(), micro_choices.end(), r.candidate.micro_batches) == micro_choices.end())
+      micro_choices.push_back(r.candidate.micro_batches);
+    if (!r.estimate.fits) continue;
+    predictions += fmt::format(
+        "  {{ tp = {}, micro_batches = {}, checkpoint = {}, zero = {}, step_s = {:.6g}, peak_gib = {:.3g} }},\n",
+        r.candidate.tp, r.candidate.micro_batches, r.candidate.checkpoint ? "1.0" : "0.0",
+        r.candidate.zero ? "true" : "false", r.estimate.step_s, gib(r.estimate.peak_bytes));
+  }
+  std::sort(tp_choices.begin(), tp_choices.end());
+  std::sort(micro_choices.begin(), micro_choices.end());
+  out += fmt::format(R"(
+local plan = {{
+  model = {},  -- a preset name, a Hugging Face directory or a table of config fields
+  tp = {},           -- tensor parallel ranks (Megatron layout from slapo.schedules.{})
+  dp = {},           -- data parallel replicas
+  checkpoint = {},  -- fraction of layers whose activations are recomputed in backward
+  zero = {},     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
+  micro_batches = {},  -- each replica's batch in this many parts, their gradients accumulated
+  batch = {}, seq = {}, steps = {}, lr = 1e-4,
+}}
+
+-- `slapo-lua tune plan.lua --nproc {}` runs the plans above as knobs, the best predicted first
+-- (a plain run keeps the table's values).
+local function knob(name, choices, default)
+  for _, c in ipairs(choices) do
+    if c == default then
+      return slapo.knob(name, choices, default)
+    end
+  end
+  table.insert(choices, default)  -- an edited table: its value is a choice too
+  return slapo.knob(name, choices, default)
+end
+local devices = plan.tp * plan.dp
+plan.tp = knob("tp", {{ {} }}, plan.tp)
+plan.dp = math.floor(devices / plan.tp)
+plan.checkpoint = knob("checkpoint", {{ 0.0, 1.0 }}, plan.checkpoint)
+plan.zero = knob("zero", {{ false, true }}, plan.zero)
+plan.micro_batches = knob("micro_batches", {{ {} }}, plan.micro_batches)
+local micro_batch = math.floor(plan.batch / plan.dp / plan.micro_batches)
+assert(micro_batch >= 1 and micro_batch * plan.dp * plan.micro_batches == plan.batch,
+  ("plan: batch %d does not split into %d replicas x %d micro-batches"):format(plan.batch, plan.dp, plan.micro_batches))
+slapo.predict({{
+{}}})
+
+assert(slapo.dist.world_size() == plan.tp * plan.dp,
+  ("this plan needs %d ranks: slapo-lua run --nproc %d"):format(plan.tp * plan.dp, plan.tp * plan.dp))
+local layout = require("slapo.parallel").layout({{ tp = plan.tp }})
+slapo.manual_seed(0)
+local model = type(plan.model) == "string" and plan.model:find("/") and slapo.models.from_pretrained(plan.model)
+  or slapo.models.build(plan.model)
+local sch = slapo.create_schedule(model, {{ group = layout.tp_group }})
+local vocab = slapo.models.config(model).vocab_size
+-- the schedule is checked against the unscheduled model (outputs and gradients) before training
+slapo.manual_seed(1)
+local example = slapo.randint(0, vocab, {{ micro_batch, plan.seq }})
+local report = slapo.verify(sch, {{ example }}, {{}}, function(s)
+  for _, note in ipairs(require("slapo.schedules.{}").schedule(s, {{ checkpoint = plan.checkpoint }})) do
+    if slapo.dist.rank() == 0 then print("note: " .. note) end
+  end
+end)
+if slapo.dist.rank() == 0 then
+  print(("verify: %d output(s) and %d gradients match the unscheduled model"):format(report.outputs, report.gradients))
+end
+local result = slapo.train({{
+  model = slapo.build(sch), layout = layout, optimizer = plan.zero and "zero_adamw" or "adamw",
+  data = {{ vocab = vocab, batch = micro_batch, seq = plan.seq }}, grad_accum = plan.micro_batches,
+  steps = plan.steps, lr = plan.lr,
+}})
+if slapo.dist.rank() == 0 then
+  print(("plan: %d steps, final loss %.4f"):format(plan.steps, result.final_loss))
+end
+)",
+                     model_source, c.tp, schedules, c.dp, c.checkpoint ? "1.0" : "0.0", c.zero ? "true" : "false",
+                     c.micro_batches, work.batch, work.seq, steps, cluster.devices(), fmt::join(tp_choices, ", "),
+                     fmt::join(micro_choices, ", "), predictions,
+                     schedules);
+  return out;
+}
+
+}  // namespace slapo::plan
