@@ -11,9 +11,11 @@
 #include "plan/inter_op.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <thread>
 
 #include "core/error.h"
 
@@ -236,10 +238,8 @@ class Program {
   int best_stages_ = 0;
 };
 
-// The submeshes and their intra-op choices for one micro-batch size; `only` restricts them to
-// one tp x dp mesh and ZeRO setting.
-std::vector<Mesh> meshes_for(const ModelShape& m, const Cluster& c, const Workload& w, int64_t micro_batch,
-                             const Config* only) {
+// Alpa's submeshes and their intra-op choices for one micro-batch size.
+std::vector<Mesh> meshes_for(const ModelShape& m, const Cluster& c, const Workload& w, int64_t micro_batch) {
   std::vector<Mesh> meshes;
   for (int size : submesh_sizes(c)) {
     if (size > c.devices()) continue;
@@ -248,11 +248,9 @@ std::vector<Mesh> meshes_for(const ModelShape& m, const Cluster& c, const Worklo
       if (size % tp != 0 || !divides_heads(m, tp)) continue;
       int dp = size / tp;
       if (micro_batch % dp != 0) continue;
-      if (only && (only->tp != tp || only->dp != dp)) continue;
       LayerCosts costs = layer_costs(m, c, w, micro_batch, tp, dp);
       for (bool zero : {false, true}) {
         if (zero && dp == 1) continue;
-        if (only && only->zero != zero) continue;
         for (bool checkpoint : {false, true}) {
           mesh.configs.push_back({tp, dp, checkpoint, zero});
           mesh.costs.push_back(costs);
@@ -279,39 +277,61 @@ InterOpResult plan_inter_op(const ModelShape& model, const Cluster& cluster, con
   if (work.batch < 1 || work.seq < 1)
     throw Error(fmt::format("plan: --batch and --seq must be >= 1, got {} and {}", work.batch, work.seq));
   if (model.layers < 1) throw Error(fmt::format("plan: {} has no layers to place", model.name));
+  // One search per micro-batch count, each with its own best (so the result does not depend on
+  // which finishes first), spread over the cores; the best of them wins, ties to fewer micro-batches.
+  struct Search {
+    int micro;
+    Candidate candidate;
+    Estimate estimate;
+    int programs = 0;
+    bool found = false;
+  };
+  std::vector<Search> searches;
+  for (int micro : micro_batch_choices(work.batch)) searches.push_back({micro, {}, {}, 0, false});
+  auto run_search = [&](Search& search) {
+    const int micro = search.micro;
+    const int64_t micro_batch = work.batch / micro;
+    auto solve = [&](std::vector<Mesh> meshes, int max_stages) {
+      Program program(model, cluster, work, micro, std::move(meshes), max_stages);
+      search.found |= program.solve(search.candidate, search.estimate, search.programs);
+    };
+    if (!options.uniform_mesh) {
+      auto meshes = meshes_for(model, cluster, work, micro_batch);
+      if (!meshes.empty()) solve(std::move(meshes), options.max_stages);
+      return;
+    }
+    // one rank layout: every tp x dp dividing the devices, pp = devices / (tp x dp)
+    for (int tp = 1; tp <= cluster.per_node; ++tp)
+      for (int dp = 1; tp * dp <= cluster.devices(); ++dp) {
+        int n = tp * dp;
+        if (cluster.devices() % n != 0 || cluster.devices() / n > model.layers) continue;
+        if (options.max_stages > 0 && cluster.devices() / n > options.max_stages) continue;
+        if (!divides_heads(model, tp) || micro_batch % dp != 0) continue;
+        for (bool zero : {false, true}) {
+          if (zero && dp == 1) continue;
+          // the layout's submesh is n devices, whatever Alpa's shapes are
+          LayerCosts costs = layer_costs(model, cluster, work, micro_batch, tp, dp);
+          solve({{n, {{tp, dp, false, zero}, {tp, dp, true, zero}}, {costs, costs}}}, cluster.devices() / n);
+        }
+      }
+  };
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < searches.size(); i = next++) run_search(searches[i]);
+  };
+  unsigned threads = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), 8));
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+
   InterOpResult result;
   bool found = false;
-  for (int micro : micro_batch_choices(work.batch)) {
-    const int64_t micro_batch = work.batch / micro;
-    if (options.uniform_mesh) {
-      // one rank layout: every tp x dp dividing the devices, pp = devices / (tp x dp)
-      for (int tp = 1; tp <= cluster.per_node; ++tp)
-        for (int dp = 1; tp * dp <= cluster.devices(); ++dp) {
-          int n = tp * dp;
-          if (cluster.devices() % n != 0 || cluster.devices() / n > model.layers) continue;
-          if (options.max_stages > 0 && cluster.devices() / n > options.max_stages) continue;
-          for (bool zero : {false, true}) {
-            Config only{tp, dp, false, zero};
-            auto meshes = meshes_for(model, cluster, work, micro_batch, &only);
-            // the layout's submesh is n devices, whatever Alpa's shapes are
-            if (meshes.empty()) {
-              if (!divides_heads(model, tp) || micro_batch % dp != 0 || (zero && dp == 1)) continue;
-              LayerCosts costs = layer_costs(model, cluster, work, micro_batch, tp, dp);
-              meshes.push_back({n, {{tp, dp, false, zero}, {tp, dp, true, zero}}, {costs, costs}});
-            }
-            meshes.erase(std::remove_if(meshes.begin(), meshes.end(), [&](const Mesh& m) { return m.size != n; }),
-                         meshes.end());
-            if (meshes.empty()) continue;
-            int stages = cluster.devices() / n;
-            Program program(model, cluster, work, micro, std::move(meshes), stages);
-            found |= program.solve(result.candidate, result.estimate, result.programs);
-          }
-        }
-    } else {
-      auto meshes = meshes_for(model, cluster, work, micro_batch, nullptr);
-      if (meshes.empty()) continue;
-      Program program(model, cluster, work, micro, std::move(meshes), options.max_stages);
-      found |= program.solve(result.candidate, result.estimate, result.programs);
+  for (auto& search : searches) {
+    result.programs += search.programs;
+    if (search.found && (!found || search.estimate.step_s < result.estimate.step_s)) {
+      result.candidate = std::move(search.candidate), result.estimate = std::move(search.estimate);
+      found = true;
     }
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

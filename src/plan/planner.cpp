@@ -103,7 +103,8 @@ Plan plan_parallel(const ModelShape& model, const Cluster& cluster, const Worklo
       double ratio = found.estimate.step_s / chosen;
       plan.unrestricted.push_back(
           {found.candidate, found.estimate,
-           ratio < 1 - 1e-9 ? fmt::format("{:.0f}% faster with a submesh per stage (one layout cannot run it)",
+           found.candidate.describe() == plan.chosen().candidate.describe() ? std::string("the same as the chosen plan")
+           : ratio < 1 - 1e-9 ? fmt::format("{:.0f}% faster with a submesh per stage (one layout cannot run it)",
                                           100.0 * (1.0 - ratio))
                             : fmt::format("{:.0f}% slower (a submesh per stage)", 100.0 * (ratio - 1.0)),
            "alpa"});
