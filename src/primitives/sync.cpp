@@ -47,7 +47,14 @@ Value transform(const SyncOp& op, const Value& v, const std::shared_ptr<dist::Gr
   if (!v.isTensor())
     throw Error(fmt::format("sync({}) on {}: expected a tensor to synchronise, got {}", mode, where, v.tagKind()));
   if (backward) return dist::copy_to_group(v.toTensor(), g);
-  return apply_forward(op, v.toTensor(), g);
+  // the tensor's rank is known only now: name the sync, not the collective, when the axis is off
+  const at::Tensor& x = v.toTensor();
+  bool has_axis = op.kind == SyncOp::AllGather || op.kind == SyncOp::ReduceScatter || op.kind == SyncOp::Scatter;
+  if (has_axis && (op.axis < -x.dim() || op.axis >= x.dim()))
+    throw Error(fmt::format("sync({}) on {}: axis {} is out of range for the module's {}-d {} (valid: {} .. {})", mode,
+                            where, op.axis, x.dim(), std::string(mode) == "fwd_post" ? "output" : "input", -x.dim(),
+                            x.dim() - 1));
+  return apply_forward(op, x, g);
 }
 
 }  // namespace
@@ -89,6 +96,15 @@ void sync(Schedule& sch, SyncMode mode, const SyncOp& op, const CallSite& site) 
                             sch.where()));
   auto group = sch.group();
   std::string where = sch.where();
+  // an input's rank is known once the module has run; an output's only at the next forward
+  bool has_axis = op.kind == SyncOp::AllGather || op.kind == SyncOp::ReduceScatter || op.kind == SyncOp::Scatter;
+  const auto& last = sch.mod()->last_call();
+  if (mode == SyncMode::FwdPre && has_axis && !last.empty()) {
+    auto rank = static_cast<int64_t>(last[0].shape.size());
+    if (op.axis < -rank || op.axis >= rank)
+      throw Error(fmt::format("sync: axis {} for {} is out of range for its {}-d input (its last call; valid: {} .. {})",
+                              op.axis, where, rank, -rank, rank - 1));
+  }
   if (mode == SyncMode::BwdParams) {
     // A sharded parameter's gradient is this rank's slice already: summing slices is wrong.
     auto sharded = shard_specs_by_tensor(*sch.mod());
