@@ -83,6 +83,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"float32", "bfloat16"}));
   plan->add_option("--max-stages", plan_args.max_stages, "pipeline stages at most (1: no pipeline, 0: no limit)")
       ->check(CLI::Range(0, 1 << 20));
+  plan->add_option("--pick", plan_args.pick, "write the script for this plan of the table (its first column)");
 
   slapo::ProfileDeviceArgs profile_args;
   auto* profile_device = app.add_subcommand("profile-device",

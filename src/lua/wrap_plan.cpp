@@ -1,4 +1,4 @@
-// slapo.plan(model, {cluster =, batch =, seq =, steps =, dtype =, max_stages =}): the planner from Lua. Returns a table
+// slapo.plan(model, {cluster =, batch =, seq =, steps =, dtype =, max_stages =, pick =}): the planner from Lua. Returns a table
 // with the chosen plan's fields, its prediction, the alternatives and `source` (the plan as a Lua
 // script); tostring gives the planner's table.
 #include <cmath>
@@ -93,7 +93,7 @@ int w_plan(lua_State* L) {
   } else {
     throw Error(fmt::format("plan: expected a preset name or a zoo model, got {}", luaL_typename(L, 1)));
   }
-  lx_check_option_keys(L, 2, {"cluster", "batch", "seq", "steps", "dtype", "max_stages"}, fn);
+  lx_check_option_keys(L, 2, {"cluster", "batch", "seq", "steps", "dtype", "max_stages", "pick"}, fn);
   std::string cluster_spec = lx_opt_string(L, 2, "cluster", "1x1:cpu", fn);
   plan::Workload work;
   work.batch = lx_check_integer_value(lx_opt_number(L, 2, "batch", 8, fn), "batch", 1, 1 << 30, fn);
@@ -108,6 +108,7 @@ int w_plan(lua_State* L) {
   auto cluster = plan::Cluster::parse(cluster_spec, plan::default_devices_dir());
   auto result = plan::plan_parallel(shape, cluster, work, search);
   result.model_source = source;
+  if (std::string pick = lx_opt_string(L, 2, "pick", "", fn); !pick.empty()) result.pick(pick);
 
   push_ranked(L, result.chosen(), static_cast<int>(shape.layers));
   set_string(L, "source", result.lua_source(steps));

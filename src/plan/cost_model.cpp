@@ -34,6 +34,7 @@ DeviceProfile DeviceProfile::from_json(const nlohmann::json& j, const std::strin
   DeviceProfile p;
   p.name = j.value("device", name);
   p.memory_bytes = memory_bytes;
+  if (j.contains("copy_GBps") && j["copy_GBps"].is_number()) p.copy_bytes_per_s = j["copy_GBps"].get<double>() * 1e9;
   if (!j.contains("matmul") || !j["matmul"].is_array())
     throw Error(fmt::format("plan: the device profile '{}' has no \"matmul\" array", name));
   for (auto& row : j["matmul"])
@@ -63,6 +64,18 @@ DeviceProfile DeviceProfile::measure_cpu(int devices_per_node) {
     } while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(60));
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / reps;
     p.matmul.push_back({"float32", double(m), double(k), double(n), 2.0 * m * k * n / s / 1e12});
+  }
+  {  // memory bandwidth: a 64 MiB copy, bytes read + written
+    auto src = torch::randn({16 << 20}), dst = torch::empty_like(src);
+    dst.copy_(src);
+    auto start = std::chrono::steady_clock::now();
+    int reps = 0;
+    do {
+      dst.copy_(src);
+      ++reps;
+    } while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(60));
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / reps;
+    p.copy_bytes_per_s = 2.0 * 4.0 * double(src.numel()) / s;
   }
   at::set_num_threads(threads);
   return p;
@@ -250,11 +263,17 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
   if (tied && where.first && where.last) vocab_matrices = 1;
   double params = stage.layers * static_cast<double>(m.layer_params) / stage.tp +
                   vocab_matrices * m.embedding_params / vocab_split(m, stage.tp);
-  // DP: the gradients of this rank's shard, once per step (ZeRO-1: reduce-scatter + all-gather,
-  // the same volume)
-  e.sync_s = all_reduce_seconds(params * element_bytes(work), stage.dp,
-                                where.dp_in_node ? cluster.intra_bw : cluster.inter_bw,
-                                where.dp_in_node ? cluster.intra_latency : cluster.inter_latency);
+  // DP: the gradients of this rank's shard, once per step. ZeRO-1 then all-gathers the updated
+  // parameters; its reduce-scatter is an all-reduce and a slice (c10d's Gloo has none).
+  double bw = where.dp_in_node ? cluster.intra_bw : cluster.inter_bw;
+  double latency = where.dp_in_node ? cluster.intra_latency : cluster.inter_latency;
+  e.sync_s = all_reduce_seconds(params * element_bytes(work), stage.dp, bw, latency);
+  if (stage.zero && stage.dp > 1)
+    e.sync_s += all_reduce_seconds(params * element_bytes(work), stage.dp, bw, latency) / 2;  // all-gather: half
+  // AdamW reads and writes each parameter, its gradient and two moments: 28 bytes a parameter
+  // (bf16: the float32 master copy in place of the weight), over the parameters this rank updates
+  if (cluster.device.copy_bytes_per_s > 0)
+    e.optimizer_s = params / (stage.zero ? stage.dp : 1) * 28.0 / cluster.device.copy_bytes_per_s;
   e.param_bytes = params * weight_bytes_per_param(work);
   e.optimizer_bytes = params * optimizer_bytes_per_param(work) / (stage.zero ? stage.dp : 1);
   double per_micro_batch = stage.layers * (stage.checkpoint ? c.layer_input_bytes : c.layer_activation_bytes);
@@ -282,10 +301,11 @@ Estimate estimate(const ModelShape& m, const Cluster& cluster, const Workload& w
     offset += n;
   }
   // 1F1B: every stage's time once (the first micro-batch's way through) and the slowest stage's
-  // for each further micro-batch; then the gradient all-reduces, every stage's at once
+  // for each further micro-batch; then the gradient syncs and updates, every stage's at once
+  double once = 0;
   for (auto& st : e.stages) {
     e.compute_s += st.compute_s, e.tp_comm_s += st.tp_comm_s, e.p2p_s += st.p2p_s;
-    e.dp_comm_s = std::max(e.dp_comm_s, st.sync_s);
+    if (st.once_s() > once) once = st.once_s(), e.dp_comm_s = st.sync_s, e.optimizer_s = st.optimizer_s;
     if (st.peak_bytes > e.peak_bytes)
       e.peak_bytes = st.peak_bytes, e.param_bytes = st.param_bytes, e.optimizer_bytes = st.optimizer_bytes,
       e.activation_bytes = st.activation_bytes;
@@ -294,7 +314,7 @@ Estimate estimate(const ModelShape& m, const Cluster& cluster, const Workload& w
   e.compute_s += (micro - 1) * bottleneck.compute_s;
   e.tp_comm_s += (micro - 1) * bottleneck.tp_comm_s;
   e.p2p_s += (micro - 1) * bottleneck.p2p_s;
-  e.step_s = e.compute_s + e.tp_comm_s + e.p2p_s + e.dp_comm_s;
+  e.step_s = e.compute_s + e.tp_comm_s + e.p2p_s + e.dp_comm_s + e.optimizer_s;
   e.fits = e.peak_bytes <= kUsableMemory * cluster.device.memory_bytes;
   return e;
 }

@@ -21,6 +21,7 @@ struct DeviceProfile {
   std::string name;
   std::vector<Matmul> matmul;
   double memory_bytes = 0;
+  double copy_bytes_per_s = 0;  ///< memory bandwidth (bytes read + written): the optimizer's pace; 0 unknown
 
   /// Seconds for m x k @ k x n: the throughput of the measured row of nearest shape (log scale).
   double matmul_seconds(double m, double k, double n, const std::string& dtype) const;
@@ -90,15 +91,17 @@ struct Candidate {
 };
 
 struct StageEstimate {
-  double compute_s = 0, tp_comm_s = 0, p2p_s = 0, sync_s = 0;  ///< per micro-batch but sync, once a step
+  double compute_s = 0, tp_comm_s = 0, p2p_s = 0;  ///< per micro-batch
+  double sync_s = 0, optimizer_s = 0;                 ///< once a step: gradient sync, AdamW's update
   double param_bytes = 0, optimizer_bytes = 0, activation_bytes = 0, peak_bytes = 0;
   double time_s() const { return compute_s + tp_comm_s + p2p_s; }
+  double once_s() const { return sync_s + optimizer_s; }
 };
 
 /// The step: sum of the stages' micro-batch times + (micro-batches - 1) x the slowest (1F1B), then
-/// the slowest stage's gradient all-reduce. Memory is the stage with the highest peak's.
+/// the slowest stage's gradient sync and AdamW update. Memory is the stage with the highest peak's.
 struct Estimate {
-  double compute_s = 0, tp_comm_s = 0, p2p_s = 0, dp_comm_s = 0, step_s = 0;
+  double compute_s = 0, tp_comm_s = 0, p2p_s = 0, dp_comm_s = 0, optimizer_s = 0, step_s = 0;
   double param_bytes = 0, optimizer_bytes = 0, activation_bytes = 0, peak_bytes = 0;
   bool fits = false;
   std::vector<StageEstimate> stages;

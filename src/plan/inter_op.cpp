@@ -31,7 +31,7 @@ struct Config {
 };
 
 // One stage choice that fits in memory: its micro-batch time (bounded by t_max) and its cost in
-// the program's sum (the time plus its once-a-step gradient all-reduce).
+// the program's sum (the time plus its once-a-step gradient sync and update).
 struct Option {
   double time, cost;
   int config;
@@ -127,7 +127,7 @@ class Program {
                 auto e = stage_estimate(model_, cluster_, work_, mesh.costs[ci], stage,
                                         {first, last, dp_in_node, next_in_node, in_flight});
                 if (e.peak_bytes > usable) continue;
-                options.push_back({e.time_s(), e.time_s() + e.sync_s, static_cast<int>(ci)});
+                options.push_back({e.time_s(), e.time_s() + e.once_s(), static_cast<int>(ci)});
               }
               // ascending time; of equal times the cheapest (configs come simplest first)
               std::stable_sort(options.begin(), options.end(), [](const Option& a, const Option& b) {

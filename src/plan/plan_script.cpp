@@ -121,14 +121,23 @@ local ids = slapo.randint(0, vocab, {{ replica_batch, plan.seq }})
 pipe:prepare(ids)
 local opt = plan.zero and slapo.optim.zero_adamw(pipe:parameters(), {{ lr = plan.lr, weight_decay = 0,
   group = layout.dp_group }}) or slapo.optim.adamw(pipe:parameters(), {{ lr = plan.lr, weight_decay = 0 }})
-local loss
-for _ = 1, plan.steps do
-  opt:zero_grad()
-  loss = pipe:step(ids, {{ labels = ids }})
-  opt:step()
-end
+collectgarbage()  -- the verified copies go before memory is measured
+-- tensor memory per rank: the stage's weights, and the most the steps held on top
+local loss, times = nil, {{}}
+local peak_mib = slapo.peak_tensor_mib(function()
+  for step = 1, plan.steps do
+    local start = slapo.clock()
+    opt:zero_grad()
+    loss = pipe:step(ids, {{ labels = ids }})
+    opt:step()
+    if step > 1 then table.insert(times, slapo.clock() - start) end  -- the first step allocates
+  end
+end)
+table.sort(times)
+local fullest = math.max(unpack(slapo.dist.all_gather(slapo.tensor({{ pipe:num_params() * 4 / 2 ^ 20 + peak_mib }})):tolist()))
 if slapo.dist.rank() == 0 then
-  print(("plan: %d steps, final loss %.4f"):format(plan.steps, loss))
+  print(("plan: %d steps, final loss %.4f, %.4f s/step, %.0f MiB of tensors on the fullest rank"):format(plan.steps,
+    loss, times[math.floor((#times + 1) / 2)] or 0, fullest))
 end
 )",
                      plan.model_source, c.tp, schedules_of(model), c.dp, c.zero ? "true" : "false", stages,
@@ -219,13 +228,18 @@ end)
 if slapo.dist.rank() == 0 then
   print(("verify: %d output(s) and %d gradients match the unscheduled model"):format(report.outputs, report.gradients))
 end
-local result = slapo.train({{
-  model = slapo.build(sch), layout = layout, optimizer = plan.zero and "zero_adamw" or "adamw",
+local built = slapo.build(sch)
+collectgarbage()  -- the verified copies go before memory is measured
+-- tensor memory per rank: the weights, and the most the steps held on top (gradients, AdamW, activations)
+local peak_mib, result = slapo.peak_tensor_mib(slapo.train, {{
+  model = built, layout = layout, optimizer = plan.zero and "zero_adamw" or "adamw",
   data = {{ vocab = vocab, batch = micro_batch, seq = plan.seq }}, grad_accum = plan.micro_batches,
   steps = plan.steps, lr = plan.lr,
 }})
+local fullest = math.max(unpack(slapo.dist.all_gather(slapo.tensor({{ built:num_params() * 4 / 2 ^ 20 + peak_mib }})):tolist()))
 if slapo.dist.rank() == 0 then
-  print(("plan: %d steps, final loss %.4f"):format(plan.steps, result.final_loss))
+  print(("plan: %d steps, final loss %.4f, %.4f s/step, %.0f MiB of tensors on the fullest rank"):format(plan.steps,
+    result.final_loss, result.step_s or 0, fullest))
 end
 )",
                      model_source, c.tp, schedules, c.dp, c.checkpoint ? "1.0" : "0.0", c.zero ? "true" : "false",

@@ -115,16 +115,35 @@ Plan plan_parallel(const ModelShape& model, const Cluster& cluster, const Worklo
   return plan;
 }
 
+void Plan::pick(const std::string& description) {
+  auto it = std::find_if(ranked.begin(), ranked.end(),
+                         [&](const Ranked& r) { return r.candidate.describe() == description; });
+  if (it == ranked.end()) {
+    std::vector<std::string> names;
+    for (auto& r : ranked) names.push_back(r.candidate.describe());
+    auto close = closest_names(description, names);
+    throw Error(fmt::format("plan: --pick '{}' names no plan considered{} (the table's first column, e.g. '{}')",
+                            description, close.empty() ? "" : fmt::format("; did you mean '{}'?", close[0]),
+                            names.front()));
+  }
+  if (!it->estimate.fits)
+    throw Error(fmt::format("plan: --pick '{}' does not fit: {}", description, it->verdict));
+  ranked.front().verdict = "the planner's choice";
+  it->verdict = it == ranked.begin() ? "chosen" : "picked, " + it->verdict;
+  std::rotate(ranked.begin(), it, it + 1);
+}
+
 std::string Plan::summary() const {
   std::string out = fmt::format("plan for {} ({:.1f}M parameters) on {} x {} {}, batch {} x seq {}{}\n", model.name,
                                 model.total_params / 1e6, cluster.nodes, cluster.per_node, cluster.device.name,
                                 work.batch, work.seq, work.dtype == "float32" ? "" : ", " + work.dtype);
-  out += fmt::format("  {:<52} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {}\n", "plan", "step s", "compute", "tp comm",
-                     "p2p", "dp comm", "GiB/rank", "");
+  out += fmt::format("  {:<52} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {}\n", "plan", "step s", "compute",
+                     "tp comm", "p2p", "dp comm", "optim", "GiB/rank", "");
   auto row = [&](const Ranked& r) {
-    return fmt::format("  {:<52} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.2f}  {}{}\n", describe(r.candidate),
-                       r.estimate.step_s, r.estimate.compute_s, r.estimate.tp_comm_s, r.estimate.p2p_s,
-                       r.estimate.dp_comm_s, gib(r.estimate.peak_bytes), r.verdict,
+    return fmt::format("  {:<52} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.2f}  {}{}\n",
+                       describe(r.candidate), r.estimate.step_s, r.estimate.compute_s, r.estimate.tp_comm_s,
+                       r.estimate.p2p_s, r.estimate.dp_comm_s, r.estimate.optimizer_s, gib(r.estimate.peak_bytes),
+                       r.verdict,
                        r.origin == "grid" ? "" : " (" + r.origin + ")");
   };
   // the best dozen, then a count of the rest

@@ -33,6 +33,10 @@ struct Plan {
   std::vector<Ranked> unrestricted;
   double search_s = 0;  ///< wall time of the search
   const Ranked& chosen() const { return ranked.front(); }
+  /// Puts the plan described as `description` (Candidate::describe, as the table prints it) first,
+  /// so the script is written for it; the planner's own choice stays in the list. Throws naming
+  /// the closest descriptions when none matches.
+  void pick(const std::string& description);
   /// A Lua script that builds the model, applies the plan with the reference schedules, checks it
   /// and trains `steps` steps; comments give the prediction and the alternatives.
   std::string lua_source(int steps) const;

@@ -308,14 +308,12 @@ function M.run(user_opts)
   if metrics then
     metrics:close()
   end
-  if os.getenv("SLAPO_TUNE_REPORT") then
-    local measured = M.trial_metrics(step_seconds, first_step, opts.steps, step_tokens, peak_mib)
-    if measured then
-      slapo.report(measured)
-    end
+  local measured = M.trial_metrics(step_seconds, first_step, opts.steps, step_tokens, peak_mib)
+  if measured and os.getenv("SLAPO_TUNE_REPORT") then
+    slapo.report(measured)
   end
   return { losses = losses, final_loss = losses[opts.steps], first_step = first_step, steps = opts.steps,
-    model = model, schedule = swap_state and swap_state.sch or nil }
+    step_s = measured and measured.step_s, model = model, schedule = swap_state and swap_state.sch or nil }
 end
 
 return M

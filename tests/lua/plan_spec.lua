@@ -38,6 +38,17 @@ describe("slapo.plan", function()
     assert(big.fits and big.step_s > 0)
   end)
 
+  it("writes the script for a plan picked from its table", function()
+    local p = slapo.plan("gpt2", { cluster = "1x2:cpu", batch = 4, seq = 32, pick = "tp 2 x dp 1, checkpoint" })
+    eq(2, p.tp)
+    eq(1, p.pp)
+    eq(1.0, p.checkpoint)
+    matches("^picked, %d+%% slower$", p.verdict)
+    matches("  tp = 2,", p.source)
+    matches("plan: %-%-pick 'tp 3 x dp 1' names no plan considered", pcall_err(slapo.plan, "gpt2",
+      { cluster = "1x2:cpu", pick = "tp 3 x dp 1" }))
+  end)
+
   it("names what is wrong", function()
     matches("plan: expected a preset name or a zoo model, got number", pcall_err(slapo.plan, 42))
     matches("plan: unknown option 'clusters'", pcall_err(slapo.plan, "gpt2", { clusters = "1x2:cpu" }))
