@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cmath>
@@ -30,6 +31,24 @@ double DeviceProfile::matmul_seconds(double m, double k, double n, const std::st
   return 2.0 * m * k * n / (best->tflops * 1e12);
 }
 
+double DeviceProfile::layer_overhead(double hidden, const std::string& dtype) const {
+  const Layer* best = nullptr;
+  double best_distance = std::numeric_limits<double>::infinity();
+  for (auto& row : layers) {
+    if (row.dtype != dtype) continue;
+    double d = std::fabs(std::log(hidden / row.hidden));
+    if (d < best_distance) best_distance = d, best = &row;
+  }
+  if (!best) return 1.2;
+  // the layer's matmuls as the cost model counts them: q, k, v, o, a 4x MLP, scores and context
+  double h = best->hidden, t = best->tokens;
+  double forward = matmul_seconds(t, h, 3 * h, dtype) + matmul_seconds(t, h, h, dtype) +
+                   matmul_seconds(t, h, 4 * h, dtype) + matmul_seconds(t, 4 * h, h, dtype) +
+                   2 * matmul_seconds(best->seq, h / best->heads, best->seq, dtype) * (t / best->seq) * best->heads;
+  // below 1 where the device's fused kernels (flash attention) beat the modelled matmuls
+  return std::clamp(best->fwd_bwd_s / (3.0 * forward), 0.25, 20.0);
+}
+
 DeviceProfile DeviceProfile::from_json(const nlohmann::json& j, const std::string& name, double memory_bytes) {
   DeviceProfile p;
   p.name = j.value("device", name);
@@ -40,6 +59,11 @@ DeviceProfile DeviceProfile::from_json(const nlohmann::json& j, const std::strin
   for (auto& row : j["matmul"])
     p.matmul.push_back({row.at("dtype").get<std::string>(), row.at("m").get<double>(), row.at("k").get<double>(),
                         row.at("n").get<double>(), row.at("tflops").get<double>()});
+  if (j.contains("layer") && j["layer"].is_array())
+    for (auto& row : j["layer"])
+      p.layers.push_back({row.value("dtype", std::string("float32")), row.at("hidden").get<double>(),
+                          row.at("heads").get<double>(), row.at("tokens").get<double>(), row.at("seq").get<double>(),
+                          row.at("fwd_bwd_s").get<double>()});
   return p;
 }
 
@@ -64,6 +88,22 @@ DeviceProfile DeviceProfile::measure_cpu(int devices_per_node) {
     } while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(60));
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / reps;
     p.matmul.push_back({"float32", double(m), double(k), double(n), 2.0 * m * k * n / s / 1e12});
+  }
+  {  // a transformer layer, forward + backward: what the matmuls leave out
+    torch::AutoGradMode grad(true);
+    const int64_t hidden = 256, heads = 4, seq = 128, batch = 2;
+    auto layer = torch::nn::TransformerEncoderLayer(
+        torch::nn::TransformerEncoderLayerOptions(hidden, heads).dim_feedforward(4 * hidden).dropout(0.0));
+    auto x = torch::randn({seq, batch, hidden}).requires_grad_(true);
+    layer->forward(x).sum().backward();  // warm up
+    auto start = std::chrono::steady_clock::now();
+    int reps = 0;
+    do {
+      layer->forward(x).sum().backward();
+      ++reps;
+    } while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(100));
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / reps;
+    p.layers.push_back({"float32", double(hidden), double(heads), double(seq * batch), double(seq), s});
   }
   {  // memory bandwidth: a 64 MiB copy, bytes read + written
     auto src = torch::randn({16 << 20}), dst = torch::empty_like(src);
@@ -229,6 +269,7 @@ LayerCosts layer_costs(const ModelShape& m, const Cluster& cluster, const Worklo
                   (m.gated_mlp ? 2 * mm(h, m.inner / tp) : mm(h, m.inner / tp)) + mm(m.inner / tp, h) +
                   2 * cluster.device.matmul_seconds(work.seq, m.head_dim, work.seq, work.dtype) * seqs * m.heads / tp;
   c.head_fwd_s = mm(h, m.vocab / vocab_split(m, tp_));
+  c.overhead = cluster.device.layer_overhead(h, work.dtype);
   // Megatron TP all-reduces the layer's activations: within a node when TP fits in one
   bool tp_in_node = tp_ <= cluster.per_node;
   c.tp_all_reduce_s = all_reduce_seconds(tokens * h * bytes, tp_, tp_in_node ? cluster.intra_bw : cluster.inter_bw,
@@ -246,9 +287,9 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
                              const Stage& stage, const Placement& where) {
   StageEstimate e;
   // backward takes twice the forward; checkpointing runs each layer's forward once more; the
-  // elementwise ops, norms and softmax add about a fifth (Megatron's measurements)
+  // elementwise ops, norms and softmax add what the device's measured layer says (LayerCosts)
   double per_layer = c.layer_fwd_s * (3.0 + (stage.checkpoint ? 1.0 : 0.0));
-  e.compute_s = 1.2 * (stage.layers * per_layer + (where.last ? 3.0 * c.head_fwd_s : 0.0));
+  e.compute_s = c.overhead * (stage.layers * per_layer + (where.last ? 3.0 * c.head_fwd_s : 0.0));
   e.tp_comm_s = stage.layers * (4 + (stage.checkpoint ? 2 : 0)) * c.tp_all_reduce_s;
   // the activations forward and their gradient back to the next stage, point to point
   if (!where.last) {

@@ -22,9 +22,19 @@ struct DeviceProfile {
   std::vector<Matmul> matmul;
   double memory_bytes = 0;
   double copy_bytes_per_s = 0;  ///< memory bandwidth (bytes read + written): the optimizer's pace; 0 unknown
+  /// A whole transformer layer timed forward + backward (devices/*.json's "layer" rows).
+  struct Layer {
+    std::string dtype;
+    double hidden, heads, tokens, seq, fwd_bwd_s;
+  };
+  std::vector<Layer> layers;
 
   /// Seconds for m x k @ k x n: the throughput of the measured row of nearest shape (log scale).
   double matmul_seconds(double m, double k, double n, const std::string& dtype) const;
+  /// The measured layer of nearest width over the time the model gives its matmuls at the same
+  /// shapes: what norms, softmax, activations, dropout and the host add, less what fused kernels
+  /// save. Megatron's fifth, 1.2, when the profile measured no layer in `dtype`.
+  double layer_overhead(double hidden, const std::string& dtype) const;
   /// devices/*.json (h100.json's format); `memory_bytes` as given (the file does not hold it).
   static DeviceProfile from_json(const nlohmann::json& j, const std::string& name, double memory_bytes);
   /// This machine's CPU, measured now with LibTorch (float32, transformer-like shapes, ~1 s).
@@ -111,6 +121,7 @@ struct Estimate {
 /// micro-batch of `micro_batch` sequences: the pieces every stage's estimate is built from.
 struct LayerCosts {
   double layer_fwd_s = 0, head_fwd_s = 0, tp_all_reduce_s = 0;
+  double overhead = 1.2;  ///< DeviceProfile::layer_overhead: measured layer over modelled matmuls
   double layer_activation_bytes = 0, layer_input_bytes = 0, logits_bytes = 0, boundary_bytes = 0;
 };
 LayerCosts layer_costs(const ModelShape& model, const Cluster& cluster, const Workload& work, int64_t micro_batch,
