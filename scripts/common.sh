@@ -6,6 +6,8 @@ build_dir="${SLAPO_BUILD_DIR:-$root/build}"
 "$root/scripts/setup"
 
 export CCACHE_SLOPPINESS="pch_defines,time_macros,include_file_mtime,include_file_ctime"
+# paths relative to the checkout, so a fresh clone elsewhere reuses the cache (-g records the directory)
+export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
 if [ ! -f "$build_dir/build.ninja" ]; then
   cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null

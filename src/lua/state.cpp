@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "core/sanitizer.h"
 #include "lua/lua_module.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
@@ -32,6 +33,8 @@ int luaopen_slapo_core(lua_State* L) {
   open_process(L);
   lua_pushstring(L, SLAPO_VERSION);
   lua_setfield(L, -2, "version");
+  lua_pushboolean(L, kAddressSanitizer);  // slapo.sanitized: an AddressSanitizer build (scripts/sanitize)
+  lua_setfield(L, -2, "sanitized");
   // The checkout the stdlib came from (data/ lives there): slapo.source_dir()
   lua_pushstring(L, (LuaState::stdlib_dir() + "/..").c_str());
   lua_pushcclosure(L, [](lua_State* T) { lua_pushvalue(T, lua_upvalueindex(1)); return 1; }, 1);

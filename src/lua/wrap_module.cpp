@@ -199,7 +199,8 @@ int module_fields(lua_State* L) {
     lx_push_tensor(L, m->param(key));
     return 1;
   }
-  if (auto* buffer = m->named_buffers(false).find(key)) {
+  auto buffers = m->named_buffers(false);  // find() points into the dict: keep it alive
+  if (auto* buffer = buffers.find(key)) {
     lx_push_tensor(L, *buffer);
     return 1;
   }

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/sanitizer.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
 
@@ -89,6 +90,9 @@ int w_run_process(lua_State* L) {
   }
   double timeout = lx_opt_number_in(L, 2, "timeout", 0, 0, 1e7, fn);  // 0: none
   double memory_mib = lx_opt_number_in(L, 2, "memory_mib", 0, 0, 1e9, fn);
+  if (memory_mib > 0 && kAddressSanitizer)
+    throw Error(fmt::format("{}: memory_mib cannot cap a process of this AddressSanitizer build (its shadow memory "
+                            "takes terabytes of address space); use the regular build for memory limits", fn));
   std::string log = lx_opt_string(L, 2, "log", "/dev/null", fn);
   int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) throw Error(fmt::format("{}: cannot open the log '{}': {}", fn, log, std::strerror(errno)));
