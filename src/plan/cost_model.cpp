@@ -320,7 +320,12 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
   double per_micro_batch = stage.layers * (stage.checkpoint ? c.layer_input_bytes : c.layer_activation_bytes);
   e.activation_bytes = where.in_flight * per_micro_batch + (stage.checkpoint ? c.layer_activation_bytes : 0.0) +
                        (where.last ? c.logits_bytes : 0.0);
-  e.peak_bytes = e.param_bytes + e.optimizer_bytes + e.activation_bytes;
+  // after backward, with the activations gone, the step's own buffers: AdamW's update makes one
+  // float32 temporary the size of what it updates; ZeRO-1 flattens the gradients and all-reduces a
+  // copy of them (measured on 2 Gloo ranks, bench/plan_calibration)
+  e.update_bytes = params / (stage.zero ? stage.dp : 1) * 4.0;
+  if (stage.zero && stage.dp > 1) e.update_bytes += 2 * params * element_bytes(work);
+  e.peak_bytes = e.param_bytes + e.optimizer_bytes + std::max(e.activation_bytes, e.update_bytes);
   return e;
 }
 

@@ -104,6 +104,7 @@ struct StageEstimate {
   double compute_s = 0, tp_comm_s = 0, p2p_s = 0;  ///< per micro-batch
   double sync_s = 0, optimizer_s = 0;                 ///< once a step: gradient sync, AdamW's update
   double param_bytes = 0, optimizer_bytes = 0, activation_bytes = 0, peak_bytes = 0;
+  double update_bytes = 0;  ///< the optimizer step's temporaries, held once the activations are gone
   double time_s() const { return compute_s + tp_comm_s + p2p_s; }
   double once_s() const { return sync_s + optimizer_s; }
 };
