@@ -85,6 +85,29 @@ for script in pp pp_moved pp_tp; do
   grep -q "^plan: 2 steps, final loss" "$tmp/pp.out"
 done
 
+# BERT and LLaMA plans verify and train too: tp 2 x pp 2 on 4 ranks, tp 2 on 2 ranks
+cat > "$tmp/gen_model.lua" <<'LUA'
+local kind, ranks, pick, out = arg[2], arg[3], arg[4], arg[5]
+local model = kind == "bert" and slapo.models.bert({ hidden_size = 64, num_hidden_layers = 4, num_attention_heads = 4,
+    intermediate_size = 128, vocab_size = 2048, max_position_embeddings = 64 })
+  or slapo.models.llama({ hidden_size = 64, num_hidden_layers = 4, num_attention_heads = 4, num_key_value_heads = 2,
+    intermediate_size = 128, vocab_size = 2048 })
+local p = slapo.plan(model, { cluster = "1x" .. ranks .. ":" .. arg[1], batch = 8, seq = 32, steps = 2, pick = pick })
+local f = assert(io.open(out, "w"))
+f:write(p.source)
+f:close()
+LUA
+for kind in bert llama; do
+  for case in "4|tp 2 x dp 1 x pp 2 (2+2), 2 micro|the pipeline's loss" "2|tp 2 x dp 1|1 output(s)"; do
+    IFS='|' read -r ranks pick verified <<<"$case"
+    "$bin" run "$tmp/gen_model.lua" "$tmp/pp.json" "$kind" "$ranks" "$pick" "$tmp/$kind.lua" >/dev/null
+    "$bin" run --nproc "$ranks" "$tmp/$kind.lua" >"$tmp/model.out" 2>&1 || { cat "$tmp/model.out"; exit 1; }
+    grep -q "^verify: $verified and [0-9]* gradients match the unscheduled model" "$tmp/model.out" \
+      || { echo "$kind, $pick did not verify:"; cat "$tmp/model.out"; exit 1; }
+    grep -q "^plan: 2 steps, final loss" "$tmp/model.out"
+  done
+done
+
 # profile-device measures this machine into a profile the planner reads
 "$bin" profile-device --quick --out "$tmp/dev.json" >"$tmp/profile.out"
 grep -q "| 256 x 256 x 256 | float32 |" "$tmp/profile.out"
