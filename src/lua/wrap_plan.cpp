@@ -65,7 +65,7 @@ void push_ranked(lua_State* L, const plan::Ranked& r, int layers) {
   }
   lua_setfield(L, -2, "stages");
   set_number(L, "step_s", r.estimate.step_s);
-  set_number(L, "peak_gib", r.estimate.peak_bytes / double(1ull << 30));
+  set_number(L, "peak_gib", plan::to_gib(r.estimate.peak_bytes));
   set_bool(L, "fits", r.estimate.fits);
   set_string(L, "verdict", r.verdict);
   set_string(L, "origin", r.origin);

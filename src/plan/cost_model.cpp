@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <cmath>
 #include <filesystem>
@@ -13,6 +12,7 @@
 
 #include "core/error.h"
 #include "io/json_file.h"
+#include "plan/profile_device.h"
 #include "slapo/build_config.h"
 
 namespace slapo::plan {
@@ -79,14 +79,7 @@ DeviceProfile DeviceProfile::measure_cpu(int devices_per_node) {
   for (auto [m, k, n] : {std::array<int64_t, 3>{256, 256, 256}, {512, 512, 2048}, {1024, 1024, 1024},
                          {1024, 1024, 4096}, {1024, 4096, 1024}}) {
     auto a = torch::randn({m, k}), b = torch::randn({k, n});
-    (void)at::matmul(a, b);  // warm up
-    auto start = std::chrono::steady_clock::now();
-    int reps = 0;
-    do {
-      (void)at::matmul(a, b);
-      ++reps;
-    } while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(60));
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / reps;
+    double s = time_of([&] { (void)at::matmul(a, b); }, 0.06);
     p.matmul.push_back({"float32", double(m), double(k), double(n), 2.0 * m * k * n / s / 1e12});
   }
   {  // a transformer layer, forward + backward: what the matmuls leave out
@@ -95,27 +88,12 @@ DeviceProfile DeviceProfile::measure_cpu(int devices_per_node) {
     auto layer = torch::nn::TransformerEncoderLayer(
         torch::nn::TransformerEncoderLayerOptions(hidden, heads).dim_feedforward(4 * hidden).dropout(0.0));
     auto x = torch::randn({seq, batch, hidden}).requires_grad_(true);
-    layer->forward(x).sum().backward();  // warm up
-    auto start = std::chrono::steady_clock::now();
-    int reps = 0;
-    do {
-      layer->forward(x).sum().backward();
-      ++reps;
-    } while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(100));
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / reps;
+    double s = time_of([&] { layer->forward(x).sum().backward(); }, 0.1);
     p.layers.push_back({"float32", double(hidden), double(heads), double(seq * batch), double(seq), s});
   }
   {  // memory bandwidth: a 64 MiB copy, bytes read + written
     auto src = torch::randn({16 << 20}), dst = torch::empty_like(src);
-    dst.copy_(src);
-    auto start = std::chrono::steady_clock::now();
-    int reps = 0;
-    do {
-      dst.copy_(src);
-      ++reps;
-    } while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(60));
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / reps;
-    p.copy_bytes_per_s = 2.0 * 4.0 * double(src.numel()) / s;
+    p.copy_bytes_per_s = 2.0 * 4.0 * double(src.numel()) / time_of([&] { dst.copy_(src); }, 0.06);
   }
   at::set_num_threads(threads);
   return p;
@@ -232,11 +210,7 @@ std::string Candidate::describe() const {
     return fmt::format("tp {} x dp {}{}{}{}", tp, dp, micro_batches > 1 ? fmt::format(", {} micro", micro_batches) : "",
                        checkpoint ? ", checkpoint" : "", zero ? ", zero-1" : "");
   std::vector<std::string> parts;
-  bool all_checkpoint = true;
-  for (auto& s : stages) {
-    parts.push_back(fmt::format("{}{}", s.layers, s.checkpoint ? "c" : ""));
-    all_checkpoint = all_checkpoint && s.checkpoint;
-  }
+  for (auto& s : stages) parts.push_back(fmt::format("{}{}", s.layers, s.checkpoint ? "c" : ""));
   if (uniform_mesh())
     return fmt::format("tp {} x dp {} x pp {} ({}), {} micro{}", tp, dp, stages.size(), fmt::join(parts, "+"),
                        micro_batches, zero ? ", zero-1" : "");
@@ -308,22 +282,21 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
   // parameters; its reduce-scatter is an all-reduce and a slice (c10d's Gloo has none).
   double bw = where.dp_in_node ? cluster.intra_bw : cluster.inter_bw;
   double latency = where.dp_in_node ? cluster.intra_latency : cluster.inter_latency;
-  e.sync_s = all_reduce_seconds(params * element_bytes(work), stage.dp, bw, latency);
-  if (stage.zero && stage.dp > 1)
-    e.sync_s += all_reduce_seconds(params * element_bytes(work), stage.dp, bw, latency) / 2;  // all-gather: half
+  double gradient_sync = all_reduce_seconds(params * element_bytes(work), stage.dp, bw, latency);
+  e.sync_s = gradient_sync * (stage.zero && stage.dp > 1 ? 1.5 : 1.0);  // an all-gather moves half an all-reduce
   // AdamW reads and writes each parameter, its gradient and two moments: 28 bytes a parameter
   // (bf16: the float32 master copy in place of the weight), over the parameters this rank updates
-  if (cluster.device.copy_bytes_per_s > 0)
-    e.optimizer_s = params / (stage.zero ? stage.dp : 1) * 28.0 / cluster.device.copy_bytes_per_s;
+  const double updated = params / (stage.zero ? stage.dp : 1);
+  if (cluster.device.copy_bytes_per_s > 0) e.optimizer_s = updated * 28.0 / cluster.device.copy_bytes_per_s;
   e.param_bytes = params * weight_bytes_per_param(work);
-  e.optimizer_bytes = params * optimizer_bytes_per_param(work) / (stage.zero ? stage.dp : 1);
+  e.optimizer_bytes = updated * optimizer_bytes_per_param(work);
   double per_micro_batch = stage.layers * (stage.checkpoint ? c.layer_input_bytes : c.layer_activation_bytes);
   e.activation_bytes = where.in_flight * per_micro_batch + (stage.checkpoint ? c.layer_activation_bytes : 0.0) +
                        (where.last ? c.logits_bytes : 0.0);
   // after backward, with the activations gone, the step's own buffers: AdamW's update makes one
   // float32 temporary the size of what it updates; ZeRO-1 flattens the gradients and all-reduces a
   // copy of them (measured on 2 Gloo ranks, bench/plan_calibration)
-  e.update_bytes = params / (stage.zero ? stage.dp : 1) * 4.0;
+  e.update_bytes = updated * 4.0;
   if (stage.zero && stage.dp > 1) e.update_bytes += 2 * params * element_bytes(work);
   e.peak_bytes = e.param_bytes + e.optimizer_bytes + std::max(e.activation_bytes, e.update_bytes);
   return e;

@@ -144,6 +144,7 @@ double weight_bytes_per_param(const Workload& work);
 double optimizer_bytes_per_param(const Workload& work);
 /// The fraction of a device's memory a plan may use.
 constexpr double kUsableMemory = 0.9;
+inline double to_gib(double bytes) { return bytes / double(1ull << 30); }
 
 Estimate estimate(const ModelShape& model, const Cluster& cluster, const Workload& work, const Candidate& c);
 

@@ -3,11 +3,11 @@
 // f[s][i][j]: the least sum of stage costs placing layers i..L-1 on s stages over the last j
 // devices, every stage no slower than a bound t_max; the step is then f + (B - 1) t_max. Each
 // bound is one program; bounds run from the smallest feasible one upwards until B x t_max alone
-// exceeds the best step found (Alpa's pruning). The sum counts each stage's gradient all-reduce,
-// which runs once a step on all stages at once: a bias against many stages that the exact
-// estimate of each program's plan then removes. A stage's cost depends on its layer count, whether it holds
-// the embedding or the head, its submesh, how many micro-batches it keeps and whether the next
-// stage shares its node, so the choices are tabulated once per micro-batch count.
+// exceeds the best step found (Alpa's pruning). The sum counts each stage's gradient sync and
+// update, which run once a step on all stages at once: a bias against many stages that the exact
+// estimate of each program's plan then removes. A stage's cost depends on its layer count, whether
+// it holds the embedding or the head, its submesh, how many micro-batches it keeps and whether the
+// next stage shares its node, so the choices are tabulated once per micro-batch count.
 #include "plan/inter_op.h"
 
 #include <algorithm>
@@ -144,6 +144,11 @@ class Program {
 
   int node(int device) const { return device / cluster_.per_node; }
 
+  // f[s][i][j] in the flat tables
+  size_t at(int s, int i, int j) const {
+    return (static_cast<size_t>(s) * (layers_ + 1) + i) * (devices_ + 1) + j;
+  }
+
   // A submesh of `size` at device `offset` must lie within one node, or start a node and take whole ones.
   bool aligned(int offset, int size) const {
     if (size <= cluster_.per_node) return node(offset) == node(offset + size - 1);
@@ -163,7 +168,6 @@ class Program {
         }
     }
     const int S = stages_, L = layers_, N = devices_;
-    auto at = [&](int s, int i, int j) { return (static_cast<size_t>(s) * (L + 1) + i) * (N + 1) + j; };
     cost_.assign(static_cast<size_t>(S + 1) * (L + 1) * (N + 1), kInf);
     choice_.assign(cost_.size(), Choice{});
     cost_[at(0, L, 0)] = 0;
@@ -201,8 +205,7 @@ class Program {
 
   // The last program's plan, estimated exactly; kept when it beats `best`.
   bool take(Candidate& best, Estimate& best_estimate) {
-    const int L = layers_, N = devices_;
-    auto at = [&](int s, int i, int j) { return (static_cast<size_t>(s) * (L + 1) + i) * (N + 1) + j; };
+    const int N = devices_;
     Candidate c;
     c.micro_batches = micro_;
     for (int s = best_stages_, i = 0, j = N; s > 0; --s) {
@@ -339,7 +342,7 @@ InterOpResult plan_inter_op(const ModelShape& model, const Cluster& cluster, con
     throw Error(fmt::format("plan: no pipeline of {} over {} x {} {} fits in {:.1f} GiB per device with batch {} x "
                             "seq {} (fewer sequences per step, or more devices)",
                             model.name, cluster.nodes, cluster.per_node, cluster.device.name,
-                            kUsableMemory * cluster.device.memory_bytes / double(1ull << 30), work.batch, work.seq));
+                            to_gib(kUsableMemory * cluster.device.memory_bytes), work.batch, work.seq));
   return result;
 }
 

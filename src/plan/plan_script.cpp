@@ -11,9 +11,6 @@ namespace slapo::plan {
 
 namespace {
 
-double gib(double bytes) { return bytes / double(1ull << 30); }
-std::string describe(const Candidate& c) { return c.describe(); }
-
 std::string schedules_of(const ModelShape& model) {
   return model.type == "gpt2" ? "gpt2" : model.type == "bert" ? "bert" : "llama";
 }
@@ -23,18 +20,22 @@ std::string layers_path(const ModelShape& model) {
   return model.type == "gpt2" ? "transformer.h" : model.type == "bert" ? "bert.encoder.layer" : "model.layers";
 }
 
-std::string alternatives_comment(const Plan& plan) {
-  std::string out = "--\n-- Predicted (step seconds, GiB per rank), the best plans considered:\n";
+// The script's first lines: what was planned, how to run it, and the plans considered.
+std::string script_header(const Plan& plan) {
+  std::string out = fmt::format("-- slapo-lua plan: {} on {} x {} {}, batch {} x seq {}\n", plan.model.name,
+                                plan.cluster.nodes, plan.cluster.per_node, plan.cluster.device.name, plan.work.batch,
+                                plan.work.seq);
+  out += fmt::format("-- Run it: slapo-lua run --nproc {} plan.lua   (edit the plan table and run again)\n",
+                     plan.cluster.devices());
+  out += "--\n-- Predicted (step seconds, GiB per rank), the best plans considered:\n";
+  auto line = [](const Ranked& r) {
+    return fmt::format("--   {:<52} {:>9.4f} s {:>7.2f} GiB  {}\n", r.candidate.describe(), r.estimate.step_s,
+                       to_gib(r.estimate.peak_bytes), r.verdict);
+  };
   const size_t shown = std::min<size_t>(plan.ranked.size(), 20);
-  for (size_t i = 0; i < shown; ++i) {
-    auto& r = plan.ranked[i];
-    out += fmt::format("--   {:<52} {:>9.4f} s {:>7.2f} GiB  {}\n", describe(r.candidate), r.estimate.step_s,
-                       gib(r.estimate.peak_bytes), r.verdict);
-  }
+  for (size_t i = 0; i < shown; ++i) out += line(plan.ranked[i]);
   if (plan.ranked.size() > shown) out += fmt::format("--   ... and {} more\n", plan.ranked.size() - shown);
-  for (auto& r : plan.unrestricted)
-    out += fmt::format("--   {:<52} {:>9.4f} s {:>7.2f} GiB  {}\n", describe(r.candidate), r.estimate.step_s,
-                       gib(r.estimate.peak_bytes), r.verdict);
+  for (auto& r : plan.unrestricted) out += line(r);
   return out;
 }
 
@@ -42,12 +43,7 @@ std::string pipeline_source(const Plan& plan, int steps) {
   const Ranked& best = plan.chosen();
   const Candidate& c = best.candidate;
   const ModelShape& model = plan.model;
-  std::string out;
-  out += fmt::format("-- slapo-lua plan: {} on {} x {} {}, batch {} x seq {}\n", model.name, plan.cluster.nodes,
-                     plan.cluster.per_node, plan.cluster.device.name, plan.work.batch, plan.work.seq);
-  out += fmt::format("-- Run it: slapo-lua run --nproc {} plan.lua   (edit the plan table and run again)\n",
-                     plan.cluster.devices());
-  out += alternatives_comment(plan);
+  std::string out = script_header(plan);
   out += "--\n-- The chosen pipeline, stage by stage (micro-batch seconds, GiB per rank):\n";
   std::string stages;
   int first = 0;
@@ -55,7 +51,7 @@ std::string pipeline_source(const Plan& plan, int steps) {
     const Stage& st = c.stages[s];
     const StageEstimate& e = best.estimate.stages[s];
     out += fmt::format("--   stage {}: layers {}..{}{}, {:.4f} s, {:.2f} GiB\n", s, first, first + st.layers - 1,
-                       st.checkpoint ? " (checkpointed)" : "", e.time_s(), gib(e.peak_bytes));
+                       st.checkpoint ? " (checkpointed)" : "", e.time_s(), to_gib(e.peak_bytes));
     stages += fmt::format("    {{ layers = {}, checkpoint = {} }},\n", st.layers, st.checkpoint ? "true" : "false");
     first += st.layers;
   }
@@ -152,12 +148,7 @@ std::string Plan::lua_source(int steps) const {
   const Candidate& c = best.candidate;
   if (c.pp() > 1) return pipeline_source(*this, steps);
   std::string schedules = schedules_of(model);
-  std::string out;
-  out += fmt::format("-- slapo-lua plan: {} on {} x {} {}, batch {} x seq {}\n", model.name, cluster.nodes,
-                     cluster.per_node, cluster.device.name, work.batch, work.seq);
-  out += fmt::format("-- Run it: slapo-lua run --nproc {} plan.lua   (edit the plan table and run again)\n",
-                     cluster.devices());
-  out += alternatives_comment(*this);
+  std::string out = script_header(*this);
   // the knobs' choices and the planner's prediction for each plan that fits
   std::vector<int> tp_choices, micro_choices;
   std::string predictions;
@@ -171,7 +162,7 @@ std::string Plan::lua_source(int steps) const {
     predictions += fmt::format(
         "  {{ tp = {}, micro_batches = {}, checkpoint = {}, zero = {}, step_s = {:.6g}, peak_gib = {:.3g} }},\n",
         r.candidate.tp, r.candidate.micro_batches, r.candidate.checkpoint ? "1.0" : "0.0",
-        r.candidate.zero ? "true" : "false", r.estimate.step_s, gib(r.estimate.peak_bytes));
+        r.candidate.zero ? "true" : "false", r.estimate.step_s, to_gib(r.estimate.peak_bytes));
   }
   std::sort(tp_choices.begin(), tp_choices.end());
   std::sort(micro_choices.begin(), micro_choices.end());

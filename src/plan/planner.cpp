@@ -1,4 +1,4 @@
-// The grid over uniform plans, its ranking, and the plan as text: a table and a Lua script.
+// The searches combined and ranked, a pick among them, and the planner's table.
 #include "plan/planner.h"
 
 #include <algorithm>
@@ -11,15 +11,19 @@ namespace slapo::plan {
 
 namespace {
 
-std::string describe(const Candidate& c) { return c.describe(); }
-
-double gib(double bytes) { return bytes / double(1ull << 30); }
-
 void check_workload(const Workload& work) {
   if (work.batch < 1 || work.seq < 1)
     throw Error(fmt::format("plan: --batch and --seq must be >= 1, got {} and {}", work.batch, work.seq));
   if (work.dtype != "float32" && work.dtype != "bfloat16")
     throw Error(fmt::format("plan: --dtype '{}' is not a training precision (choices: float32, bfloat16)", work.dtype));
+}
+
+void check_some_layout(const Plan& plan) {
+  if (!plan.ranked.empty()) return;
+  const ModelShape& model = plan.model;
+  throw Error(fmt::format("plan: no layout of {} devices fits: tensor parallelism must divide {} heads ({} key/value "
+                          "heads) within a node of {}, and data parallelism must divide --batch {}",
+                          plan.cluster.devices(), model.heads, model.kv_heads, plan.cluster.per_node, plan.work.batch));
 }
 
 // Fitting plans first, fastest first (ties keep the earlier, simpler plan); the best must fit.
@@ -37,12 +41,12 @@ void rank_and_explain(Plan& plan) {
     throw Error(fmt::format("plan: {} ({:.2f}B parameters) does not fit {} x {}: the most sharded plan ({}) needs "
                             "{:.1f} GiB per device, {:.1f} GiB more than the {:.1f} GiB usable",
                             model.name, model.total_params / 1e9, cluster.nodes, cluster.per_node,
-                            describe(best.candidate), gib(best.estimate.peak_bytes),
-                            gib(best.estimate.peak_bytes - usable), gib(usable)));
+                            best.candidate.describe(), to_gib(best.estimate.peak_bytes),
+                            to_gib(best.estimate.peak_bytes - usable), to_gib(usable)));
   for (auto& r : plan.ranked) {
     if (&r == &plan.ranked.front()) r.verdict = "chosen";
     else if (!r.estimate.fits)
-      r.verdict = fmt::format("needs {:.1f} GiB of {:.1f}", gib(r.estimate.peak_bytes), gib(usable));
+      r.verdict = fmt::format("needs {:.1f} GiB of {:.1f}", to_gib(r.estimate.peak_bytes), to_gib(usable));
     else r.verdict = fmt::format("{:.0f}% slower", 100.0 * (r.estimate.step_s / best.estimate.step_s - 1.0));
   }
 }
@@ -52,22 +56,9 @@ void rank_and_explain(Plan& plan) {
 Plan plan_uniform(const ModelShape& model, const Cluster& cluster, const Workload& work) {
   check_workload(work);
   Plan plan{model, fmt::format("\"{}\"", model.name), cluster, work, {}, {}, 0};
-  const int n = cluster.devices();
-  for (int tp = 1; tp <= std::min(n, cluster.per_node); ++tp) {
-    if (n % tp != 0 || model.heads % tp != 0 || model.kv_heads % tp != 0) continue;
-    int dp = n / tp;
-    if (work.batch % dp != 0) continue;
-    for (bool checkpoint : {false, true})
-      for (bool zero : {false, true}) {
-        if (zero && dp == 1) continue;
-        Candidate c{tp, dp, checkpoint, zero};
-        plan.ranked.push_back({c, estimate(model, cluster, work, c), ""});
-      }
-  }
-  if (plan.ranked.empty())
-    throw Error(fmt::format("plan: no layout of {} devices fits: tensor parallelism must divide {} heads ({} key/value "
-                            "heads) within a node of {}, and data parallelism must divide --batch {}",
-                            n, model.heads, model.kv_heads, cluster.per_node, work.batch));
+  for (auto& c : megatron_grid(model, cluster, work))
+    if (c.pp() == 1 && c.micro_batches == 1) plan.ranked.push_back({c, estimate(model, cluster, work, c), ""});
+  check_some_layout(plan);
   rank_and_explain(plan);
   return plan;
 }
@@ -81,10 +72,7 @@ Plan plan_parallel(const ModelShape& model, const Cluster& cluster, const Worklo
   for (auto& c : megatron_grid(model, cluster, work))
     if (options.max_stages == 0 || c.pp() <= options.max_stages)
       plan.ranked.push_back({c, estimate(model, cluster, work, c), ""});
-  if (plan.ranked.empty())
-    throw Error(fmt::format("plan: no layout of {} devices fits: tensor parallelism must divide {} heads ({} key/value "
-                            "heads) within a node of {}, and data parallelism must divide --batch {}",
-                            cluster.devices(), model.heads, model.kv_heads, cluster.per_node, work.batch));
+  check_some_layout(plan);
   // the dynamic program over one rank layout: stages of their own sizes and checkpointing
   try {
     auto found = plan_inter_op(model, cluster, work, {true, options.max_stages});
@@ -99,15 +87,13 @@ Plan plan_parallel(const ModelShape& model, const Cluster& cluster, const Worklo
   if (options.unrestricted) {
     try {
       auto found = plan_inter_op(model, cluster, work, {false, options.max_stages});
-      double chosen = plan.chosen().estimate.step_s;
-      double ratio = found.estimate.step_s / chosen;
-      plan.unrestricted.push_back(
-          {found.candidate, found.estimate,
-           found.candidate.describe() == plan.chosen().candidate.describe() ? std::string("the same as the chosen plan")
-           : ratio < 1 - 1e-9 ? fmt::format("{:.0f}% faster with a submesh per stage (one layout cannot run it)",
-                                          100.0 * (1.0 - ratio))
-                            : fmt::format("{:.0f}% slower (a submesh per stage)", 100.0 * (ratio - 1.0)),
-           "alpa"});
+      double ratio = found.estimate.step_s / plan.chosen().estimate.step_s;
+      std::string verdict =
+          found.candidate.describe() == plan.chosen().candidate.describe() ? "the same as the chosen plan"
+          : ratio < 1 - 1e-9 ? fmt::format("{:.0f}% faster with a submesh per stage (one layout cannot run it)",
+                                           100.0 * (1.0 - ratio))
+                             : fmt::format("{:.0f}% slower (a submesh per stage)", 100.0 * (ratio - 1.0));
+      plan.unrestricted.push_back({found.candidate, found.estimate, verdict, "alpa"});
     } catch (const Error&) {
     }
   }
@@ -141,8 +127,8 @@ std::string Plan::summary() const {
                      "tp comm", "p2p", "dp comm", "optim", "GiB/rank", "");
   auto row = [&](const Ranked& r) {
     return fmt::format("  {:<52} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.2f}  {}{}\n",
-                       describe(r.candidate), r.estimate.step_s, r.estimate.compute_s, r.estimate.tp_comm_s,
-                       r.estimate.p2p_s, r.estimate.dp_comm_s, r.estimate.optimizer_s, gib(r.estimate.peak_bytes),
+                       r.candidate.describe(), r.estimate.step_s, r.estimate.compute_s, r.estimate.tp_comm_s,
+                       r.estimate.p2p_s, r.estimate.dp_comm_s, r.estimate.optimizer_s, to_gib(r.estimate.peak_bytes),
                        r.verdict,
                        r.origin == "grid" ? "" : " (" + r.origin + ")");
   };

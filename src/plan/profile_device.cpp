@@ -13,10 +13,6 @@
 
 namespace slapo::plan {
 
-namespace {
-
-// Mean seconds of fn over repetitions filling `budget` seconds, after one warm-up call; a CUDA
-// device is synchronised around the timing.
 double time_of(const std::function<void()>& fn, double budget, bool cuda) {
   auto sync = [cuda] {
     if (cuda) torch::cuda::synchronize();
@@ -34,6 +30,8 @@ double time_of(const std::function<void()>& fn, double budget, bool cuda) {
   } while (elapsed < budget);
   return elapsed / reps;
 }
+
+namespace {
 
 double total_memory_bytes(const ProfileOptions& o) {
   if (o.device == "cpu")

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <string>
 
 namespace slapo::plan {
@@ -18,5 +19,9 @@ struct ProfileOptions {
 ///  layer: [...], copy_GBps, links: {...}}: every figure measured now, except the links, which
 /// say what is assumed for them.
 nlohmann::json profile_device(const ProfileOptions& options);
+
+/// Mean seconds of fn over repetitions filling `budget` seconds, after one warm-up call; a CUDA
+/// device is synchronised around the timing.
+double time_of(const std::function<void()>& fn, double budget, bool cuda = false);
 
 }  // namespace slapo::plan

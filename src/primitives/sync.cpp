@@ -29,6 +29,11 @@ at::Tensor reshard(const at::Tensor& x, const std::string& scheme, const std::sh
   return y;
 }
 
+// the collectives that split or join along an axis
+bool takes_axis(const SyncOp& op) {
+  return op.kind == SyncOp::AllGather || op.kind == SyncOp::ReduceScatter || op.kind == SyncOp::Scatter;
+}
+
 at::Tensor apply_forward(const SyncOp& op, const at::Tensor& x, const std::shared_ptr<dist::Group>& g) {
   switch (op.kind) {
     case SyncOp::AllReduce: return dist::reduce_from_group(x, g);
@@ -49,8 +54,7 @@ Value transform(const SyncOp& op, const Value& v, const std::shared_ptr<dist::Gr
   if (backward) return dist::copy_to_group(v.toTensor(), g);
   // the tensor's rank is known only now: name the sync, not the collective, when the axis is off
   const at::Tensor& x = v.toTensor();
-  bool has_axis = op.kind == SyncOp::AllGather || op.kind == SyncOp::ReduceScatter || op.kind == SyncOp::Scatter;
-  if (has_axis && (op.axis < -x.dim() || op.axis >= x.dim()))
+  if (takes_axis(op) && (op.axis < -x.dim() || op.axis >= x.dim()))
     throw Error(fmt::format("sync({}) on {}: axis {} is out of range for the module's {}-d {} (valid: {} .. {})", mode,
                             where, op.axis, x.dim(), std::string(mode) == "fwd_post" ? "output" : "input", -x.dim(),
                             x.dim() - 1));
@@ -97,9 +101,8 @@ void sync(Schedule& sch, SyncMode mode, const SyncOp& op, const CallSite& site) 
   auto group = sch.group();
   std::string where = sch.where();
   // an input's rank is known once the module has run; an output's only at the next forward
-  bool has_axis = op.kind == SyncOp::AllGather || op.kind == SyncOp::ReduceScatter || op.kind == SyncOp::Scatter;
   const auto& last = sch.mod()->last_call();
-  if (mode == SyncMode::FwdPre && has_axis && !last.empty()) {
+  if (mode == SyncMode::FwdPre && takes_axis(op) && !last.empty()) {
     auto rank = static_cast<int64_t>(last[0].shape.size());
     if (op.axis < -rank || op.axis >= rank)
       throw Error(fmt::format("sync: axis {} for {} is out of range for its {}-d input (its last call; valid: {} .. {})",

@@ -26,6 +26,11 @@ Cluster synthetic(int nodes, int per_node, double gib) {
   return c;
 }
 ModelShape gpt2(const char* preset) { return ModelShape::from_config(ModelConfig::preset(preset), preset); }
+// ../shared/devices beside the checkout, where the measured h100.json lives; empty when absent
+std::string h100_devices_dir() {
+  std::string dir = std::string(SLAPO_SOURCE_STDLIB_DIR) + "/../../shared/devices";
+  return std::filesystem::exists(dir + "/h100.json") ? dir : "";
+}
 }  // namespace
 
 TEST_CASE("plan: the cost model counts the model's parameters as the zoo builds them") {
@@ -85,8 +90,8 @@ TEST_CASE("plan: refuses what cannot work, naming the option") {
 }
 
 TEST_CASE("plan: an H100 cluster from the measured profile plans GPT-2 large on 8 GPUs") {
-  std::string dir = std::string(SLAPO_SOURCE_STDLIB_DIR) + "/../../shared/devices";
-  if (!std::filesystem::exists(dir + "/h100.json")) {
+  std::string dir = h100_devices_dir();
+  if (dir.empty()) {
     MESSAGE("no ../shared/devices/h100.json beside the checkout");
     return;
   }
@@ -210,8 +215,8 @@ TEST_CASE("plan: uneven stages pay off when the last stage holds a large LM head
 }
 
 TEST_CASE("plan: Alpa's unrestricted program and the GPT-3 presets on simulated H100s") {
-  std::string dir = std::string(SLAPO_SOURCE_STDLIB_DIR) + "/../../shared/devices";
-  if (!std::filesystem::exists(dir + "/h100.json")) {
+  std::string dir = h100_devices_dir();
+  if (dir.empty()) {
     MESSAGE("no ../shared/devices/h100.json beside the checkout");
     return;
   }
