@@ -26,6 +26,12 @@ namespace slapo {
 
 namespace {
 
+// LibTorch's errors carry a C++ backtrace the user has no use for
+std::string message_without_backtrace(const std::exception& e) {
+  if (auto* c10_error = dynamic_cast<const c10::Error*>(&e)) return c10_error->what_without_backtrace();
+  return e.what();
+}
+
 // Leaf modules a graph calls, by id (a graph holds the id as a constant).
 struct LeafRegistry {
   std::mutex mutex;
@@ -242,7 +248,7 @@ std::shared_ptr<TracedGraph> trace_pattern(const std::function<Value(Values)>& f
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw Error(fmt::format("find: tracing the pattern failed: {}", e.what()));
+    throw Error(fmt::format("find: tracing the pattern failed: {}", message_without_backtrace(e)));
   }
   canonicalize(*graph);
   std::vector<std::vector<int64_t>> shapes;
@@ -594,7 +600,7 @@ std::shared_ptr<TracedGraph> trace_module(Module& module, const std::string& whe
     throw;
   } catch (const std::exception& e) {
     clear_wrappers();
-    std::string msg = e.what();
+    std::string msg = message_without_backtrace(e);
     if (msg.size() > 400) msg = msg.substr(0, 400) + " ...";  // the tracer dumps whole tensors
     throw Error(fmt::format("trace: tracing {} failed: {}", where, msg));
   }

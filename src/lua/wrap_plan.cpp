@@ -9,6 +9,7 @@
 #include "lua/wrap.h"
 #include "models/zoo.h"
 #include "plan/intra_op.h"
+#include "plan/selection_ilp.h"
 #include "plan/planner.h"
 #include "primitives/primitives.h"
 
@@ -133,17 +134,19 @@ int w_plan(lua_State* L) {
   return 1;
 }
 
-// _autoshard(sch, {ranks =, cluster =, batch =, seq =, inputs = {...}}) -> {strategy = {path = style},
-// step_s =, replicated_s =, feasible =, considered =, source =} (slapo.autoshard in init.lua)
+// _autoshard(sch, {ranks =, dp =, cluster =, batch =, seq =, memory_mib =, zero =, inputs = {...}}) ->
+// {strategy = {path = style}, step_s =, replicated_s =, memory_mib =, replicated_memory_mib =, zero =,
+// solver =, variables =, constraints =, source =} (slapo.autoshard in init.lua)
 int w_autoshard(lua_State* L) {
   const char* fn = "autoshard";
   auto sch = lx_check_live_schedule(L, 1, fn);
-  lx_check_option_keys(L, 2, {"ranks", "cluster", "batch", "seq", "inputs"}, fn);
+  lx_check_option_keys(L, 2, {"ranks", "dp", "cluster", "batch", "seq", "memory_mib", "zero", "inputs"}, fn);
   plan::IntraOpOptions o;
   o.ranks = static_cast<int>(lx_check_integer_value(lx_opt_number(L, 2, "ranks", sch->world_size() > 1 ?
                                                                                  sch->world_size() : 2, fn),
                                                     "ranks", 2, 4096, fn));
-  auto cluster = plan::Cluster::parse(lx_opt_string(L, 2, "cluster", fmt::format("1x{}:h100", o.ranks), fn),
+  o.dp = static_cast<int>(lx_check_integer_value(lx_opt_number(L, 2, "dp", 1, fn), "dp", 1, 65536, fn));
+  auto cluster = plan::Cluster::parse(lx_opt_string(L, 2, "cluster", fmt::format("1x{}:h100", o.ranks * o.dp), fn),
                                       plan::default_devices_dir());
   double batch = lx_opt_number_in(L, 2, "batch", 8, 1, 1e9, fn), seq = lx_opt_number_in(L, 2, "seq", 512, 1, 1e9, fn);
   o.tokens = batch * seq;
@@ -151,6 +154,19 @@ int w_autoshard(lua_State* L) {
   double seconds = cluster.device.matmul_seconds(4096, 4096, 4096, cluster.device.matmul.front().dtype);
   o.flops_per_s = seconds > 0 ? 2.0 * 4096.0 * 4096.0 * 4096.0 / seconds : 1e12;
   o.bandwidth = cluster.intra_bw, o.latency = cluster.intra_latency;
+  // tensor parallelism inside a node; data parallelism crosses nodes once the mesh outgrows one
+  bool across = o.ranks * o.dp > cluster.per_node;
+  o.dp_bandwidth = across ? cluster.inter_bw : cluster.intra_bw;
+  o.dp_latency = across ? cluster.inter_latency : cluster.intra_latency;
+  double memory_mib = lx_opt_number_in(L, 2, "memory_mib", 0, 0, 1e12, fn);
+  if (memory_mib > 0) o.memory_bytes = memory_mib * double(1 << 20);
+  // zero = true | false | "auto" (the solver chooses)
+  if (lua_istable(L, 2)) {
+    lua_getfield(L, 2, "zero");
+    bool flag = lua_isboolean(L, -1), on = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    o.zero = flag ? (on ? "on" : "off") : lx_opt_string(L, 2, "zero", "auto", fn);
+  }
   // example inputs: given, else shaped like the module's last call (its leading tensors)
   Values examples;
   if (lua_istable(L, 2)) {
@@ -174,8 +190,13 @@ int w_autoshard(lua_State* L) {
   lua_setfield(L, -2, "strategy");
   set_number(L, "step_s", result.step_s);
   set_number(L, "replicated_s", result.replicated_s);
-  set_number(L, "feasible", result.feasible);
-  set_number(L, "considered", result.considered);
+  set_number(L, "memory_mib", result.memory_bytes / double(1 << 20));
+  set_number(L, "replicated_memory_mib", result.replicated_memory_bytes / double(1 << 20));
+  lua_pushboolean(L, result.zero);
+  lua_setfield(L, -2, "zero");
+  set_string(L, "solver", result.solver);
+  set_number(L, "variables", result.variables);
+  set_number(L, "constraints", result.constraints);
   set_string(L, "source", result.lua_source());
   return 1;
 }
@@ -185,6 +206,9 @@ int w_autoshard(lua_State* L) {
 void open_plan(lua_State* L) {
   lx_set_func(L, "plan", w_plan);
   lx_set_func(L, "_autoshard", w_autoshard);
+  // which solver autoshard's ILP gets in this build: "cbc", or "exhaustive" (built with -DSLAPO_CBC=OFF)
+  lua_pushstring(L, plan::have_ilp_solver() ? "cbc" : "exhaustive");
+  lua_setfield(L, -2, "ilp_solver");  // slapo.ilp_solver
 }
 
 }  // namespace slapo

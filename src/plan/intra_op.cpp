@@ -1,9 +1,11 @@
-// The intra-op pass: layouts propagated through a traced layer for each assignment of parallel
-// styles to its projections; the cheapest feasible assignment wins.
+// The intra-op pass: the traced module's ops as a selection problem (each op's layouts, their
+// costs and memory, the edges that must agree), solved as Alpa's ILP; the layouts are propagated
+// once more through the solution to check it and to find where a projection's output is split.
 #include "plan/intra_op.h"
 
 #include <torch/csrc/jit/ir/ir.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <set>
@@ -12,6 +14,7 @@
 #include "core/error.h"
 #include "graph/traced_graph.h"
 #include "plan/cost_model.h"
+#include "plan/selection_ilp.h"
 
 namespace slapo::plan {
 
@@ -25,7 +28,7 @@ enum class Style { Replicated, Column, Row };
 struct Projection {
   std::string path, type;  // "Linear" or "Conv1D"
   int64_t in = 0, out = 0;
-  bool bias = false;
+  bool bias = false, tied = false;
 };
 
 const std::set<std::string> kNeedsWhole = {"aten::layer_norm", "aten::mean", "aten::sum", "aten::var",
@@ -34,15 +37,12 @@ const std::set<std::string> kSplits = {"aten::chunk", "aten::split", "aten::unbi
 
 struct Analysis {
   std::shared_ptr<TracedGraph> graph;
-  std::vector<Projection> projections;        // in graph order
-  std::vector<const torch::jit::Value*> inputs;  // the value each projection reads
-  std::vector<double> matmul_flops;              // the other matmuls (attention's), forward, per step
+  std::vector<Projection> projections;  // in graph order
+  double example_tokens = 1;            // tokens in the traced example
 };
 
 // One propagation: false when an op would see layouts it cannot compute on.
-bool propagate(const Analysis& a, const std::vector<Style>& styles, std::map<std::string, int>* groups,
-               std::vector<bool>* sharded_matmuls) {
-  sharded_matmuls->clear();
+bool propagate(const Analysis& a, const std::vector<Style>& styles, std::map<std::string, int>* groups) {
   auto& g = *a.graph->graph();
   std::unordered_map<const torch::jit::Value*, Layout> layout;
   std::unordered_map<const torch::jit::Value*, int> origin;  // column projection a sharded value came from
@@ -97,7 +97,6 @@ bool propagate(const Analysis& a, const std::vector<Style>& styles, std::map<std
       if (origin.count(v)) from = origin[v];
     }
     if (kNeedsWhole.count(kind) && in == Layout::S) return false;
-    if (kind == "aten::matmul" || kind == "aten::bmm") sharded_matmuls->push_back(in == Layout::S);
     if (kSplits.count(kind) && in == Layout::S && from >= 0 && groups) {
       int parts = static_cast<int>(node->outputs().size());
       if (kind == "aten::chunk") parts = static_cast<int>(torch::jit::constant_as<int64_t>(node->input(1)).value_or(1));
@@ -117,32 +116,142 @@ bool propagate(const Analysis& a, const std::vector<Style>& styles, std::map<std
   return true;
 }
 
-double plan_seconds(const Analysis& a, const std::vector<Style>& styles, const std::vector<bool>& sharded_matmuls,
-                    const IntraOpOptions& o) {
-  double total = 0;
-  // attention's own matmuls: split over the ranks where the heads are
-  for (size_t i = 0; i < a.matmul_flops.size() && i < sharded_matmuls.size(); ++i)
-    total += 3.0 * a.matmul_flops[i] / (sharded_matmuls[i] ? o.ranks : 1) / o.flops_per_s;
-  std::set<const torch::jit::Value*> reduced;  // inputs whose gradient is all-reduced once already
-  for (size_t i = 0; i < a.projections.size(); ++i) {
-    auto& p = a.projections[i];
-    double flops = 6.0 * o.tokens * double(p.in) * double(p.out);  // forward + backward
-    if (styles[i] == Style::Replicated) {
-      total += flops / o.flops_per_s;
-      continue;
+// Ops that return a view of their input: their outputs take no memory of their own.
+const std::set<std::string> kViews = {"aten::view", "aten::reshape", "aten::permute", "aten::transpose",
+                                      "aten::t", "aten::expand", "aten::slice", "aten::select", "aten::unsqueeze",
+                                      "aten::squeeze", "aten::flatten", "aten::unflatten", "aten::split",
+                                      "aten::chunk", "aten::unbind", "aten::narrow", "aten::contiguous",
+                                      "prim::ListConstruct", "prim::ListUnpack", "prim::TupleConstruct",
+                                      "prim::TupleUnpack", "aten::size", "aten::detach"};
+
+bool is_tensor_value(const torch::jit::Value* v) {
+  return v->type()->cast<c10::TensorType>() || v->type()->isSubtypeOf(*c10::ListType::ofTensors());
+}
+
+double numel_of(const torch::jit::Value* v) {
+  auto t = v->type()->cast<c10::TensorType>();
+  auto sizes = t ? t->sizes().concrete_sizes() : c10::nullopt;
+  if (!sizes) return 0;
+  double n = 1;
+  for (auto d : *sizes) n *= double(d);
+  return n;
+}
+
+// One strategy of one op: the layout it needs of its inputs, the layout of its output, what it costs.
+struct Strategy {
+  Layout in = Layout::R, out = Layout::R;
+  Style style = Style::Replicated;  // projections only
+  double seconds = 0, bytes = 0;
+};
+
+// The selection problem for one ZeRO choice: a node per op that reads the module's input (directly
+// or through other ops), edges where one such op feeds another.
+struct Built {
+  SelectionProblem problem;
+  std::vector<std::vector<Strategy>> strategies;  // per problem node
+  std::vector<int> projection_node;               // per projection: its problem node
+};
+
+Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
+  Built b;
+  auto& g = *a.graph->graph();
+  const double tokens = o.tokens / o.dp;  // per tensor-parallel group
+  const double scale = tokens / a.example_tokens;
+  const double bytes = o.bytes_per_element;
+  std::unordered_map<const torch::jit::Value*, int> producer;  // a value that carries a layout -> its node
+  auto add = [&](std::string name, std::vector<Strategy> strategies) {
+    std::vector<double> cost, memory;
+    for (auto& s : strategies) cost.push_back(s.seconds), memory.push_back(s.bytes);
+    b.strategies.push_back(std::move(strategies));
+    return b.problem.add_node(std::move(name), cost, memory);
+  };
+  producer[g.inputs()[0]] = add("input", {Strategy{}});
+  // the gradient of `elements` parameters all-reduced over the data-parallel axis
+  auto weight_sync = [&](double elements) {
+    if (o.dp < 2) return 0.0;
+    return all_reduce_seconds(elements * bytes, o.dp, o.dp_bandwidth, o.dp_latency) * (zero ? 1.5 : 1.0);
+  };
+  // parameters, their gradients and AdamW's two float32 moments (sharded under ZeRO-1)
+  auto weight_bytes = [&](double elements) { return elements * (2 * bytes + 8.0 / (zero ? o.dp : 1)); };
+  size_t next_projection = 0;
+  for (auto* node : g.nodes()) {
+    if (node->kind() == c10::prim::Constant) continue;
+    std::vector<int> from;  // the nodes whose outputs this one reads
+    for (auto* v : node->inputs()) {
+      auto found = producer.find(v);
+      if (found != producer.end() && std::find(from.begin(), from.end(), found->second) == from.end())
+        from.push_back(found->second);
     }
-    total += flops / o.ranks / o.flops_per_s;
-    // column: the input's gradient all-reduced in backward, once for all the column projections
-    // that read the same input (Megatron's f before q, k and v); row: the output in forward
-    if (styles[i] == Style::Column && !reduced.insert(a.inputs[i]).second) continue;
-    double elements = o.tokens * double(styles[i] == Style::Column ? p.in : p.out);
-    total += all_reduce_seconds(elements * o.bytes_per_element, o.ranks, o.bandwidth, o.latency);
+    if (from.empty()) continue;  // parameters, sizes, masks: no layout to choose
+    std::string kind = node->kind().toQualString();
+    // the tensors it writes, kept for backward unless they are views
+    double out_elements = 0;
+    if (!kViews.count(kind))
+      for (auto* out : node->outputs()) out_elements += numel_of(out) * scale;
+    std::vector<Strategy> options;
+    std::string name = kind;
+    bool projection = false;
+    if (kind == "slapo::call_module") {
+      auto id = torch::jit::constant_as<int64_t>(node->input(0));
+      std::string path = id ? leaf_path(*id) : "";
+      name = path;
+      if (next_projection < a.projections.size() && a.projections[next_projection].path == path) {
+        projection = true;
+        auto& p = a.projections[next_projection];
+        double params = double(p.in) * double(p.out) + (p.bias ? double(p.out) : 0.0);
+        double flops = 6.0 * tokens * double(p.in) * double(p.out);  // forward + backward
+        Strategy whole{Layout::R, Layout::R, Style::Replicated, flops / o.flops_per_s + weight_sync(params),
+                       weight_bytes(params) + out_elements * bytes};
+        options.push_back(whole);
+        double shared = flops / o.ranks / o.flops_per_s + weight_sync(params / o.ranks);
+        if (!p.tied && p.out % o.ranks == 0)  // column: the input's gradient all-reduced in backward
+          options.push_back({Layout::R, Layout::S, Style::Column,
+                             shared + all_reduce_seconds(tokens * double(p.in) * bytes, o.ranks, o.bandwidth, o.latency),
+                             weight_bytes(params / o.ranks) + out_elements * bytes / o.ranks});
+        if (!p.tied && p.in % o.ranks == 0)  // row: the partial outputs all-reduced in forward
+          options.push_back({Layout::S, Layout::R, Style::Row,
+                             shared + all_reduce_seconds(tokens * double(p.out) * bytes, o.ranks, o.bandwidth, o.latency),
+                             weight_bytes(params / o.ranks) + out_elements * bytes});
+        b.projection_node.push_back(static_cast<int>(b.problem.nodes.size()));
+        ++next_projection;
+      }
+    }
+    if (!projection) {
+      double seconds = 0;  // element-wise work is left out, as Alpa does: every layout splits it alike
+      if (kind == "aten::matmul" || kind == "aten::bmm") {
+        auto lhs = node->input(0)->type()->cast<c10::TensorType>();
+        auto lhs_sizes = lhs ? lhs->sizes().concrete_sizes() : c10::nullopt;
+        if (lhs_sizes && !lhs_sizes->empty())
+          seconds = 3.0 * 2.0 * double(lhs_sizes->back()) * numel_of(node->output()) * scale / o.flops_per_s;
+      }
+      options.push_back({Layout::R, Layout::R, Style::Replicated, seconds, out_elements * bytes});
+      if (!kNeedsWhole.count(kind))
+        options.push_back({Layout::S, Layout::S, Style::Replicated, seconds / o.ranks, out_elements * bytes / o.ranks});
+    }
+    // the module hands whole tensors on
+    for (auto* out : g.outputs())
+      for (auto* produced : node->outputs())
+        if (out == produced)
+          for (auto& s : options)
+            if (s.out == Layout::S) s.seconds = INFINITY;
+    int v = add(name, options);
+    for (int u : from) {  // an op computes on the layout its producers hand it, or not at all
+      SelectionProblem::Edge e{u, v, {}};
+      for (auto& su : b.strategies[static_cast<size_t>(u)])
+        for (auto& sv : b.strategies[static_cast<size_t>(v)]) e.cost.push_back(su.out == sv.in ? 0.0 : INFINITY);
+      b.problem.edges.push_back(std::move(e));
+    }
+    for (auto* out : node->outputs())
+      if (is_tensor_value(out)) producer[out] = v;
   }
-  return total;
+  return b;
 }
 
 // Every Linear / Conv1D below `m` is a projection; they and the dropouts stay calls in the trace.
-void collect_leaves(const std::shared_ptr<Module>& m, const std::string& path, std::vector<TraceLeaf>& leaves,
+// `uses` counts each parameter's modules: a weight tied to another module's (GPT-2's LM head and
+// embedding) is not sharded.
+void collect_leaves(const std::shared_ptr<Module>& m, const std::string& path,
+                    const std::unordered_map<c10::TensorImpl*, int>& uses, std::vector<TraceLeaf>& leaves,
                     std::map<std::string, Projection>& projections) {
   for (auto& [name, child] : m->children_in_order()) {
     std::string p = path.empty() ? name : path + "." + name;
@@ -152,12 +261,13 @@ void collect_leaves(const std::shared_ptr<Module>& m, const std::string& path, s
       if (type != "Dropout") {
         auto w = child->param("weight");
         // Linear's weight is [out, in]; GPT-2's Conv1D stores [in, out]
+        auto found = uses.find(w.unsafeGetTensorImpl());
         projections[p] = {p, type, type == "Linear" ? w.size(1) : w.size(0), type == "Linear" ? w.size(0) : w.size(1),
-                          child->has_param("bias")};
+                          child->has_param("bias"), found != uses.end() && found->second > 1};
       }
       continue;
     }
-    collect_leaves(child, p, leaves, projections);
+    collect_leaves(child, p, uses, leaves, projections);
   }
 }
 
@@ -166,16 +276,23 @@ void collect_leaves(const std::shared_ptr<Module>& m, const std::string& path, s
 IntraOpPlan plan_intra_op(const Module& layer, const std::string& where, const Values& example_inputs,
                           const IntraOpOptions& o) {
   if (o.ranks < 2) throw Error(fmt::format("autoshard: {}: plan for 2 ranks or more, got {}", where, o.ranks));
+  if (o.dp < 1) throw Error(fmt::format("autoshard: {}: dp must be 1 or more, got {}", where, o.dp));
+  if (o.zero != "auto" && o.zero != "on" && o.zero != "off")
+    throw Error(fmt::format("autoshard: {}: zero must be \"auto\", \"on\" or \"off\", got \"{}\"", where, o.zero));
   auto copy = layer.deep_clone();
   std::vector<TraceLeaf> leaves;
   std::map<std::string, Projection> by_path;
-  collect_leaves(copy, "", leaves, by_path);
+  std::unordered_map<c10::TensorImpl*, int> uses;
+  for (auto& item : copy->named_parameters(true)) ++uses[item.value().unsafeGetTensorImpl()];
+  collect_leaves(copy, "", uses, leaves, by_path);
   if (by_path.empty())
     throw Error(fmt::format("autoshard: {} ({}) has no Linear or Conv1D to shard", where, layer.type_name()));
   Analysis a;
-  {
+  try {
     torch::NoGradGuard no_grad;
     a.graph = trace_module(*copy, where, example_inputs, leaves);
+  } catch (const Error& e) {
+    throw Error(fmt::format("autoshard: {} (inputs: the module's own last inputs, or {{inputs = {{x, ...}}}})", e.what()));
   }
   // the projections in the order the trace calls them
   for (auto* node : a.graph->graph()->nodes()) {
@@ -184,71 +301,69 @@ IntraOpPlan plan_intra_op(const Module& layer, const std::string& where, const V
     auto found = id ? by_path.find(leaf_path(*id)) : by_path.end();
     if (found == by_path.end()) continue;
     a.projections.push_back(found->second);
-    auto* list = node->input(1)->node();
-    a.inputs.push_back(list->inputs().empty() ? nullptr : list->inputs()[0]);
   }
-  // the FLOPs of the other matmuls, from the trace's shapes, scaled from the example's tokens to o.tokens
+  // the example's tokens: every dimension of token ids, the leading ones of hidden states
   {
-    auto type = a.graph->graph()->inputs()[0]->type()->cast<c10::TensorType>();
-    auto sizes = type ? type->sizes().concrete_sizes() : c10::nullopt;
-    double example_tokens = 1;
-    if (sizes && sizes->size() >= 2)
-      for (size_t i = 0; i + 1 < sizes->size(); ++i) example_tokens *= double((*sizes)[i]);
-    for (auto* node : a.graph->graph()->nodes()) {
-      std::string kind = node->kind().toQualString();
-      if (kind != "aten::matmul" && kind != "aten::bmm") continue;
-      auto lhs = node->input(0)->type()->cast<c10::TensorType>();
-      auto out_t = node->output()->type()->cast<c10::TensorType>();
-      auto lhs_sizes = lhs ? lhs->sizes().concrete_sizes() : c10::nullopt;
-      auto out_sizes = out_t ? out_t->sizes().concrete_sizes() : c10::nullopt;
-      double flops = 0;
-      if (lhs_sizes && out_sizes && !lhs_sizes->empty()) {
-        flops = 2.0 * double(lhs_sizes->back());
-        for (auto d : *out_sizes) flops *= double(d);
-      }
-      a.matmul_flops.push_back(flops * o.tokens / example_tokens);
-    }
+    const at::Tensor& x = example_inputs.front().toTensor();
+    a.example_tokens = 1;
+    int64_t dims = at::isFloatingType(x.scalar_type()) ? x.dim() - 1 : x.dim();
+    for (int64_t i = 0; i < dims; ++i) a.example_tokens *= double(x.size(i));
   }
-  size_t n = a.projections.size();
-  if (n > 12)
-    throw Error(fmt::format("autoshard: {} calls {} projections; this pass enumerates up to 12 (3^12 plans)", where, n));
+  std::vector<bool> zero_choices;
+  if (o.zero != "on" || o.dp < 2) zero_choices.push_back(false);
+  if (o.zero != "off" && o.dp > 1) zero_choices.push_back(true);
   IntraOpPlan best;
   best.step_s = INFINITY;
-  std::vector<Style> styles(n, Style::Replicated);
-  std::vector<bool> sharded_matmuls;
-  {
-    std::map<std::string, int> unused;
-    propagate(a, styles, &unused, &sharded_matmuls);
-  }
-  best.replicated_s = plan_seconds(a, styles, sharded_matmuls, o);
-  size_t total = 1;
-  for (size_t i = 0; i < n; ++i) total *= 3;
-  for (size_t code = 0; code < total; ++code) {
-    size_t c = code;
-    for (size_t i = 0; i < n; ++i, c /= 3) styles[i] = static_cast<Style>(c % 3);
-    // a projection's features must split evenly over the ranks
-    bool divisible = true;
-    for (size_t i = 0; i < n; ++i) {
-      auto& p = a.projections[i];
-      if (styles[i] == Style::Column && p.out % o.ranks != 0) divisible = false;
-      if (styles[i] == Style::Row && p.in % o.ranks != 0) divisible = false;
+  double least_bytes = INFINITY;
+  for (bool zero : zero_choices) {
+    Built b = build_problem(a, o, zero);
+    b.problem.memory_budget = o.memory_bytes;
+    if (!zero || o.zero == "on") {  // no sharding at all, for comparison
+      std::vector<int> whole(b.problem.nodes.size(), 0);
+      SelectionProblem unbounded = b.problem;
+      unbounded.memory_budget = INFINITY;
+      best.replicated_s = unbounded.evaluate(whole);
+      best.replicated_memory_bytes = 0;
+      for (auto& n : b.problem.nodes) best.replicated_memory_bytes += n.memory[0];
     }
-    ++best.considered;
-    std::map<std::string, int> groups;
-    if (!divisible || !propagate(a, styles, &groups, &sharded_matmuls)) continue;
-    ++best.feasible;
-    double s = plan_seconds(a, styles, sharded_matmuls, o);
-    if (s < best.step_s - 1e-15) {
-      best.step_s = s;
-      best.strategy.clear();
-      for (size_t i = 0; i < n; ++i)
-        best.strategy[a.projections[i].path] =
-            styles[i] == Style::Replicated ? "replicated" : styles[i] == Style::Column ? "column" : "row";
-      best.groups = groups;
+    Selection s = solve_selection(b.problem, "autoshard: " + where);
+    if (!s.feasible()) {
+      // the least memory any assignment needs, for the error: the same problem minimising bytes
+      SelectionProblem bytes = b.problem;
+      bytes.memory_budget = INFINITY;
+      for (auto& n : bytes.nodes)
+        for (size_t i = 0; i < n.cost.size(); ++i) n.cost[i] = std::isfinite(n.cost[i]) ? n.memory[i] : INFINITY;
+      least_bytes = std::min(least_bytes, solve_selection(bytes, "autoshard: " + where).cost);
+      continue;
     }
+    if (!(s.cost < best.step_s - 1e-15)) continue;
+    best.step_s = s.cost, best.zero = zero, best.solver = s.solver;
+    best.variables = s.variables, best.constraints = s.constraints;
+    best.projections = static_cast<int>(a.projections.size());
+    best.ops = static_cast<int>(b.problem.nodes.size()) - 1 - best.projections;
+    best.memory_bytes = 0;
+    for (size_t v = 0; v < b.problem.nodes.size(); ++v) best.memory_bytes += b.problem.nodes[v].memory[size_t(s.choice[v])];
+    std::vector<Style> styles;
+    for (size_t i = 0; i < a.projections.size(); ++i) {
+      auto v = static_cast<size_t>(b.projection_node[i]);
+      styles.push_back(b.strategies[v][static_cast<size_t>(s.choice[v])].style);
+    }
+    // the layouts propagated once more: a check of the solution, and where c_attn's parts are
+    best.groups.clear();
+    if (!propagate(a, styles, &best.groups))
+      throw std::logic_error("autoshard: the ILP's choice for " + where + " does not propagate");
+    best.strategy.clear();
+    for (size_t i = 0; i < styles.size(); ++i)
+      best.strategy[a.projections[i].path] =
+          styles[i] == Style::Replicated ? "replicated" : styles[i] == Style::Column ? "column" : "row";
   }
-  if (best.feasible == 0)
-    throw Error(fmt::format("autoshard: no assignment of {}'s {} projections is feasible", where, n));
+  if (!std::isfinite(best.step_s)) {
+    if (std::isfinite(least_bytes))
+      throw Error(fmt::format("autoshard: {} needs at least {:.1f} MiB per device on {} x {} ranks (tp x dp{}); "
+                              "memory_mib is {:.3g}", where, least_bytes / double(1 << 20), o.ranks, o.dp,
+                              zero_choices.back() ? ", ZeRO-1" : "", o.memory_bytes / double(1 << 20)));
+    throw Error(fmt::format("autoshard: no assignment of {}'s {} projections is feasible", where, a.projections.size()));
+  }
   for (auto& [path, proj] : by_path) {
     best.types[path] = proj.type;
     best.has_bias[path] = proj.bias;
@@ -257,7 +372,13 @@ IntraOpPlan plan_intra_op(const Module& layer, const std::string& where, const V
 }
 
 std::string IntraOpPlan::lua_source() const {
-  std::string out = "return function(sch)\n";
+  std::string out = fmt::format(
+      "-- autoshard: {} projections and {} other ops chosen by the {} ILP ({} variables, {} constraints)\n"
+      "-- predicted {:.6g} s and {:.1f} MiB per device (all replicated: {:.6g} s, {:.1f} MiB)\n",
+      projections, ops, solver, variables, constraints, step_s, memory_bytes / double(1 << 20), replicated_s,
+      replicated_memory_bytes / double(1 << 20));
+  if (zero) out += "-- train with ZeRO-1: AdamW's moments sharded over the data-parallel ranks (zero_adamw)\n";
+  out += "return function(sch)\n";
   for (auto& [path, style] : strategy) {
     bool linear = types.count(path) && types.at(path) == "Linear";
     auto found = groups.find(path);

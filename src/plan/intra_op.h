@@ -1,10 +1,14 @@
-// The planner's intra-op pass, first form: for one traced layer on a 1-D mesh of `ranks`, choose
-// for every projection (Linear, Conv1D) replicated, column- or row-parallel so that the layer's
-// other ops see layouts they can compute on, at the least predicted time (compute shared by the
-// ranks plus the all-reduces each choice needs). Solved exactly by enumeration (3^n for n
-// projections); the plan comes back as Lua: shard and sync calls on the layer's leaves.
+// The planner's intra-op pass: for a traced module (one layer, or a whole model) on a 2-D mesh of
+// `ranks` tensor-parallel x `dp` data-parallel devices, choose for every projection (Linear,
+// Conv1D) replicated, column- or row-parallel, and for every other op whether it computes on whole
+// or head-split tensors, so that each op sees layouts it can compute on, at the least predicted
+// time (compute shared by the ranks, the all-reduces each choice needs over the tensor-parallel
+// axis, the gradient all-reduce over the data-parallel axis), under a memory budget per device,
+// with or without ZeRO-1's sharded optimizer state. Solved as Alpa's ILP (selection_ilp.h); the
+// plan comes back as Lua: shard and sync calls on the module's leaves.
 #pragma once
 
+#include <cmath>
 #include <map>
 #include <memory>
 #include <string>
@@ -14,29 +18,38 @@
 namespace slapo::plan {
 
 struct IntraOpOptions {
-  int ranks = 2;
-  double tokens = 4096;       ///< tokens per step on a replica (batch x sequence)
+  int ranks = 2;              ///< the tensor-parallel axis of the mesh
+  int dp = 1;                 ///< the data-parallel axis: replicas the batch is split over
+  double tokens = 4096;       ///< tokens per step over all replicas (batch x sequence)
   double flops_per_s = 1e14;  ///< the device's matmul throughput
-  double bandwidth = 4.5e11;  ///< bytes/s and seconds of the mesh's links (ring all-reduce)
+  double bandwidth = 4.5e11;  ///< bytes/s and seconds of the tensor-parallel axis's links (ring all-reduce)
   double latency = 5e-6;
+  double dp_bandwidth = 4.5e11, dp_latency = 5e-6;  ///< the data-parallel axis's links
   double bytes_per_element = 4;
+  double memory_bytes = INFINITY;  ///< per device: parameters, gradients, AdamW state and saved activations
+  /// ZeRO-1 (AdamW's moments sharded over the data-parallel axis): "auto" lets the solver choose
+  std::string zero = "auto";  ///< "auto" | "on" | "off"
 };
 
 struct IntraOpPlan {
-  std::map<std::string, std::string> strategy;  ///< leaf path below the layer -> "replicated" | "column" | "row"
+  std::map<std::string, std::string> strategy;  ///< leaf path below the module -> "replicated" | "column" | "row"
   std::map<std::string, int> groups;            ///< column leaves whose output is split into parts (GPT-2's c_attn)
   std::map<std::string, std::string> types;     ///< leaf path -> "Linear" | "Conv1D"
   std::map<std::string, bool> has_bias;
-  double step_s = 0, replicated_s = 0;          ///< predicted time of the plan and of no sharding
-  int feasible = 0, considered = 0;
-  /// `return function(sch) ... end`: the shard and sync calls, `sch` being the layer's schedule.
+  double step_s = 0, replicated_s = 0;  ///< predicted time of the plan and of no sharding
+  double memory_bytes = 0, replicated_memory_bytes = 0;  ///< per device, as the ILP counts it
+  bool zero = false;                    ///< the plan shards AdamW's moments over the data-parallel axis
+  std::string solver;                   ///< "cbc" or "exhaustive"
+  int variables = 0, constraints = 0;   ///< the ILP's size
+  int projections = 0, ops = 0;         ///< what it chose for
+  /// `return function(sch) ... end`: the shard and sync calls, `sch` being the module's schedule.
   std::string lua_source() const;
 };
 
-/// Traces a copy of `layer` (flattened, projections and dropouts kept as calls) on inputs shaped
-/// like `example_inputs` and solves it. Raises naming `where` when the layer has no projection
-/// or no assignment is feasible.
-IntraOpPlan plan_intra_op(const Module& layer, const std::string& where, const Values& example_inputs,
+/// Traces a copy of `module` (flattened, projections and dropouts kept as calls) on inputs shaped
+/// like `example_inputs` and solves it. Raises naming `where` when the module has no projection or
+/// no assignment fits (the memory it would need at least).
+IntraOpPlan plan_intra_op(const Module& module, const std::string& where, const Values& example_inputs,
                           const IntraOpOptions& options);
 
 }  // namespace slapo::plan

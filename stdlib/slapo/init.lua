@@ -104,9 +104,10 @@ function slapo.init_empty_weights(fn, ...)
   return unpack(results, 2, results.n)
 end
 
---- The planner's intra-op pass on one layer: which projections go column- or row-parallel over
---- `ranks` (Megatron's layout, found by search), as a Lua schedule for that layer.
----   local p = slapo.autoshard(sch["transformer.h.0"], {ranks = 2, batch = 8, seq = 512})
+--- The planner's intra-op pass on a layer or a whole model: which projections go column- or
+--- row-parallel over `ranks` on a ranks x `dp` mesh, under `memory_mib` per device, with or without
+--- ZeRO-1 (`zero`), solved as Alpa's ILP (slapo.ilp_solver names the solver), as a Lua schedule.
+---   local p = slapo.autoshard(sch["transformer.h.0"], {ranks = 2, dp = 4, batch = 8, seq = 512})
 ---   print(p.source); for _, layer in ipairs(sch["transformer.h"]:children()) do p:apply(layer) end
 function slapo.autoshard(sch, opts)
   local plan = core._autoshard(sch, opts)

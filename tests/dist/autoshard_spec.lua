@@ -73,3 +73,75 @@ describe("slapo.autoshard (intra-op pass, 1-D mesh)", function()
       { rank = 2 }))
   end)
 end)
+
+describe("slapo.autoshard (the ILP on a 2-D mesh, under a memory budget)", function()
+  local function layer_of_width(width)
+    local m = slapo.models.gpt2({ n_embd = width, n_layer = 1, n_head = 8, vocab_size = 64, n_positions = 16 },
+      { init = false })
+    slapo.no_grad(function() m(slapo.randint(0, 64, { 1, 16 })) end)
+    return slapo.create_schedule(m)["transformer.h.0"]
+  end
+
+  it("shards where the data-parallel axis's gradient all-reduce pays for it, though one node keeps it whole", function()
+    local layer = layer_of_width(768)
+    -- the same 4096 tokens per tensor-parallel pair: alone on a node, and as one of 16 replicas over 4 nodes
+    local alone = slapo.autoshard(layer, { ranks = 2, batch = 8, seq = 512 })
+    local mesh = slapo.autoshard(layer, { ranks = 2, dp = 16, batch = 128, seq = 512, cluster = "4x8:h100" })
+    eq("replicated", alone.strategy["mlp.c_fc"])
+    eq("column", mesh.strategy["mlp.c_fc"])
+    eq("row", mesh.strategy["mlp.c_proj"])
+    eq("column", mesh.strategy["attn.c_attn"])
+    eq(slapo.ilp_solver, mesh.solver)
+    matches("%-%- autoshard: 4 projections and %d+ other ops chosen by the", mesh.source)
+  end)
+
+  it("shards more and turns ZeRO-1 on to fit a memory budget, and names memory_mib when nothing fits", function()
+    local layer = layer_of_width(1024)
+    local opts = { ranks = 2, dp = 4, batch = 8, seq = 128 }
+    local free = slapo.autoshard(layer, opts)
+    eq(false, free.zero)
+    -- the budget between the plan's memory and the most sharded plan's
+    local smallest = slapo.autoshard(layer, { ranks = 2, dp = 4, batch = 8, seq = 128, zero = true,
+      memory_mib = free.memory_mib * 0.75 })
+    assert(smallest.memory_mib <= free.memory_mib * 0.75, smallest.memory_mib)
+    eq(true, smallest.zero)
+    assert(smallest.step_s >= free.step_s, "a budget never makes the plan faster")
+    matches("train with ZeRO%-1", smallest.source)
+    local forced = slapo.autoshard(layer, { ranks = 2, dp = 4, batch = 8, seq = 128, zero = false })
+    eq(false, forced.zero)
+    matches("autoshard: 'transformer.h.0' needs at least [%d.]+ MiB per device on 2 x 4 ranks %(tp x dp, ZeRO%-1%); "
+      .. "memory_mib is 1.0", pcall_err(slapo.autoshard, layer, { ranks = 2, dp = 4, memory_mib = 1 }))
+    matches("autoshard: 'transformer.h.0': zero must be \"auto\", \"on\" or \"off\", got \"maybe\"",
+      pcall_err(slapo.autoshard, layer, { zero = "maybe" }))
+  end)
+
+  it("plans a whole GPT-2 in one ILP: the tied LM head stays whole, and the budgeted plan verifies on 2 ranks", function()
+    slapo.manual_seed(5)
+    -- four layers: 17 projections, past what enumerating 3^n assignments could search
+    local config = { n_embd = 64, n_layer = 4, n_head = 4, vocab_size = 64, n_positions = 16, resid_pdrop = 0,
+      embd_pdrop = 0, attn_pdrop = 0 }
+    local model = slapo.models.gpt2(config)
+    local ids = slapo.randint(0, 64, { 2, 8 })
+    slapo.dist.broadcast(ids, 0)
+    slapo.no_grad(function() model(ids) end)
+    local whole = slapo.autoshard(slapo.create_schedule(model), { ranks = world, batch = 2, seq = 8 })
+    local projections = 0
+    for _ in pairs(whole.strategy) do projections = projections + 1 end
+    eq(17, projections)
+    eq("replicated", whole.strategy["lm_head"])
+    eq("replicated", whole.strategy["transformer.h.1.mlp.c_fc"])  -- too narrow to pay
+    -- a budget below the replicated model's memory: the layers must shard
+    local budget = whole.replicated_memory_mib * 0.8
+    local plan = slapo.autoshard(slapo.create_schedule(model), { ranks = world, batch = 2, seq = 8,
+      memory_mib = budget })
+    assert(plan.memory_mib <= budget, plan.memory_mib)
+    eq("replicated", plan.strategy["lm_head"])
+    local sharded = 0
+    for _, style in pairs(plan.strategy) do
+      if style ~= "replicated" then sharded = sharded + 1 end
+    end
+    assert(sharded >= 2, "sharded " .. sharded .. " projections")  -- the fewest that fit: each costs time
+    local report = slapo.verify(slapo.create_schedule(model), { ids }, {}, function(s) plan:apply(s) end)
+    assert(report.gradients > 10, "compared " .. report.gradients .. " gradients")
+  end)
+end)
