@@ -29,6 +29,7 @@ int cmd_plan(const PlanArgs& a) {
     auto cluster = plan::Cluster::parse(a.cluster, plan::default_devices_dir());
     auto result = plan::plan_parallel(shape, cluster, {a.batch, a.seq, a.dtype}, {a.max_stages, true});
     if (!a.pick.empty()) result.pick(a.pick);
+    if (!a.out.empty()) plan::lay_out_layers(result, config);
     // the script runs from anywhere (a tuner's trials, another directory): the absolute path
     if (std::filesystem::is_directory(a.model))
       result.model_source = nlohmann::json(std::filesystem::absolute(a.model).lexically_normal().string()).dump();

@@ -110,10 +110,12 @@ int w_plan(lua_State* L) {
   auto result = plan::plan_parallel(shape, cluster, work, search);
   result.model_source = source;
   if (std::string pick = lx_opt_string(L, 2, "pick", "", fn); !pick.empty()) result.pick(pick);
+  plan::lay_out_layers(result, config);
 
   push_ranked(L, result.chosen(), static_cast<int>(shape.layers));
   set_string(L, "source", result.lua_source(steps));
   set_string(L, "summary", result.summary());
+  set_string(L, "layer_layout", result.layer_layout_note);  // what the intra-op pass chose for each layer
   set_number(L, "ranks", cluster.devices());
   set_number(L, "search_s", result.search_s);
   set_number(L, "parameters", static_cast<double>(shape.total_params));

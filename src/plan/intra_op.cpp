@@ -38,11 +38,14 @@ const std::set<std::string> kSplits = {"aten::chunk", "aten::split", "aten::unbi
 struct Analysis {
   std::shared_ptr<TracedGraph> graph;
   std::vector<Projection> projections;  // in graph order
+  std::set<std::string> dropouts;       // the Dropout leaves' paths
   double example_tokens = 1;            // tokens in the traced example
 };
 
 // One propagation: false when an op would see layouts it cannot compute on.
-bool propagate(const Analysis& a, const std::vector<Style>& styles, std::map<std::string, int>* groups) {
+// `forked` gets the dropouts that see head-split tensors: each rank's heads need their own masks.
+bool propagate(const Analysis& a, const std::vector<Style>& styles, std::map<std::string, int>* groups,
+               std::set<std::string>* forked) {
   auto& g = *a.graph->graph();
   std::unordered_map<const torch::jit::Value*, Layout> layout;
   std::unordered_map<const torch::jit::Value*, int> origin;  // column projection a sharded value came from
@@ -74,6 +77,7 @@ bool propagate(const Analysis& a, const std::vector<Style>& styles, std::map<std
         }
       } else {
         layout[node->output()] = in;  // a dropout and other leaves keep the layout
+        if (in == Layout::S && a.dropouts.count(path)) forked->insert(path);
         if (x && origin.count(x)) origin[node->output()] = origin[x];
       }
       continue;
@@ -252,12 +256,13 @@ Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
 // embedding) is not sharded.
 void collect_leaves(const std::shared_ptr<Module>& m, const std::string& path,
                     const std::unordered_map<c10::TensorImpl*, int>& uses, std::vector<TraceLeaf>& leaves,
-                    std::map<std::string, Projection>& projections) {
+                    std::map<std::string, Projection>& projections, std::set<std::string>& dropouts) {
   for (auto& [name, child] : m->children_in_order()) {
     std::string p = path.empty() ? name : path + "." + name;
     const std::string& type = child->type_name();
     if (type == "Linear" || type == "Conv1D" || type == "Dropout") {
       leaves.push_back({m, name, p});
+      if (type == "Dropout") dropouts.insert(p);
       if (type != "Dropout") {
         auto w = child->param("weight");
         // Linear's weight is [out, in]; GPT-2's Conv1D stores [in, out]
@@ -267,27 +272,31 @@ void collect_leaves(const std::shared_ptr<Module>& m, const std::string& path,
       }
       continue;
     }
-    collect_leaves(child, p, uses, leaves, projections);
+    collect_leaves(child, p, uses, leaves, projections, dropouts);
   }
 }
 
 }  // namespace
 
-IntraOpPlan plan_intra_op(const Module& layer, const std::string& where, const Values& example_inputs,
-                          const IntraOpOptions& o) {
+IntraOpPlan plan_intra_op(const Module& module, const std::string& where, const Values& example_inputs,
+                          const IntraOpOptions& options) {
+  return plan_intra_op_of_copy(module.deep_clone(), where, example_inputs, options);
+}
+
+IntraOpPlan plan_intra_op_of_copy(const std::shared_ptr<Module>& copy, const std::string& where,
+                                  const Values& example_inputs, const IntraOpOptions& o) {
   if (o.ranks < 2) throw Error(fmt::format("autoshard: {}: plan for 2 ranks or more, got {}", where, o.ranks));
   if (o.dp < 1) throw Error(fmt::format("autoshard: {}: dp must be 1 or more, got {}", where, o.dp));
   if (o.zero != "auto" && o.zero != "on" && o.zero != "off")
     throw Error(fmt::format("autoshard: {}: zero must be \"auto\", \"on\" or \"off\", got \"{}\"", where, o.zero));
-  auto copy = layer.deep_clone();
   std::vector<TraceLeaf> leaves;
   std::map<std::string, Projection> by_path;
   std::unordered_map<c10::TensorImpl*, int> uses;
   for (auto& item : copy->named_parameters(true)) ++uses[item.value().unsafeGetTensorImpl()];
-  collect_leaves(copy, "", uses, leaves, by_path);
-  if (by_path.empty())
-    throw Error(fmt::format("autoshard: {} ({}) has no Linear or Conv1D to shard", where, layer.type_name()));
   Analysis a;
+  collect_leaves(copy, "", uses, leaves, by_path, a.dropouts);
+  if (by_path.empty())
+    throw Error(fmt::format("autoshard: {} ({}) has no Linear or Conv1D to shard", where, copy->type_name()));
   try {
     torch::NoGradGuard no_grad;
     a.graph = trace_module(*copy, where, example_inputs, leaves);
@@ -349,8 +358,8 @@ IntraOpPlan plan_intra_op(const Module& layer, const std::string& where, const V
       styles.push_back(b.strategies[v][static_cast<size_t>(s.choice[v])].style);
     }
     // the layouts propagated once more: a check of the solution, and where c_attn's parts are
-    best.groups.clear();
-    if (!propagate(a, styles, &best.groups))
+    best.groups.clear(), best.forked.clear();
+    if (!propagate(a, styles, &best.groups, &best.forked))
       throw std::logic_error("autoshard: the ILP's choice for " + where + " does not propagate");
     best.strategy.clear();
     for (size_t i = 0; i < styles.size(); ++i)
@@ -378,21 +387,30 @@ std::string IntraOpPlan::lua_source() const {
       projections, ops, solver, variables, constraints, step_s, memory_bytes / double(1 << 20), replicated_s,
       replicated_memory_bytes / double(1 << 20));
   if (zero) out += "-- train with ZeRO-1: AdamW's moments sharded over the data-parallel ranks (zero_adamw)\n";
-  out += "return function(sch)\n";
+  return out + "return function(sch)\n" + lua_body("sch") + "end\n";
+}
+
+std::string IntraOpPlan::lua_body(const std::string& var, const std::string& below) const {
+  std::string out, prefix = below.empty() ? "" : below + ".";
+  auto relative = [&](const std::string& path) { return path.substr(prefix.size()); };
   for (auto& [path, style] : strategy) {
+    if (path.compare(0, prefix.size(), prefix) != 0) continue;
     bool linear = types.count(path) && types.at(path) == "Linear";
     auto found = groups.find(path);
     std::string opt = found != groups.end() ? fmt::format(", {{ groups = {} }}", found->second) : "";
     std::string bias = has_bias.count(path) && has_bias.at(path) ? fmt::format(":shard(\"bias\", 0{})", opt) : "";
     if (style == "column")
-      out += fmt::format("  sch[\"{}\"]:shard(\"weight\", {}{}){}:sync(\"bwd_post\", \"all_reduce\")\n", path,
-                         linear ? 0 : 1, opt, bias);
+      out += fmt::format("  {}[\"{}\"]:shard(\"weight\", {}{}){}:sync(\"bwd_post\", \"all_reduce\")\n", var,
+                         relative(path), linear ? 0 : 1, opt, bias);
     else if (style == "row")
-      out += fmt::format("  sch[\"{}\"]:shard(\"weight\", {}):sync(\"fwd_post\", \"all_reduce\")\n", path, linear ? 1 : 0);
+      out += fmt::format("  {}[\"{}\"]:shard(\"weight\", {}):sync(\"fwd_post\", \"all_reduce\")\n", var,
+                         relative(path), linear ? 1 : 0);
     else
-      out += fmt::format("  -- {} stays replicated\n", path);
+      out += fmt::format("  -- {} stays replicated\n", relative(path));
   }
-  return out + "end\n";
+  for (auto& path : forked)  // each rank's heads get their own dropout masks
+    if (path.compare(0, prefix.size(), prefix) == 0) out += fmt::format("  {}[\"{}\"]:fork_rng()\n", var, relative(path));
+  return out;
 }
 
 }  // namespace slapo::plan

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "core/module.h"
@@ -34,6 +35,7 @@ struct IntraOpOptions {
 struct IntraOpPlan {
   std::map<std::string, std::string> strategy;  ///< leaf path below the module -> "replicated" | "column" | "row"
   std::map<std::string, int> groups;            ///< column leaves whose output is split into parts (GPT-2's c_attn)
+  std::set<std::string> forked;                 ///< dropouts on head-split tensors: fork_rng
   std::map<std::string, std::string> types;     ///< leaf path -> "Linear" | "Conv1D"
   std::map<std::string, bool> has_bias;
   double step_s = 0, replicated_s = 0;  ///< predicted time of the plan and of no sharding
@@ -44,6 +46,9 @@ struct IntraOpPlan {
   int projections = 0, ops = 0;         ///< what it chose for
   /// `return function(sch) ... end`: the shard and sync calls, `sch` being the module's schedule.
   std::string lua_source() const;
+  /// The calls alone, one per line, on the schedule variable `var`; with `below`, only the leaves
+  /// under that path, named relative to it (one layer of a traced model).
+  std::string lua_body(const std::string& var, const std::string& below = "") const;
 };
 
 /// Traces a copy of `module` (flattened, projections and dropouts kept as calls) on inputs shaped
@@ -51,5 +56,10 @@ struct IntraOpPlan {
 /// no assignment fits (the memory it would need at least).
 IntraOpPlan plan_intra_op(const Module& module, const std::string& where, const Values& example_inputs,
                           const IntraOpOptions& options);
+
+/// The same on a module the caller no longer needs (the planner's one-layer model): traced as it
+/// is, without a copy.
+IntraOpPlan plan_intra_op_of_copy(const std::shared_ptr<Module>& copy, const std::string& where,
+                                  const Values& example_inputs, const IntraOpOptions& options);
 
 }  // namespace slapo::plan

@@ -15,10 +15,6 @@ std::string schedules_of(const ModelShape& model) {
   return model.type == "gpt2" ? "gpt2" : model.type == "bert" ? "bert" : "llama";
 }
 
-// where the reference schedules keep the layer list
-std::string layers_path(const ModelShape& model) {
-  return model.type == "gpt2" ? "transformer.h" : model.type == "bert" ? "bert.encoder.layer" : "model.layers";
-}
 
 // The script's first lines: what was planned, how to run it, and the plans considered.
 std::string script_header(const Plan& plan) {
@@ -37,6 +33,19 @@ std::string script_header(const Plan& plan) {
   if (plan.ranked.size() > shown) out += fmt::format("--   ... and {} more\n", plan.ranked.size() - shown);
   for (auto& r : plan.unrestricted) out += line(r);
   return out;
+}
+
+// `local function shard_layer(layer) ... end` from the intra-op pass, or `local shard_layer = nil`
+// (the reference schedule's own layout) without one.
+std::string shard_layer_source(const Plan& plan) {
+  if (plan.layer_layout.empty())
+    return "\n-- each layer's tensor parallelism: the reference schedule's (Megatron's) layout\nlocal shard_layer = nil\n";
+  return fmt::format(
+      "\n-- Each layer's tensor parallelism, from the intra-op pass: {}.\n"
+      "-- Edit a line (keep a projection whole, say) and run again; `local shard_layer = nil` in its place\n"
+      "-- restores Megatron's layout.\n"
+      "local function shard_layer(layer)\n{}end\n",
+      plan.layer_layout_note, plan.layer_layout);
 }
 
 std::string pipeline_source(const Plan& plan, int steps) {
@@ -82,9 +91,10 @@ local replica_batch = math.floor(plan.batch / plan.dp)
 assert(replica_batch * plan.dp == plan.batch and replica_batch % plan.micro_batches == 0,
   ("plan: batch %d does not split into %d replicas x %d micro-batches"):format(plan.batch, plan.dp, plan.micro_batches))
 
--- the reference schedule's tensor parallelism, then each stage's checkpointing and the cuts
+{}
+-- the tensor parallelism, then each stage's checkpointing and the cuts
 local function apply(s)
-  for _, note in ipairs(require("slapo.schedules.{}").schedule(s, {{ checkpoint = 0 }})) do
+  for _, note in ipairs(require("slapo.schedules.{}").schedule(s, {{ checkpoint = 0, layer = shard_layer }})) do
     if slapo.dist.rank() == 0 then print("note: " .. note) end
   end
   local layers, placed = s["{}"]:children(), 0
@@ -137,11 +147,16 @@ if slapo.dist.rank() == 0 then
 end
 )",
                      plan.model_source, c.tp, schedules_of(model), c.dp, c.zero ? "true" : "false", stages,
-                     c.micro_batches, plan.work.batch, plan.work.seq, steps, schedules_of(model), layers_path(model));
+                     c.micro_batches, plan.work.batch, plan.work.seq, steps, shard_layer_source(plan), schedules_of(model),
+                     layers_path(model));
   return out;
 }
 
 }  // namespace
+
+std::string layers_path(const ModelShape& model) {
+  return model.type == "gpt2" ? "transformer.h" : model.type == "bert" ? "bert.encoder.layer" : "model.layers";
+}
 
 std::string Plan::lua_source(int steps) const {
   const Ranked& best = chosen();
@@ -208,11 +223,13 @@ local model = type(plan.model) == "string" and plan.model:find("/") and slapo.mo
   or slapo.models.build(plan.model)
 local sch = slapo.create_schedule(model, {{ group = layout.tp_group }})
 local vocab = slapo.models.config(model).vocab_size
+{}
 -- the schedule is checked against the unscheduled model (outputs and gradients) before training
 slapo.manual_seed(1)
 local example = slapo.randint(0, vocab, {{ micro_batch, plan.seq }})
 local report = slapo.verify(sch, {{ example }}, {{}}, function(s)
-  for _, note in ipairs(require("slapo.schedules.{}").schedule(s, {{ checkpoint = plan.checkpoint }})) do
+  for _, note in ipairs(require("slapo.schedules.{}").schedule(s, {{ checkpoint = plan.checkpoint,
+    layer = shard_layer }})) do
     if slapo.dist.rank() == 0 then print("note: " .. note) end
   end
 end)
@@ -235,8 +252,7 @@ end
 )",
                      model_source, c.tp, schedules, c.dp, c.checkpoint ? "1.0" : "0.0", c.zero ? "true" : "false",
                      c.micro_batches, work.batch, work.seq, steps, cluster.devices(), fmt::join(tp_choices, ", "),
-                     fmt::join(micro_choices, ", "), predictions,
-                     schedules);
+                     fmt::join(micro_choices, ", "), predictions, shard_layer_source(*this), schedules);
   return out;
 }
 

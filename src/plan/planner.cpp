@@ -55,7 +55,7 @@ void rank_and_explain(Plan& plan) {
 
 Plan plan_uniform(const ModelShape& model, const Cluster& cluster, const Workload& work) {
   check_workload(work);
-  Plan plan{model, fmt::format("\"{}\"", model.name), cluster, work, {}, {}, 0};
+  Plan plan{model, fmt::format("\"{}\"", model.name), cluster, work, {}, {}, 0, "", ""};
   for (auto& c : megatron_grid(model, cluster, work))
     if (c.pp() == 1 && c.micro_batches == 1) plan.ranked.push_back({c, estimate(model, cluster, work, c), ""});
   check_some_layout(plan);
@@ -66,7 +66,7 @@ Plan plan_uniform(const ModelShape& model, const Cluster& cluster, const Workloa
 Plan plan_parallel(const ModelShape& model, const Cluster& cluster, const Workload& work, const SearchOptions& options) {
   auto start = std::chrono::steady_clock::now();
   check_workload(work);
-  Plan plan{model, fmt::format("\"{}\"", model.name), cluster, work, {}, {}, 0};
+  Plan plan{model, fmt::format("\"{}\"", model.name), cluster, work, {}, {}, 0, "", ""};
   if (options.max_stages < 0)
     throw Error(fmt::format("plan: --max-stages must be >= 0 (0: no limit), got {}", options.max_stages));
   for (auto& c : megatron_grid(model, cluster, work))

@@ -32,6 +32,9 @@ struct Plan {
   /// emitted, since one rank layout cannot run stages on different meshes.
   std::vector<Ranked> unrestricted;
   double search_s = 0;  ///< wall time of the search
+  /// The intra-op pass's shard and sync calls for one layer (on `layer`), which the script applies
+  /// to every layer, and what it chose; empty without tensor parallelism (lay_out_layers).
+  std::string layer_layout, layer_layout_note;
   const Ranked& chosen() const { return ranked.front(); }
   /// Puts the plan described as `description` (Candidate::describe, as the table prints it) first,
   /// so the script is written for it; the planner's own choice stays in the list. Throws naming
@@ -43,6 +46,13 @@ struct Plan {
   /// The table `slapo-lua plan` prints.
   std::string summary() const;
 };
+
+/// Fills plan.layer_layout for the chosen plan's tp x dp mesh: builds one layer of `config` at full
+/// width (uninitialised), traces it and solves the intra-op ILP (intra_op.h).
+void lay_out_layers(Plan& plan, const ModelConfig& config);
+
+/// Where the reference schedules keep the layer list ("transformer.h", ...).
+std::string layers_path(const ModelShape& model);
 
 /// Enumerates the uniform plans for `cluster`: TP within a node dividing the heads (and key/value
 /// heads), DP over the rest dividing the batch; throws naming the option when none fits (by how

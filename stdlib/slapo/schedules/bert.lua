@@ -36,7 +36,8 @@ local function fuse(bert_layer, tp, use)
 end
 
 --- opts: tp, checkpoint (fraction of layers), fork_rng (see slapo.schedules.gpt2), fuse (slapo.op
---- kernels: true for those that win on the model's device, "all", default false).
+--- kernels: true for those that win on the model's device, "all", default false), layer (see
+--- slapo.schedules.gpt2).
 function M.schedule(sch, opts)
   return common.megatron(sch, opts, { layers = "bert.encoder.layer", layer = layer, fuse = fuse,
     embedding = "bert.embeddings.word_embeddings", head = "cls.predictions.decoder",

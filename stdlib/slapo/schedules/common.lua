@@ -68,8 +68,16 @@ function M.megatron(sch, opts, plan)
   local notes = {}
   local layers = sch[plan.layers]:children()
   if sch.world_size > 1 and opts.tp ~= false then
+    -- opts.layer(layer_sch): a layout of one's own for every layer (a planner's intra-op pass)
+    if opts.layer ~= nil and type(opts.layer) ~= "function" then
+      error(("schedule: layer must be a function(layer_schedule), got %s"):format(type(opts.layer)), 3)
+    end
     for _, layer in ipairs(layers) do
-      plan.layer(layer, opts)
+      if opts.layer then
+        opts.layer(layer)
+      else
+        plan.layer(layer, opts)
+      end
     end
     local ok, why = M.vocab_parallel(sch[plan.embedding], sch[plan.head],
       plan.head_bias_owner and sch[plan.head_bias_owner] or nil)

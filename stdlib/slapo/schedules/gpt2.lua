@@ -37,8 +37,9 @@ end
 
 --- opts: tp (default true when the group has several ranks), checkpoint (fraction of layers,
 --- default 0), fork_rng (default true), fuse (slapo.op kernels: true for those that win on the
---- model's device, "all", default false). Returns notes
---- about what was left out.
+--- model's device, "all", default false), layer (a function(layer_schedule) that lays out each
+--- layer instead of Megatron's layout: a plan script's shard_layer). Returns notes about what was
+--- left out.
 function M.schedule(sch, opts)
   return common.megatron(sch, opts, { layers = "transformer.h", layer = layer, fuse = fuse,
     embedding = "transformer.wte", head = "lm_head" })

@@ -34,8 +34,8 @@ local function fuse(decoder_layer, tp, use)
 end
 
 --- opts: tp, checkpoint (fraction of layers), fuse (slapo.op kernels: true for those that win on
---- the model's device, "all", default false). Key/value
---- heads must divide by the group size.
+--- the model's device, "all", default false), layer (see slapo.schedules.gpt2). Key/value heads
+--- must divide by the group size.
 function M.schedule(sch, opts)
   return common.megatron(sch, opts, { layers = "model.layers", layer = layer, fuse = fuse,
     embedding = "model.embed_tokens", head = "lm_head" })

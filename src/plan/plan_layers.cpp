@@ -1,0 +1,56 @@
+// The intra-op pass for a plan's chosen mesh: one layer of the model, built at full width with a
+// small vocabulary and no initialisation, traced and solved as Alpa's ILP; its shard and sync
+// calls become the plan script's shard_layer.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "models/zoo.h"
+#include "plan/intra_op.h"
+#include "plan/planner.h"
+
+namespace slapo::plan {
+
+void lay_out_layers(Plan& plan, const ModelConfig& config) {
+  plan.layer_layout.clear();
+  plan.layer_layout_note.clear();
+  const Candidate& c = plan.chosen().candidate;
+  if (c.tp < 2) return;
+  nlohmann::json fields = config.json();
+  fields[plan.model.type == "gpt2" ? "n_layer" : "num_hidden_layers"] = 1;
+  fields["vocab_size"] = 128;  // the embedding and head are not projections the pass shards
+  for (const char* id : {"bos_token_id", "eos_token_id", "pad_token_id"}) fields.erase(id);
+  BuildOptions build;
+  build.init_weights = false;
+  auto model = build_model(ModelConfig(fields), build);
+
+  IntraOpOptions o;
+  o.ranks = c.tp, o.dp = c.dp;
+  o.tokens = double(plan.work.batch) / c.micro_batches * double(plan.work.seq);  // a micro-batch, all replicas
+  const DeviceProfile& device = plan.cluster.device;
+  double seconds = device.matmul_seconds(4096, 4096, 4096, plan.work.dtype);
+  if (!(seconds > 0)) seconds = device.matmul_seconds(4096, 4096, 4096, device.matmul.front().dtype);
+  o.flops_per_s = 2.0 * 4096.0 * 4096.0 * 4096.0 / seconds;
+  o.bandwidth = plan.cluster.intra_bw, o.latency = plan.cluster.intra_latency;
+  bool across = c.tp * c.dp > plan.cluster.per_node;
+  o.dp_bandwidth = across ? plan.cluster.inter_bw : plan.cluster.intra_bw;
+  o.dp_latency = across ? plan.cluster.inter_latency : plan.cluster.intra_latency;
+  o.bytes_per_element = plan.work.dtype == "bfloat16" ? 2 : 4;
+  o.zero = c.zero ? "on" : "off";
+  int64_t seq = std::min<int64_t>(16, plan.work.seq);
+  Values example = {at::zeros({1, seq}, at::kLong)};
+  auto result = plan_intra_op_of_copy(model, "plan", example, o);
+
+  const std::string layer = layers_path(plan.model) + ".0";
+  plan.layer_layout = result.lua_body("layer", layer);
+  int sharded = 0, total = 0;
+  for (auto& [path, style] : result.strategy)
+    if (path.compare(0, layer.size() + 1, layer + ".") == 0) ++total, sharded += style != "replicated";
+  plan.layer_layout_note = fmt::format(
+      "the {} ILP on one layer for {} x {} ranks (tp x dp), {} of its {} projections sharded ({} variables, {} "
+      "constraints)", result.solver, c.tp, c.dp, sharded, total, result.variables, result.constraints);
+  if (sharded < total)
+    plan.layer_layout_note += "; the predictions above price Megatron's layout, every projection sharded";
+}
+
+}  // namespace slapo::plan
