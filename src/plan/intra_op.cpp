@@ -35,11 +35,21 @@ const std::set<std::string> kNeedsWhole = {"aten::layer_norm", "aten::mean", "at
                                            "aten::norm", "aten::embedding", "aten::cross_entropy_loss"};
 const std::set<std::string> kSplits = {"aten::chunk", "aten::split", "aten::unbind", "prim::ListUnpack"};
 
+// Projections that read one input and sit below one module whose own input it is, with no other
+// use of it inside that module: when they go column-parallel, one backward all-reduce on that
+// module covers them all (Megatron's f before q, k and v).
+struct SharedInput {
+  std::string parent;                 // the module's path below the traced one
+  std::vector<size_t> readers;        // indices into Analysis::projections
+};
+
 struct Analysis {
   std::shared_ptr<TracedGraph> graph;
-  std::vector<Projection> projections;  // in graph order
-  std::set<std::string> dropouts;       // the Dropout leaves' paths
-  double example_tokens = 1;            // tokens in the traced example
+  std::vector<Projection> projections;           // in graph order
+  std::vector<const torch::jit::Value*> inputs;  // the value each projection reads
+  std::set<std::string> dropouts;                // the Dropout leaves' paths
+  std::vector<SharedInput> shared;
+  double example_tokens = 1;                     // tokens in the traced example
 };
 
 // One propagation: false when an op would see layouts it cannot compute on.
@@ -154,6 +164,7 @@ struct Built {
   SelectionProblem problem;
   std::vector<std::vector<Strategy>> strategies;  // per problem node
   std::vector<int> projection_node;               // per projection: its problem node
+  std::vector<int> shared_node;                   // per Analysis::shared: its sync's node (none, all-reduce)
 };
 
 Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
@@ -177,6 +188,10 @@ Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
   };
   // parameters, their gradients and AdamW's two float32 moments (sharded under ZeRO-1)
   auto weight_bytes = [&](double elements) { return elements * (2 * bytes + 8.0 / (zero ? o.dp : 1)); };
+  std::vector<int> group_of(a.projections.size(), -1);
+  for (size_t k = 0; k < a.shared.size(); ++k)
+    for (size_t r : a.shared[k].readers) group_of[r] = static_cast<int>(k);
+  b.shared_node.assign(a.shared.size(), -1);
   size_t next_projection = 0;
   for (auto* node : g.nodes()) {
     if (node->kind() == c10::prim::Constant) continue;
@@ -208,9 +223,13 @@ Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
                        weight_bytes(params) + out_elements * bytes};
         options.push_back(whole);
         double shared = flops / o.ranks / o.flops_per_s + weight_sync(params / o.ranks);
+        double input_sync = all_reduce_seconds(tokens * double(p.in) * bytes, o.ranks, o.bandwidth, o.latency);
+        int group = group_of[next_projection];
+        if (group >= 0 && b.shared_node[size_t(group)] < 0)  // one all-reduce for the group, on their module
+          b.shared_node[size_t(group)] = add("sync " + a.shared[size_t(group)].parent,
+                                             {Strategy{}, Strategy{Layout::R, Layout::R, Style::Column, input_sync, 0}});
         if (!p.tied && p.out % o.ranks == 0)  // column: the input's gradient all-reduced in backward
-          options.push_back({Layout::R, Layout::S, Style::Column,
-                             shared + all_reduce_seconds(tokens * double(p.in) * bytes, o.ranks, o.bandwidth, o.latency),
+          options.push_back({Layout::R, Layout::S, Style::Column, shared + (group >= 0 ? 0.0 : input_sync),
                              weight_bytes(params / o.ranks) + out_elements * bytes / o.ranks});
         if (!p.tied && p.in % o.ranks == 0)  // row: the partial outputs all-reduced in forward
           options.push_back({Layout::S, Layout::R, Style::Row,
@@ -239,6 +258,14 @@ Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
           for (auto& s : options)
             if (s.out == Layout::S) s.seconds = INFINITY;
     int v = add(name, options);
+    if (projection && group_of[next_projection - 1] >= 0) {  // the group's sync runs iff it goes column
+      int sync = b.shared_node[size_t(group_of[next_projection - 1])];
+      SelectionProblem::Edge e{sync, v, {}};
+      for (size_t reduce = 0; reduce < 2; ++reduce)
+        for (auto& sv : b.strategies[size_t(v)])
+          e.cost.push_back((sv.style == Style::Column) == (reduce == 1) ? 0.0 : INFINITY);
+      b.problem.edges.push_back(std::move(e));
+    }
     for (int u : from) {  // an op computes on the layout its producers hand it, or not at all
       SelectionProblem::Edge e{u, v, {}};
       for (auto& su : b.strategies[static_cast<size_t>(u)])
@@ -276,6 +303,88 @@ void collect_leaves(const std::shared_ptr<Module>& m, const std::string& path,
   }
 }
 
+// The module at `path` below `root`, or null.
+std::shared_ptr<Module> module_at(const std::shared_ptr<Module>& root, const std::string& path) {
+  std::shared_ptr<Module> m = root;
+  size_t start = 0;
+  while (m && start <= path.size()) {
+    size_t dot = path.find('.', start);
+    std::string name = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    m = m->child(name);
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return m;
+}
+
+std::string parent_of(const std::string& path) {
+  auto dot = path.rfind('.');
+  return dot == std::string::npos ? "" : path.substr(0, dot);
+}
+
+// Ops that read a tensor without a gradient flowing back through them.
+const std::set<std::string> kShapeOnly = {"aten::size", "aten::dim", "aten::len", "prim::shape", "aten::numel"};
+
+// For each input read by two projections or more: their nearest common module, traced on its own
+// (inputs shaped like its call in the main trace, zeros), must take that input first and use it
+// only in those projections (and for its shape).
+void find_shared_inputs(Analysis& a, const std::shared_ptr<Module>& root, const std::vector<TraceLeaf>& leaves) {
+  std::vector<const torch::jit::Value*> seen;
+  for (size_t i = 0; i < a.projections.size(); ++i) {
+    const auto* x = a.inputs[i];
+    if (!x || std::find(seen.begin(), seen.end(), x) != seen.end()) continue;
+    seen.push_back(x);
+    SharedInput group;
+    for (size_t j = i; j < a.projections.size(); ++j)
+      if (a.inputs[j] == x) group.readers.push_back(j);
+    if (group.readers.size() < 2) continue;
+    group.parent = parent_of(a.projections[group.readers[0]].path);
+    for (size_t r : group.readers) {
+      const std::string& path = a.projections[r].path;
+      while (!group.parent.empty() && path.compare(0, group.parent.size() + 1, group.parent + ".") != 0)
+        group.parent = parent_of(group.parent);
+    }
+    if (group.parent.empty()) continue;  // the traced module itself: its callers own its input
+    auto parent = module_at(root, group.parent);
+    if (!parent || parent->last_call().empty()) continue;
+    Values examples;
+    for (auto& arg : parent->last_call()) {
+      if (arg.dtype == at::ScalarType::Undefined) break;
+      examples.push_back(at::zeros(arg.shape, at::TensorOptions().dtype(arg.dtype)));
+    }
+    std::vector<TraceLeaf> inner;
+    const std::string prefix = group.parent + ".";
+    for (auto& leaf : leaves)
+      if (leaf.path.compare(0, prefix.size(), prefix) == 0) inner.push_back({leaf.parent, leaf.slot, leaf.path.substr(prefix.size())});
+    std::shared_ptr<TracedGraph> traced;
+    try {
+      torch::NoGradGuard no_grad;
+      traced = trace_module(*parent, group.parent, examples, inner);
+    } catch (const std::exception&) {
+      continue;  // a module that does not trace alone keeps a sync on each projection
+    }
+    std::set<std::string> wanted;
+    for (size_t r : group.readers) wanted.insert(a.projections[r].path.substr(prefix.size()));
+    std::set<std::string> found;
+    bool alone = true;
+    const auto* input = traced->graph()->inputs()[0];
+    for (const auto& use : input->uses()) {
+      std::string kind = use.user->kind().toQualString();
+      if (kShapeOnly.count(kind)) continue;
+      bool projection_call = false;
+      if (use.user->kind() == c10::prim::ListConstruct && use.user->inputs().size() == 1)
+        for (const auto& call : use.user->output()->uses()) {
+          if (std::string(call.user->kind().toQualString()) != "slapo::call_module") continue;
+          auto id = torch::jit::constant_as<int64_t>(call.user->input(0));
+          std::string path = id ? leaf_path(*id) : "";
+          if (wanted.count(path)) projection_call = true, found.insert(path);
+        }
+      alone = alone && projection_call;
+    }
+    if (alone && found == wanted) a.shared.push_back(group);
+  }
+}
+
 }  // namespace
 
 IntraOpPlan plan_intra_op(const Module& module, const std::string& where, const Values& example_inputs,
@@ -310,7 +419,10 @@ IntraOpPlan plan_intra_op_of_copy(const std::shared_ptr<Module>& copy, const std
     auto found = id ? by_path.find(leaf_path(*id)) : by_path.end();
     if (found == by_path.end()) continue;
     a.projections.push_back(found->second);
+    auto* list = node->input(1)->node();
+    a.inputs.push_back(list->inputs().empty() ? nullptr : list->inputs()[0]);
   }
+  find_shared_inputs(a, copy, leaves);
   // the example's tokens: every dimension of token ids, the leading ones of hidden states
   {
     const at::Tensor& x = example_inputs.front().toTensor();
@@ -349,7 +461,7 @@ IntraOpPlan plan_intra_op_of_copy(const std::shared_ptr<Module>& copy, const std
     best.step_s = s.cost, best.zero = zero, best.solver = s.solver;
     best.variables = s.variables, best.constraints = s.constraints;
     best.projections = static_cast<int>(a.projections.size());
-    best.ops = static_cast<int>(b.problem.nodes.size()) - 1 - best.projections;
+    best.ops = static_cast<int>(b.problem.nodes.size() - 1 - a.shared.size()) - best.projections;
     best.memory_bytes = 0;
     for (size_t v = 0; v < b.problem.nodes.size(); ++v) best.memory_bytes += b.problem.nodes[v].memory[size_t(s.choice[v])];
     std::vector<Style> styles;
@@ -361,6 +473,10 @@ IntraOpPlan plan_intra_op_of_copy(const std::shared_ptr<Module>& copy, const std
     best.groups.clear(), best.forked.clear();
     if (!propagate(a, styles, &best.groups, &best.forked))
       throw std::logic_error("autoshard: the ILP's choice for " + where + " does not propagate");
+    best.parent_syncs.clear();
+    for (size_t k = 0; k < a.shared.size(); ++k)
+      if (s.choice[size_t(b.shared_node[k])] == 1)
+        for (size_t r : a.shared[k].readers) best.parent_syncs[a.projections[r].path] = a.shared[k].parent;
     best.strategy.clear();
     for (size_t i = 0; i < styles.size(); ++i)
       best.strategy[a.projections[i].path] =
@@ -400,14 +516,20 @@ std::string IntraOpPlan::lua_body(const std::string& var, const std::string& bel
     std::string opt = found != groups.end() ? fmt::format(", {{ groups = {} }}", found->second) : "";
     std::string bias = has_bias.count(path) && has_bias.at(path) ? fmt::format(":shard(\"bias\", 0{})", opt) : "";
     if (style == "column")
-      out += fmt::format("  {}[\"{}\"]:shard(\"weight\", {}{}){}:sync(\"bwd_post\", \"all_reduce\")\n", var,
-                         relative(path), linear ? 0 : 1, opt, bias);
+      out += fmt::format("  {}[\"{}\"]:shard(\"weight\", {}{}){}{}\n", var, relative(path), linear ? 0 : 1, opt, bias,
+                         parent_syncs.count(path) ? "" : ":sync(\"bwd_post\", \"all_reduce\")");
     else if (style == "row")
       out += fmt::format("  {}[\"{}\"]:shard(\"weight\", {}):sync(\"fwd_post\", \"all_reduce\")\n", var,
                          relative(path), linear ? 1 : 0);
     else
       out += fmt::format("  -- {} stays replicated\n", relative(path));
   }
+  std::set<std::string> parents;  // one input-gradient all-reduce for the column projections below each
+  for (auto& [path, parent] : parent_syncs)
+    if (parent.compare(0, prefix.size(), prefix) == 0 || parent + "." == prefix) parents.insert(parent);
+  for (auto& parent : parents)
+    out += parent + "." == prefix ? fmt::format("  {}:sync(\"bwd_post\", \"all_reduce\")\n", var)
+                                  : fmt::format("  {}[\"{}\"]:sync(\"bwd_post\", \"all_reduce\")\n", var, relative(parent));
   for (auto& path : forked)  // each rank's heads get their own dropout masks
     if (path.compare(0, prefix.size(), prefix) == 0) out += fmt::format("  {}[\"{}\"]:fork_rng()\n", var, relative(path));
   return out;

@@ -36,6 +36,8 @@ struct IntraOpPlan {
   std::map<std::string, std::string> strategy;  ///< leaf path below the module -> "replicated" | "column" | "row"
   std::map<std::string, int> groups;            ///< column leaves whose output is split into parts (GPT-2's c_attn)
   std::set<std::string> forked;                 ///< dropouts on head-split tensors: fork_rng
+  /// column leaves whose shared input's gradient is all-reduced once, on this module (Megatron's f)
+  std::map<std::string, std::string> parent_syncs;
   std::map<std::string, std::string> types;     ///< leaf path -> "Linear" | "Conv1D"
   std::map<std::string, bool> has_bias;
   double step_s = 0, replicated_s = 0;  ///< predicted time of the plan and of no sharding

@@ -14,6 +14,7 @@ namespace slapo::plan {
 void lay_out_layers(Plan& plan, const ModelConfig& config) {
   plan.layer_layout.clear();
   plan.layer_layout_note.clear();
+  plan.layer_layout_sharded = false;
   const Candidate& c = plan.chosen().candidate;
   if (c.tp < 2) return;
   nlohmann::json fields = config.json();
@@ -49,8 +50,7 @@ void lay_out_layers(Plan& plan, const ModelConfig& config) {
   plan.layer_layout_note = fmt::format(
       "the {} ILP on one layer for {} x {} ranks (tp x dp), {} of its {} projections sharded ({} variables, {} "
       "constraints)", result.solver, c.tp, c.dp, sharded, total, result.variables, result.constraints);
-  if (sharded < total)
-    plan.layer_layout_note += "; the predictions above price Megatron's layout, every projection sharded";
+  plan.layer_layout_sharded = sharded == total;
 }
 
 }  // namespace slapo::plan

@@ -32,9 +32,11 @@ struct Plan {
   /// emitted, since one rank layout cannot run stages on different meshes.
   std::vector<Ranked> unrestricted;
   double search_s = 0;  ///< wall time of the search
-  /// The intra-op pass's shard and sync calls for one layer (on `layer`), which the script applies
-  /// to every layer, and what it chose; empty without tensor parallelism (lay_out_layers).
+  /// The intra-op pass's shard and sync calls for one layer (on `layer`) and what it chose; empty
+  /// without tensor parallelism (lay_out_layers). The script applies them to every layer when they
+  /// shard every projection, as the predictions assume; otherwise it offers them as `ilp_layer`.
   std::string layer_layout, layer_layout_note;
+  bool layer_layout_sharded = false;  ///< the pass sharded every projection of the layer
   const Ranked& chosen() const { return ranked.front(); }
   /// Puts the plan described as `description` (Candidate::describe, as the table prints it) first,
   /// so the script is written for it; the planner's own choice stays in the list. Throws naming
