@@ -84,16 +84,21 @@ std::function<void()> Group::all_reduce_async(at::Tensor t, const char* caller) 
 }
 
 at::Tensor Group::all_gather(const at::Tensor& t, int64_t dim, const char* caller) {
-  check_member(caller);
   dim = wrap_dim(t, dim, caller);
+  return at::cat(all_gather_slices(t, caller), dim);
+}
+
+std::vector<at::Tensor> Group::all_gather_slices(const at::Tensor& t, const char* caller) {
+  check_member(caller);
   auto to = route(t);
-  if (!to.backend) return t.detach().clone();
+  if (!to.backend) return {t.detach().clone()};
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> input{on_wire(t, to.device)};
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int i = 0; i < size(); ++i) outputs[0].push_back(torch::empty_like(input[0]));
   to.backend->allgather(outputs, input)->wait();
-  return at::cat(outputs[0], dim).to(t.device());
+  for (auto& slice : outputs[0]) slice = slice.to(t.device());
+  return outputs[0];
 }
 
 at::Tensor& Group::broadcast(at::Tensor& t, int src, const char* caller) {

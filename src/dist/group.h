@@ -41,6 +41,8 @@ class Group {
   std::function<void()> all_reduce_async(at::Tensor t, const char* caller = "all_reduce");
   /// Every rank's tensor concatenated along `dim`, in rank order.
   at::Tensor all_gather(const at::Tensor& t, int64_t dim, const char* caller = "all_gather");
+  /// Every rank's tensor, in rank order, on t's device (all_gather without the concatenation).
+  std::vector<at::Tensor> all_gather_slices(const at::Tensor& t, const char* caller = "all_gather");
   /// Copies `src`'s tensor (group-local rank) into t on every rank; returns t.
   at::Tensor& broadcast(at::Tensor& t, int src, const char* caller = "broadcast");
   /// The sum over the group, split along `dim`; this rank's part (emulated: all_reduce + narrow).

@@ -160,6 +160,7 @@ int w_autoshard(lua_State* L) {
   bool across = o.ranks * o.dp > cluster.per_node;
   o.dp_bandwidth = across ? cluster.inter_bw : cluster.intra_bw;
   o.dp_latency = across ? cluster.inter_latency : cluster.intra_latency;
+  o.zero_sync = plan::zero_sync_all_reduces(cluster.device);
   double memory_mib = lx_opt_number_in(L, 2, "memory_mib", 0, 0, 1e12, fn);
   if (memory_mib > 0) o.memory_bytes = memory_mib * double(1 << 20);
   // zero = true | false | "auto" (the solver chooses)
@@ -199,6 +200,7 @@ int w_autoshard(lua_State* L) {
   set_string(L, "solver", result.solver);
   set_number(L, "variables", result.variables);
   set_number(L, "constraints", result.constraints);
+  set_number(L, "solve_s", result.solve_s);
   set_string(L, "source", result.lua_source());
   return 1;
 }

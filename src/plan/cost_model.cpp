@@ -52,6 +52,7 @@ double DeviceProfile::layer_overhead(double hidden, const std::string& dtype) co
 DeviceProfile DeviceProfile::from_json(const nlohmann::json& j, const std::string& name, double memory_bytes) {
   DeviceProfile p;
   p.name = j.value("device", name);
+  p.host = p.name.rfind("cpu", 0) == 0;
   p.memory_bytes = memory_bytes;
   if (j.contains("copy_GBps") && j["copy_GBps"].is_number()) p.copy_bytes_per_s = j["copy_GBps"].get<double>() * 1e9;
   if (!j.contains("matmul") || !j["matmul"].is_array())
@@ -70,6 +71,7 @@ DeviceProfile DeviceProfile::from_json(const nlohmann::json& j, const std::strin
 DeviceProfile DeviceProfile::measure_cpu(int devices_per_node) {
   DeviceProfile p;
   p.name = "cpu";
+  p.host = true;
   p.memory_bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE)) /
                    devices_per_node;
   torch::NoGradGuard no_grad;
@@ -283,7 +285,7 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
   double bw = where.dp_in_node ? cluster.intra_bw : cluster.inter_bw;
   double latency = where.dp_in_node ? cluster.intra_latency : cluster.inter_latency;
   double gradient_sync = all_reduce_seconds(params * element_bytes(work), stage.dp, bw, latency);
-  e.sync_s = gradient_sync * (stage.zero && stage.dp > 1 ? 1.5 : 1.0);  // an all-gather moves half an all-reduce
+  e.sync_s = gradient_sync * (stage.zero && stage.dp > 1 ? zero_sync_all_reduces(cluster.device) : 1.0);
   // AdamW reads and writes each parameter, its gradient and two moments: 28 bytes a parameter
   // (bf16: the float32 master copy in place of the weight), over the parameters this rank updates
   const double updated = params / (stage.zero ? stage.dp : 1);
@@ -294,10 +296,10 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
   e.activation_bytes = where.in_flight * per_micro_batch + (stage.checkpoint ? c.layer_activation_bytes : 0.0) +
                        (where.last ? c.logits_bytes : 0.0);
   // after backward, with the activations gone, the step's own buffers: AdamW's update makes one
-  // float32 temporary the size of what it updates; ZeRO-1 flattens the gradients and all-reduces a
-  // copy of them (measured on 2 Gloo ranks, bench/plan_calibration)
+  // float32 temporary the size of what it updates; ZeRO-1 flattens the gradients into one buffer
+  // and copies out its own slice of the parameters (dist/zero.cpp)
   e.update_bytes = updated * 4.0;
-  if (stage.zero && stage.dp > 1) e.update_bytes += 2 * params * element_bytes(work);
+  if (stage.zero && stage.dp > 1) e.update_bytes += (1.0 + 1.0 / stage.dp) * params * element_bytes(work);
   e.peak_bytes = e.param_bytes + e.optimizer_bytes + std::max(e.activation_bytes, e.update_bytes);
   return e;
 }

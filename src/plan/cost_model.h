@@ -19,6 +19,9 @@ struct DeviceProfile {
     double m, k, n, tflops;
   };
   std::string name;
+  /// A CPU: its ranks talk through Gloo, which has no reduce-scatter or fast all-gather, so ZeRO-1
+  /// runs both as all-reduces (dist/zero.cpp)
+  bool host = false;
   std::vector<Matmul> matmul;
   double memory_bytes = 0;
   double copy_bytes_per_s = 0;  ///< memory bandwidth (bytes read + written): the optimizer's pace; 0 unknown
@@ -137,6 +140,11 @@ struct Placement {
 };
 StageEstimate stage_estimate(const ModelShape& model, const Cluster& cluster, const Workload& work,
                              const LayerCosts& costs, const Stage& stage, const Placement& where);
+
+/// ZeRO-1's gradient sync in all-reduces of the gradients' volume: its reduce-scatter is an
+/// all-reduce and a slice, then an all-gather (half an all-reduce; on a CPU a second all-reduce,
+/// dist/zero.cpp).
+inline double zero_sync_all_reduces(const DeviceProfile& device) { return device.host ? 2.0 : 1.5; }
 
 /// Bytes a rank holds per parameter for weights + gradients, and for the optimizer (AdamW's two
 /// moments, plus bf16's float32 master copy).

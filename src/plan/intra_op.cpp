@@ -6,6 +6,7 @@
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <set>
@@ -184,7 +185,7 @@ Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
   // the gradient of `elements` parameters all-reduced over the data-parallel axis
   auto weight_sync = [&](double elements) {
     if (o.dp < 2) return 0.0;
-    return all_reduce_seconds(elements * bytes, o.dp, o.dp_bandwidth, o.dp_latency) * (zero ? 1.5 : 1.0);
+    return all_reduce_seconds(elements * bytes, o.dp, o.dp_bandwidth, o.dp_latency) * (zero ? o.zero_sync : 1.0);
   };
   // parameters, their gradients and AdamW's two float32 moments (sharded under ZeRO-1)
   auto weight_bytes = [&](double elements) { return elements * (2 * bytes + 8.0 / (zero ? o.dp : 1)); };
@@ -435,7 +436,7 @@ IntraOpPlan plan_intra_op_of_copy(const std::shared_ptr<Module>& copy, const std
   if (o.zero != "off" && o.dp > 1) zero_choices.push_back(true);
   IntraOpPlan best;
   best.step_s = INFINITY;
-  double least_bytes = INFINITY;
+  double least_bytes = INFINITY, solve_s = 0;
   for (bool zero : zero_choices) {
     Built b = build_problem(a, o, zero);
     b.problem.memory_budget = o.memory_bytes;
@@ -447,7 +448,9 @@ IntraOpPlan plan_intra_op_of_copy(const std::shared_ptr<Module>& copy, const std
       best.replicated_memory_bytes = 0;
       for (auto& n : b.problem.nodes) best.replicated_memory_bytes += n.memory[0];
     }
+    auto solve_start = std::chrono::steady_clock::now();
     Selection s = solve_selection(b.problem, "autoshard: " + where);
+    solve_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - solve_start).count();
     if (!s.feasible()) {
       // the least memory any assignment needs, for the error: the same problem minimising bytes
       SelectionProblem bytes = b.problem;
@@ -489,6 +492,7 @@ IntraOpPlan plan_intra_op_of_copy(const std::shared_ptr<Module>& copy, const std
                               zero_choices.back() ? ", ZeRO-1" : "", o.memory_bytes / double(1 << 20)));
     throw Error(fmt::format("autoshard: no assignment of {}'s {} projections is feasible", where, a.projections.size()));
   }
+  best.solve_s = solve_s;
   for (auto& [path, proj] : by_path) {
     best.types[path] = proj.type;
     best.has_bias[path] = proj.bias;

@@ -30,6 +30,7 @@ struct IntraOpOptions {
   double memory_bytes = INFINITY;  ///< per device: parameters, gradients, AdamW state and saved activations
   /// ZeRO-1 (AdamW's moments sharded over the data-parallel axis): "auto" lets the solver choose
   std::string zero = "auto";  ///< "auto" | "on" | "off"
+  double zero_sync = 1.5;  ///< ZeRO-1's gradient sync in all-reduces (cost_model.h's zero_sync_all_reduces)
 };
 
 struct IntraOpPlan {
@@ -45,6 +46,7 @@ struct IntraOpPlan {
   bool zero = false;                    ///< the plan shards AdamW's moments over the data-parallel axis
   std::string solver;                   ///< "cbc" or "exhaustive"
   int variables = 0, constraints = 0;   ///< the ILP's size
+  double solve_s = 0;                   ///< wall time in the solver (every ZeRO choice)
   int projections = 0, ops = 0;         ///< what it chose for
   /// `return function(sch) ... end`: the shard and sync calls, `sch` being the module's schedule.
   std::string lua_source() const;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "models/zoo.h"
 #include "plan/intra_op.h"
 #include "plan/planner.h"
@@ -38,9 +39,18 @@ void lay_out_layers(Plan& plan, const ModelConfig& config) {
   o.dp_latency = across ? plan.cluster.inter_latency : plan.cluster.intra_latency;
   o.bytes_per_element = plan.work.dtype == "bfloat16" ? 2 : 4;
   o.zero = c.zero ? "on" : "off";
+  o.zero_sync = zero_sync_all_reduces(plan.cluster.device);
   int64_t seq = std::min<int64_t>(16, plan.work.seq);
   Values example = {at::zeros({1, seq}, at::kLong)};
-  auto result = plan_intra_op_of_copy(model, "plan", example, o);
+  IntraOpPlan result;
+  try {
+    result = plan_intra_op_of_copy(model, "plan", example, o);
+  } catch (const Error& e) {  // a layer the tracer refuses: the script keeps the reference layout
+    std::string why = e.what();
+    std::replace(why.begin(), why.end(), '\n', ' ');  // it goes into a one-line comment
+    plan.layer_layout_note = fmt::format("the intra-op pass could not plan one layer ({})", why);
+    return;
+  }
 
   const std::string layer = layers_path(plan.model) + ".0";
   plan.layer_layout = result.lua_body("layer", layer);

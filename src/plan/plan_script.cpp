@@ -40,7 +40,9 @@ std::string script_header(const Plan& plan) {
 // schedule's; `local shard_layer = nil` without tensor parallelism.
 std::string shard_layer_source(const Plan& plan) {
   if (plan.layer_layout.empty())
-    return "\n-- each layer's tensor parallelism: the reference schedule's (Megatron's) layout\nlocal shard_layer = nil\n";
+    return fmt::format("\n-- each layer's tensor parallelism: the reference schedule's (Megatron's) layout{}\n"
+                       "local shard_layer = nil\n",
+                       plan.layer_layout_note.empty() ? "" : "; " + plan.layer_layout_note);
   if (plan.layer_layout_sharded)
     return fmt::format(
         "\n-- Each layer's tensor parallelism, from the intra-op pass: {}.\n"
