@@ -142,7 +142,8 @@ int w_plan(lua_State* L) {
 int w_autoshard(lua_State* L) {
   const char* fn = "autoshard";
   auto sch = lx_check_live_schedule(L, 1, fn);
-  lx_check_option_keys(L, 2, {"ranks", "dp", "cluster", "batch", "seq", "memory_mib", "zero", "inputs"}, fn);
+  lx_check_option_keys(L, 2, {"ranks", "dp", "cluster", "batch", "seq", "memory_mib", "zero", "solver", "inputs"},
+                       fn);
   plan::IntraOpOptions o;
   o.ranks = static_cast<int>(lx_check_integer_value(lx_opt_number(L, 2, "ranks", sch->world_size() > 1 ?
                                                                                  sch->world_size() : 2, fn),
@@ -161,6 +162,7 @@ int w_autoshard(lua_State* L) {
   o.dp_bandwidth = across ? cluster.inter_bw : cluster.intra_bw;
   o.dp_latency = across ? cluster.inter_latency : cluster.intra_latency;
   o.zero_sync = plan::zero_sync_all_reduces(cluster.device);
+  o.solver = lx_opt_string(L, 2, "solver", "ilp", fn);
   double memory_mib = lx_opt_number_in(L, 2, "memory_mib", 0, 0, 1e12, fn);
   if (memory_mib > 0) o.memory_bytes = memory_mib * double(1 << 20);
   // zero = true | false | "auto" (the solver chooses)

@@ -397,6 +397,8 @@ IntraOpPlan plan_intra_op_of_copy(const std::shared_ptr<Module>& copy, const std
                                   const Values& example_inputs, const IntraOpOptions& o) {
   if (o.ranks < 2) throw Error(fmt::format("autoshard: {}: plan for 2 ranks or more, got {}", where, o.ranks));
   if (o.dp < 1) throw Error(fmt::format("autoshard: {}: dp must be 1 or more, got {}", where, o.dp));
+  if (o.solver != "ilp" && o.solver != "exhaustive")
+    throw Error(fmt::format("autoshard: {}: solver must be \"ilp\" or \"exhaustive\", got \"{}\"", where, o.solver));
   if (o.zero != "auto" && o.zero != "on" && o.zero != "off")
     throw Error(fmt::format("autoshard: {}: zero must be \"auto\", \"on\" or \"off\", got \"{}\"", where, o.zero));
   std::vector<TraceLeaf> leaves;
@@ -449,7 +451,8 @@ IntraOpPlan plan_intra_op_of_copy(const std::shared_ptr<Module>& copy, const std
       for (auto& n : b.problem.nodes) best.replicated_memory_bytes += n.memory[0];
     }
     auto solve_start = std::chrono::steady_clock::now();
-    Selection s = solve_selection(b.problem, "autoshard: " + where);
+    Selection s = o.solver == "exhaustive" ? solve_selection_exhaustively(b.problem, "autoshard: " + where)
+                                           : solve_selection(b.problem, "autoshard: " + where);
     solve_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - solve_start).count();
     if (!s.feasible()) {
       // the least memory any assignment needs, for the error: the same problem minimising bytes

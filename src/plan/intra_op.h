@@ -31,6 +31,9 @@ struct IntraOpOptions {
   /// ZeRO-1 (AdamW's moments sharded over the data-parallel axis): "auto" lets the solver choose
   std::string zero = "auto";  ///< "auto" | "on" | "off"
   double zero_sync = 1.5;  ///< ZeRO-1's gradient sync in all-reduces (cost_model.h's zero_sync_all_reduces)
+  /// "ilp": CBC where the build has it; "exhaustive": the depth-first search (a cross-check, and
+  /// what a build without CBC uses)
+  std::string solver = "ilp";
 };
 
 struct IntraOpPlan {

@@ -42,13 +42,18 @@ describe("slapo.autoshard (intra-op pass, 1-D mesh)", function()
     it(name .. ": finds Megatron's layout on a 4096-wide layer, and its schedule verifies on 2 ranks", function()
       local wide = slapo.models[name](f.wide, { init = false })
       slapo.no_grad(function() wide(slapo.randint(0, 64, { 1, 16 })) end)  -- the layer's inputs, for the trace
-      local plan = slapo.autoshard(slapo.create_schedule(wide)[f.layers .. ".0"], { ranks = world, batch = 8,
-        seq = 512 })
-      wide = nil
+      local layer = slapo.create_schedule(wide)[f.layers .. ".0"]
+      local plan = slapo.autoshard(layer, { ranks = world, batch = 8, seq = 512 })
+      -- the exhaustive search (what a build without CBC runs) agrees with the ILP on the real layer
+      local searched = slapo.autoshard(layer, { ranks = world, batch = 8, seq = 512, solver = "exhaustive" })
+      wide, layer = nil, nil
       collectgarbage()
       for path, style in pairs(f.expect) do
         eq(style, plan.strategy[path], path)
       end
+      eq("exhaustive", searched.solver)
+      eq(plan.strategy, searched.strategy)
+      assert(math.abs(plan.step_s - searched.step_s) <= 1e-9 * plan.step_s, searched.step_s)
       assert(plan.step_s < plan.replicated_s, "sharded is predicted faster than replicated")
       -- Megatron's f: one input-gradient all-reduce per shared input, on the module that takes it
       for _, parent in ipairs(f.shared or {}) do
@@ -121,6 +126,8 @@ describe("slapo.autoshard (the ILP on a 2-D mesh, under a memory budget)", funct
       .. "memory_mib is 1$", pcall_err(slapo.autoshard, layer, { ranks = 2, dp = 4, memory_mib = 1 }))
     matches("autoshard: 'transformer.h.0': zero must be \"auto\", \"on\" or \"off\", got \"maybe\"",
       pcall_err(slapo.autoshard, layer, { zero = "maybe" }))
+    matches("autoshard: 'transformer.h.0': solver must be \"ilp\" or \"exhaustive\", got \"cbc\"",
+      pcall_err(slapo.autoshard, layer, { solver = "cbc" }))
   end)
 
   it("plans a whole GPT-2 in one ILP: the tied LM head stays whole, and the budgeted plan verifies on 2 ranks", function()
