@@ -24,7 +24,10 @@ namespace {
 // R: every rank holds all of it. S: each rank holds its part of the features (heads). A: no
 // layout (parameters, masks, sizes: they broadcast against either).
 enum class Layout { R, S, A };
-enum class Style { Replicated, Column, Row };
+// ColumnGather: column-parallel with its output all-gathered in forward (Megatron's
+// gather_output), so it hands on a whole tensor: an LM head before the loss.
+enum class Style { Replicated, Column, Row, ColumnGather };
+bool is_column(Style s) { return s == Style::Column || s == Style::ColumnGather; }
 
 struct Projection {
   std::string path, type;  // "Linear" or "Conv1D"
@@ -83,7 +86,7 @@ bool propagate(const Analysis& a, const std::vector<Style>& styles, std::map<std
           layout[node->output()] = Layout::R;  // the fwd_post all-reduce makes the partial sums whole
         } else {
           if (in == Layout::S) return false;
-          layout[node->output()] = s == Style::Column ? Layout::S : Layout::R;
+          layout[node->output()] = s == Style::Column ? Layout::S : Layout::R;  // ColumnGather: gathered
           if (s == Style::Column) origin[node->output()] = index;
         }
       } else {
@@ -232,6 +235,11 @@ Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
         if (!p.tied && p.out % o.ranks == 0)  // column: the input's gradient all-reduced in backward
           options.push_back({Layout::R, Layout::S, Style::Column, shared + (group >= 0 ? 0.0 : input_sync),
                              weight_bytes(params / o.ranks) + out_elements * bytes / o.ranks});
+        if (!p.tied && p.out % o.ranks == 0)  // column, its output all-gathered in forward (half an all-reduce)
+          options.push_back({Layout::R, Layout::R, Style::ColumnGather,
+                             shared + (group >= 0 ? 0.0 : input_sync) +
+                                 all_reduce_seconds(tokens * double(p.out) * bytes, o.ranks, o.bandwidth, o.latency) / 2,
+                             weight_bytes(params / o.ranks) + out_elements * bytes});
         if (!p.tied && p.in % o.ranks == 0)  // row: the partial outputs all-reduced in forward
           options.push_back({Layout::S, Layout::R, Style::Row,
                              shared + all_reduce_seconds(tokens * double(p.out) * bytes, o.ranks, o.bandwidth, o.latency),
@@ -264,7 +272,7 @@ Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
       SelectionProblem::Edge e{sync, v, {}};
       for (size_t reduce = 0; reduce < 2; ++reduce)
         for (auto& sv : b.strategies[size_t(v)])
-          e.cost.push_back((sv.style == Style::Column) == (reduce == 1) ? 0.0 : INFINITY);
+          e.cost.push_back(is_column(sv.style) == (reduce == 1) ? 0.0 : INFINITY);
       b.problem.edges.push_back(std::move(e));
     }
     for (int u : from) {  // an op computes on the layout its producers hand it, or not at all
@@ -486,7 +494,10 @@ IntraOpPlan plan_intra_op_of_copy(const std::shared_ptr<Module>& copy, const std
     best.strategy.clear();
     for (size_t i = 0; i < styles.size(); ++i)
       best.strategy[a.projections[i].path] =
-          styles[i] == Style::Replicated ? "replicated" : styles[i] == Style::Column ? "column" : "row";
+          styles[i] == Style::Replicated ? "replicated"
+          : styles[i] == Style::Column   ? "column"
+          : styles[i] == Style::Row      ? "row"
+                                         : "column_gather";
   }
   if (!std::isfinite(best.step_s)) {
     if (std::isfinite(least_bytes))
@@ -525,6 +536,9 @@ std::string IntraOpPlan::lua_body(const std::string& var, const std::string& bel
     if (style == "column")
       out += fmt::format("  {}[\"{}\"]:shard(\"weight\", {}{}){}{}\n", var, relative(path), linear ? 0 : 1, opt, bias,
                          parent_syncs.count(path) ? "" : ":sync(\"bwd_post\", \"all_reduce\")");
+    else if (style == "column_gather")
+      out += fmt::format("  {}[\"{}\"]:shard(\"weight\", {}){}:sync(\"fwd_post\", \"all_gather\", {{ axis = -1 }}){}\n", var,
+                         relative(path), linear ? 0 : 1, bias, parent_syncs.count(path) ? "" : ":sync(\"bwd_post\", \"all_reduce\")");
     else if (style == "row")
       out += fmt::format("  {}[\"{}\"]:shard(\"weight\", {}):sync(\"fwd_post\", \"all_reduce\")\n", var,
                          relative(path), linear ? 1 : 0);

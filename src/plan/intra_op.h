@@ -37,7 +37,7 @@ struct IntraOpOptions {
 };
 
 struct IntraOpPlan {
-  std::map<std::string, std::string> strategy;  ///< leaf path below the module -> "replicated" | "column" | "row"
+  std::map<std::string, std::string> strategy;  ///< leaf path -> "replicated" | "column" | "row" | "column_gather"
   std::map<std::string, int> groups;            ///< column leaves whose output is split into parts (GPT-2's c_attn)
   std::set<std::string> forked;                 ///< dropouts on head-split tensors: fork_rng
   /// column leaves whose shared input's gradient is all-reduced once, on this module (Megatron's f)

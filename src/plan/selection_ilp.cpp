@@ -145,9 +145,13 @@ Selection solve_with_cbc(const SelectionProblem& p) {
 
   std::unique_ptr<Cbc_Model, void (*)(Cbc_Model*)> model(Cbc_newModel(), Cbc_deleteModel);
   Cbc_setLogLevel(model.get(), 0);
+  // proven optimal, not within CBC's default gap: two plans can differ by nanoseconds
+  Cbc_setAllowableGap(model.get(), 0.0);
+  Cbc_setAllowableFractionGap(model.get(), 0.0);
   int columns = 0;
   auto add_column = [&](double objective, bool may_be_one) {
-    Cbc_addCol(model.get(), "", 0.0, may_be_one ? 1.0 : 0.0, objective, 1, 0, nullptr, nullptr);
+    // in microseconds: seconds put whole plans' differences under the solver's tolerances
+    Cbc_addCol(model.get(), "", 0.0, may_be_one ? 1.0 : 0.0, objective * 1e6, 1, 0, nullptr, nullptr);
     return columns++;
   };
   std::vector<std::vector<int>> s(n);  // node v's strategy s -> its column
