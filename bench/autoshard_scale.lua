@@ -29,7 +29,8 @@ for _, m in ipairs(models) do
     local ok, p = pcall(slapo.autoshard, sch, opts)
     local seconds = slapo.clock() - start
     if not ok then
-      print(("| %s | | | | | %.0f MiB | | %.2f | %s | | | |"):format(m.name, opts.memory_mib, seconds, p))
+      print(("| %s | | | | | %s | | %.2f | %s | | | |"):format(m.name,
+        budget and ("%.0f MiB"):format(opts.memory_mib) or "none", seconds, tostring(p):gsub("\n.*", "")))
       break
     end
     free = free or p

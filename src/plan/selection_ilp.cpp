@@ -81,8 +81,9 @@ Selection solve_selection_exhaustively(const SelectionProblem& p, const std::str
       return;
     }
     if (++visits > max_visits)
-      throw Error(fmt::format("{}: the exhaustive search passed {:.0f} partial choices over {} nodes; this build has "
-                              "no ILP solver (configure with CBC: coinor-libcbc-dev)", who, max_visits, n));
+      throw Error(fmt::format("{}: the exhaustive search passed {:.0f} partial choices over {} nodes; it is for "
+                              "layer-sized problems, the ILP solver for larger ones (solver = \"ilp\" in a build "
+                              "with CBC: coinor-libcbc-dev)", who, max_visits, n));
     auto& node = p.nodes[v];
     for (size_t s = 0; s < node.cost.size(); ++s) {
       choice[v] = static_cast<int>(s);
