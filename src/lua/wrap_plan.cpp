@@ -136,7 +136,7 @@ int w_plan(lua_State* L) {
   return 1;
 }
 
-// _autoshard(sch, {ranks =, dp =, cluster =, batch =, seq =, memory_mib =, zero =, inputs = {...}}) ->
+// _autoshard(sch, {ranks =, dp =, cluster =, batch =, seq =, memory_mib =, zero =, solver =, inputs = {...}}) ->
 // {strategy = {path = style}, step_s =, replicated_s =, memory_mib =, replicated_memory_mib =, zero =,
 // solver =, variables =, constraints =, source =} (slapo.autoshard in init.lua)
 int w_autoshard(lua_State* L) {
@@ -144,24 +144,16 @@ int w_autoshard(lua_State* L) {
   auto sch = lx_check_live_schedule(L, 1, fn);
   lx_check_option_keys(L, 2, {"ranks", "dp", "cluster", "batch", "seq", "memory_mib", "zero", "solver", "inputs"},
                        fn);
-  plan::IntraOpOptions o;
-  o.ranks = static_cast<int>(lx_check_integer_value(lx_opt_number(L, 2, "ranks", sch->world_size() > 1 ?
-                                                                                 sch->world_size() : 2, fn),
-                                                    "ranks", 2, 4096, fn));
-  o.dp = static_cast<int>(lx_check_integer_value(lx_opt_number(L, 2, "dp", 1, fn), "dp", 1, 65536, fn));
-  auto cluster = plan::Cluster::parse(lx_opt_string(L, 2, "cluster", fmt::format("1x{}:h100", o.ranks * o.dp), fn),
+  int ranks = static_cast<int>(lx_check_integer_value(lx_opt_number(L, 2, "ranks", sch->world_size() > 1 ?
+                                                                                     sch->world_size() : 2, fn),
+                                                        "ranks", 2, 4096, fn));
+  int dp = static_cast<int>(lx_check_integer_value(lx_opt_number(L, 2, "dp", 1, fn), "dp", 1, 65536, fn));
+  auto cluster = plan::Cluster::parse(lx_opt_string(L, 2, "cluster", fmt::format("1x{}:h100", ranks * dp), fn),
                                       plan::default_devices_dir());
+  // the device's throughput on a large matmul of its first profiled dtype
+  plan::IntraOpOptions o = plan::intra_op_options(cluster, ranks, dp, cluster.device.matmul.front().dtype);
   double batch = lx_opt_number_in(L, 2, "batch", 8, 1, 1e9, fn), seq = lx_opt_number_in(L, 2, "seq", 512, 1, 1e9, fn);
   o.tokens = batch * seq;
-  // the device's throughput on a large matmul of its first profiled dtype
-  double seconds = cluster.device.matmul_seconds(4096, 4096, 4096, cluster.device.matmul.front().dtype);
-  o.flops_per_s = seconds > 0 ? 2.0 * 4096.0 * 4096.0 * 4096.0 / seconds : 1e12;
-  o.bandwidth = cluster.intra_bw, o.latency = cluster.intra_latency;
-  // tensor parallelism inside a node; data parallelism crosses nodes once the mesh outgrows one
-  bool across = o.ranks * o.dp > cluster.per_node;
-  o.dp_bandwidth = across ? cluster.inter_bw : cluster.intra_bw;
-  o.dp_latency = across ? cluster.inter_latency : cluster.intra_latency;
-  o.zero_sync = plan::zero_sync_all_reduces(cluster.device);
   o.solver = lx_opt_string(L, 2, "solver", "ilp", fn);
   double memory_mib = lx_opt_number_in(L, 2, "memory_mib", 0, 0, 1e12, fn);
   if (memory_mib > 0) o.memory_bytes = memory_mib * double(1 << 20);

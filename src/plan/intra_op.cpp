@@ -56,6 +56,10 @@ struct Analysis {
   double example_tokens = 1;                     // tokens in the traced example
 };
 
+bool is_tensor_value(const torch::jit::Value* v) {
+  return v->type()->cast<c10::TensorType>() || v->type()->isSubtypeOf(*c10::ListType::ofTensors());
+}
+
 // One propagation: false when an op would see layouts it cannot compute on.
 // `forked` gets the dropouts that see head-split tensors: each rank's heads need their own masks.
 bool propagate(const Analysis& a, const std::vector<Style>& styles, std::map<std::string, int>* groups,
@@ -121,9 +125,7 @@ bool propagate(const Analysis& a, const std::vector<Style>& styles, std::map<std
       if (parts > 1) (*groups)[a.projections[static_cast<size_t>(from)].path] = parts;
     }
     for (auto* out : node->outputs()) {
-      // sizes and other numbers computed from an activation carry no layout
-      bool tensor = out->type()->cast<c10::TensorType>() || out->type()->isSubtypeOf(*c10::ListType::ofTensors());
-      layout[out] = tensor ? in : Layout::A;
+      layout[out] = is_tensor_value(out) ? in : Layout::A;  // sizes computed from an activation carry none
       // origin is not passed on: a split counts as the projection's parts only when it splits the
       // projection's own output (GPT-2's c_attn into q, k, v), not a later view of it (rotary's
       // halves of a head)
@@ -141,10 +143,6 @@ const std::set<std::string> kViews = {"aten::view", "aten::reshape", "aten::perm
                                       "aten::chunk", "aten::unbind", "aten::narrow", "aten::contiguous",
                                       "prim::ListConstruct", "prim::ListUnpack", "prim::TupleConstruct",
                                       "prim::TupleUnpack", "aten::size", "aten::detach"};
-
-bool is_tensor_value(const torch::jit::Value* v) {
-  return v->type()->cast<c10::TensorType>() || v->type()->isSubtypeOf(*c10::ListType::ofTensors());
-}
 
 double numel_of(const torch::jit::Value* v) {
   auto t = v->type()->cast<c10::TensorType>();
@@ -232,14 +230,17 @@ Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
         if (group >= 0 && b.shared_node[size_t(group)] < 0)  // one all-reduce for the group, on their module
           b.shared_node[size_t(group)] = add("sync " + a.shared[size_t(group)].parent,
                                              {Strategy{}, Strategy{Layout::R, Layout::R, Style::Column, input_sync, 0}});
-        if (!p.tied && p.out % o.ranks == 0)  // column: the input's gradient all-reduced in backward
-          options.push_back({Layout::R, Layout::S, Style::Column, shared + (group >= 0 ? 0.0 : input_sync),
+        if (!p.tied && p.out % o.ranks == 0) {
+          // column: the input's gradient all-reduced in backward (by the group's node when shared)
+          double column = shared + (group >= 0 ? 0.0 : input_sync);
+          options.push_back({Layout::R, Layout::S, Style::Column, column,
                              weight_bytes(params / o.ranks) + out_elements * bytes / o.ranks});
-        if (!p.tied && p.out % o.ranks == 0)  // column, its output all-gathered in forward (half an all-reduce)
+          // and its output all-gathered in forward (half an all-reduce)
           options.push_back({Layout::R, Layout::R, Style::ColumnGather,
-                             shared + (group >= 0 ? 0.0 : input_sync) +
-                                 all_reduce_seconds(tokens * double(p.out) * bytes, o.ranks, o.bandwidth, o.latency) / 2,
+                             column + all_reduce_seconds(tokens * double(p.out) * bytes, o.ranks, o.bandwidth,
+                                                         o.latency) / 2,
                              weight_bytes(params / o.ranks) + out_elements * bytes});
+        }
         if (!p.tied && p.in % o.ranks == 0)  // row: the partial outputs all-reduced in forward
           options.push_back({Layout::S, Layout::R, Style::Row,
                              shared + all_reduce_seconds(tokens * double(p.out) * bytes, o.ranks, o.bandwidth, o.latency),
@@ -396,6 +397,21 @@ void find_shared_inputs(Analysis& a, const std::shared_ptr<Module>& root, const 
 
 }  // namespace
 
+IntraOpOptions intra_op_options(const Cluster& cluster, int tp, int dp, const std::string& dtype) {
+  IntraOpOptions o;
+  o.ranks = tp, o.dp = dp;
+  const DeviceProfile& device = cluster.device;
+  double seconds = device.matmul_seconds(4096, 4096, 4096, dtype);
+  if (!(seconds > 0)) seconds = device.matmul_seconds(4096, 4096, 4096, device.matmul.front().dtype);
+  o.flops_per_s = seconds > 0 ? 2.0 * 4096.0 * 4096.0 * 4096.0 / seconds : 1e12;
+  o.bandwidth = cluster.intra_bw, o.latency = cluster.intra_latency;
+  bool across = tp * dp > cluster.per_node;
+  o.dp_bandwidth = across ? cluster.inter_bw : cluster.intra_bw;
+  o.dp_latency = across ? cluster.inter_latency : cluster.intra_latency;
+  o.zero_sync = zero_sync_all_reduces(device);
+  return o;
+}
+
 IntraOpPlan plan_intra_op(const Module& module, const std::string& where, const Values& example_inputs,
                           const IntraOpOptions& options) {
   return plan_intra_op_of_copy(module.deep_clone(), where, example_inputs, options);
@@ -447,6 +463,10 @@ IntraOpPlan plan_intra_op_of_copy(const std::shared_ptr<Module>& copy, const std
   IntraOpPlan best;
   best.step_s = INFINITY;
   double least_bytes = INFINITY, solve_s = 0;
+  auto solve = [&](const SelectionProblem& problem) {
+    return o.solver == "exhaustive" ? solve_selection_exhaustively(problem, "autoshard: " + where)
+                                    : solve_selection(problem, "autoshard: " + where);
+  };
   for (bool zero : zero_choices) {
     Built b = build_problem(a, o, zero);
     b.problem.memory_budget = o.memory_bytes;
@@ -459,8 +479,7 @@ IntraOpPlan plan_intra_op_of_copy(const std::shared_ptr<Module>& copy, const std
       for (auto& n : b.problem.nodes) best.replicated_memory_bytes += n.memory[0];
     }
     auto solve_start = std::chrono::steady_clock::now();
-    Selection s = o.solver == "exhaustive" ? solve_selection_exhaustively(b.problem, "autoshard: " + where)
-                                           : solve_selection(b.problem, "autoshard: " + where);
+    Selection s = solve(b.problem);
     solve_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - solve_start).count();
     if (!s.feasible()) {
       // the least memory any assignment needs, for the error: the same problem minimising bytes
@@ -468,7 +487,7 @@ IntraOpPlan plan_intra_op_of_copy(const std::shared_ptr<Module>& copy, const std
       bytes.memory_budget = INFINITY;
       for (auto& n : bytes.nodes)
         for (size_t i = 0; i < n.cost.size(); ++i) n.cost[i] = std::isfinite(n.cost[i]) ? n.memory[i] : INFINITY;
-      least_bytes = std::min(least_bytes, solve_selection(bytes, "autoshard: " + where).cost);
+      least_bytes = std::min(least_bytes, solve(bytes).cost);
       continue;
     }
     if (!(s.cost < best.step_s - 1e-15)) continue;

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "core/module.h"
+#include "plan/cost_model.h"
 
 namespace slapo::plan {
 
@@ -57,6 +58,11 @@ struct IntraOpPlan {
   /// under that path, named relative to it (one layer of a traced model).
   std::string lua_body(const std::string& var, const std::string& below = "") const;
 };
+
+/// Options for a `tp` x `dp` mesh of `cluster`: the device's matmul throughput in `dtype` (its first
+/// profiled dtype when it has no rows for that one), tensor parallelism on the node's links, data
+/// parallelism across nodes once the mesh outgrows one, ZeRO-1's sync as the device runs it.
+IntraOpOptions intra_op_options(const Cluster& cluster, int tp, int dp, const std::string& dtype);
 
 /// Traces a copy of `module` (flattened, projections and dropouts kept as calls) on inputs shaped
 /// like `example_inputs` and solves it. Raises naming `where` when the module has no projection or

@@ -26,20 +26,10 @@ void lay_out_layers(Plan& plan, const ModelConfig& config) {
   build.init_weights = false;
   auto model = build_model(ModelConfig(fields), build);
 
-  IntraOpOptions o;
-  o.ranks = c.tp, o.dp = c.dp;
+  IntraOpOptions o = intra_op_options(plan.cluster, c.tp, c.dp, plan.work.dtype);
   o.tokens = double(plan.work.batch) / c.micro_batches * double(plan.work.seq);  // a micro-batch, all replicas
-  const DeviceProfile& device = plan.cluster.device;
-  double seconds = device.matmul_seconds(4096, 4096, 4096, plan.work.dtype);
-  if (!(seconds > 0)) seconds = device.matmul_seconds(4096, 4096, 4096, device.matmul.front().dtype);
-  o.flops_per_s = 2.0 * 4096.0 * 4096.0 * 4096.0 / seconds;
-  o.bandwidth = plan.cluster.intra_bw, o.latency = plan.cluster.intra_latency;
-  bool across = c.tp * c.dp > plan.cluster.per_node;
-  o.dp_bandwidth = across ? plan.cluster.inter_bw : plan.cluster.intra_bw;
-  o.dp_latency = across ? plan.cluster.inter_latency : plan.cluster.intra_latency;
   o.bytes_per_element = plan.work.dtype == "bfloat16" ? 2 : 4;
   o.zero = c.zero ? "on" : "off";
-  o.zero_sync = zero_sync_all_reduces(plan.cluster.device);
   int64_t seq = std::min<int64_t>(16, plan.work.seq);
   Values example = {at::zeros({1, seq}, at::kLong)};
   IntraOpPlan result;

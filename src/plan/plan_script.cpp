@@ -15,7 +15,6 @@ std::string schedules_of(const ModelShape& model) {
   return model.type == "gpt2" ? "gpt2" : model.type == "bert" ? "bert" : "llama";
 }
 
-
 // The script's first lines: what was planned, how to run it, and the plans considered.
 std::string script_header(const Plan& plan) {
   std::string out = fmt::format("-- slapo-lua plan: {} on {} x {} {}, batch {} x seq {}\n", plan.model.name,
