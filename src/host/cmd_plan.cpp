@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "host/commands.h"
 #include "io/json_file.h"
+#include "plan/layer_layouts.h"
 #include "plan/planner.h"
 #include "plan/profile_device.h"
 
@@ -27,9 +28,12 @@ int cmd_plan(const PlanArgs& a) {
     auto config = config_of(a.model);
     auto shape = plan::ModelShape::from_config(config, a.model);
     auto cluster = plan::Cluster::parse(a.cluster, plan::default_devices_dir());
-    auto result = plan::plan_parallel(shape, cluster, {a.batch, a.seq, a.dtype}, {a.max_stages, true});
+    plan::Workload work{a.batch, a.seq, a.dtype};
+    auto pricing = plan::price_layers(a.layer_costs, config, shape, cluster, work);
+    shape.layouts = pricing.layouts;
+    auto result = plan::plan_parallel(shape, cluster, work, {a.max_stages, true});
     if (!a.pick.empty()) result.pick(a.pick);
-    if (!a.out.empty()) plan::lay_out_layers(result, config);
+    plan::lay_out_layers(result, pricing);
     // the script runs from anywhere (a tuner's trials, another directory): the absolute path
     if (std::filesystem::is_directory(a.model))
       result.model_source = nlohmann::json(std::filesystem::absolute(a.model).lexically_normal().string()).dump();

@@ -21,7 +21,7 @@ int cmd_plot(const std::vector<std::string>& files);
 int cmd_repl(const std::string& script);
 
 struct PlanArgs {
-  std::string model, cluster = "1x1:cpu", out, dtype = "float32", pick;
+  std::string model, cluster = "1x1:cpu", out, dtype = "float32", pick, layer_costs = "ilp";
   int64_t batch = 8, seq = 128;
   int steps = 3, max_stages = 0;
 };

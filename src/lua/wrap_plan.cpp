@@ -9,6 +9,7 @@
 #include "lua/wrap.h"
 #include "models/zoo.h"
 #include "plan/intra_op.h"
+#include "plan/layer_layouts.h"
 #include "plan/selection_ilp.h"
 #include "plan/planner.h"
 #include "primitives/primitives.h"
@@ -65,7 +66,14 @@ void push_ranked(lua_State* L, const plan::Ranked& r, int layers) {
     lua_rawseti(L, -2, ++index);
   }
   lua_setfield(L, -2, "stages");
+  set_string(L, "name", r.candidate.describe());  // as the table names it (and pick takes it)
   set_number(L, "step_s", r.estimate.step_s);
+  // the step's parts, as the table's columns
+  set_number(L, "compute_s", r.estimate.compute_s);
+  set_number(L, "tp_comm_s", r.estimate.tp_comm_s);
+  set_number(L, "p2p_s", r.estimate.p2p_s);
+  set_number(L, "dp_comm_s", r.estimate.dp_comm_s);
+  set_number(L, "optimizer_s", r.estimate.optimizer_s);
   set_number(L, "peak_gib", plan::to_gib(r.estimate.peak_bytes));
   set_bool(L, "fits", r.estimate.fits);
   set_string(L, "verdict", r.verdict);
@@ -94,7 +102,7 @@ int w_plan(lua_State* L) {
   } else {
     throw Error(fmt::format("plan: expected a preset name or a zoo model, got {}", luaL_typename(L, 1)));
   }
-  lx_check_option_keys(L, 2, {"cluster", "batch", "seq", "steps", "dtype", "max_stages", "pick"}, fn);
+  lx_check_option_keys(L, 2, {"cluster", "batch", "seq", "steps", "dtype", "max_stages", "pick", "layer_costs"}, fn);
   std::string cluster_spec = lx_opt_string(L, 2, "cluster", "1x1:cpu", fn);
   plan::Workload work;
   work.batch = lx_check_integer_value(lx_opt_number(L, 2, "batch", 8, fn), "batch", 1, 1 << 30, fn);
@@ -105,12 +113,16 @@ int w_plan(lua_State* L) {
   search.max_stages = static_cast<int>(
       lx_check_integer_value(lx_opt_number(L, 2, "max_stages", 0, fn), "max_stages", 0, 1 << 20, fn));
 
+  std::string layer_costs = lx_opt_string(L, 2, "layer_costs", "ilp", fn);
+
   auto shape = plan::ModelShape::from_config(config, name);
   auto cluster = plan::Cluster::parse(cluster_spec, plan::default_devices_dir());
+  auto pricing = plan::price_layers(layer_costs, config, shape, cluster, work);
+  shape.layouts = pricing.layouts;
   auto result = plan::plan_parallel(shape, cluster, work, search);
   result.model_source = source;
   if (std::string pick = lx_opt_string(L, 2, "pick", "", fn); !pick.empty()) result.pick(pick);
-  plan::lay_out_layers(result, config);
+  plan::lay_out_layers(result, pricing);
 
   push_ranked(L, result.chosen(), static_cast<int>(shape.layers));
   set_string(L, "source", result.lua_source(steps));
@@ -153,7 +165,8 @@ int w_autoshard(lua_State* L) {
   // the device's throughput on a large matmul of its first profiled dtype
   plan::IntraOpOptions o = plan::intra_op_options(cluster, ranks, dp, cluster.device.matmul.front().dtype);
   double batch = lx_opt_number_in(L, 2, "batch", 8, 1, 1e9, fn), seq = lx_opt_number_in(L, 2, "seq", 512, 1, 1e9, fn);
-  o.tokens = batch * seq;
+  o.tokens = batch * seq;  // every tensor scaled by tokens alone: the user's example's sequence
+                           // length may equal a head's width, which the planner's prime length avoids
   o.solver = lx_opt_string(L, 2, "solver", "ilp", fn);
   double memory_mib = lx_opt_number_in(L, 2, "memory_mib", 0, 0, 1e12, fn);
   if (memory_mib > 0) o.memory_bytes = memory_mib * double(1 << 20);

@@ -239,11 +239,20 @@ LayerCosts layer_costs(const ModelShape& m, const Cluster& cluster, const Worklo
   const double tokens = seqs * static_cast<double>(work.seq);
   const double h = m.hidden, tp = tp_;
   auto mm = [&](double k, double n) { return cluster.device.matmul_seconds(tokens, k, n, work.dtype); };
-  // One layer's forward: its projections (split over TP) and the attention scores and context.
+  // One layer's forward: its projections and the attention scores and context, split over `t`
+  // ranks; the layout says how much of it the ranks divide
   double q_width = m.heads * m.head_dim, kv_width = m.kv_heads * m.head_dim;
-  c.layer_fwd_s = mm(h, (q_width + 2 * kv_width) / tp) + mm(q_width / tp, h) +
-                  (m.gated_mlp ? 2 * mm(h, m.inner / tp) : mm(h, m.inner / tp)) + mm(m.inner / tp, h) +
-                  2 * cluster.device.matmul_seconds(work.seq, m.head_dim, work.seq, work.dtype) * seqs * m.heads / tp;
+  auto layer_fwd = [&](double t) {
+    return mm(h, (q_width + 2 * kv_width) / t) + mm(q_width / t, h) +
+           (m.gated_mlp ? 2 * mm(h, m.inner / t) : mm(h, m.inner / t)) + mm(m.inner / t, h) +
+           2 * cluster.device.matmul_seconds(work.seq, m.head_dim, work.seq, work.dtype) * seqs * m.heads / t;
+  };
+  const TpLayout layout = m.layout_on(tp_, dp);
+  c.layer_fwd_s = tp_ > 1 ? layout.split_compute * layer_fwd(tp) + (1 - layout.split_compute) * layer_fwd(1)
+                          : layer_fwd(1);
+  c.forward_all_reduces = tp_ > 1 ? layout.forward_all_reduces : 0;
+  c.backward_all_reduces = tp_ > 1 ? layout.backward_all_reduces : 0;
+  c.layer_param_share = layout.split_params / tp + (1 - layout.split_params);
   c.head_fwd_s = mm(h, m.vocab / vocab_split(m, tp_));
   c.overhead = cluster.device.layer_overhead(h, work.dtype);
   // Megatron TP all-reduces the layer's activations: within a node when TP fits in one
@@ -251,8 +260,11 @@ LayerCosts layer_costs(const ModelShape& m, const Cluster& cluster, const Worklo
   c.tp_all_reduce_s = all_reduce_seconds(tokens * h * bytes, tp_, tp_in_node ? cluster.intra_bw : cluster.inter_bw,
                                          tp_in_node ? cluster.intra_latency : cluster.inter_latency);
   // Megatron's 34 + 5 a s / h values per token and width in 2-byte precision (scaled to the
-  // element size), split over TP; a checkpointed layer keeps its input and recomputes the rest
-  c.layer_activation_bytes = tokens * h * (34.0 + 5.0 * m.heads * work.seq / h) * bytes / 2.0 / tp;
+  // element size), the layout's share split over TP; a checkpointed layer keeps its input and
+  // recomputes the rest
+  const double attention = 5.0 * m.heads * work.seq / h;
+  const double split = layout.split_activations >= 0 ? layout.split_activations : (24.0 + attention) / (34.0 + attention);
+  c.layer_activation_bytes = tokens * h * (34.0 + attention) * bytes / 2.0 * (split / tp + (1 - split));
   c.layer_input_bytes = tokens * h * bytes;
   c.logits_bytes = 2 * tokens * m.vocab * bytes / vocab_split(m, tp_);
   c.boundary_bytes = tokens * h * bytes;
@@ -266,7 +278,9 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
   // elementwise ops, norms and softmax add what the device's measured layer says (LayerCosts)
   double per_layer = c.layer_fwd_s * (3.0 + (stage.checkpoint ? 1.0 : 0.0));
   e.compute_s = c.overhead * (stage.layers * per_layer + (where.last ? 3.0 * c.head_fwd_s : 0.0));
-  e.tp_comm_s = stage.layers * (4 + (stage.checkpoint ? 2 : 0)) * c.tp_all_reduce_s;
+  // recomputing a checkpointed layer's forward runs its forward all-reduces again
+  e.tp_comm_s = stage.layers * (c.forward_all_reduces * (stage.checkpoint ? 2 : 1) + c.backward_all_reduces) *
+                c.tp_all_reduce_s;
   // the activations forward and their gradient back to the next stage, point to point
   if (!where.last) {
     double bw = where.next_in_node ? cluster.intra_bw : cluster.inter_bw;
@@ -278,7 +292,7 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
   bool tied = !m.gated_mlp;
   double vocab_matrices = (where.first ? 1 : 0) + (where.last ? 1 : 0);
   if (tied && where.first && where.last) vocab_matrices = 1;
-  double params = stage.layers * static_cast<double>(m.layer_params) / stage.tp +
+  double params = stage.layers * static_cast<double>(m.layer_params) * c.layer_param_share +
                   vocab_matrices * m.embedding_params / vocab_split(m, stage.tp);
   // DP: the gradients of this rank's shard, once per step. ZeRO-1 then all-gathers the updated
   // parameters; its reduce-scatter is an all-reduce and a slice (c10d's Gloo has none).

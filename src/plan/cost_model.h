@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -61,12 +62,35 @@ std::string default_devices_dir();
 /// Ring all-reduce of `bytes` over `ranks` devices: 2(n-1)/n of the data over the slowest link.
 double all_reduce_seconds(double bytes, int ranks, double bandwidth, double latency);
 
+/// How one layer lays out over the tensor-parallel ranks of a tp x dp mesh, as fractions of its
+/// whole: the matmul work, parameters and saved activations the ranks divide, and how many
+/// activation-sized (tokens x hidden) all-reduces it runs in forward and in backward.
+struct TpLayout {
+  double split_compute = 1, split_params = 1;
+  double split_activations = -1;  ///< -1: Megatron's, sbh(10 + 24/t + 5as/(ht)) of sbh(34 + 5as/h)
+  double forward_all_reduces = 2, backward_all_reduces = 2;
+  /// Megatron's layout: every projection sharded, one all-reduce after attention and after the MLP
+  /// in forward, one before each in backward.
+  static TpLayout megatron() { return {}; }
+};
+
+/// The layer layouts of a model, by mesh: the intra-op pass's (layer_layouts.h), or none.
+class LayerLayouts {
+ public:
+  virtual ~LayerLayouts() = default;
+  /// The layout on tp x dp ranks (tp >= 2); safe to call from the search's threads.
+  virtual TpLayout on(int tp, int dp) const = 0;
+};
+
 /// The sizes of a zoo model that the cost depends on.
 struct ModelShape {
   std::string type, name;
   int64_t hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, inner = 0, vocab = 0;
   bool gated_mlp = false;  // LLaMA-shaped: gate, up and down projections
   int64_t layer_params = 0, embedding_params = 0, total_params = 0;
+  /// How a layer splits on each mesh; null: Megatron's layout everywhere.
+  std::shared_ptr<const LayerLayouts> layouts;
+  TpLayout layout_on(int tp, int dp) const { return layouts && tp > 1 ? layouts->on(tp, dp) : TpLayout::megatron(); }
   static ModelShape from_config(const ModelConfig& config, const std::string& name);
 };
 
@@ -125,6 +149,8 @@ struct Estimate {
 /// micro-batch of `micro_batch` sequences: the pieces every stage's estimate is built from.
 struct LayerCosts {
   double layer_fwd_s = 0, head_fwd_s = 0, tp_all_reduce_s = 0;
+  double forward_all_reduces = 2, backward_all_reduces = 2;  ///< per layer (TpLayout)
+  double layer_param_share = 1;  ///< of a layer's parameters, the part one rank holds
   double overhead = 1.2;  ///< DeviceProfile::layer_overhead: measured layer over modelled matmuls
   double layer_activation_bytes = 0, layer_input_bytes = 0, logits_bytes = 0, boundary_bytes = 0;
 };

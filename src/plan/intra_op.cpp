@@ -20,6 +20,37 @@
 namespace slapo::plan {
 
 namespace {
+struct Projection {
+  std::string path, type;  // "Linear" or "Conv1D"
+  int64_t in = 0, out = 0;
+  bool bias = false, tied = false;
+};
+
+// Projections that read one input and sit below one module whose own input it is, with no other
+// use of it inside that module: when they go column-parallel, one backward all-reduce on that
+// module covers them all (Megatron's f before q, k and v).
+struct SharedInput {
+  std::string parent;                 // the module's path below the traced one
+  std::vector<size_t> readers;        // indices into IntraOpAnalysis::projections
+};
+}  // namespace
+
+// The traced module and what the solver needs of it, kept between solves.
+struct IntraOpAnalysis {
+  std::shared_ptr<Module> module;                // the traced copy (the graph calls its leaves)
+  std::shared_ptr<TracedGraph> graph;
+  std::map<std::string, Projection> by_path;
+  std::vector<Projection> projections;           // in graph order
+  std::vector<const torch::jit::Value*> inputs;  // the value each projection reads
+  std::set<std::string> dropouts;                // the Dropout leaves' paths
+  std::vector<SharedInput> shared;
+  double example_tokens = 1;                     // tokens in the traced example
+  int64_t example_seq = 0;                       // its sequence length
+};
+
+namespace {
+
+using Analysis = IntraOpAnalysis;
 
 // R: every rank holds all of it. S: each rank holds its part of the features (heads). A: no
 // layout (parameters, masks, sizes: they broadcast against either).
@@ -29,32 +60,9 @@ enum class Layout { R, S, A };
 enum class Style { Replicated, Column, Row, ColumnGather };
 bool is_column(Style s) { return s == Style::Column || s == Style::ColumnGather; }
 
-struct Projection {
-  std::string path, type;  // "Linear" or "Conv1D"
-  int64_t in = 0, out = 0;
-  bool bias = false, tied = false;
-};
-
 const std::set<std::string> kNeedsWhole = {"aten::layer_norm", "aten::mean", "aten::sum", "aten::var",
                                            "aten::norm", "aten::embedding", "aten::cross_entropy_loss"};
 const std::set<std::string> kSplits = {"aten::chunk", "aten::split", "aten::unbind", "prim::ListUnpack"};
-
-// Projections that read one input and sit below one module whose own input it is, with no other
-// use of it inside that module: when they go column-parallel, one backward all-reduce on that
-// module covers them all (Megatron's f before q, k and v).
-struct SharedInput {
-  std::string parent;                 // the module's path below the traced one
-  std::vector<size_t> readers;        // indices into Analysis::projections
-};
-
-struct Analysis {
-  std::shared_ptr<TracedGraph> graph;
-  std::vector<Projection> projections;           // in graph order
-  std::vector<const torch::jit::Value*> inputs;  // the value each projection reads
-  std::set<std::string> dropouts;                // the Dropout leaves' paths
-  std::vector<SharedInput> shared;
-  double example_tokens = 1;                     // tokens in the traced example
-};
 
 bool is_tensor_value(const torch::jit::Value* v) {
   return v->type()->cast<c10::TensorType>() || v->type()->isSubtypeOf(*c10::ListType::ofTensors());
@@ -158,6 +166,12 @@ struct Strategy {
   Layout in = Layout::R, out = Layout::R;
   Style style = Style::Replicated;  // projections only
   double seconds = 0, bytes = 0;
+  // what it does, for the planner's summary (IntraOpPlan's shares): its matmul flops, parameters
+  // and saved elements, whether the ranks divide its work, and the elements per token it
+  // all-reduces over the tensor-parallel axis in forward and in backward
+  double flops = 0, params = 0, saved = 0;
+  bool split = false;
+  double forward_reduced = 0, backward_reduced = 0;
 };
 
 // The selection problem for one ZeRO choice: a node per op that reads the module's input (directly
@@ -174,6 +188,17 @@ Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
   auto& g = *a.graph->graph();
   const double tokens = o.tokens / o.dp;  // per tensor-parallel group
   const double scale = tokens / a.example_tokens;
+  // A tensor grows with the tokens; one with the sequence length in two dimensions (attention's
+  // scores) grows with the sequence once more for each dimension past the first.
+  const double seq_growth = o.seq > 0 && a.example_seq > 1 ? o.seq / double(a.example_seq) : 1.0;
+  auto scale_of = [&](const torch::jit::Value* v) {
+    auto t = v->type()->cast<c10::TensorType>();
+    auto sizes = t ? t->sizes().concrete_sizes() : c10::nullopt;
+    int seq_dims = 0;
+    if (sizes)
+      for (auto d : *sizes) seq_dims += d == a.example_seq;
+    return seq_dims > 1 ? scale * std::pow(seq_growth, seq_dims - 1) : scale;
+  };
   const double bytes = o.bytes_per_element;
   std::unordered_map<const torch::jit::Value*, int> producer;  // a value that carries a layout -> its node
   auto add = [&](std::string name, std::vector<Strategy> strategies) {
@@ -208,7 +233,7 @@ Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
     // the tensors it writes, kept for backward unless they are views
     double out_elements = 0;
     if (!kViews.count(kind))
-      for (auto* out : node->outputs()) out_elements += numel_of(out) * scale;
+      for (auto* out : node->outputs()) out_elements += numel_of(out) * scale_of(out);
     std::vector<Strategy> options;
     std::string name = kind;
     bool projection = false;
@@ -221,45 +246,58 @@ Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
         auto& p = a.projections[next_projection];
         double params = double(p.in) * double(p.out) + (p.bias ? double(p.out) : 0.0);
         double flops = 6.0 * tokens * double(p.in) * double(p.out);  // forward + backward
-        Strategy whole{Layout::R, Layout::R, Style::Replicated, flops / o.flops_per_s + weight_sync(params),
-                       weight_bytes(params) + out_elements * bytes};
-        options.push_back(whole);
+        // what every style shares: the work and weights, split but for the replicated one
+        auto style = [&](Layout in, Layout out, Style st, double seconds, double bytes_held) {
+          bool split = st != Style::Replicated;
+          return Strategy{in, out, st, seconds, bytes_held, flops, params, out_elements, split,
+                          st == Style::Row ? double(p.out) : st == Style::ColumnGather ? double(p.out) / 2 : 0.0,
+                          is_column(st) && group_of[next_projection] < 0 ? double(p.in) : 0.0};
+        };
+        options.push_back(style(Layout::R, Layout::R, Style::Replicated, flops / o.flops_per_s + weight_sync(params),
+                                weight_bytes(params) + out_elements * bytes));
         double shared = flops / o.ranks / o.flops_per_s + weight_sync(params / o.ranks);
         double input_sync = all_reduce_seconds(tokens * double(p.in) * bytes, o.ranks, o.bandwidth, o.latency);
         int group = group_of[next_projection];
         if (group >= 0 && b.shared_node[size_t(group)] < 0)  // one all-reduce for the group, on their module
-          b.shared_node[size_t(group)] = add("sync " + a.shared[size_t(group)].parent,
-                                             {Strategy{}, Strategy{Layout::R, Layout::R, Style::Column, input_sync, 0}});
+          b.shared_node[size_t(group)] = add(
+              "sync " + a.shared[size_t(group)].parent,
+              {Strategy{}, Strategy{Layout::R, Layout::R, Style::Column, input_sync, 0, 0, 0, 0, false, 0, double(p.in)}});
         if (!p.tied && p.out % o.ranks == 0) {
           // column: the input's gradient all-reduced in backward (by the group's node when shared)
           double column = shared + (group >= 0 ? 0.0 : input_sync);
-          options.push_back({Layout::R, Layout::S, Style::Column, column,
-                             weight_bytes(params / o.ranks) + out_elements * bytes / o.ranks});
+          options.push_back(style(Layout::R, Layout::S, Style::Column, column,
+                                  weight_bytes(params / o.ranks) + out_elements * bytes / o.ranks));
           // and its output all-gathered in forward (half an all-reduce)
-          options.push_back({Layout::R, Layout::R, Style::ColumnGather,
-                             column + all_reduce_seconds(tokens * double(p.out) * bytes, o.ranks, o.bandwidth,
-                                                         o.latency) / 2,
-                             weight_bytes(params / o.ranks) + out_elements * bytes});
+          options.push_back(style(Layout::R, Layout::R, Style::ColumnGather,
+                                  column + all_reduce_seconds(tokens * double(p.out) * bytes, o.ranks, o.bandwidth,
+                                                              o.latency) / 2,
+                                  weight_bytes(params / o.ranks) + out_elements * bytes));
         }
         if (!p.tied && p.in % o.ranks == 0)  // row: the partial outputs all-reduced in forward
-          options.push_back({Layout::S, Layout::R, Style::Row,
-                             shared + all_reduce_seconds(tokens * double(p.out) * bytes, o.ranks, o.bandwidth, o.latency),
-                             weight_bytes(params / o.ranks) + out_elements * bytes});
+          options.push_back(style(Layout::S, Layout::R, Style::Row,
+                                  shared + all_reduce_seconds(tokens * double(p.out) * bytes, o.ranks, o.bandwidth,
+                                                              o.latency),
+                                  weight_bytes(params / o.ranks) + out_elements * bytes));
         b.projection_node.push_back(static_cast<int>(b.problem.nodes.size()));
         ++next_projection;
       }
     }
     if (!projection) {
-      double seconds = 0;  // element-wise work is left out, as Alpa does: every layout splits it alike
+      double flops = 0;  // element-wise work is left out, as Alpa does: every layout splits it alike
       if (kind == "aten::matmul" || kind == "aten::bmm") {
         auto lhs = node->input(0)->type()->cast<c10::TensorType>();
         auto lhs_sizes = lhs ? lhs->sizes().concrete_sizes() : c10::nullopt;
-        if (lhs_sizes && !lhs_sizes->empty())
-          seconds = 3.0 * 2.0 * double(lhs_sizes->back()) * numel_of(node->output()) * scale / o.flops_per_s;
+        if (lhs_sizes && !lhs_sizes->empty()) {
+          // the reduced dimension grows too when it is the sequence (attention's context)
+          double reduced = double(lhs_sizes->back()) * (lhs_sizes->back() == a.example_seq ? seq_growth : 1.0);
+          flops = 3.0 * 2.0 * reduced * numel_of(node->output()) * scale_of(node->output());
+        }
       }
-      options.push_back({Layout::R, Layout::R, Style::Replicated, seconds, out_elements * bytes});
+      double seconds = flops / o.flops_per_s;
+      options.push_back({Layout::R, Layout::R, Style::Replicated, seconds, out_elements * bytes, flops, 0, out_elements});
       if (!kNeedsWhole.count(kind))
-        options.push_back({Layout::S, Layout::S, Style::Replicated, seconds / o.ranks, out_elements * bytes / o.ranks});
+        options.push_back({Layout::S, Layout::S, Style::Replicated, seconds / o.ranks, out_elements * bytes / o.ranks,
+                           flops, 0, out_elements, true});
     }
     // the module hands whole tensors on
     for (auto* out : g.outputs())
@@ -417,19 +455,34 @@ IntraOpPlan plan_intra_op(const Module& module, const std::string& where, const 
   return plan_intra_op_of_copy(module.deep_clone(), where, example_inputs, options);
 }
 
-IntraOpPlan plan_intra_op_of_copy(const std::shared_ptr<Module>& copy, const std::string& where,
-                                  const Values& example_inputs, const IntraOpOptions& o) {
+namespace {
+void check_options(const IntraOpOptions& o, const std::string& where) {
   if (o.ranks < 2) throw Error(fmt::format("autoshard: {}: plan for 2 ranks or more, got {}", where, o.ranks));
   if (o.dp < 1) throw Error(fmt::format("autoshard: {}: dp must be 1 or more, got {}", where, o.dp));
   if (o.solver != "ilp" && o.solver != "exhaustive")
     throw Error(fmt::format("autoshard: {}: solver must be \"ilp\" or \"exhaustive\", got \"{}\"", where, o.solver));
   if (o.zero != "auto" && o.zero != "on" && o.zero != "off")
     throw Error(fmt::format("autoshard: {}: zero must be \"auto\", \"on\" or \"off\", got \"{}\"", where, o.zero));
+}
+}  // namespace
+
+IntraOpPlan plan_intra_op_of_copy(const std::shared_ptr<Module>& copy, const std::string& where,
+                                  const Values& example_inputs, const IntraOpOptions& o) {
+  check_options(o, where);
+  return IntraOpProblem(copy, where, example_inputs).solve(o);
+}
+
+IntraOpProblem::~IntraOpProblem() = default;
+
+IntraOpProblem::IntraOpProblem(const std::shared_ptr<Module>& copy, const std::string& where,
+                               const Values& example_inputs)
+    : analysis_(std::make_unique<IntraOpAnalysis>()), where_(where) {
   std::vector<TraceLeaf> leaves;
-  std::map<std::string, Projection> by_path;
   std::unordered_map<c10::TensorImpl*, int> uses;
   for (auto& item : copy->named_parameters(true)) ++uses[item.value().unsafeGetTensorImpl()];
-  Analysis a;
+  Analysis& a = *analysis_;
+  a.module = copy;
+  auto& by_path = a.by_path;
   collect_leaves(copy, "", uses, leaves, by_path, a.dropouts);
   if (by_path.empty())
     throw Error(fmt::format("autoshard: {} ({}) has no Linear or Conv1D to shard", where, copy->type_name()));
@@ -456,7 +509,14 @@ IntraOpPlan plan_intra_op_of_copy(const std::shared_ptr<Module>& copy, const std
     a.example_tokens = 1;
     int64_t dims = at::isFloatingType(x.scalar_type()) ? x.dim() - 1 : x.dim();
     for (int64_t i = 0; i < dims; ++i) a.example_tokens *= double(x.size(i));
+    a.example_seq = dims > 0 ? x.size(dims - 1) : 0;
   }
+}
+
+IntraOpPlan IntraOpProblem::solve(const IntraOpOptions& o) const {
+  const std::string& where = where_;
+  check_options(o, where);
+  const Analysis& a = *analysis_;
   std::vector<bool> zero_choices;
   if (o.zero != "on" || o.dp < 2) zero_choices.push_back(false);
   if (o.zero != "off" && o.dp > 1) zero_choices.push_back(true);
@@ -496,7 +556,17 @@ IntraOpPlan plan_intra_op_of_copy(const std::shared_ptr<Module>& copy, const std
     best.projections = static_cast<int>(a.projections.size());
     best.ops = static_cast<int>(b.problem.nodes.size() - 1 - a.shared.size()) - best.projections;
     best.memory_bytes = 0;
-    for (size_t v = 0; v < b.problem.nodes.size(); ++v) best.memory_bytes += b.problem.nodes[v].memory[size_t(s.choice[v])];
+    best.flops = best.split_flops = best.params = best.split_params = best.saved = best.split_saved = 0;
+    best.forward_reduced_per_token = best.backward_reduced_per_token = 0;
+    for (size_t v = 0; v < b.problem.nodes.size(); ++v) {
+      best.memory_bytes += b.problem.nodes[v].memory[size_t(s.choice[v])];
+      const Strategy& st = b.strategies[v][size_t(s.choice[v])];
+      best.flops += st.flops, best.params += st.params, best.saved += st.saved;
+      if (st.split) best.split_flops += st.flops, best.split_params += st.params;
+      if (st.out == Layout::S) best.split_saved += st.saved;
+      best.forward_reduced_per_token += st.forward_reduced;
+      best.backward_reduced_per_token += st.backward_reduced;
+    }
     std::vector<Style> styles;
     for (size_t i = 0; i < a.projections.size(); ++i) {
       auto v = static_cast<size_t>(b.projection_node[i]);
@@ -526,7 +596,7 @@ IntraOpPlan plan_intra_op_of_copy(const std::shared_ptr<Module>& copy, const std
     throw Error(fmt::format("autoshard: no assignment of {}'s {} projections is feasible", where, a.projections.size()));
   }
   best.solve_s = solve_s;
-  for (auto& [path, proj] : by_path) {
+  for (auto& [path, proj] : a.by_path) {
     best.types[path] = proj.type;
     best.has_bias[path] = proj.bias;
   }

@@ -23,6 +23,9 @@ struct IntraOpOptions {
   int ranks = 2;              ///< the tensor-parallel axis of the mesh
   int dp = 1;                 ///< the data-parallel axis: replicas the batch is split over
   double tokens = 4096;       ///< tokens per step over all replicas (batch x sequence)
+  /// the sequence length those tokens come in: attention's scores grow with its square (0: the
+  /// example's, every tensor grows with the tokens alone)
+  double seq = 0;
   double flops_per_s = 1e14;  ///< the device's matmul throughput
   double bandwidth = 4.5e11;  ///< bytes/s and seconds of the tensor-parallel axis's links (ring all-reduce)
   double latency = 5e-6;
@@ -52,6 +55,12 @@ struct IntraOpPlan {
   int variables = 0, constraints = 0;   ///< the ILP's size
   double solve_s = 0;                   ///< wall time in the solver (every ZeRO choice)
   int projections = 0, ops = 0;         ///< what it chose for
+  /// The chosen layout in the planner's terms (cost_model.h's TpLayout): of the module's matmul
+  /// work, parameters and saved activations, the parts divided over the tensor-parallel ranks; the
+  /// elements per token all-reduced over them in forward (row outputs; an all-gather counts half)
+  /// and in backward (column inputs' gradients).
+  double flops = 0, split_flops = 0, params = 0, split_params = 0, saved = 0, split_saved = 0;
+  double forward_reduced_per_token = 0, backward_reduced_per_token = 0;
   /// `return function(sch) ... end`: the shard and sync calls, `sch` being the module's schedule.
   std::string lua_source() const;
   /// The calls alone, one per line, on the schedule variable `var`; with `below`, only the leaves
@@ -63,6 +72,23 @@ struct IntraOpPlan {
 /// profiled dtype when it has no rows for that one), tensor parallelism on the node's links, data
 /// parallelism across nodes once the mesh outgrows one, ZeRO-1's sync as the device runs it.
 IntraOpOptions intra_op_options(const Cluster& cluster, int tp, int dp, const std::string& dtype);
+
+struct IntraOpAnalysis;
+
+/// A module traced once and solved for as many meshes as asked (the planner prices every tp x dp
+/// of its search with one layer's trace). Traces `copy` as it is: the caller no longer needs it.
+class IntraOpProblem {
+ public:
+  /// Raises naming `where` when the module has no projection or does not trace.
+  IntraOpProblem(const std::shared_ptr<Module>& copy, const std::string& where, const Values& example_inputs);
+  ~IntraOpProblem();
+  /// Raises naming `where` when no assignment fits (the memory it would need at least).
+  IntraOpPlan solve(const IntraOpOptions& options) const;
+
+ private:
+  std::unique_ptr<IntraOpAnalysis> analysis_;
+  std::string where_;
+};
 
 /// Traces a copy of `module` (flattened, projections and dropouts kept as calls) on inputs shaped
 /// like `example_inputs` and solves it. Raises naming `where` when the module has no projection or

@@ -34,28 +34,18 @@ std::string script_header(const Plan& plan) {
   return out;
 }
 
-// `local function shard_layer(layer) ... end` from the intra-op pass when it shards every projection
-// (the layout the predictions price), else its layout offered as `ilp_layer` beside the reference
-// schedule's; `local shard_layer = nil` without tensor parallelism.
+// `local function shard_layer(layer) ... end` from the intra-op pass, the layout the predictions
+// price; `local shard_layer = nil` (the reference schedule's layout) without it.
 std::string shard_layer_source(const Plan& plan) {
   if (plan.layer_layout.empty())
     return fmt::format("\n-- each layer's tensor parallelism: the reference schedule's (Megatron's) layout{}\n"
                        "local shard_layer = nil\n",
                        plan.layer_layout_note.empty() ? "" : "; " + plan.layer_layout_note);
-  if (plan.layer_layout_sharded)
-    return fmt::format(
-        "\n-- Each layer's tensor parallelism, from the intra-op pass: {}.\n"
-        "-- Edit a line (keep a projection whole, say) and run again; `local shard_layer = nil` in its place\n"
-        "-- restores the reference schedule's layout.\n"
-        "local function shard_layer(layer)\n{}end\n",
-        plan.layer_layout_note, plan.layer_layout);
   return fmt::format(
-      "\n-- The intra-op pass keeps projections whole in each layer: {}. Their all-reduces cost\n"
-      "-- more than the compute they save on this mesh, by its costs; the predictions above price the\n"
-      "-- reference schedule's layout, every projection sharded, which the script runs. To run the pass's\n"
-      "-- layout instead: local shard_layer = ilp_layer\n"
-      "local function ilp_layer(layer)\n{}end\n"
-      "local shard_layer = nil\n",
+      "\n-- Each layer's tensor parallelism, from the intra-op pass: {}.\n"
+      "-- The predictions above price this layout. Edit a line (keep a projection whole, say) and run again;\n"
+      "-- `local shard_layer = nil` in its place runs the reference schedule's (Megatron's) layout.\n"
+      "local function shard_layer(layer)\n{}end\n",
       plan.layer_layout_note, plan.layer_layout);
 }
 

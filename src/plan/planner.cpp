@@ -9,14 +9,14 @@
 
 namespace slapo::plan {
 
-namespace {
-
 void check_workload(const Workload& work) {
   if (work.batch < 1 || work.seq < 1)
     throw Error(fmt::format("plan: --batch and --seq must be >= 1, got {} and {}", work.batch, work.seq));
   if (work.dtype != "float32" && work.dtype != "bfloat16")
     throw Error(fmt::format("plan: --dtype '{}' is not a training precision (choices: float32, bfloat16)", work.dtype));
 }
+
+namespace {
 
 void check_some_layout(const Plan& plan) {
   if (!plan.ranked.empty()) return;
@@ -140,6 +140,7 @@ std::string Plan::summary() const {
     out += fmt::format("  ... {} more plans ({} of all {} do not fit)\n", ranked.size() - shown, unfit, ranked.size());
   }
   for (auto& r : unrestricted) out += row(r);
+  if (!layer_layout_note.empty()) out += fmt::format("  each layer: {}\n", layer_layout_note);
   if (search_s > 0) out += fmt::format("  searched in {:.2f} s\n", search_s);
   return out;
 }

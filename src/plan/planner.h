@@ -32,11 +32,10 @@ struct Plan {
   /// emitted, since one rank layout cannot run stages on different meshes.
   std::vector<Ranked> unrestricted;
   double search_s = 0;  ///< wall time of the search
-  /// The intra-op pass's shard and sync calls for one layer (on `layer`) and what it chose; empty
-  /// without tensor parallelism (lay_out_layers). The script applies them to every layer when they
-  /// shard every projection, as the predictions assume; otherwise it offers them as `ilp_layer`.
+  /// The intra-op pass's shard and sync calls for one layer (on `layer`), the layout the
+  /// predictions price; empty without tensor parallelism or the pass (lay_out_layers). The note
+  /// says what it chose, or what priced the layers instead.
   std::string layer_layout, layer_layout_note;
-  bool layer_layout_sharded = false;  ///< the pass sharded every projection of the layer
   const Ranked& chosen() const { return ranked.front(); }
   /// Puts the plan described as `description` (Candidate::describe, as the table prints it) first,
   /// so the script is written for it; the planner's own choice stays in the list. Throws naming
@@ -49,12 +48,16 @@ struct Plan {
   std::string summary() const;
 };
 
-/// Fills plan.layer_layout for the chosen plan's tp x dp mesh: builds one layer of `config` at full
-/// width (uninitialised), traces it and solves the intra-op ILP (intra_op.h).
-void lay_out_layers(Plan& plan, const ModelConfig& config);
+struct LayerPricing;
+/// Fills plan.layer_layout for the chosen plan's tp x dp mesh from the pass that priced the search
+/// (layer_layouts.h); without it, the note says what priced the layers.
+void lay_out_layers(Plan& plan, const LayerPricing& pricing);
 
 /// Where the reference schedules keep the layer list ("transformer.h", ...).
 std::string layers_path(const ModelShape& model);
+
+/// Raises naming the option when the batch, sequence or precision cannot be planned for.
+void check_workload(const Workload& work);
 
 /// Enumerates the uniform plans for `cluster`: TP within a node dividing the heads (and key/value
 /// heads), DP over the rest dividing the batch; throws naming the option when none fits (by how

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "plan/inter_op.h"
+#include "plan/layer_layouts.h"
 #include "plan/planner.h"
 #include "slapo/build_config.h"
 
@@ -57,6 +58,73 @@ TEST_CASE("plan: tensor parallelism divides weights and activations; checkpointi
   CHECK(ckpt.compute_s > one.compute_s);
   auto zero = estimate(model, cluster, work, {1, 4, false, true});
   CHECK(zero.optimizer_bytes == doctest::Approx(one.optimizer_bytes / 4));
+}
+
+namespace {
+// A layout every mesh answers the same: what a pass that keeps every projection whole returns.
+struct FixedLayouts : LayerLayouts {
+  TpLayout layout;
+  TpLayout on(int, int) const override { return layout; }
+};
+}  // namespace
+
+TEST_CASE("plan: the layer layouts price tensor parallelism: Megatron's by default, or the pass's") {
+  ModelShape model = gpt2("gpt2-medium");
+  const Workload work{8, 512};
+  const Cluster cluster = synthetic(1, 2, 80);
+  const Estimate megatron = estimate(model, cluster, work, {2, 1, false, false}),
+                 one = estimate(model, cluster, work, {1, 2, false, false});
+  // Megatron's activations: sbh(10 + 24/t + 5as/(ht)), so less than half at t = 2 but more than
+  // the whole over 2
+  auto megatron_costs = layer_costs(model, cluster, work, 8, 2, 1);
+  auto whole_costs = layer_costs(model, cluster, work, 8, 1, 1);
+  CHECK(megatron_costs.layer_activation_bytes > whole_costs.layer_activation_bytes / 2);
+  CHECK(megatron_costs.layer_activation_bytes < whole_costs.layer_activation_bytes * 0.6);
+
+  auto replicated = std::make_shared<FixedLayouts>();
+  replicated->layout = {0, 0, 0, 0, 0};
+  model.layouts = replicated;
+  auto kept_whole = estimate(model, cluster, work, {2, 1, false, false});
+  CHECK(kept_whole.tp_comm_s == 0);
+  CHECK(kept_whole.compute_s > megatron.compute_s);
+  CHECK(kept_whole.param_bytes > megatron.param_bytes);
+  auto kept_costs = layer_costs(model, cluster, work, 8, 2, 1);
+  CHECK(kept_costs.layer_fwd_s == doctest::Approx(layer_costs(model, cluster, work, 8, 1, 1).layer_fwd_s));
+  CHECK(kept_costs.layer_activation_bytes == doctest::Approx(whole_costs.layer_activation_bytes));
+  // one rank's data-parallel twin computes on half the batch: the replicated layer is slower
+  CHECK(kept_whole.compute_s > one.compute_s);
+  // the all-reduces it names are what the step pays, once more for a checkpointed layer's forward
+  auto counted = std::make_shared<FixedLayouts>();
+  counted->layout = {1, 1, -1, 3, 1};
+  model.layouts = counted;
+  auto three = estimate(model, cluster, work, {2, 1, false, false});
+  CHECK(three.tp_comm_s == doctest::Approx(megatron.tp_comm_s));  // 3 + 1 = 2 + 2
+  auto three_ckpt = estimate(model, cluster, work, {2, 1, true, false});
+  model.layouts = nullptr;
+  auto megatron_ckpt = estimate(model, cluster, work, {2, 1, true, false});
+  CHECK(three_ckpt.tp_comm_s == doctest::Approx(megatron_ckpt.tp_comm_s * 7.0 / 6.0));
+}
+
+TEST_CASE("plan: the intra-op pass on one traced GPT-2 layer prices Megatron's layout where it pays") {
+  auto config = ModelConfig::preset("gpt2-medium");
+  auto model = ModelShape::from_config(config, "gpt2-medium");
+  Workload work{8, 512};
+  auto pricing = price_layers("ilp", config, model, synthetic(1, 4, 80), work);
+  REQUIRE(pricing.layouts);
+  CHECK(pricing.note.empty());
+  for (int tp : {2, 4}) {
+    TpLayout l = pricing.layouts->on(tp, 1);
+    CHECK(l.split_compute == doctest::Approx(1.0));
+    CHECK(l.split_params == doctest::Approx(1.0));
+    CHECK(l.forward_all_reduces == doctest::Approx(2.0));   // after attention's and the MLP's row projections
+    CHECK(l.backward_all_reduces == doctest::Approx(2.0));  // before c_attn and c_fc
+    // the saved tensors the heads split, attention's scores grown to 512 x 512: near Megatron's
+    // (24 + 5as/h) / (34 + 5as/h) = 0.86
+    CHECK(l.split_activations == doctest::Approx(0.86).epsilon(0.08));
+  }
+  // Megatron's pricing traces nothing; one device per node has no tensor parallelism to price
+  CHECK_FALSE(price_layers("megatron", config, model, synthetic(1, 4, 80), work).layouts);
+  CHECK_FALSE(price_layers("ilp", config, model, synthetic(4, 1, 80), work).layouts);
 }
 
 TEST_CASE("plan: picks the fastest plan that fits and explains the others") {

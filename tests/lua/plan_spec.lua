@@ -51,15 +51,28 @@ describe("slapo.plan", function()
     matches('layer%["attn.attn_dropout"%]:fork_rng%(%)\nend\n', p.source)
     matches("layer = shard_layer", p.source)
     assert(load(p.source), "the plan script does not compile")
-    -- a 64-wide BERT: the pass keeps its projections whole on 2 CPU ranks; the script runs the
-    -- reference layout the predictions price and offers the pass's as ilp_layer
-    local tiny = slapo.plan(slapo.models.bert({ hidden_size = 64, num_hidden_layers = 2, num_attention_heads = 4,
-      intermediate_size = 128, vocab_size = 256, max_position_embeddings = 64 }),
-      { cluster = "1x2:cpu", batch = 8, seq = 32, pick = "tp 2 x dp 1" })
+    -- a 64-wide BERT: the pass keeps its projections whole on 2 CPU ranks; the search prices that
+    -- layout (no all-reduces, no compute saved) and the script runs it
+    local tiny_bert = slapo.models.bert({ hidden_size = 64, num_hidden_layers = 2, num_attention_heads = 4,
+      intermediate_size = 128, vocab_size = 256, max_position_embeddings = 64 })
+    local tiny = slapo.plan(tiny_bert, { cluster = "1x2:cpu", batch = 8, seq = 32, pick = "tp 2 x dp 1" })
     matches("0 of its 6 projections sharded", tiny.layer_layout)
-    matches("\nlocal function ilp_layer%(layer%)\n  %-%- attention.output.dense stays replicated\n", tiny.source)
-    matches("\nlocal shard_layer = nil\n", tiny.source)
+    matches("each layer: the cbc ILP on one layer", tiny.summary)
+    matches("\nlocal function shard_layer%(layer%)\n  %-%- attention.output.dense stays replicated\n", tiny.source)
     assert(load(tiny.source), "the plan script does not compile")
+    local function tp2(p)
+      for _, alt in ipairs(p.alternatives) do
+        if alt.name == "tp 2 x dp 1" then return alt end
+      end
+    end
+    local megatron = slapo.plan(tiny_bert, { cluster = "1x2:cpu", batch = 8, seq = 32, pick = "tp 2 x dp 1",
+      layer_costs = "megatron" })
+    matches("Megatron's layout %(every projection sharded%) prices", megatron.layer_layout)
+    matches("\nlocal shard_layer = nil\n", megatron.source)
+    -- priced as Megatron's layout, tp 2 pays the all-reduces; as the pass's, the whole compute
+    assert(tp2(megatron).tp_comm_s > 0, "Megatron's layout all-reduces")
+    eq(0, tp2(tiny).tp_comm_s)
+    assert(tp2(tiny).compute_s > tp2(megatron).compute_s, "replicated projections compute the whole layer")
     local one_rank = slapo.plan("gpt2", { cluster = "1x1:cpu", batch = 4, seq = 32 })
     eq("", one_rank.layer_layout)
     matches("\nlocal shard_layer = nil\n", one_rank.source)

@@ -1,0 +1,124 @@
+// One layer traced for the planner, its layouts solved per mesh; and the chosen plan's layer
+// layout as the script's shard_layer.
+#include "plan/layer_layouts.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+#include "models/zoo.h"
+#include "plan/planner.h"
+#include "primitives/primitives.h"
+
+namespace slapo::plan {
+
+namespace {
+
+std::shared_ptr<Module> module_at_path(std::shared_ptr<Module> m, const std::string& path) {
+  size_t start = 0;
+  while (m) {
+    size_t dot = path.find('.', start);
+    m = m->child(path.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return m;
+}
+
+}  // namespace
+
+PassLayouts::PassLayouts(const ModelConfig& config, const ModelShape& shape, const Cluster& cluster,
+                         const Workload& work)
+    : cluster_(cluster), work_(work), hidden_(shape.hidden), layer_(layers_path(shape) + ".0") {
+  auto start = std::chrono::steady_clock::now();
+  nlohmann::json fields = config.json();
+  fields[shape.type == "gpt2" ? "n_layer" : "num_hidden_layers"] = 1;
+  fields["vocab_size"] = 128;  // the embedding and head are the reference schedule's, not the pass's
+  for (const char* id : {"bos_token_id", "eos_token_id", "pad_token_id"}) fields.erase(id);
+  BuildOptions build;
+  build.init_weights = false;
+  auto model = build_model(ModelConfig(fields), build);
+  // one short forward records the layer's inputs; the layer is then traced alone on their shapes.
+  // A prime length, so that no other dimension is taken for the sequence's (IntraOpOptions::seq).
+  int64_t seq = std::min<int64_t>(13, work.seq);
+  {
+    torch::NoGradGuard no_grad;
+    (*model)({at::zeros({1, seq}, at::kLong)});
+  }
+  auto layer = module_at_path(model, layer_);
+  if (!layer) throw Error(fmt::format("plan: {} has no layer at '{}'", shape.name, layer_));
+  Values examples = examples_like_last_call(*layer, layer_, "plan", "a zoo model");
+  problem_ = std::make_unique<IntraOpProblem>(layer, "plan: " + layer_, examples);
+  trace_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+IntraOpOptions PassLayouts::options(int tp, int dp) const {
+  IntraOpOptions o = intra_op_options(cluster_, tp, dp, work_.dtype);
+  o.tokens = double(work_.batch) * double(work_.seq);
+  o.seq = double(work_.seq);
+  o.bytes_per_element = work_.dtype == "bfloat16" ? 2 : 4;
+  o.zero = "off";
+  return o;
+}
+
+TpLayout PassLayouts::on(int tp, int dp) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto found = cache_.find({tp, dp});
+  if (found != cache_.end()) return found->second;
+  IntraOpPlan p;
+  try {
+    p = problem_->solve(options(tp, dp));
+  } catch (const std::exception&) {  // the search's threads must not throw; the grid's estimate says why
+    return cache_[{tp, dp}] = TpLayout::megatron();
+  }
+  TpLayout l;
+  auto share = [](double part, double whole) { return whole > 0 ? part / whole : 0.0; };
+  l.split_compute = share(p.split_flops, p.flops);
+  l.split_params = share(p.split_params, p.params);
+  l.split_activations = share(p.split_saved, p.saved);
+  l.forward_all_reduces = p.forward_reduced_per_token / double(hidden_);
+  l.backward_all_reduces = p.backward_reduced_per_token / double(hidden_);
+  cache_[{tp, dp}] = l;
+  return l;
+}
+
+IntraOpPlan PassLayouts::plan_for(int tp, int dp) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return problem_->solve(options(tp, dp));
+}
+
+LayerPricing price_layers(const std::string& how, const ModelConfig& config, const ModelShape& shape,
+                          const Cluster& cluster, const Workload& work) {
+  if (how == "megatron") return {nullptr, "Megatron's layout (every projection sharded) prices tensor parallelism"};
+  if (how != "ilp")
+    throw Error(fmt::format("plan: --layer-costs '{}' is not a pricing (choices: ilp, megatron)", how));
+  check_workload(work);
+  if (cluster.per_node < 2) return {nullptr, ""};  // no tensor parallelism to price
+  try {
+    return {std::make_shared<const PassLayouts>(config, shape, cluster, work), ""};
+  } catch (const Error& e) {  // a layer the tracer refuses: Megatron's layout, and the reason
+    std::string why = e.what();
+    std::replace(why.begin(), why.end(), '\n', ' ');  // it goes into one-line comments
+    return {nullptr, fmt::format("Megatron's layout prices tensor parallelism: the intra-op pass could not trace "
+                                 "one layer ({})", why)};
+  }
+}
+
+void lay_out_layers(Plan& plan, const LayerPricing& pricing) {
+  plan.layer_layout.clear();
+  plan.layer_layout_note = pricing.note;
+  const Candidate& c = plan.chosen().candidate;
+  if (c.tp < 2 || !pricing.layouts) return;
+  const PassLayouts& pass = *pricing.layouts;
+  IntraOpPlan result = pass.plan_for(c.tp, c.dp);
+  plan.layer_layout = result.lua_body("layer");
+  int sharded = 0, total = 0;
+  for (auto& [path, style] : result.strategy) ++total, sharded += style != "replicated";
+  plan.layer_layout_note = fmt::format(
+      "the {} ILP on one layer for {} x {} ranks (tp x dp), {} of its {} projections sharded ({} variables, {} "
+      "constraints)", result.solver, c.tp, c.dp, sharded, total, result.variables, result.constraints);
+}
+
+}  // namespace slapo::plan
