@@ -130,6 +130,7 @@ int w_plan(lua_State* L) {
   set_string(L, "layer_layout", result.layer_layout_note);  // what the intra-op pass chose for each layer
   set_number(L, "ranks", cluster.devices());
   set_number(L, "search_s", result.search_s);
+  set_number(L, "trace_s", result.trace_s);
   set_number(L, "parameters", static_cast<double>(shape.total_params));
   lua_createtable(L, static_cast<int>(result.ranked.size()), 0);
   for (size_t i = 0; i < result.ranked.size(); ++i) {

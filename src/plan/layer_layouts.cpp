@@ -91,14 +91,15 @@ IntraOpPlan PassLayouts::plan_for(int tp, int dp) const {
 
 LayerPricing price_layers(const std::string& how, const ModelConfig& config, const ModelShape& shape,
                           const Cluster& cluster, const Workload& work) {
+  check_workload(work);
+  check_positions(config, shape, work);
   if (how == "megatron") return {nullptr, "Megatron's layout (every projection sharded) prices tensor parallelism"};
   if (how != "ilp")
     throw Error(fmt::format("plan: --layer-costs '{}' is not a pricing (choices: ilp, megatron)", how));
-  check_workload(work);
   if (cluster.per_node < 2) return {nullptr, ""};  // no tensor parallelism to price
   try {
     return {std::make_shared<const PassLayouts>(config, shape, cluster, work), ""};
-  } catch (const Error& e) {  // a layer the tracer refuses: Megatron's layout, and the reason
+  } catch (const std::exception& e) {  // a layer the tracer refuses: Megatron's layout, and the reason
     std::string why = e.what();
     std::replace(why.begin(), why.end(), '\n', ' ');  // it goes into one-line comments
     return {nullptr, fmt::format("Megatron's layout prices tensor parallelism: the intra-op pass could not trace "
@@ -107,6 +108,7 @@ LayerPricing price_layers(const std::string& how, const ModelConfig& config, con
 }
 
 void lay_out_layers(Plan& plan, const LayerPricing& pricing) {
+  plan.trace_s = pricing.layouts ? pricing.layouts->trace_s() : 0.0;
   plan.layer_layout.clear();
   plan.layer_layout_note = pricing.note;
   const Candidate& c = plan.chosen().candidate;

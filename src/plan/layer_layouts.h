@@ -42,7 +42,8 @@ class PassLayouts : public LayerLayouts {
 
 /// What prices the layers' tensor parallelism: "ilp" (the pass, when the cluster has a node of 2
 /// devices or more and the layer traces) or "megatron" (Megatron's layout everywhere). `note`
-/// says which, and why the pass was not used.
+/// says which, and why the pass was not used. Checks the workload first (check_workload,
+/// check_positions).
 struct LayerPricing {
   std::shared_ptr<const PassLayouts> layouts;
   std::string note;

@@ -16,7 +16,23 @@ void check_workload(const Workload& work) {
     throw Error(fmt::format("plan: --dtype '{}' is not a training precision (choices: float32, bfloat16)", work.dtype));
 }
 
+void check_positions(const ModelConfig& config, const ModelShape& model, const Workload& work) {
+  const char* key = model.type == "gpt2" ? "n_positions" : model.type == "bert" ? "max_position_embeddings" : nullptr;
+  if (!key) return;
+  int64_t positions = config.with_defaults(model.type).integer(key);
+  if (work.seq > positions)
+    throw Error(fmt::format("plan: --seq {} is longer than {}'s {} learned positions ({}); plan for --seq {} or less",
+                            work.seq, model.name, positions, key, positions));
+}
+
 namespace {
+
+Plan empty_plan(const ModelShape& model, const Cluster& cluster, const Workload& work) {
+  Plan plan;
+  plan.model = model, plan.cluster = cluster, plan.work = work;
+  plan.model_source = fmt::format("\"{}\"", model.name);
+  return plan;
+}
 
 void check_some_layout(const Plan& plan) {
   if (!plan.ranked.empty()) return;
@@ -55,7 +71,7 @@ void rank_and_explain(Plan& plan) {
 
 Plan plan_uniform(const ModelShape& model, const Cluster& cluster, const Workload& work) {
   check_workload(work);
-  Plan plan{model, fmt::format("\"{}\"", model.name), cluster, work, {}, {}, 0, "", ""};
+  Plan plan = empty_plan(model, cluster, work);
   for (auto& c : megatron_grid(model, cluster, work))
     if (c.pp() == 1 && c.micro_batches == 1) plan.ranked.push_back({c, estimate(model, cluster, work, c), ""});
   check_some_layout(plan);
@@ -66,7 +82,7 @@ Plan plan_uniform(const ModelShape& model, const Cluster& cluster, const Workloa
 Plan plan_parallel(const ModelShape& model, const Cluster& cluster, const Workload& work, const SearchOptions& options) {
   auto start = std::chrono::steady_clock::now();
   check_workload(work);
-  Plan plan{model, fmt::format("\"{}\"", model.name), cluster, work, {}, {}, 0, "", ""};
+  Plan plan = empty_plan(model, cluster, work);
   if (options.max_stages < 0)
     throw Error(fmt::format("plan: --max-stages must be >= 0 (0: no limit), got {}", options.max_stages));
   for (auto& c : megatron_grid(model, cluster, work))
@@ -141,7 +157,9 @@ std::string Plan::summary() const {
   }
   for (auto& r : unrestricted) out += row(r);
   if (!layer_layout_note.empty()) out += fmt::format("  each layer: {}\n", layer_layout_note);
-  if (search_s > 0) out += fmt::format("  searched in {:.2f} s\n", search_s);
+  if (search_s > 0)
+    out += fmt::format("  searched in {:.2f} s{}\n", search_s,
+                       trace_s > 0 ? fmt::format(", after tracing one layer in {:.2f} s", trace_s) : "");
   return out;
 }
 

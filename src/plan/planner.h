@@ -31,7 +31,8 @@ struct Plan {
   /// Alpa's unrestricted program's pipeline (a submesh per stage), for comparison: reported, not
   /// emitted, since one rank layout cannot run stages on different meshes.
   std::vector<Ranked> unrestricted;
-  double search_s = 0;  ///< wall time of the search
+  double search_s = 0;  ///< wall time of the search (the layer layouts' solves included)
+  double trace_s = 0;   ///< wall time of building and tracing the layer the pass prices (layer_layouts.h)
   /// The intra-op pass's shard and sync calls for one layer (on `layer`), the layout the
   /// predictions price; empty without tensor parallelism or the pass (lay_out_layers). The note
   /// says what it chose, or what priced the layers instead.
@@ -58,6 +59,9 @@ std::string layers_path(const ModelShape& model);
 
 /// Raises naming the option when the batch, sequence or precision cannot be planned for.
 void check_workload(const Workload& work);
+/// Raises when the sequence is longer than the model's learned positions (GPT-2's n_positions,
+/// BERT's max_position_embeddings); rotary models take any length.
+void check_positions(const ModelConfig& config, const ModelShape& model, const Workload& work);
 
 /// Enumerates the uniform plans for `cluster`: TP within a node dividing the heads (and key/value
 /// heads), DP over the rest dividing the batch; throws naming the option when none fits (by how
