@@ -75,6 +75,7 @@ local plan = {{
 {}  }},
   micro_batches = {},  -- 1F1B: each replica's batch is cut into this many
   batch = {}, seq = {}, steps = {}, lr = 1e-4,
+  dtype = "{}",  -- "bfloat16": bf16 autocast (float32 weights and AdamW state, bf16 matmuls)
 }}
 
 local pp = #plan.stages
@@ -135,7 +136,11 @@ local peak_mib = slapo.peak_tensor_mib(function()
   for step = 1, plan.steps do
     local start = slapo.clock()
     opt:zero_grad()
-    loss = pipe:step(ids, {{ labels = ids }})
+    if plan.dtype == "bfloat16" then
+      loss = slapo.autocast("bf16", function() return pipe:step(ids, {{ labels = ids }}) end)
+    else
+      loss = pipe:step(ids, {{ labels = ids }})
+    end
     opt:step()
     if step > 1 then table.insert(times, slapo.clock() - start) end  -- the first step allocates
   end
@@ -148,8 +153,8 @@ if slapo.dist.rank() == 0 then
 end
 )",
                      plan.model_source, c.tp, schedules_of(model), c.dp, c.zero ? "true" : "false", stages,
-                     c.micro_batches, plan.work.batch, plan.work.seq, steps, shard_layer_source(plan), schedules_of(model),
-                     layers_path(model));
+                     c.micro_batches, plan.work.batch, plan.work.seq, steps, plan.work.dtype, shard_layer_source(plan),
+                     schedules_of(model), layers_path(model));
   return out;
 }
 
@@ -191,6 +196,7 @@ local plan = {{
   zero = {},     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
   micro_batches = {},  -- each replica's batch in this many parts, their gradients accumulated
   batch = {}, seq = {}, steps = {}, lr = 1e-4,
+  dtype = "{}",  -- "bfloat16": bf16 autocast (float32 weights and AdamW state, bf16 matmuls)
 }}
 
 -- `slapo-lua tune plan.lua --nproc {}` runs the plans above as knobs, the best predicted first
@@ -243,7 +249,7 @@ collectgarbage()  -- the verified copies go before memory is measured
 local peak_mib, result = slapo.peak_tensor_mib(slapo.train, {{
   model = built, layout = layout, optimizer = plan.zero and "zero_adamw" or "adamw",
   data = {{ vocab = vocab, batch = micro_batch, seq = plan.seq }}, grad_accum = plan.micro_batches,
-  steps = plan.steps, lr = plan.lr,
+  steps = plan.steps, lr = plan.lr, autocast = plan.dtype == "bfloat16" and "bf16" or nil,
 }})
 local fullest = math.max(unpack(slapo.dist.all_gather(slapo.tensor({{ built:num_params() * 4 / 2 ^ 20 + peak_mib }})):tolist()))
 if slapo.dist.rank() == 0 then
@@ -252,7 +258,7 @@ if slapo.dist.rank() == 0 then
 end
 )",
                      model_source, c.tp, schedules, c.dp, c.checkpoint ? "1.0" : "0.0", c.zero ? "true" : "false",
-                     c.micro_batches, work.batch, work.seq, steps, cluster.devices(), fmt::join(tp_choices, ", "),
+                     c.micro_batches, work.batch, work.seq, steps, work.dtype, cluster.devices(), fmt::join(tp_choices, ", "),
                      fmt::join(micro_choices, ", "), predictions, shard_layer_source(*this), schedules);
   return out;
 }
