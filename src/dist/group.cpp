@@ -21,7 +21,7 @@ Group::Group(int id, int rank, std::vector<int> global_ranks, c10::intrusive_ptr
 // backend is missing goes to the other, staged through its device.
 Group::Route Group::route(const at::Tensor& t) const {
   if (cuda_ && (t.is_cuda() || !cpu_)) return {cuda_.get(), device_};
-  return {cpu_.get(), at::Device(at::kCPU)};
+  return {cpu_.get(), at::Device(at::kCPU), true};
 }
 
 std::string Group::describe() const {
@@ -46,9 +46,11 @@ int64_t wrap_dim(const at::Tensor& t, int64_t dim, const char* caller) {
   return dim < 0 ? dim + n : dim;
 }
 
-// t as the backend takes it: contiguous, on `device`; t's own memory when it already is.
-at::Tensor on_wire(const at::Tensor& t, at::Device device) {
+// t as the backend takes it: contiguous, on its device, float32 for bfloat16 where it must be;
+// t's own memory when it already is.
+at::Tensor on_wire(const at::Tensor& t, at::Device device, bool widen_bf16) {
   auto d = t.detach();
+  if (widen_bf16 && d.scalar_type() == at::kBFloat16) return d.to(device, at::kFloat).contiguous();
   return d.is_contiguous() && d.device() == device ? d : d.to(device).contiguous();
 }
 bool same_memory(const at::Tensor& a, const at::Tensor& b) {
@@ -61,7 +63,7 @@ at::Tensor& Group::all_reduce(at::Tensor& t, const char* caller) {
   auto to = route(t);
   if (!to.backend) return t;
   torch::NoGradGuard no_grad;
-  std::vector<at::Tensor> bufs{on_wire(t, to.device)};
+  std::vector<at::Tensor> bufs{on_wire(t, to.device, to.widen_bf16)};
   to.backend->allreduce(bufs)->wait();
   if (!same_memory(bufs[0], t)) t.detach().copy_(bufs[0]);
   return t;
@@ -72,7 +74,7 @@ std::function<void()> Group::all_reduce_async(at::Tensor t, const char* caller) 
   if (!t.is_contiguous()) throw Error(fmt::format("dist.{}: the tensor must be contiguous", caller));
   auto to = route(t);
   if (!to.backend) return [] {};
-  std::vector<at::Tensor> bufs{on_wire(t, to.device)};  // staged when its backend is missing
+  std::vector<at::Tensor> bufs{on_wire(t, to.device, to.widen_bf16)};  // staged when its backend is missing
   auto work = to.backend->allreduce(bufs);
   if (!same_memory(bufs[0], t))
     return [work, staged = bufs[0], t]() mutable {
@@ -93,11 +95,11 @@ std::vector<at::Tensor> Group::all_gather_slices(const at::Tensor& t, const char
   auto to = route(t);
   if (!to.backend) return {t.detach().clone()};
   torch::NoGradGuard no_grad;
-  std::vector<at::Tensor> input{on_wire(t, to.device)};
+  std::vector<at::Tensor> input{on_wire(t, to.device, to.widen_bf16)};
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int i = 0; i < size(); ++i) outputs[0].push_back(torch::empty_like(input[0]));
   to.backend->allgather(outputs, input)->wait();
-  for (auto& slice : outputs[0]) slice = slice.to(t.device());
+  for (auto& slice : outputs[0]) slice = slice.to(t.device(), t.scalar_type());
   return outputs[0];
 }
 
@@ -108,7 +110,7 @@ at::Tensor& Group::broadcast(at::Tensor& t, int src, const char* caller) {
   auto to = route(t);
   if (!to.backend) return t;
   torch::NoGradGuard no_grad;
-  std::vector<at::Tensor> bufs{on_wire(t, to.device)};
+  std::vector<at::Tensor> bufs{on_wire(t, to.device, to.widen_bf16)};
   c10d::BroadcastOptions opts;
   opts.rootRank = src;
   to.backend->broadcast(bufs, opts)->wait();

@@ -63,6 +63,8 @@ class Group {
   struct Route {
     CollectiveBackend* backend;  // null: no communication (one rank)
     at::Device device;           // where that backend takes its tensors
+    /// Gloo (1.13) reduces, gathers and broadcasts no bfloat16: such tensors travel as float32
+    bool widen_bf16 = false;
   };
   Route route(const at::Tensor& t) const;
 

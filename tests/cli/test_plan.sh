@@ -116,6 +116,24 @@ for kind in bert llama; do
     || { echo "$kind with the reference layout did not verify:"; cat "$tmp/model.out"; exit 1; }
 done
 
+# a bf16 plan (for simulated H100s) trains under bf16 autocast on CPU ranks too: Megatron's layers,
+# whose all-reduces Gloo carries as float32, and a pipeline
+cat > "$tmp/gen_bf16.lua" <<'LUA'
+local model = slapo.models.gpt2({ n_embd = 64, n_layer = 4, n_head = 4, vocab_size = 2048, n_positions = 64 })
+local p = slapo.plan(model, { cluster = "1x2:h100", batch = 8, seq = 32, steps = 2, dtype = "bfloat16",
+  layer_costs = "megatron", pick = arg[1] })
+local f = assert(io.open(arg[2], "w"))
+f:write(p.source)
+f:close()
+LUA
+for pick in "tp 2 x dp 1" "tp 1 x dp 1 x pp 2 (2+2), 1 micro"; do
+  "$bin" run "$tmp/gen_bf16.lua" "$pick" "$tmp/bf16.lua" >/dev/null
+  grep -q '^  dtype = "bfloat16",' "$tmp/bf16.lua"
+  "$bin" run --nproc 2 "$tmp/bf16.lua" >"$tmp/bf16.out" 2>&1 || { cat "$tmp/bf16.out"; exit 1; }
+  grep -q "^verify: .* match the unscheduled model" "$tmp/bf16.out" || { echo "bf16 $pick did not verify"; exit 1; }
+  grep -q "^plan: 2 steps, final loss" "$tmp/bf16.out" || { echo "bf16 $pick did not train"; cat "$tmp/bf16.out"; exit 1; }
+done
+
 # profile-device measures this machine into a profile the planner reads
 "$bin" profile-device --quick --out "$tmp/dev.json" >"$tmp/profile.out"
 grep -q "| 256 x 256 x 256 | float32 |" "$tmp/profile.out"
