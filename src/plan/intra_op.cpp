@@ -351,7 +351,8 @@ void collect_leaves(const std::shared_ptr<Module>& m, const std::string& path,
   }
 }
 
-// The module at `path` below `root`, or null.
+}  // namespace
+
 std::shared_ptr<Module> module_at(const std::shared_ptr<Module>& root, const std::string& path) {
   std::shared_ptr<Module> m = root;
   size_t start = 0;
@@ -364,6 +365,8 @@ std::shared_ptr<Module> module_at(const std::shared_ptr<Module>& root, const std
   }
   return m;
 }
+
+namespace {
 
 std::string parent_of(const std::string& path) {
   auto dot = path.rfind('.');
@@ -468,7 +471,7 @@ void check_options(const IntraOpOptions& o, const std::string& where) {
 
 IntraOpPlan plan_intra_op_of_copy(const std::shared_ptr<Module>& copy, const std::string& where,
                                   const Values& example_inputs, const IntraOpOptions& o) {
-  check_options(o, where);
+  check_options(o, where);  // before the trace: a misspelt option costs nothing
   return IntraOpProblem(copy, where, example_inputs).solve(o);
 }
 

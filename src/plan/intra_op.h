@@ -73,6 +73,9 @@ struct IntraOpPlan {
 /// parallelism across nodes once the mesh outgrows one, ZeRO-1's sync as the device runs it.
 IntraOpOptions intra_op_options(const Cluster& cluster, int tp, int dp, const std::string& dtype);
 
+/// The module at dotted `path` below `root` ("transformer.h.0"), or null.
+std::shared_ptr<Module> module_at(const std::shared_ptr<Module>& root, const std::string& path);
+
 struct IntraOpAnalysis;
 
 /// A module traced once and solved for as many meshes as asked (the planner prices every tp x dp

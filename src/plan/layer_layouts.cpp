@@ -14,21 +14,6 @@
 
 namespace slapo::plan {
 
-namespace {
-
-std::shared_ptr<Module> module_at_path(std::shared_ptr<Module> m, const std::string& path) {
-  size_t start = 0;
-  while (m) {
-    size_t dot = path.find('.', start);
-    m = m->child(path.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
-  return m;
-}
-
-}  // namespace
-
 PassLayouts::PassLayouts(const ModelConfig& config, const ModelShape& shape, const Cluster& cluster,
                          const Workload& work)
     : cluster_(cluster), work_(work), hidden_(shape.hidden), layer_(layers_path(shape) + ".0") {
@@ -47,7 +32,7 @@ PassLayouts::PassLayouts(const ModelConfig& config, const ModelShape& shape, con
     torch::NoGradGuard no_grad;
     (*model)({at::zeros({1, seq}, at::kLong)});
   }
-  auto layer = module_at_path(model, layer_);
+  auto layer = module_at(model, layer_);
   if (!layer) throw Error(fmt::format("plan: {} has no layer at '{}'", shape.name, layer_));
   Values examples = examples_like_last_call(*layer, layer_, "plan", "a zoo model");
   problem_ = std::make_unique<IntraOpProblem>(layer, "plan: " + layer_, examples);
@@ -63,30 +48,34 @@ IntraOpOptions PassLayouts::options(int tp, int dp) const {
   return o;
 }
 
+const PassLayouts::Solved& PassLayouts::solved(int tp, int dp) const {
+  auto [it, fresh] = solved_.try_emplace({tp, dp});
+  Solved& s = it->second;
+  if (!fresh) return s;
+  try {
+    s.plan = problem_->solve(options(tp, dp));
+  } catch (const std::exception&) {  // the search's threads must not throw: Megatron's layout stands
+    return s;
+  }
+  const IntraOpPlan& p = *s.plan;
+  auto share = [](double part, double whole) { return whole > 0 ? part / whole : 0.0; };
+  s.layout.split_compute = share(p.split_flops, p.flops);
+  s.layout.split_params = share(p.split_params, p.params);
+  s.layout.split_activations = share(p.split_saved, p.saved);
+  s.layout.forward_all_reduces = p.forward_reduced_per_token / double(hidden_);
+  s.layout.backward_all_reduces = p.backward_reduced_per_token / double(hidden_);
+  return s;
+}
+
 TpLayout PassLayouts::on(int tp, int dp) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto found = cache_.find({tp, dp});
-  if (found != cache_.end()) return found->second;
-  IntraOpPlan p;
-  try {
-    p = problem_->solve(options(tp, dp));
-  } catch (const std::exception&) {  // the search's threads must not throw; the grid's estimate says why
-    return cache_[{tp, dp}] = TpLayout::megatron();
-  }
-  TpLayout l;
-  auto share = [](double part, double whole) { return whole > 0 ? part / whole : 0.0; };
-  l.split_compute = share(p.split_flops, p.flops);
-  l.split_params = share(p.split_params, p.params);
-  l.split_activations = share(p.split_saved, p.saved);
-  l.forward_all_reduces = p.forward_reduced_per_token / double(hidden_);
-  l.backward_all_reduces = p.backward_reduced_per_token / double(hidden_);
-  cache_[{tp, dp}] = l;
-  return l;
+  return solved(tp, dp).layout;
 }
 
 IntraOpPlan PassLayouts::plan_for(int tp, int dp) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return problem_->solve(options(tp, dp));
+  const Solved& s = solved(tp, dp);
+  return s.plan ? *s.plan : problem_->solve(options(tp, dp));  // raises what the search could not
 }
 
 LayerPricing price_layers(const std::string& how, const ModelConfig& config, const ModelShape& shape,

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -36,8 +37,14 @@ class PassLayouts : public LayerLayouts {
   std::string layer_;
   std::unique_ptr<IntraOpProblem> problem_;
   double trace_s_ = 0;
-  mutable std::mutex mutex_;  // the search's threads share the cache and the solver
-  mutable std::map<std::pair<int, int>, TpLayout> cache_;
+  // Each mesh's solution, once: the search's layouts and the chosen plan's script come from it.
+  struct Solved {
+    std::optional<IntraOpPlan> plan;  // none: the solve raised
+    TpLayout layout = TpLayout::megatron();
+  };
+  const Solved& solved(int tp, int dp) const;  // with mutex_ held
+  mutable std::mutex mutex_;  // the search's threads share the solutions and the solver
+  mutable std::map<std::pair<int, int>, Solved> solved_;
 };
 
 /// What prices the layers' tensor parallelism: "ilp" (the pass, when the cluster has a node of 2
