@@ -47,6 +47,22 @@ struct GatherFromGroup : public torch::autograd::Function<GatherFromGroup> {
   }
 };
 
+// Megatron's sequence-parallel gather: the users of the gathered tensor (column-parallel
+// projections) each hold a partial sum of its gradient, so backward sums them and keeps this
+// rank's slice.
+struct GatherSequenceFromGroup : public torch::autograd::Function<GatherSequenceFromGroup> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t dim, int64_t group) {
+    ctx->saved_data["group"] = group;
+    ctx->saved_data["dim"] = dim;
+    return group_by_id(static_cast<int>(group))->all_gather(x, dim, "sync(all_gather)");
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {saved_group(ctx)->reduce_scatter(grads[0].contiguous(), ctx->saved_data["dim"].toInt(),
+                                             "sync(all_gather backward)"),
+            at::Tensor(), at::Tensor()};
+  }
+};
+
 struct ScatterToGroup : public torch::autograd::Function<ScatterToGroup> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t dim, int64_t group) {
     ctx->saved_data["group"] = group;
@@ -79,6 +95,9 @@ at::Tensor reduce_from_group(const at::Tensor& x, const std::shared_ptr<Group>& 
 }
 at::Tensor gather_from_group(const at::Tensor& x, int64_t dim, const std::shared_ptr<Group>& g) {
   return GatherFromGroup::apply(x, dim, g->id());
+}
+at::Tensor gather_sequence_from_group(const at::Tensor& x, int64_t dim, const std::shared_ptr<Group>& g) {
+  return GatherSequenceFromGroup::apply(x, dim, g->id());
 }
 at::Tensor scatter_to_group(const at::Tensor& x, int64_t dim, const std::shared_ptr<Group>& g) {
   return ScatterToGroup::apply(x, dim, g->id());

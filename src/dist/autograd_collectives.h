@@ -15,6 +15,9 @@ at::Tensor copy_to_group(const at::Tensor& x, const std::shared_ptr<Group>& g);
 at::Tensor reduce_from_group(const at::Tensor& x, const std::shared_ptr<Group>& g);
 /// all-gather along dim forward; this rank's slice of the gradient backward.
 at::Tensor gather_from_group(const at::Tensor& x, int64_t dim, const std::shared_ptr<Group>& g);
+/// all-gather along dim forward; reduce-scatter of the gradient backward: its users (column-parallel
+/// projections in Megatron's sequence parallelism) each hold a partial sum of it.
+at::Tensor gather_sequence_from_group(const at::Tensor& x, int64_t dim, const std::shared_ptr<Group>& g);
 /// this rank's slice along dim forward; all-gather of the gradient backward.
 at::Tensor scatter_to_group(const at::Tensor& x, int64_t dim, const std::shared_ptr<Group>& g);
 /// reduce-scatter along dim forward; all-gather of the gradient backward.

@@ -149,14 +149,14 @@ int w_plan(lua_State* L) {
   return 1;
 }
 
-// _autoshard(sch, {ranks =, dp =, cluster =, batch =, seq =, memory_mib =, zero =, solver =, inputs = {...}}) ->
-// {strategy = {path = style}, step_s =, replicated_s =, memory_mib =, replicated_memory_mib =, zero =,
+// _autoshard(sch, {ranks =, dp =, cluster =, batch =, seq =, memory_mib =, zero =, solver =, sequence =,
+// inputs = {...}}) -> {strategy = {path = style}, step_s =, replicated_s =, memory_mib =, replicated_memory_mib =, zero =, sequence =,
 // solver =, variables =, constraints =, source =} (slapo.autoshard in init.lua)
 int w_autoshard(lua_State* L) {
   const char* fn = "autoshard";
   auto sch = lx_check_live_schedule(L, 1, fn);
-  lx_check_option_keys(L, 2, {"ranks", "dp", "cluster", "batch", "seq", "memory_mib", "zero", "solver", "inputs"},
-                       fn);
+  lx_check_option_keys(L, 2,
+                       {"ranks", "dp", "cluster", "batch", "seq", "memory_mib", "zero", "solver", "inputs", "sequence"}, fn);
   int ranks = static_cast<int>(lx_check_integer_value(lx_opt_number(L, 2, "ranks", sch->world_size() > 1 ?
                                                                                      sch->world_size() : 2, fn),
                                                         "ranks", 2, 4096, fn));
@@ -177,6 +177,8 @@ int w_autoshard(lua_State* L) {
     bool flag = lua_isboolean(L, -1), on = lua_toboolean(L, -1);
     lua_pop(L, 1);
     o.zero = flag ? (on ? "on" : "off") : lx_opt_string(L, 2, "zero", "auto", fn);
+    // sequence = true: sequence parallelism (the module's tokens split over the ranks)
+    o.sequence = lx_opt_bool(L, 2, "sequence", false, fn) ? "on" : "off";
   }
   // example inputs: given, else shaped like the module's last call (its leading tensors)
   Values examples;
@@ -205,6 +207,8 @@ int w_autoshard(lua_State* L) {
   set_number(L, "replicated_memory_mib", result.replicated_memory_bytes / double(1 << 20));
   lua_pushboolean(L, result.zero);
   lua_setfield(L, -2, "zero");
+  lua_pushboolean(L, result.sequence);
+  lua_setfield(L, -2, "sequence");
   set_string(L, "solver", result.solver);
   set_number(L, "variables", result.variables);
   set_number(L, "constraints", result.constraints);

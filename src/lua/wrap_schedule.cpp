@@ -198,7 +198,26 @@ int w_Schedule_shard(lua_State* L) {
 int w_Schedule_sync(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "sync");
   SyncMode mode = parse_sync_mode(luaL_checkstring(L, 2), *s);
-  lx_check_option_keys(L, 4, {"axis"}, "sync");
+  lx_check_option_keys(L, 4, {"axis", "grad", "params"}, "sync");
+  std::string grad = lx_opt_string(L, 4, "grad", "slice", "sync");
+  if (grad != "slice" && grad != "reduce_scatter")
+    throw Error(fmt::format("sync: grad for {} must be \"slice\" or \"reduce_scatter\", got \"{}\"", s->where(), grad));
+  std::vector<std::string> params;  // bwd_params: only these
+  if (lua_istable(L, 4)) {
+    lua_getfield(L, 4, "params");
+    if (!lua_isnil(L, -1)) {
+      if (!lua_istable(L, -1) || lua_objlen(L, -1) == 0)
+        throw Error(fmt::format("sync: params for {} must be a non-empty array of parameter names", s->where()));
+      for (size_t i = 1; i <= lua_objlen(L, -1); ++i) {
+        lua_rawgeti(L, -1, static_cast<int>(i));
+        if (lua_type(L, -1) != LUA_TSTRING)
+          throw Error(fmt::format("sync: params[{}] for {} must be a string, got {}", i, s->where(), luaL_typename(L, -1)));
+        params.emplace_back(lua_tostring(L, -1));
+        lua_pop(L, 1);
+      }
+    }
+    lua_pop(L, 1);
+  }
   double axis = lx_opt_number(L, 4, "axis", static_cast<double>(INT64_MIN), "sync");
   if (axis != static_cast<double>(INT64_MIN)) axis = static_cast<double>(lx_check_integer_value(axis, "axis", -64, 63, "sync"));
   SyncOp op;
@@ -212,6 +231,8 @@ int w_Schedule_sync(lua_State* L) {
   } else {
     throw Error(fmt::format("sync: op for {} must be a string or a function, got {}", s->where(), luaL_typename(L, 3)));
   }
+  op.reduce_scatter_grad = grad == "reduce_scatter";
+  op.params = std::move(params);
   sync(*s, mode, op, call_site(L, *s, 2, 4));
   lua_settop(L, 1);
   return 1;

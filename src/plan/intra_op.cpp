@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -46,19 +47,53 @@ struct IntraOpAnalysis {
   std::vector<SharedInput> shared;
   double example_tokens = 1;                     // tokens in the traced example
   int64_t example_seq = 0;                       // its sequence length
+  int64_t token_axis = -1;                       // the input's sequence dimension (-1: none found)
+  // graph inputs that are parameters: their paths ("ln_1.weight") and elements
+  std::unordered_map<const torch::jit::Value*, std::pair<std::string, double>> params_of;
 };
 
 namespace {
 
 using Analysis = IntraOpAnalysis;
 
-// R: every rank holds all of it. S: each rank holds its part of the features (heads). A: no
-// layout (parameters, masks, sizes: they broadcast against either).
-enum class Layout { R, S, A };
+// R: every rank holds all of it. S: each rank holds its part of the features (heads). T: each
+// rank holds its part of the tokens (sequence parallelism). A: no layout (parameters, masks,
+// sizes: they broadcast against any).
+enum class Layout { R, S, T, A };
 // ColumnGather: column-parallel with its output all-gathered in forward (Megatron's
 // gather_output), so it hands on a whole tensor: an LM head before the loss.
-enum class Style { Replicated, Column, Row, ColumnGather };
-bool is_column(Style s) { return s == Style::Column || s == Style::ColumnGather; }
+// ColumnSeq: column-parallel on a token-split input, all-gathered first (its gradient
+// reduce-scattered); RowSeq: row-parallel whose partial sums are reduce-scattered over the tokens
+// (Megatron's sequence parallelism). TokenParallel: whole weights on this rank's tokens, their
+// gradients all-reduced (Slapo's SR x RR).
+enum class Style { Replicated, Column, Row, ColumnGather, ColumnSeq, RowSeq, TokenParallel };
+bool is_column(Style s) { return s == Style::Column || s == Style::ColumnGather || s == Style::ColumnSeq; }
+Layout input_of(Style s) {
+  switch (s) {
+    case Style::Row: case Style::RowSeq: return Layout::S;
+    case Style::ColumnSeq: case Style::TokenParallel: return Layout::T;
+    default: return Layout::R;
+  }
+}
+Layout output_of(Style s) {
+  switch (s) {
+    case Style::Column: case Style::ColumnSeq: return Layout::S;
+    case Style::RowSeq: case Style::TokenParallel: return Layout::T;
+    default: return Layout::R;
+  }
+}
+const char* style_name(Style s) {
+  switch (s) {
+    case Style::Replicated: return "replicated";
+    case Style::Column: return "column";
+    case Style::Row: return "row";
+    case Style::ColumnGather: return "column_gather";
+    case Style::ColumnSeq: return "column_seq";
+    case Style::RowSeq: return "row_seq";
+    case Style::TokenParallel: return "token_parallel";
+  }
+  return "?";
+}
 
 const std::set<std::string> kNeedsWhole = {"aten::layer_norm", "aten::mean", "aten::sum", "aten::var",
                                            "aten::norm", "aten::embedding", "aten::cross_entropy_loss"};
@@ -68,14 +103,76 @@ bool is_tensor_value(const torch::jit::Value* v) {
   return v->type()->cast<c10::TensorType>() || v->type()->isSubtypeOf(*c10::ListType::ofTensors());
 }
 
-// One propagation: false when an op would see layouts it cannot compute on.
-// `forked` gets the dropouts that see head-split tensors: each rank's heads need their own masks.
-bool propagate(const Analysis& a, const std::vector<Style>& styles, std::map<std::string, int>* groups,
-               std::set<std::string>* forked) {
+// Ops that compute each token on its own, so they run on this rank's tokens alone.
+const std::set<std::string> kTokenwise = {
+    "aten::add", "aten::sub", "aten::mul", "aten::div", "aten::gelu", "aten::relu", "aten::silu", "aten::tanh",
+    "aten::sigmoid", "aten::pow", "aten::rsqrt", "aten::sqrt", "aten::neg", "aten::exp", "aten::to", "aten::type_as",
+    "aten::contiguous", "aten::clone", "aten::dropout", "aten::layer_norm", "prim::ListConstruct",
+    "prim::ListUnpack", "prim::TupleConstruct", "prim::TupleUnpack"};
+const std::set<std::string> kReductions = {"aten::mean", "aten::sum", "aten::var", "aten::norm"};
+
+std::optional<std::vector<int64_t>> sizes_of(const torch::jit::Value* v) {
+  auto t = v->type()->cast<c10::TensorType>();
+  auto sizes = t ? t->sizes().concrete_sizes() : c10::nullopt;
+  if (!sizes) return std::nullopt;
+  return *sizes;
+}
+
+// A list of constant ints: a constant, or a list built of constants (a trace's dims).
+std::optional<std::vector<int64_t>> int_list(const torch::jit::Value* v) {
+  if (auto constant = torch::jit::constant_as<std::vector<int64_t>>(v)) return *constant;
+  if (v->node()->kind() != c10::prim::ListConstruct) return std::nullopt;
+  std::vector<int64_t> out;
+  for (auto* item : v->node()->inputs()) {
+    auto i = torch::jit::constant_as<int64_t>(item);
+    if (!i) return std::nullopt;
+    out.push_back(*i);
+  }
+  return out;
+}
+
+// Whether `node` can compute on token-split tensors: a token-wise op, a reduction or size that
+// leaves the sequence dimension alone, and no whole tensor of the sequence's length beside them
+// (`carries`: the inputs that have a layout; the others broadcast).
+bool token_ok(const IntraOpAnalysis& a, const torch::jit::Node* node,
+              const std::function<bool(const torch::jit::Value*)>& carries) {
+  if (a.token_axis < 0) return false;
+  std::string kind = node->kind().toQualString();
+  auto off_axis = [&](int64_t d) {
+    auto sizes = sizes_of(node->input(0));
+    int64_t rank = sizes ? int64_t(sizes->size()) : 0;
+    if (d < 0) d += rank;
+    return rank > 0 && d != a.token_axis;
+  };
+  if (kReductions.count(kind)) {
+    auto dims = node->inputs().size() > 1 ? int_list(node->input(1)) : std::nullopt;
+    if (!dims || dims->empty()) return false;
+    for (auto d : *dims)
+      if (!off_axis(d)) return false;
+  } else if (kind == "aten::size") {
+    auto d = node->inputs().size() > 1 ? torch::jit::constant_as<int64_t>(node->input(1)) : c10::nullopt;
+    if (!d || !off_axis(*d)) return false;
+  } else if (!kTokenwise.count(kind)) {
+    return false;
+  }
+  for (auto* v : node->inputs()) {
+    if (carries(v)) continue;
+    auto sizes = sizes_of(v);
+    if (sizes && a.example_seq > 1 && std::count(sizes->begin(), sizes->end(), a.example_seq)) return false;
+  }
+  return true;
+}
+
+// One propagation from the module's input in `boundary` (R, or T: sequence parallel): false when an
+// op would see layouts it cannot compute on. `forked` gets the dropouts that see split tensors:
+// each rank's heads or tokens need their own masks. `token_params` gets the modules whose
+// parameters ops use on this rank's tokens alone: their gradients are all-reduced.
+bool propagate(const Analysis& a, const std::vector<Style>& styles, Layout boundary, std::map<std::string, int>* groups,
+               std::set<std::string>* forked, std::set<std::string>* token_params) {
   auto& g = *a.graph->graph();
   std::unordered_map<const torch::jit::Value*, Layout> layout;
   std::unordered_map<const torch::jit::Value*, int> origin;  // column projection a sharded value came from
-  for (size_t i = 0; i < g.inputs().size(); ++i) layout[g.inputs()[i]] = i == 0 ? Layout::R : Layout::A;
+  for (size_t i = 0; i < g.inputs().size(); ++i) layout[g.inputs()[i]] = i == 0 ? boundary : Layout::A;
   auto of = [&](const torch::jit::Value* v) {
     auto found = layout.find(v);
     return found == layout.end() ? Layout::A : found->second;
@@ -93,17 +190,14 @@ bool propagate(const Analysis& a, const std::vector<Style>& styles, std::map<std
       if (next_projection < a.projections.size() && a.projections[next_projection].path == path) {
         Style s = styles[next_projection];
         int index = static_cast<int>(next_projection++);
-        if (s == Style::Row) {
-          if (in != Layout::S) return false;
-          layout[node->output()] = Layout::R;  // the fwd_post all-reduce makes the partial sums whole
-        } else {
-          if (in == Layout::S) return false;
-          layout[node->output()] = s == Style::Column ? Layout::S : Layout::R;  // ColumnGather: gathered
-          if (s == Style::Column) origin[node->output()] = index;
-        }
+        // a row's fwd_post all-reduce (reduce-scatter) makes the partial sums whole (token-split);
+        // a column-gather's all-gather makes its output whole
+        if (in != input_of(s)) return false;
+        layout[node->output()] = output_of(s);
+        if (output_of(s) == Layout::S) origin[node->output()] = index;
       } else {
         layout[node->output()] = in;  // a dropout and other leaves keep the layout
-        if (in == Layout::S && a.dropouts.count(path)) forked->insert(path);
+        if ((in == Layout::S || in == Layout::T) && a.dropouts.count(path)) forked->insert(path);
         if (x && origin.count(x)) origin[node->output()] = origin[x];
       }
       continue;
@@ -127,6 +221,13 @@ bool propagate(const Analysis& a, const std::vector<Style>& styles, std::map<std
       if (origin.count(v)) from = origin[v];
     }
     if (kNeedsWhole.count(kind) && in == Layout::S) return false;
+    if (in == Layout::T) {
+      if (!token_ok(a, node, [&](const torch::jit::Value* v) { return of(v) != Layout::A; })) return false;
+      for (auto* v : node->inputs()) {
+        auto param = a.params_of.find(v);
+        if (param != a.params_of.end()) token_params->insert(param->second.first);
+      }
+    }
     if (kSplits.count(kind) && in == Layout::S && from >= 0 && groups) {
       int parts = static_cast<int>(node->outputs().size());
       if (kind == "aten::chunk") parts = static_cast<int>(torch::jit::constant_as<int64_t>(node->input(1)).value_or(1));
@@ -140,7 +241,7 @@ bool propagate(const Analysis& a, const std::vector<Style>& styles, std::map<std
     }
   }
   for (auto* out : g.outputs())
-    if (of(out) == Layout::S) return false;  // the layer hands a whole tensor on
+    if (of(out) != Layout::A && of(out) != boundary) return false;  // it hands on what it was given
   return true;
 }
 
@@ -185,6 +286,8 @@ struct Built {
 
 Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
   Built b;
+  const bool sequence = o.sequence == "on";
+  const Layout boundary = sequence ? Layout::T : Layout::R;
   auto& g = *a.graph->graph();
   const double tokens = o.tokens / o.dp;  // per tensor-parallel group
   const double scale = tokens / a.example_tokens;
@@ -207,7 +310,7 @@ Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
     b.strategies.push_back(std::move(strategies));
     return b.problem.add_node(std::move(name), cost, memory);
   };
-  producer[g.inputs()[0]] = add("input", {Strategy{}});
+  producer[g.inputs()[0]] = add("input", {Strategy{boundary, boundary}});
   // the gradient of `elements` parameters all-reduced over the data-parallel axis
   auto weight_sync = [&](double elements) {
     if (o.dp < 2) return 0.0;
@@ -215,6 +318,8 @@ Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
   };
   // parameters, their gradients and AdamW's two float32 moments (sharded under ZeRO-1)
   auto weight_bytes = [&](double elements) { return elements * (2 * bytes + 8.0 / (zero ? o.dp : 1)); };
+  // an all-reduce of `elements` over the tensor-parallel axis
+  auto tp_reduce = [&](double elements) { return all_reduce_seconds(elements * bytes, o.ranks, o.bandwidth, o.latency); };
   std::vector<int> group_of(a.projections.size(), -1);
   for (size_t k = 0; k < a.shared.size(); ++k)
     for (size_t r : a.shared[k].readers) group_of[r] = static_cast<int>(k);
@@ -247,21 +352,34 @@ Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
         double params = double(p.in) * double(p.out) + (p.bias ? double(p.out) : 0.0);
         double flops = 6.0 * tokens * double(p.in) * double(p.out);  // forward + backward
         // what every style shares: the work and weights, split but for the replicated one
+        const bool grouped = group_of[next_projection] >= 0;
         auto style = [&](Layout in, Layout out, Style st, double seconds, double bytes_held) {
           bool split = st != Style::Replicated;
-          return Strategy{in, out, st, seconds, bytes_held, flops, params, out_elements, split,
-                          st == Style::Row ? double(p.out) : st == Style::ColumnGather ? double(p.out) / 2 : 0.0,
-                          is_column(st) && group_of[next_projection] < 0 ? double(p.in) : 0.0};
+          // activation elements per token reduced over the tp axis, in all-reduces (a gather or a
+          // reduce-scatter is half of one)
+          double fwd = st == Style::Row ? double(p.out)
+                       : st == Style::ColumnGather || st == Style::RowSeq ? double(p.out) / 2
+                       : st == Style::ColumnSeq && !grouped ? double(p.in) / 2 : 0.0;
+          double bwd = st == Style::RowSeq ? double(p.out) / 2
+                       : st == Style::ColumnSeq ? (grouped ? 0.0 : double(p.in) / 2)
+                       : is_column(st) && !grouped ? double(p.in) : 0.0;
+          return Strategy{in, out, st, seconds, bytes_held, flops, params, out_elements, split, fwd, bwd};
         };
         options.push_back(style(Layout::R, Layout::R, Style::Replicated, flops / o.flops_per_s + weight_sync(params),
                                 weight_bytes(params) + out_elements * bytes));
         double shared = flops / o.ranks / o.flops_per_s + weight_sync(params / o.ranks);
         double input_sync = all_reduce_seconds(tokens * double(p.in) * bytes, o.ranks, o.bandwidth, o.latency);
         int group = group_of[next_projection];
-        if (group >= 0 && b.shared_node[size_t(group)] < 0)  // one all-reduce for the group, on their module
-          b.shared_node[size_t(group)] = add(
-              "sync " + a.shared[size_t(group)].parent,
-              {Strategy{}, Strategy{Layout::R, Layout::R, Style::Column, input_sync, 0, 0, 0, 0, false, 0, double(p.in)}});
+        if (group >= 0 && b.shared_node[size_t(group)] < 0) {  // one sync for the group, on their module
+          // none; the input's gradient all-reduced; or (sequence parallel) the input's tokens
+          // all-gathered, kept for backward, and their gradient reduce-scattered
+          std::vector<Strategy> syncs = {
+              Strategy{}, Strategy{Layout::R, Layout::R, Style::Column, input_sync, 0, 0, 0, 0, false, 0, double(p.in)}};
+          if (sequence)
+            syncs.push_back(Strategy{Layout::T, Layout::T, Style::ColumnSeq, input_sync, tokens * double(p.in) * bytes,
+                                     0, 0, tokens * double(p.in), false, double(p.in) / 2, double(p.in) / 2});
+          b.shared_node[size_t(group)] = add("sync " + a.shared[size_t(group)].parent, std::move(syncs));
+        }
         if (!p.tied && p.out % o.ranks == 0) {
           // column: the input's gradient all-reduced in backward (by the group's node when shared)
           double column = shared + (group >= 0 ? 0.0 : input_sync);
@@ -278,6 +396,25 @@ Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
                                   shared + all_reduce_seconds(tokens * double(p.out) * bytes, o.ranks, o.bandwidth,
                                                               o.latency),
                                   weight_bytes(params / o.ranks) + out_elements * bytes));
+        if (sequence && !p.tied) {
+          // column on gathered tokens: the gather's all-gather forward and reduce-scatter backward
+          // (one all-reduce; the group's node carries it when the input is shared), the gathered
+          // input kept for backward
+          if (p.out % o.ranks == 0)
+            options.push_back(style(Layout::T, Layout::S, Style::ColumnSeq, shared + (grouped ? 0.0 : input_sync),
+                                    weight_bytes(params / o.ranks) + out_elements * bytes / o.ranks +
+                                        (grouped ? 0.0 : tokens * double(p.in) * bytes)));
+          // row, its partial sums reduce-scattered over the tokens (the gradient all-gathered);
+          // its whole bias sees this rank's tokens, so the bias's gradient is all-reduced
+          if (p.in % o.ranks == 0)
+            options.push_back(style(Layout::S, Layout::T, Style::RowSeq,
+                                    shared + tp_reduce(tokens * double(p.out)) + (p.bias ? tp_reduce(double(p.out)) : 0),
+                                    weight_bytes(params / o.ranks) + out_elements * bytes / o.ranks));
+          // whole weights on this rank's tokens: their gradients all-reduced
+          options.push_back(style(Layout::T, Layout::T, Style::TokenParallel,
+                                  flops / o.ranks / o.flops_per_s + weight_sync(params) + tp_reduce(params),
+                                  weight_bytes(params) + out_elements * bytes / o.ranks));
+        }
         b.projection_node.push_back(static_cast<int>(b.problem.nodes.size()));
         ++next_projection;
       }
@@ -298,20 +435,39 @@ Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
       if (!kNeedsWhole.count(kind))
         options.push_back({Layout::S, Layout::S, Style::Replicated, seconds / o.ranks, out_elements * bytes / o.ranks,
                            flops, 0, out_elements, true});
+      bool tokenwise = kind == "slapo::call_module" ? a.dropouts.count(name) > 0  // a dropout leaf
+                       : token_ok(a, node, [&](const torch::jit::Value* v) { return producer.count(v) > 0; });
+      if (sequence && tokenwise) {
+        // on this rank's tokens; the parameters it reads (a norm's) see only those: their
+        // gradients are all-reduced over the tensor-parallel ranks
+        double param_elements = 0;
+        for (auto* v : node->inputs()) {
+          auto param = a.params_of.find(v);
+          if (param != a.params_of.end()) param_elements += param->second.second;
+        }
+        options.push_back({Layout::T, Layout::T, Style::Replicated,
+                           seconds / o.ranks + (param_elements > 0 ? tp_reduce(param_elements) : 0.0),
+                           out_elements * bytes / o.ranks, flops, 0, out_elements, true});
+      }
     }
-    // the module hands whole tensors on
+    // the module hands on tensors laid out as it was given them
     for (auto* out : g.outputs())
       for (auto* produced : node->outputs())
         if (out == produced)
           for (auto& s : options)
-            if (s.out == Layout::S) s.seconds = INFINITY;
+            if (s.out != boundary) s.seconds = INFINITY;
     int v = add(name, options);
     if (projection && group_of[next_projection - 1] >= 0) {  // the group's sync runs iff it goes column
       int sync = b.shared_node[size_t(group_of[next_projection - 1])];
       SelectionProblem::Edge e{sync, v, {}};
-      for (size_t reduce = 0; reduce < 2; ++reduce)
-        for (auto& sv : b.strategies[size_t(v)])
-          e.cost.push_back(is_column(sv.style) == (reduce == 1) ? 0.0 : INFINITY);
+      // none: no column reader; all-reduce: columns on whole input; gather: columns on its tokens
+      for (auto& sync_choice : b.strategies[size_t(sync)])
+        for (auto& sv : b.strategies[size_t(v)]) {
+          bool fits = sync_choice.style == Style::Replicated ? !is_column(sv.style)
+                      : sync_choice.style == Style::Column  ? is_column(sv.style) && sv.style != Style::ColumnSeq
+                                                            : sv.style == Style::ColumnSeq;
+          e.cost.push_back(fits ? 0.0 : INFINITY);
+        }
       b.problem.edges.push_back(std::move(e));
     }
     for (int u : from) {  // an op computes on the layout its producers hand it, or not at all
@@ -466,6 +622,8 @@ void check_options(const IntraOpOptions& o, const std::string& where) {
     throw Error(fmt::format("autoshard: {}: solver must be \"ilp\" or \"exhaustive\", got \"{}\"", where, o.solver));
   if (o.zero != "auto" && o.zero != "on" && o.zero != "off")
     throw Error(fmt::format("autoshard: {}: zero must be \"auto\", \"on\" or \"off\", got \"{}\"", where, o.zero));
+  if (o.sequence != "on" && o.sequence != "off")
+    throw Error(fmt::format("autoshard: {}: sequence must be \"on\" or \"off\", got \"{}\"", where, o.sequence));
 }
 }  // namespace
 
@@ -513,6 +671,21 @@ IntraOpProblem::IntraOpProblem(const std::shared_ptr<Module>& copy, const std::s
     int64_t dims = at::isFloatingType(x.scalar_type()) ? x.dim() - 1 : x.dim();
     for (int64_t i = 0; i < dims; ++i) a.example_tokens *= double(x.size(i));
     a.example_seq = dims > 0 ? x.size(dims - 1) : 0;
+    // hidden states [.., sequence, hidden] split along the sequence
+    if (at::isFloatingType(x.scalar_type()) && dims > 0 && a.example_seq > 1) a.token_axis = dims - 1;
+  }
+  // the parameters the graph reads, by owning module
+  {
+    std::unordered_map<const c10::TensorImpl*, std::pair<std::string, double>> owner;
+    for (auto& item : copy->named_parameters(true))
+      owner.emplace(item.value().unsafeGetTensorImpl(),
+                    std::make_pair(item.key(), double(item.value().numel())));
+    auto inputs = a.graph->graph()->inputs();
+    size_t first_param = a.graph->input_shapes().size();
+    for (size_t i = first_param; i < inputs.size() && i - first_param < a.graph->params().size(); ++i) {
+      auto found = owner.find(a.graph->params()[i - first_param].unsafeGetTensorImpl());
+      if (found != owner.end()) a.params_of[inputs[i]] = found->second;
+    }
   }
 }
 
@@ -520,6 +693,10 @@ IntraOpPlan IntraOpProblem::solve(const IntraOpOptions& o) const {
   const std::string& where = where_;
   check_options(o, where);
   const Analysis& a = *analysis_;
+  if (o.sequence == "on" && a.token_axis < 0)
+    throw Error(fmt::format("autoshard: {}: sequence parallelism splits the first input along its tokens, but it has "
+                            "none to split (it takes a floating [batch, sequence, hidden] input of 2 tokens or more; "
+                            "sequence = false keeps tensors whole)", where));
   std::vector<bool> zero_choices;
   if (o.zero != "on" || o.dp < 2) zero_choices.push_back(false);
   if (o.zero != "off" && o.dp > 1) zero_choices.push_back(true);
@@ -565,8 +742,9 @@ IntraOpPlan IntraOpProblem::solve(const IntraOpOptions& o) const {
       best.memory_bytes += b.problem.nodes[v].memory[size_t(s.choice[v])];
       const Strategy& st = b.strategies[v][size_t(s.choice[v])];
       best.flops += st.flops, best.params += st.params, best.saved += st.saved;
-      if (st.split) best.split_flops += st.flops, best.split_params += st.params;
-      if (st.out == Layout::S) best.split_saved += st.saved;
+      if (st.split && st.style != Style::TokenParallel) best.split_params += st.params;
+      if (st.split) best.split_flops += st.flops;
+      if (st.split && (st.out == Layout::S || st.out == Layout::T)) best.split_saved += st.saved;
       best.forward_reduced_per_token += st.forward_reduced;
       best.backward_reduced_per_token += st.backward_reduced;
     }
@@ -576,20 +754,19 @@ IntraOpPlan IntraOpProblem::solve(const IntraOpOptions& o) const {
       styles.push_back(b.strategies[v][static_cast<size_t>(s.choice[v])].style);
     }
     // the layouts propagated once more: a check of the solution, and where c_attn's parts are
-    best.groups.clear(), best.forked.clear();
-    if (!propagate(a, styles, &best.groups, &best.forked))
+    best.groups.clear(), best.forked.clear(), best.token_params.clear();
+    best.sequence = o.sequence == "on", best.token_axis = a.token_axis;
+    if (!propagate(a, styles, best.sequence ? Layout::T : Layout::R, &best.groups, &best.forked, &best.token_params))
       throw std::logic_error("autoshard: the ILP's choice for " + where + " does not propagate");
-    best.parent_syncs.clear();
-    for (size_t k = 0; k < a.shared.size(); ++k)
-      if (s.choice[size_t(b.shared_node[k])] == 1)
-        for (size_t r : a.shared[k].readers) best.parent_syncs[a.projections[r].path] = a.shared[k].parent;
+    best.parent_syncs.clear(), best.parent_gathers.clear();
+    for (size_t k = 0; k < a.shared.size(); ++k) {
+      int chosen = s.choice[size_t(b.shared_node[k])];
+      for (size_t r : a.shared[k].readers)
+        if (chosen == 1) best.parent_syncs[a.projections[r].path] = a.shared[k].parent;
+        else if (chosen == 2) best.parent_gathers[a.projections[r].path] = a.shared[k].parent;
+    }
     best.strategy.clear();
-    for (size_t i = 0; i < styles.size(); ++i)
-      best.strategy[a.projections[i].path] =
-          styles[i] == Style::Replicated ? "replicated"
-          : styles[i] == Style::Column   ? "column"
-          : styles[i] == Style::Row      ? "row"
-                                         : "column_gather";
+    for (size_t i = 0; i < styles.size(); ++i) best.strategy[a.projections[i].path] = style_name(styles[i]);
   }
   if (!std::isfinite(best.step_s)) {
     if (std::isfinite(least_bytes))
@@ -613,12 +790,20 @@ std::string IntraOpPlan::lua_source() const {
       projections, ops, solver, variables, constraints, step_s, memory_bytes / double(1 << 20), replicated_s,
       replicated_memory_bytes / double(1 << 20));
   if (zero) out += "-- train with ZeRO-1: AdamW's moments sharded over the data-parallel ranks (zero_adamw)\n";
-  return out + "return function(sch)\n" + lua_body("sch") + "end\n";
+  out += "return function(sch)\n";
+  if (sequence)  // the module's callers hand it whole tensors and take whole ones back
+    out += fmt::format("  sch:sync(\"fwd_pre\", \"scatter\", {{ axis = {} }})\n", token_axis);
+  out += lua_body("sch");
+  if (sequence) out += fmt::format("  sch:sync(\"fwd_post\", \"all_gather\", {{ axis = {} }})\n", token_axis);
+  return out + "end\n";
 }
 
 std::string IntraOpPlan::lua_body(const std::string& var, const std::string& below) const {
   std::string out, prefix = below.empty() ? "" : below + ".";
   auto relative = [&](const std::string& path) { return path.substr(prefix.size()); };
+  // the tokens all-gathered; their gradient, a partial sum on each rank, reduce-scattered
+  const std::string gather =
+      fmt::format(":sync(\"fwd_pre\", \"all_gather\", {{ axis = {}, grad = \"reduce_scatter\" }})", token_axis);
   for (auto& [path, style] : strategy) {
     if (path.compare(0, prefix.size(), prefix) != 0) continue;
     bool linear = types.count(path) && types.at(path) == "Linear";
@@ -634,6 +819,17 @@ std::string IntraOpPlan::lua_body(const std::string& var, const std::string& bel
     else if (style == "row")
       out += fmt::format("  {}[\"{}\"]:shard(\"weight\", {}):sync(\"fwd_post\", \"all_reduce\")\n", var,
                          relative(path), linear ? 1 : 0);
+    else if (style == "column_seq")  // gathers the tokens first, unless its module does for all readers
+      out += fmt::format("  {}[\"{}\"]:shard(\"weight\", {}{}){}{}\n", var, relative(path), linear ? 0 : 1, opt, bias,
+                         parent_gathers.count(path) ? "" : gather);
+    else if (style == "row_seq")  // its whole bias sees this rank's tokens: the bias's gradient is summed
+      out += fmt::format("  {}[\"{}\"]:shard(\"weight\", {}):sync(\"fwd_post\", \"reduce_scatter\", {{ axis = {} }}){}\n",
+                         var, relative(path), linear ? 1 : 0, token_axis,
+                         has_bias.count(path) && has_bias.at(path)
+                             ? ":sync(\"bwd_params\", \"all_reduce\", { params = { \"bias\" } })" : "");
+    else if (style == "token_parallel")
+      out += fmt::format("  {}[\"{}\"]:sync(\"bwd_params\", \"all_reduce\") -- whole weights on this rank's tokens\n",
+                         var, relative(path));
     else
       out += fmt::format("  -- {} stays replicated\n", relative(path));
   }
@@ -643,7 +839,25 @@ std::string IntraOpPlan::lua_body(const std::string& var, const std::string& bel
   for (auto& parent : parents)
     out += parent + "." == prefix ? fmt::format("  {}:sync(\"bwd_post\", \"all_reduce\")\n", var)
                                   : fmt::format("  {}[\"{}\"]:sync(\"bwd_post\", \"all_reduce\")\n", var, relative(parent));
-  for (auto& path : forked)  // each rank's heads get their own dropout masks
+  std::set<std::string> gathering;  // one token all-gather for the column_seq projections below each
+  for (auto& [path, parent] : parent_gathers)
+    if (parent.compare(0, prefix.size(), prefix) == 0) gathering.insert(parent);
+  for (auto& parent : gathering) out += fmt::format("  {}[\"{}\"]{}\n", var, relative(parent), gather);
+  std::map<std::string, std::vector<std::string>> token_modules;  // norms on this rank's tokens
+  for (auto& param : token_params)
+    if (param.compare(0, prefix.size(), prefix) == 0) {
+      auto dot = param.rfind('.');
+      std::string module = dot == std::string::npos ? "" : param.substr(0, dot);
+      token_modules[module].push_back(param.substr(dot == std::string::npos ? 0 : dot + 1));
+    }
+  for (auto& [module, names] : token_modules) {  // their gradients summed over the ranks
+    if (module + "." == prefix || module.empty())  // the module's own: by name, beside its sharded ones
+      out += fmt::format("  {}:sync(\"bwd_params\", \"all_reduce\", {{ params = {{ \"{}\" }} }})\n", var,
+                         fmt::join(names, "\", \""));
+    else
+      out += fmt::format("  {}[\"{}\"]:sync(\"bwd_params\", \"all_reduce\")\n", var, relative(module));
+  }
+  for (auto& path : forked)  // each rank's heads (or tokens) get their own dropout masks
     if (path.compare(0, prefix.size(), prefix) == 0) out += fmt::format("  {}[\"{}\"]:fork_rng()\n", var, relative(path));
   return out;
 }

@@ -38,14 +38,30 @@ struct IntraOpOptions {
   /// "ilp": CBC where the build has it; "exhaustive": the depth-first search (a cross-check, and
   /// what a build without CBC uses)
   std::string solver = "ilp";
+  /// Sequence parallelism: "on": the module's input arrives split over the tensor-parallel ranks
+  /// along the tokens and its output leaves so (Megatron's sequence parallelism between layers);
+  /// token-wise ops (norms, dropout, residual adds) may then run on each rank's tokens, and
+  /// projections may gather the tokens (column) or reduce-scatter them (row), or keep whole
+  /// weights on this rank's tokens. "off": whole tensors in and out.
+  std::string sequence = "off";
 };
 
 struct IntraOpPlan {
-  std::map<std::string, std::string> strategy;  ///< leaf path -> "replicated" | "column" | "row" | "column_gather"
+  /// leaf path -> "replicated" | "column" | "row" | "column_gather", and with sequence parallelism
+  /// "column_seq" (tokens all-gathered first), "row_seq" (reduce-scattered over the tokens) or
+  /// "token_parallel" (whole weights on this rank's tokens)
+  std::map<std::string, std::string> strategy;
   std::map<std::string, int> groups;            ///< column leaves whose output is split into parts (GPT-2's c_attn)
   std::set<std::string> forked;                 ///< dropouts on head-split tensors: fork_rng
   /// column leaves whose shared input's gradient is all-reduced once, on this module (Megatron's f)
   std::map<std::string, std::string> parent_syncs;
+  /// column_seq leaves whose shared input's tokens are all-gathered once, on this module
+  std::map<std::string, std::string> parent_gathers;
+  /// parameters ("ln_1.weight") that see this rank's tokens alone (norms under sequence
+  /// parallelism): their gradients are all-reduced over the tensor-parallel ranks
+  std::set<std::string> token_params;
+  bool sequence = false;  ///< the module's input and output are split along the tokens
+  int64_t token_axis = 1; ///< the input's sequence dimension
   std::map<std::string, std::string> types;     ///< leaf path -> "Linear" | "Conv1D"
   std::map<std::string, bool> has_bias;
   double step_s = 0, replicated_s = 0;  ///< predicted time of the plan and of no sharding
@@ -61,7 +77,8 @@ struct IntraOpPlan {
   /// and in backward (column inputs' gradients).
   double flops = 0, split_flops = 0, params = 0, split_params = 0, saved = 0, split_saved = 0;
   double forward_reduced_per_token = 0, backward_reduced_per_token = 0;
-  /// `return function(sch) ... end`: the shard and sync calls, `sch` being the module's schedule.
+  /// `return function(sch) ... end`: the shard and sync calls, `sch` being the module's schedule;
+  /// under sequence parallelism the module also splits its input's tokens and gathers its output's.
   std::string lua_source() const;
   /// The calls alone, one per line, on the schedule variable `var`; with `below`, only the leaves
   /// under that path, named relative to it (one layer of a traced model).

@@ -42,6 +42,10 @@ struct SyncOp {
   enum Kind { AllReduce, AllGather, ReduceScatter, Scatter, Reshard, Function } kind;
   int64_t axis = -1;                         ///< all_gather, reduce_scatter, scatter
   std::string scheme;                        ///< reshard: "RS->SR", ...
+  /// all_gather: backward reduce-scatters the gradient instead of slicing it (sequence parallelism:
+  /// the gathered tensor's users each hold a partial sum of its gradient)
+  bool reduce_scatter_grad = false;
+  std::vector<std::string> params;           ///< bwd_params: only these parameters (empty: all)
   std::function<Value(const Value&)> fn;     ///< a user function (Lua)
 };
 

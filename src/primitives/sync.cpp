@@ -1,4 +1,6 @@
 // sync: insert a differentiable collective before or after a module.
+#include <algorithm>
+
 #include "core/error.h"
 #include "dist/autograd_collectives.h"
 #include "dist/group.h"
@@ -37,7 +39,9 @@ bool takes_axis(const SyncOp& op) {
 at::Tensor apply_forward(const SyncOp& op, const at::Tensor& x, const std::shared_ptr<dist::Group>& g) {
   switch (op.kind) {
     case SyncOp::AllReduce: return dist::reduce_from_group(x, g);
-    case SyncOp::AllGather: return dist::gather_from_group(x, op.axis, g);
+    case SyncOp::AllGather:
+      return op.reduce_scatter_grad ? dist::gather_sequence_from_group(x, op.axis, g)
+                                    : dist::gather_from_group(x, op.axis, g);
     case SyncOp::ReduceScatter: return dist::reduce_scatter_to_group(x, op.axis, g);
     case SyncOp::Scatter: return dist::scatter_to_group(x, op.axis, g);
     case SyncOp::Reshard: return reshard(x, op.scheme, g);
@@ -108,10 +112,27 @@ void sync(Schedule& sch, SyncMode mode, const SyncOp& op, const CallSite& site) 
       throw Error(fmt::format("sync: axis {} for {} is out of range for its {}-d input (its last call; valid: {} .. {})",
                               op.axis, where, rank, -rank, rank - 1));
   }
+  if (op.reduce_scatter_grad && (op.kind != SyncOp::AllGather || mode == SyncMode::BwdPost))
+    throw Error(fmt::format("sync: {{grad = \"reduce_scatter\"}} on {} belongs to a fwd_pre or fwd_post all_gather", where));
+  if (!op.params.empty() && mode != SyncMode::BwdParams)
+    throw Error(fmt::format("sync: {{params = ...}} on {} names the parameters of a bwd_params sync", where));
   if (mode == SyncMode::BwdParams) {
     // A sharded parameter's gradient is this rank's slice already: summing slices is wrong.
     auto sharded = shard_specs_by_tensor(*sch.mod());
     auto params = unique_named_parameters(*sch.mod());
+    if (!op.params.empty()) {  // only the named ones (a row-parallel projection's whole bias)
+      decltype(params) chosen;
+      std::vector<std::string> names;
+      for (auto& [name, p] : params) names.push_back(name);
+      for (auto& wanted : op.params) {
+        auto found = std::find_if(params.begin(), params.end(), [&](const auto& item) { return item.first == wanted; });
+        if (found == params.end())
+          throw Error(fmt::format("sync: mode 'bwd_params' on {}: no parameter '{}' (valid: {})", where, wanted,
+                                  join_or_none(names)));
+        chosen.push_back(*found);
+      }
+      params = std::move(chosen);
+    }
     for (auto& [name, p] : params)
       if (sharded.count(p.unsafeGetTensorImpl()))
         throw Error(fmt::format("sync: mode 'bwd_params' on {}: '{}' is sharded, so its gradient is this rank's "
