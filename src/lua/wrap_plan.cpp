@@ -53,6 +53,7 @@ void push_ranked(lua_State* L, const plan::Ranked& r, int layers) {
   set_number(L, "dp", r.candidate.dp);
   set_number(L, "checkpoint", r.candidate.checkpoint ? 1.0 : 0.0);
   set_bool(L, "zero", r.candidate.zero);
+  set_bool(L, "sequence", r.candidate.sequence);
   set_number(L, "pp", r.candidate.pp());
   set_number(L, "micro_batches", r.candidate.micro_batches);
   lua_createtable(L, r.candidate.pp(), 0);
@@ -63,6 +64,7 @@ void push_ranked(lua_State* L, const plan::Ranked& r, int layers) {
     set_number(L, "tp", stage.tp);
     set_number(L, "dp", stage.dp);
     set_bool(L, "checkpoint", stage.checkpoint);
+    set_bool(L, "sequence", stage.sequence);
     lua_rawseti(L, -2, ++index);
   }
   lua_setfield(L, -2, "stages");

@@ -204,20 +204,20 @@ int Candidate::devices() const {
 
 std::vector<Stage> Candidate::resolved(int layers) const {
   if (!stages.empty()) return stages;
-  return {Stage{layers, tp, dp, checkpoint, zero}};
+  return {Stage{layers, tp, dp, checkpoint, zero, sequence}};
 }
 
 std::string Candidate::describe() const {
   if (stages.empty())
-    return fmt::format("tp {} x dp {}{}{}{}", tp, dp, micro_batches > 1 ? fmt::format(", {} micro", micro_batches) : "",
-                       checkpoint ? ", checkpoint" : "", zero ? ", zero-1" : "");
+    return fmt::format("tp {} x dp {}{}{}{}{}", tp, dp, micro_batches > 1 ? fmt::format(", {} micro", micro_batches) : "",
+                       sequence ? ", sequence" : "", checkpoint ? ", checkpoint" : "", zero ? ", zero-1" : "");
   std::vector<std::string> parts;
   for (auto& s : stages) parts.push_back(fmt::format("{}{}", s.layers, s.checkpoint ? "c" : ""));
   if (uniform_mesh())
-    return fmt::format("tp {} x dp {} x pp {} ({}), {} micro{}", tp, dp, stages.size(), fmt::join(parts, "+"),
-                       micro_batches, zero ? ", zero-1" : "");
+    return fmt::format("tp {} x dp {} x pp {} ({}), {} micro{}{}", tp, dp, stages.size(), fmt::join(parts, "+"),
+                       micro_batches, sequence ? ", sequence" : "", zero ? ", zero-1" : "");
   std::vector<std::string> meshes;
-  for (auto& s : stages) meshes.push_back(fmt::format("{}x{}{}", s.tp, s.dp, s.zero ? "z" : ""));
+  for (auto& s : stages) meshes.push_back(fmt::format("{}x{}{}{}", s.tp, s.dp, s.sequence ? "s" : "", s.zero ? "z" : ""));
   return fmt::format("pp {} on tp x dp {} ({} layers), {} micro", stages.size(), fmt::join(meshes, ","),
                      fmt::join(parts, "+"), micro_batches);
 }
@@ -232,7 +232,7 @@ double vocab_split(const ModelShape& m, int tp) { return m.vocab % tp == 0 ? tp 
 }  // namespace
 
 LayerCosts layer_costs(const ModelShape& m, const Cluster& cluster, const Workload& work, int64_t micro_batch, int tp_,
-                       int dp) {
+                       int dp, bool sequence) {
   LayerCosts c;
   const double bytes = element_bytes(work);
   const double seqs = static_cast<double>(micro_batch) / dp;  // sequences per data-parallel rank
@@ -247,7 +247,7 @@ LayerCosts layer_costs(const ModelShape& m, const Cluster& cluster, const Worklo
            (m.gated_mlp ? 2 * mm(h, m.inner / t) : mm(h, m.inner / t)) + mm(m.inner / t, h) +
            2 * cluster.device.matmul_seconds(work.seq, m.head_dim, work.seq, work.dtype) * seqs * m.heads / t;
   };
-  const TpLayout layout = m.layout_on(tp_, dp);
+  const TpLayout layout = m.layout_on(tp_, dp, sequence);
   c.layer_fwd_s = tp_ > 1 ? layout.split_compute * layer_fwd(tp) + (1 - layout.split_compute) * layer_fwd(1)
                           : layer_fwd(1);
   c.forward_all_reduces = tp_ > 1 ? layout.forward_all_reduces : 0;
@@ -330,7 +330,7 @@ Estimate estimate(const ModelShape& m, const Cluster& cluster, const Workload& w
     int n = st.tp * st.dp;
     Placement where{s == 0, s == count - 1, node(offset) == node(offset + n - 1), node(offset + n - 1) == node(offset + n),
                     std::min(micro, count - s)};
-    e.stages.push_back(stage_estimate(m, cluster, work, layer_costs(m, cluster, work, micro_batch, st.tp, st.dp), st,
+    e.stages.push_back(stage_estimate(m, cluster, work, layer_costs(m, cluster, work, micro_batch, st.tp, st.dp, st.sequence), st,
                                       where));
     if (e.stages.back().time_s() > e.stages[slowest].time_s()) slowest = s;
     offset += n;

@@ -78,8 +78,10 @@ struct TpLayout {
 class LayerLayouts {
  public:
   virtual ~LayerLayouts() = default;
-  /// The layout on tp x dp ranks (tp >= 2); safe to call from the search's threads.
-  virtual TpLayout on(int tp, int dp) const = 0;
+  /// The layout on tp x dp ranks (tp >= 2), with the layer's tokens split over the tp ranks
+  /// between its projections (`sequence`: Megatron's sequence parallelism) or not; safe to call
+  /// from the search's threads.
+  virtual TpLayout on(int tp, int dp, bool sequence) const = 0;
 };
 
 /// The sizes of a zoo model that the cost depends on.
@@ -90,7 +92,12 @@ struct ModelShape {
   int64_t layer_params = 0, embedding_params = 0, total_params = 0;
   /// How a layer splits on each mesh; null: Megatron's layout everywhere.
   std::shared_ptr<const LayerLayouts> layouts;
-  TpLayout layout_on(int tp, int dp) const { return layouts && tp > 1 ? layouts->on(tp, dp) : TpLayout::megatron(); }
+  TpLayout layout_on(int tp, int dp, bool sequence = false) const {
+    return layouts && tp > 1 ? layouts->on(tp, dp, sequence) : TpLayout::megatron();
+  }
+  /// Sequence parallelism is a choice on tp ranks when the pass prices layers and they divide
+  /// the sequence.
+  bool sequence_parallel_on(int tp, int64_t seq) const { return layouts && tp > 1 && seq % tp == 0; }
   static ModelShape from_config(const ModelConfig& config, const std::string& name);
 };
 
@@ -106,6 +113,7 @@ struct Workload {
 struct Stage {
   int layers = 0, tp = 1, dp = 1;
   bool checkpoint = false, zero = false;
+  bool sequence = false;  ///< the layers' tokens split over the tp ranks (the pass's layout)
 };
 
 /// One plan: tensor parallel x data parallel, activation checkpointing of every layer or none,
@@ -117,6 +125,7 @@ struct Candidate {
   bool checkpoint = false, zero = false;
   int micro_batches = 1;
   std::vector<Stage> stages;  ///< in order; empty: one stage of every layer on tp x dp
+  bool sequence = false;      ///< sequence parallelism in every layer (tp > 1)
   int pp() const { return stages.empty() ? 1 : static_cast<int>(stages.size()); }
   /// Every stage on the candidate's tp x dp with its ZeRO setting: what one rank layout runs.
   bool uniform_mesh() const;
@@ -155,7 +164,7 @@ struct LayerCosts {
   double layer_activation_bytes = 0, layer_input_bytes = 0, logits_bytes = 0, boundary_bytes = 0;
 };
 LayerCosts layer_costs(const ModelShape& model, const Cluster& cluster, const Workload& work, int64_t micro_batch,
-                       int tp, int dp);
+                       int tp, int dp, bool sequence = false);
 
 /// Where a stage sits: first or last of the pipeline, whether its data-parallel ranks share a
 /// node, whether the next stage is on its node, and how many micro-batches it holds (1F1B: the

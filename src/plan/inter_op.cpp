@@ -28,7 +28,14 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 struct Config {
   int tp, dp;
   bool checkpoint, zero;
+  bool sequence = false;
 };
+
+// Sequence parallelism off, and on where the model offers it on tp ranks.
+std::vector<bool> sequence_choices(const ModelShape& m, const Workload& w, int tp) {
+  if (m.sequence_parallel_on(tp, w.seq)) return {false, true};
+  return {false};
+}
 
 // One stage choice that fits in memory: its micro-batch time (bounded by t_max) and its cost in
 // the program's sum (the time plus its once-a-step gradient sync and update).
@@ -123,7 +130,7 @@ class Program {
               std::vector<Option> options;
               for (size_t ci = 0; ci < mesh.configs.size(); ++ci) {
                 const Config& cfg = mesh.configs[ci];
-                Stage stage{length, cfg.tp, cfg.dp, cfg.checkpoint, cfg.zero};
+                Stage stage{length, cfg.tp, cfg.dp, cfg.checkpoint, cfg.zero, cfg.sequence};
                 auto e = stage_estimate(model_, cluster_, work_, mesh.costs[ci], stage,
                                         {first, last, dp_in_node, next_in_node, in_flight});
                 if (e.peak_bytes > usable) continue;
@@ -211,11 +218,12 @@ class Program {
     for (int s = best_stages_, i = 0, j = N; s > 0; --s) {
       const Choice& ch = choice_[at(s, i, j)];
       const Config& cfg = meshes_[ch.mesh].configs[ch.config];
-      c.stages.push_back({ch.next_layer - i, cfg.tp, cfg.dp, cfg.checkpoint, cfg.zero});
+      c.stages.push_back({ch.next_layer - i, cfg.tp, cfg.dp, cfg.checkpoint, cfg.zero, cfg.sequence});
       j -= meshes_[ch.mesh].size;
       i = ch.next_layer;
     }
     c.tp = c.stages[0].tp, c.dp = c.stages[0].dp, c.zero = c.stages[0].zero;
+    c.sequence = std::all_of(c.stages.begin(), c.stages.end(), [](const Stage& s) { return s.sequence; });
     c.checkpoint = std::all_of(c.stages.begin(), c.stages.end(), [](const Stage& s) { return s.checkpoint; });
     if (c.stages.size() == 1) c.stages.clear();  // one stage: tp x dp with gradient accumulation
     Estimate e = estimate(model_, cluster_, work_, c);
@@ -251,12 +259,14 @@ std::vector<Mesh> meshes_for(const ModelShape& m, const Cluster& c, const Worklo
       if (size % tp != 0 || !divides_heads(m, tp)) continue;
       int dp = size / tp;
       if (micro_batch % dp != 0) continue;
-      LayerCosts costs = layer_costs(m, c, w, micro_batch, tp, dp);
-      for (bool zero : {false, true}) {
-        if (zero && dp == 1) continue;
-        for (bool checkpoint : {false, true}) {
-          mesh.configs.push_back({tp, dp, checkpoint, zero});
-          mesh.costs.push_back(costs);
+      for (bool sequence : sequence_choices(m, w, tp)) {
+        LayerCosts costs = layer_costs(m, c, w, micro_batch, tp, dp, sequence);
+        for (bool zero : {false, true}) {
+          if (zero && dp == 1) continue;
+          for (bool checkpoint : {false, true}) {
+            mesh.configs.push_back({tp, dp, checkpoint, zero, sequence});
+            mesh.costs.push_back(costs);
+          }
         }
       }
     }
@@ -310,12 +320,14 @@ InterOpResult plan_inter_op(const ModelShape& model, const Cluster& cluster, con
         if (cluster.devices() % n != 0 || cluster.devices() / n > model.layers) continue;
         if (options.max_stages > 0 && cluster.devices() / n > options.max_stages) continue;
         if (!divides_heads(model, tp) || micro_batch % dp != 0) continue;
-        for (bool zero : {false, true}) {
-          if (zero && dp == 1) continue;
-          // the layout's submesh is n devices, whatever Alpa's shapes are
-          LayerCosts costs = layer_costs(model, cluster, work, micro_batch, tp, dp);
-          solve({{n, {{tp, dp, false, zero}, {tp, dp, true, zero}}, {costs, costs}}}, cluster.devices() / n);
-        }
+        for (bool sequence : sequence_choices(model, work, tp))
+          for (bool zero : {false, true}) {
+            if (zero && dp == 1) continue;
+            // the layout's submesh is n devices, whatever Alpa's shapes are
+            LayerCosts costs = layer_costs(model, cluster, work, micro_batch, tp, dp, sequence);
+            solve({{n, {{tp, dp, false, zero, sequence}, {tp, dp, true, zero, sequence}}, {costs, costs}}},
+                  cluster.devices() / n);
+          }
       }
   };
   std::atomic<size_t> next{0};
@@ -356,17 +368,18 @@ std::vector<Candidate> megatron_grid(const ModelShape& model, const Cluster& clu
       int dp = n / tp / pp;
       for (int micro : micro_batch_choices(work.batch)) {
         if ((work.batch / micro) % dp != 0) continue;  // one stage: micro-batches accumulate gradients
-        for (bool checkpoint : {false, true})
-          for (bool zero : {false, true}) {
-            if (zero && dp == 1) continue;
-            Candidate c{tp, dp, checkpoint, zero, micro, {}};
-            if (pp > 1)
-              for (int s = 0; s < pp; ++s) {
-                int layers = static_cast<int>((s + 1) * model.layers / pp - s * model.layers / pp);
-                c.stages.push_back({layers, tp, dp, checkpoint, zero});
-              }
-            grid.push_back(std::move(c));
-          }
+        for (bool sequence : sequence_choices(model, work, tp))
+          for (bool checkpoint : {false, true})
+            for (bool zero : {false, true}) {
+              if (zero && dp == 1) continue;
+              Candidate c{tp, dp, checkpoint, zero, micro, {}, sequence};
+              if (pp > 1)
+                for (int s = 0; s < pp; ++s) {
+                  int layers = static_cast<int>((s + 1) * model.layers / pp - s * model.layers / pp);
+                  c.stages.push_back({layers, tp, dp, checkpoint, zero, sequence});
+                }
+              grid.push_back(std::move(c));
+            }
       }
     }
   }

@@ -31,7 +31,8 @@ InterOpResult plan_inter_op(const ModelShape& model, const Cluster& cluster, con
 
 /// Megatron-style uniform plans: TP (within a node, dividing the heads) x PP (equal layer counts)
 /// x DP, every micro-batch count dividing the batch (the data-parallel ranks dividing each
-/// micro-batch), checkpointing every layer or none, ZeRO-1 or not.
+/// micro-batch), checkpointing every layer or none, ZeRO-1 or not, and sequence parallelism where the pass prices
+/// layers (ModelShape::sequence_parallel_on).
 std::vector<Candidate> megatron_grid(const ModelShape& model, const Cluster& cluster, const Workload& work);
 
 /// Divisors of the batch: the micro-batch counts a step can be cut into.

@@ -710,13 +710,14 @@ IntraOpPlan IntraOpProblem::solve(const IntraOpOptions& o) const {
   for (bool zero : zero_choices) {
     Built b = build_problem(a, o, zero);
     b.problem.memory_budget = o.memory_bytes;
-    if (!zero || o.zero == "on") {  // no sharding at all, for comparison
-      std::vector<int> whole(b.problem.nodes.size(), 0);
-      SelectionProblem unbounded = b.problem;
+    if (!zero || o.zero == "on") {  // no sharding at all (whole tensors in and out), for comparison
+      IntraOpOptions whole_tensors = o;
+      whole_tensors.sequence = "off";
+      SelectionProblem unbounded = o.sequence == "on" ? build_problem(a, whole_tensors, zero).problem : b.problem;
       unbounded.memory_budget = INFINITY;
-      best.replicated_s = unbounded.evaluate(whole);
+      best.replicated_s = unbounded.evaluate(std::vector<int>(unbounded.nodes.size(), 0));
       best.replicated_memory_bytes = 0;
-      for (auto& n : b.problem.nodes) best.replicated_memory_bytes += n.memory[0];
+      for (auto& n : unbounded.nodes) best.replicated_memory_bytes += n.memory[0];
     }
     auto solve_start = std::chrono::steady_clock::now();
     Selection s = solve(b.problem);

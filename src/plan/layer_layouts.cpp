@@ -39,21 +39,22 @@ PassLayouts::PassLayouts(const ModelConfig& config, const ModelShape& shape, con
   trace_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-IntraOpOptions PassLayouts::options(int tp, int dp) const {
+IntraOpOptions PassLayouts::options(int tp, int dp, bool sequence) const {
   IntraOpOptions o = intra_op_options(cluster_, tp, dp, work_.dtype);
   o.tokens = double(work_.batch) * double(work_.seq);
   o.seq = double(work_.seq);
   o.bytes_per_element = work_.dtype == "bfloat16" ? 2 : 4;
   o.zero = "off";
+  o.sequence = sequence ? "on" : "off";
   return o;
 }
 
-const PassLayouts::Solved& PassLayouts::solved(int tp, int dp) const {
-  auto [it, fresh] = solved_.try_emplace({tp, dp});
+const PassLayouts::Solved& PassLayouts::solved(int tp, int dp, bool sequence) const {
+  auto [it, fresh] = solved_.try_emplace({tp, dp, sequence});
   Solved& s = it->second;
   if (!fresh) return s;
   try {
-    s.plan = problem_->solve(options(tp, dp));
+    s.plan = problem_->solve(options(tp, dp, sequence));
   } catch (const std::exception&) {  // the search's threads must not throw: Megatron's layout stands
     return s;
   }
@@ -67,15 +68,15 @@ const PassLayouts::Solved& PassLayouts::solved(int tp, int dp) const {
   return s;
 }
 
-TpLayout PassLayouts::on(int tp, int dp) const {
+TpLayout PassLayouts::on(int tp, int dp, bool sequence) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return solved(tp, dp).layout;
+  return solved(tp, dp, sequence).layout;
 }
 
-IntraOpPlan PassLayouts::plan_for(int tp, int dp) const {
+IntraOpPlan PassLayouts::plan_for(int tp, int dp, bool sequence) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  const Solved& s = solved(tp, dp);
-  return s.plan ? *s.plan : problem_->solve(options(tp, dp));  // raises what the search could not
+  const Solved& s = solved(tp, dp, sequence);
+  return s.plan ? *s.plan : problem_->solve(options(tp, dp, sequence));  // raises what the search could not
 }
 
 LayerPricing price_layers(const std::string& how, const ModelConfig& config, const ModelShape& shape,
@@ -103,13 +104,14 @@ void lay_out_layers(Plan& plan, const LayerPricing& pricing) {
   const Candidate& c = plan.chosen().candidate;
   if (c.tp < 2 || !pricing.layouts) return;
   const PassLayouts& pass = *pricing.layouts;
-  IntraOpPlan result = pass.plan_for(c.tp, c.dp);
+  IntraOpPlan result = pass.plan_for(c.tp, c.dp, c.sequence);
   plan.layer_layout = result.lua_body("layer");
   int sharded = 0, total = 0;
   for (auto& [path, style] : result.strategy) ++total, sharded += style != "replicated";
   plan.layer_layout_note = fmt::format(
-      "the {} ILP on one layer for {} x {} ranks (tp x dp), {} of its {} projections sharded ({} variables, {} "
-      "constraints)", result.solver, c.tp, c.dp, sharded, total, result.variables, result.constraints);
+      "the {} ILP on one layer for {} x {} ranks (tp x dp{}), {} of its {} projections sharded ({} variables, {} "
+      "constraints)", result.solver, c.tp, c.dp, c.sequence ? ", its tokens split between projections" : "", sharded,
+      total, result.variables, result.constraints);
 }
 
 }  // namespace slapo::plan

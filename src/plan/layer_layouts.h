@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "models/config.h"
@@ -22,15 +23,15 @@ class PassLayouts : public LayerLayouts {
   /// Builds, runs and traces one layer; raises (an Error) when any of that fails.
   PassLayouts(const ModelConfig& config, const ModelShape& shape, const Cluster& cluster, const Workload& work);
   /// The pass's layout for a step of the workload on tp x dp ranks (ZeRO-1 off), solved once.
-  TpLayout on(int tp, int dp) const override;
-  /// The plan behind on(tp, dp), whole: the calls the plan script makes on each layer.
-  IntraOpPlan plan_for(int tp, int dp) const;
+  TpLayout on(int tp, int dp, bool sequence) const override;
+  /// The plan behind on(tp, dp, sequence), whole: the calls the plan script makes on each layer.
+  IntraOpPlan plan_for(int tp, int dp, bool sequence) const;
   /// The layer's path in the model, which the plan's calls are relative to ("transformer.h.0").
   const std::string& layer() const { return layer_; }
   double trace_s() const { return trace_s_; }
 
  private:
-  IntraOpOptions options(int tp, int dp) const;
+  IntraOpOptions options(int tp, int dp, bool sequence) const;
   Cluster cluster_;
   Workload work_;
   int64_t hidden_;
@@ -42,9 +43,9 @@ class PassLayouts : public LayerLayouts {
     std::optional<IntraOpPlan> plan;  // none: the solve raised
     TpLayout layout = TpLayout::megatron();
   };
-  const Solved& solved(int tp, int dp) const;  // with mutex_ held
+  const Solved& solved(int tp, int dp, bool sequence) const;  // with mutex_ held
   mutable std::mutex mutex_;  // the search's threads share the solutions and the solver
-  mutable std::map<std::pair<int, int>, Solved> solved_;
+  mutable std::map<std::tuple<int, int, bool>, Solved> solved_;
 };
 
 /// What prices the layers' tensor parallelism: "ilp" (the pass, when the cluster has a node of 2

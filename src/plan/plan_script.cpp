@@ -36,17 +36,38 @@ std::string script_header(const Plan& plan) {
 
 // `local function shard_layer(layer) ... end` from the intra-op pass, the layout the predictions
 // price; `local shard_layer = nil` (the reference schedule's layout) without it.
+// With sequence parallelism, the layout expects its layer's tokens split: the first layer of each
+// stage splits them (`scatter`) and the last gathers them again. `sequence_parallel(s, first, last)`
+// does that to the layers first..last; the script checks that plan.sequence and shard_layer agree.
 std::string shard_layer_source(const Plan& plan) {
+  const bool splits = plan.chosen().candidate.sequence && !plan.layer_layout.empty();
+  std::string out;
   if (plan.layer_layout.empty())
-    return fmt::format("\n-- each layer's tensor parallelism: the reference schedule's (Megatron's) layout{}\n"
-                       "local shard_layer = nil\n",
-                       plan.layer_layout_note.empty() ? "" : "; " + plan.layer_layout_note);
-  return fmt::format(
-      "\n-- Each layer's tensor parallelism, from the intra-op pass: {}.\n"
-      "-- The predictions above price this layout. Edit a line (keep a projection whole, say) and run again;\n"
-      "-- `local shard_layer = nil` in its place runs the reference schedule's (Megatron's) layout.\n"
-      "local function shard_layer(layer)\n{}end\n",
-      plan.layer_layout_note, plan.layer_layout);
+    out = fmt::format("\n-- each layer's tensor parallelism: the reference schedule's (Megatron's) layout{}\n"
+                      "local shard_layer = nil\n",
+                      plan.layer_layout_note.empty() ? "" : "; " + plan.layer_layout_note);
+  else
+    out = fmt::format(
+        "\n-- Each layer's tensor parallelism, from the intra-op pass: {}.\n"
+        "-- The predictions above price this layout. Edit a line (keep a projection whole, say) and run again;\n"
+        "-- `local shard_layer = nil` in its place runs the reference schedule's (Megatron's) layout.\n"
+        "local function shard_layer(layer)\n{}end\n",
+        plan.layer_layout_note, plan.layer_layout);
+  out += fmt::format(R"(local shard_layer_splits_tokens = {}  -- it was written for sequence parallelism
+if plan.tp > 1 and plan.sequence ~= (shard_layer ~= nil and shard_layer_splits_tokens) then
+  error(("plan.sequence = %s, but the layers' layout (shard_layer) %s the tokens: plan again with the other, or set "
+    .. "sequence = %s"):format(tostring(plan.sequence), plan.sequence and "keeps whole" or "splits",
+    tostring(not plan.sequence)))
+end
+-- sequence parallelism: layers first..last take their tokens split over the tp ranks, and hand them on whole
+local function sequence_parallel(layers, first, last)
+  if not plan.sequence or plan.tp < 2 then return end
+  layers[first]:sync("fwd_pre", "scatter", {{ axis = 1 }})
+  layers[last]:sync("fwd_post", "all_gather", {{ axis = 1 }})
+end
+)",
+                     splits ? "true" : "false");
+  return out;
 }
 
 std::string pipeline_source(const Plan& plan, int steps) {
@@ -74,6 +95,7 @@ local plan = {{
   stages = {{        -- pipeline stages in order: how many layers each holds, and whether they are recomputed
 {}  }},
   micro_batches = {},  -- 1F1B: each replica's batch is cut into this many
+  sequence = {},  -- sequence parallelism: each layer's tokens split over the tp ranks between its projections
   batch = {}, seq = {}, steps = {}, lr = 1e-4,
   dtype = "{}",  -- "bfloat16": bf16 autocast (float32 weights and AdamW state, bf16 matmuls)
 }}
@@ -104,6 +126,7 @@ local function apply(s)
     for l = placed + 1, placed + stage.layers do
       if stage.checkpoint then layers[l]:checkpoint() end
     end
+    sequence_parallel(layers, placed + 1, placed + stage.layers)
     placed = placed + stage.layers
     if i < pp then layers[placed]:cut_pipeline_stage() end
   end
@@ -153,7 +176,7 @@ if slapo.dist.rank() == 0 then
 end
 )",
                      plan.model_source, c.tp, schedules_of(model), c.dp, c.zero ? "true" : "false", stages,
-                     c.micro_batches, plan.work.batch, plan.work.seq, steps, plan.work.dtype, shard_layer_source(plan),
+                     c.micro_batches, c.sequence ? "true" : "false", plan.work.batch, plan.work.seq, steps, plan.work.dtype, shard_layer_source(plan),
                      schedules_of(model), layers_path(model));
   return out;
 }
@@ -174,7 +197,8 @@ std::string Plan::lua_source(int steps) const {
   std::vector<int> tp_choices, micro_choices;
   std::string predictions;
   for (auto& r : ranked) {
-    if (r.candidate.pp() > 1) continue;  // the knobs span one-stage plans
+    // the knobs span one-stage plans; shard_layer is written for the chosen plan's sequence parallelism
+    if (r.candidate.pp() > 1 || (r.candidate.tp > 1 && r.candidate.sequence != c.sequence)) continue;
     if (std::find(tp_choices.begin(), tp_choices.end(), r.candidate.tp) == tp_choices.end())
       tp_choices.push_back(r.candidate.tp);
     if (std::find(micro_choices.begin(), micro_choices.end(), r.candidate.micro_batches) == micro_choices.end())
@@ -195,6 +219,7 @@ local plan = {{
   checkpoint = {},  -- fraction of layers whose activations are recomputed in backward
   zero = {},     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
   micro_batches = {},  -- each replica's batch in this many parts, their gradients accumulated
+  sequence = {},  -- sequence parallelism: each layer's tokens split over the tp ranks between its projections
   batch = {}, seq = {}, steps = {}, lr = 1e-4,
   dtype = "{}",  -- "bfloat16": bf16 autocast (float32 weights and AdamW state, bf16 matmuls)
 }}
@@ -239,6 +264,8 @@ local report = slapo.verify(sch, {{ example }}, {{}}, function(s)
     layer = shard_layer }})) do
     if slapo.dist.rank() == 0 then print("note: " .. note) end
   end
+  local layers = s["{}"]:children()
+  sequence_parallel(layers, 1, #layers)
 end)
 if slapo.dist.rank() == 0 then
   print(("verify: %d output(s) and %d gradients match the unscheduled model"):format(report.outputs, report.gradients))
@@ -258,8 +285,8 @@ if slapo.dist.rank() == 0 then
 end
 )",
                      model_source, c.tp, schedules, c.dp, c.checkpoint ? "1.0" : "0.0", c.zero ? "true" : "false",
-                     c.micro_batches, work.batch, work.seq, steps, work.dtype, cluster.devices(), fmt::join(tp_choices, ", "),
-                     fmt::join(micro_choices, ", "), predictions, shard_layer_source(*this), schedules);
+                     c.micro_batches, c.sequence ? "true" : "false", work.batch, work.seq, steps, work.dtype, cluster.devices(), fmt::join(tp_choices, ", "),
+                     fmt::join(micro_choices, ", "), predictions, shard_layer_source(*this), schedules, layers_path(model));
   return out;
 }
 

@@ -98,7 +98,10 @@ f:write(p.source)
 f:close()
 LUA
 for kind in bert llama; do
-  for case in "4|tp 2 x dp 1 x pp 2 (2+2), 2 micro|the pipeline's loss" "2|tp 2 x dp 1|1 output(s)"; do
+  # sequence parallelism (the pass's layout with each layer's tokens split) first; the last case's
+  # script is edited below
+  for case in "2|tp 2 x dp 1, sequence|1 output(s)" "4|tp 2 x dp 1 x pp 2 (2+2), 2 micro, sequence|the pipeline's loss" \
+    "4|tp 2 x dp 1 x pp 2 (2+2), 2 micro|the pipeline's loss" "2|tp 2 x dp 1|1 output(s)"; do
     IFS='|' read -r ranks pick verified <<<"$case"
     "$bin" run "$tmp/gen_model.lua" "$tmp/pp.json" "$kind" "$ranks" "$pick" "$tmp/$kind.lua" >/dev/null
     "$bin" run --nproc "$ranks" "$tmp/$kind.lua" >"$tmp/model.out" 2>&1 || { cat "$tmp/model.out"; exit 1; }

@@ -64,7 +64,7 @@ namespace {
 // A layout every mesh answers the same: what a pass that keeps every projection whole returns.
 struct FixedLayouts : LayerLayouts {
   TpLayout layout;
-  TpLayout on(int, int) const override { return layout; }
+  TpLayout on(int, int, bool) const override { return layout; }
 };
 }  // namespace
 
@@ -113,7 +113,7 @@ TEST_CASE("plan: the intra-op pass on one traced GPT-2 layer prices Megatron's l
   REQUIRE(pricing.layouts);
   CHECK(pricing.note.empty());
   for (int tp : {2, 4}) {
-    TpLayout l = pricing.layouts->on(tp, 1);
+    TpLayout l = pricing.layouts->on(tp, 1, false);
     CHECK(l.split_compute == doctest::Approx(1.0));
     CHECK(l.split_params == doctest::Approx(1.0));
     CHECK(l.forward_all_reduces == doctest::Approx(2.0));   // after attention's and the MLP's row projections
@@ -121,6 +121,20 @@ TEST_CASE("plan: the intra-op pass on one traced GPT-2 layer prices Megatron's l
     // the saved tensors the heads split, attention's scores grown to 512 x 512: near Megatron's
     // (24 + 5as/h) / (34 + 5as/h) = 0.86
     CHECK(l.split_activations == doctest::Approx(0.86).epsilon(0.08));
+  }
+  // sequence parallelism: the layer's tokens split between its projections. The norms, dropouts
+  // and residual adds then keep a tp-th of their tensors, so more of the saved activations divide;
+  // the forward moves the same volume as Megatron's two all-reduces, in gathers and reduce-scatters
+  model.layouts = pricing.layouts;
+  CHECK(model.sequence_parallel_on(2, 512));
+  CHECK_FALSE(model.sequence_parallel_on(2, 511));  // the ranks must divide the sequence
+  for (int tp : {2, 4}) {
+    TpLayout whole = pricing.layouts->on(tp, 1, false), split = pricing.layouts->on(tp, 1, true);
+    CHECK(split.split_activations > whole.split_activations + 0.05);
+    CHECK(split.forward_all_reduces + split.backward_all_reduces <= 4.0 + 1e-9);
+    auto sp = layer_costs(model, synthetic(1, 4, 80), work, 8, tp, 1, true);
+    auto mp = layer_costs(model, synthetic(1, 4, 80), work, 8, tp, 1, false);
+    CHECK(sp.layer_activation_bytes < mp.layer_activation_bytes);
   }
   // Megatron's pricing traces nothing; one device per node has no tensor parallelism to price
   CHECK_FALSE(price_layers("megatron", config, model, synthetic(1, 4, 80), work).layouts);
