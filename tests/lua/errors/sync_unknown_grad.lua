@@ -1,0 +1,7 @@
+-- expect: sync: grad for 'transformer.h.0.mlp' must be "slice" or "reduce_scatter", got "sum"
+-- An all_gather's backward named wrongly: refused with the choices.
+local must_fail = require("slapo.must_fail")
+local sch = must_fail.gpt2_schedule()
+must_fail.refuses(sch, function()
+  sch["transformer.h.0.mlp"]:sync("fwd_pre", "all_gather", { axis = 1, grad = "sum" })
+end)
