@@ -1,5 +1,11 @@
 // slapo-lua plan MODEL --cluster NxD:DEVICE --batch B --seq S [--out plan.lua]: the planner's
 // table on stdout and its plan as a Lua schedule script.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 
@@ -49,11 +55,48 @@ int cmd_plan(const PlanArgs& a) {
   return 0;
 }
 
+namespace {
+// Starts `count` copies of this profile (their output discarded), so the measurement sees the
+// other ranks of a plan competing for the cores and the memory bus; returns their pids.
+std::vector<pid_t> start_rank_copies(const ProfileDeviceArgs& a, int count) {
+  std::vector<std::string> args = {"slapo-lua", "profile-device", "--device", a.device, "--out", "/dev/null"};
+  if (a.threads > 0) args.insert(args.end(), {"--threads", std::to_string(a.threads)});
+  if (a.quick) args.push_back("--quick");
+  std::vector<char*> argv;
+  for (auto& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t quiet;
+  posix_spawn_file_actions_init(&quiet);
+  posix_spawn_file_actions_addopen(&quiet, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&quiet, 2, "/dev/null", O_WRONLY, 0);
+  std::vector<pid_t> pids;
+  for (int i = 0; i < count; ++i) {
+    pid_t pid = 0;
+    if (posix_spawn(&pid, "/proc/self/exe", &quiet, nullptr, argv.data(), environ) == 0) pids.push_back(pid);
+  }
+  posix_spawn_file_actions_destroy(&quiet);
+  if (static_cast<int>(pids.size()) != count)
+    throw Error(fmt::format("profile-device: --ranks {}: could start only {} of {} copies", count + 1, pids.size(), count));
+  return pids;
+}
+}  // namespace
+
 int cmd_profile_device(const ProfileDeviceArgs& a) {
+  std::vector<pid_t> copies;
+  auto reap = [&copies] {
+    for (pid_t pid : copies) ::waitpid(pid, nullptr, 0);
+    copies.clear();
+  };
   try {
     plan::ProfileOptions o;
     o.device = a.device, o.threads = a.threads, o.quick = a.quick;
+    if (a.ranks > 1 && a.device != "cpu")
+      throw Error("profile-device: --ranks measures ranks sharing a CPU; each GPU is its own device (use --device cpu)");
+    if (a.ranks > 1) copies = start_rank_copies(a, a.ranks - 1);
     auto j = plan::profile_device(o);
+    reap();
+    if (a.ranks > 1) j["device"] = fmt::format("{}, beside {} more", j["device"].get<std::string>(), a.ranks - 1);
+    j["ranks"] = a.ranks;
     fmt::print("device: {} (LibTorch {})\n", j["device"].get<std::string>(), j["torch"].get<std::string>());
     fmt::print("| matmul m x k x n | dtype | TFLOP/s |\n|---|---|---|\n");
     for (auto& row : j["matmul"])
@@ -73,6 +116,8 @@ int cmd_profile_device(const ProfileDeviceArgs& a) {
       fmt::print("wrote {}: slapo-lua plan MODEL --cluster 1x2:{}\n", a.out, a.out);
     }
   } catch (const std::exception& e) {
+    for (pid_t pid : copies) ::kill(pid, SIGTERM);
+    reap();
     report_error(e.what());
     return 1;
   }

@@ -31,6 +31,7 @@ int cmd_plan(const PlanArgs& args);
 struct ProfileDeviceArgs {
   std::string device = "cpu", out;
   int threads = 0;
+  int ranks = 1;  ///< CPU: measure beside ranks - 1 copies of the same profile, as a plan's ranks share the machine
   bool quick = false;
 };
 /// Measures this machine's device into a profile (devices/*.json's format) for `plan --cluster`.

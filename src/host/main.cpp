@@ -96,6 +96,9 @@ int main(int argc, char** argv) {
   profile_device->add_option("--threads", profile_args.threads, "CPU threads (default: LibTorch's; per rank: cores / ranks)")
       ->check(CLI::Range(0, 4096));
   profile_device->add_flag("--quick", profile_args.quick, "fewer, smaller shapes and shorter timing");
+  profile_device->add_option("--ranks", profile_args.ranks,
+                             "CPU: measure while ranks - 1 copies run the same profile (ranks sharing the machine)")
+      ->check(CLI::Range(1, 256));
   profile_device->add_option("--out", profile_args.out, "write the profile here (devices/*.json's format)");
 
   slapo::TuneArgs tune_args;

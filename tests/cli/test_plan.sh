@@ -141,6 +141,10 @@ done
 "$bin" profile-device --quick --out "$tmp/dev.json" >"$tmp/profile.out"
 grep -q "| 256 x 256 x 256 | float32 |" "$tmp/profile.out"
 grep -q '"memory_shared": true' "$tmp/dev.json"
+# measured as one of 2 ranks sharing the machine: a copy of the profile runs beside it, and is gone after
+"$bin" profile-device --quick --threads 1 --ranks 2 --out "$tmp/dev2.json" >/dev/null
+grep -q '"ranks": 2' "$tmp/dev2.json"
+grep -q '"device": "cpu (1 threads), beside 1 more"' "$tmp/dev2.json"
 "$bin" plan gpt2 --cluster 1x2:"$tmp/dev.json" --batch 4 --seq 32 >"$tmp/table2"
 grep -q "on 1 x 2 cpu" "$tmp/table2"
 set +e
