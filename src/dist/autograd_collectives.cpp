@@ -35,31 +35,22 @@ struct ReduceFromGroup : public torch::autograd::Function<ReduceFromGroup> {
   static variable_list backward(AutogradContext*, variable_list grads) { return {grads[0], at::Tensor()}; }
 };
 
+// Backward keeps this rank's slice of the gradient; with `sum_grads` (Megatron's sequence-parallel
+// gather, whose users, column-parallel projections, each hold a partial sum of the gradient) it
+// reduce-scatters the gradient instead.
 struct GatherFromGroup : public torch::autograd::Function<GatherFromGroup> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t dim, int64_t group) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t dim, int64_t group, bool sum_grads) {
     ctx->saved_data["group"] = group;
     ctx->saved_data["dim"] = dim;
+    ctx->saved_data["sum_grads"] = sum_grads;
     return group_by_id(static_cast<int>(group))->all_gather(x, dim, "sync(all_gather)");
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    auto g = saved_group(ctx)->local_slice(grads[0], ctx->saved_data["dim"].toInt(), "sync(all_gather backward)");
-    return {g.contiguous(), at::Tensor(), at::Tensor()};
-  }
-};
-
-// Megatron's sequence-parallel gather: the users of the gathered tensor (column-parallel
-// projections) each hold a partial sum of its gradient, so backward sums them and keeps this
-// rank's slice.
-struct GatherSequenceFromGroup : public torch::autograd::Function<GatherSequenceFromGroup> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t dim, int64_t group) {
-    ctx->saved_data["group"] = group;
-    ctx->saved_data["dim"] = dim;
-    return group_by_id(static_cast<int>(group))->all_gather(x, dim, "sync(all_gather)");
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {saved_group(ctx)->reduce_scatter(grads[0].contiguous(), ctx->saved_data["dim"].toInt(),
-                                             "sync(all_gather backward)"),
-            at::Tensor(), at::Tensor()};
+    int64_t dim = ctx->saved_data["dim"].toInt();
+    auto g = ctx->saved_data["sum_grads"].toBool()
+                 ? saved_group(ctx)->reduce_scatter(grads[0].contiguous(), dim, "sync(all_gather backward)")
+                 : saved_group(ctx)->local_slice(grads[0], dim, "sync(all_gather backward)").contiguous();
+    return {g, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -94,10 +85,10 @@ at::Tensor reduce_from_group(const at::Tensor& x, const std::shared_ptr<Group>& 
   return ReduceFromGroup::apply(x, g->id());
 }
 at::Tensor gather_from_group(const at::Tensor& x, int64_t dim, const std::shared_ptr<Group>& g) {
-  return GatherFromGroup::apply(x, dim, g->id());
+  return GatherFromGroup::apply(x, dim, g->id(), false);
 }
 at::Tensor gather_sequence_from_group(const at::Tensor& x, int64_t dim, const std::shared_ptr<Group>& g) {
-  return GatherSequenceFromGroup::apply(x, dim, g->id());
+  return GatherFromGroup::apply(x, dim, g->id(), true);
 }
 at::Tensor scatter_to_group(const at::Tensor& x, int64_t dim, const std::shared_ptr<Group>& g) {
   return ScatterToGroup::apply(x, dim, g->id());

@@ -337,6 +337,20 @@ void lx_push_named_tensors(lua_State* L, const std::vector<std::pair<std::string
   }
 }
 
+std::vector<std::string> lx_check_strings(lua_State* L, int idx, const char* fn, const char* what) {
+  if (!lua_istable(L, idx)) throw Error(fmt::format("{}: {} must be an array of strings, got {}", fn, what, luaL_typename(L, idx)));
+  std::vector<std::string> out;
+  for (size_t i = 1; i <= lua_objlen(L, idx); ++i) {
+    lua_rawgeti(L, idx, static_cast<int>(i));
+    if (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER)
+      throw Error(fmt::format("{}: {}[{}] must be a string, got {}", fn, what, i, luaL_typename(L, -1)));
+    out.emplace_back(lua_tostring(L, -1));
+    lua_pop(L, 1);
+  }
+  if (out.empty()) throw Error(fmt::format("{}: {} is empty", fn, what));
+  return out;
+}
+
 std::vector<int64_t> lx_check_shape(lua_State* L, int idx, const char* fn) {
   if (lua_isnumber(L, idx)) return {static_cast<int64_t>(lua_tonumber(L, idx))};
   if (!lua_istable(L, idx)) luaL_error(L, "%s: shape must be a table of sizes like {2, 3}, got %s", fn, luaL_typename(L, idx));

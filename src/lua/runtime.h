@@ -79,6 +79,9 @@ void lx_push_named_tensors(lua_State* L, const std::vector<std::pair<std::string
 /// Pushes a Lua array of strings; returns 1.
 int lx_push_strings(lua_State* L, const std::vector<std::string>& strings);
 
+/// A non-empty Lua array of strings (numbers become strings); errors name `fn` and `what`.
+std::vector<std::string> lx_check_strings(lua_State* L, int idx, const char* fn, const char* what);
+
 /// Integer-valued Lua array {2, 3} -> shape.
 std::vector<int64_t> lx_check_shape(lua_State* L, int idx, const char* fn);
 

@@ -31,19 +31,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::vector<std::string> string_array(lua_State* L, int idx, const char* fn, const char* what) {
-  if (!lua_istable(L, idx)) throw Error(fmt::format("{}: {} must be an array of strings, got {}", fn, what, luaL_typename(L, idx)));
-  std::vector<std::string> out;
-  for (size_t i = 1; i <= lua_objlen(L, idx); ++i) {
-    lua_rawgeti(L, idx, static_cast<int>(i));
-    if (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER)
-      throw Error(fmt::format("{}: {}[{}] must be a string, got {}", fn, what, i, luaL_typename(L, -1)));
-    out.emplace_back(lua_tostring(L, -1));
-    lua_pop(L, 1);
-  }
-  if (out.empty()) throw Error(fmt::format("{}: {} is empty", fn, what));
-  return out;
-}
 
 std::map<std::string, std::string> string_map(lua_State* L, int idx, const char* fn) {
   std::map<std::string, std::string> out;
@@ -80,7 +67,7 @@ void stop_group(pid_t pid, int* status) {
 // address space (RLIMIT_AS), so an allocation past it fails as out-of-memory would.
 int w_run_process(lua_State* L) {
   const char* fn = "run_process";
-  auto argv_s = string_array(L, 1, fn, "argv");
+  auto argv_s = lx_check_strings(L, 1, fn, "argv");
   lx_check_option_keys(L, 2, {"env", "timeout", "log", "memory_mib"}, fn);
   std::map<std::string, std::string> env;
   if (lua_istable(L, 2)) {

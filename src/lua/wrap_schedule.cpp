@@ -205,17 +205,7 @@ int w_Schedule_sync(lua_State* L) {
   std::vector<std::string> params;  // bwd_params: only these
   if (lua_istable(L, 4)) {
     lua_getfield(L, 4, "params");
-    if (!lua_isnil(L, -1)) {
-      if (!lua_istable(L, -1) || lua_objlen(L, -1) == 0)
-        throw Error(fmt::format("sync: params for {} must be a non-empty array of parameter names", s->where()));
-      for (size_t i = 1; i <= lua_objlen(L, -1); ++i) {
-        lua_rawgeti(L, -1, static_cast<int>(i));
-        if (lua_type(L, -1) != LUA_TSTRING)
-          throw Error(fmt::format("sync: params[{}] for {} must be a string, got {}", i, s->where(), luaL_typename(L, -1)));
-        params.emplace_back(lua_tostring(L, -1));
-        lua_pop(L, 1);
-      }
-    }
+    if (!lua_isnil(L, -1)) params = lx_check_strings(L, lua_gettop(L), "sync", "params");
     lua_pop(L, 1);
   }
   double axis = lx_opt_number(L, 4, "axis", static_cast<double>(INT64_MIN), "sync");

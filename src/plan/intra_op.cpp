@@ -165,8 +165,8 @@ bool token_ok(const IntraOpAnalysis& a, const torch::jit::Node* node,
 
 // One propagation from the module's input in `boundary` (R, or T: sequence parallel): false when an
 // op would see layouts it cannot compute on. `forked` gets the dropouts that see split tensors:
-// each rank's heads or tokens need their own masks. `token_params` gets the modules whose
-// parameters ops use on this rank's tokens alone: their gradients are all-reduced.
+// each rank's heads or tokens need their own masks. `token_params` gets the parameters ops use on
+// this rank's tokens alone ("ln_1.weight"): their gradients are all-reduced.
 bool propagate(const Analysis& a, const std::vector<Style>& styles, Layout boundary, std::map<std::string, int>* groups,
                std::set<std::string>* forked, std::set<std::string>* token_params) {
   auto& g = *a.graph->graph();
@@ -254,8 +254,7 @@ const std::set<std::string> kViews = {"aten::view", "aten::reshape", "aten::perm
                                       "prim::TupleUnpack", "aten::size", "aten::detach"};
 
 double numel_of(const torch::jit::Value* v) {
-  auto t = v->type()->cast<c10::TensorType>();
-  auto sizes = t ? t->sizes().concrete_sizes() : c10::nullopt;
+  auto sizes = sizes_of(v);
   if (!sizes) return 0;
   double n = 1;
   for (auto d : *sizes) n *= double(d);
@@ -295,8 +294,7 @@ Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
   // scores) grows with the sequence once more for each dimension past the first.
   const double seq_growth = o.seq > 0 && a.example_seq > 1 ? o.seq / double(a.example_seq) : 1.0;
   auto scale_of = [&](const torch::jit::Value* v) {
-    auto t = v->type()->cast<c10::TensorType>();
-    auto sizes = t ? t->sizes().concrete_sizes() : c10::nullopt;
+    auto sizes = sizes_of(v);
     int seq_dims = 0;
     if (sizes)
       for (auto d : *sizes) seq_dims += d == a.example_seq;
@@ -368,7 +366,7 @@ Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
         options.push_back(style(Layout::R, Layout::R, Style::Replicated, flops / o.flops_per_s + weight_sync(params),
                                 weight_bytes(params) + out_elements * bytes));
         double shared = flops / o.ranks / o.flops_per_s + weight_sync(params / o.ranks);
-        double input_sync = all_reduce_seconds(tokens * double(p.in) * bytes, o.ranks, o.bandwidth, o.latency);
+        double input_sync = tp_reduce(tokens * double(p.in));
         int group = group_of[next_projection];
         if (group >= 0 && b.shared_node[size_t(group)] < 0) {  // one sync for the group, on their module
           // none; the input's gradient all-reduced; or (sequence parallel) the input's tokens
@@ -387,14 +385,12 @@ Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
                                   weight_bytes(params / o.ranks) + out_elements * bytes / o.ranks));
           // and its output all-gathered in forward (half an all-reduce)
           options.push_back(style(Layout::R, Layout::R, Style::ColumnGather,
-                                  column + all_reduce_seconds(tokens * double(p.out) * bytes, o.ranks, o.bandwidth,
-                                                              o.latency) / 2,
+                                  column + tp_reduce(tokens * double(p.out)) / 2,
                                   weight_bytes(params / o.ranks) + out_elements * bytes));
         }
         if (!p.tied && p.in % o.ranks == 0)  // row: the partial outputs all-reduced in forward
           options.push_back(style(Layout::S, Layout::R, Style::Row,
-                                  shared + all_reduce_seconds(tokens * double(p.out) * bytes, o.ranks, o.bandwidth,
-                                                              o.latency),
+                                  shared + tp_reduce(tokens * double(p.out)),
                                   weight_bytes(params / o.ranks) + out_elements * bytes));
         if (sequence && !p.tied) {
           // column on gathered tokens: the gather's all-gather forward and reduce-scatter backward
@@ -847,9 +843,8 @@ std::string IntraOpPlan::lua_body(const std::string& var, const std::string& bel
   std::map<std::string, std::vector<std::string>> token_modules;  // norms on this rank's tokens
   for (auto& param : token_params)
     if (param.compare(0, prefix.size(), prefix) == 0) {
-      auto dot = param.rfind('.');
-      std::string module = dot == std::string::npos ? "" : param.substr(0, dot);
-      token_modules[module].push_back(param.substr(dot == std::string::npos ? 0 : dot + 1));
+      std::string module = parent_of(param);
+      token_modules[module].push_back(param.substr(module.empty() ? 0 : module.size() + 1));
     }
   for (auto& [module, names] : token_modules) {  // their gradients summed over the ranks
     if (module + "." == prefix || module.empty())  // the module's own: by name, beside its sharded ones
