@@ -111,7 +111,7 @@ void GradBuckets::finish() {
   torch::NoGradGuard no_grad;
   for (auto& b : buckets_) {
     b->wait();
-    b->flat.div_(group_->size());
+    if (average_) b->flat.div_(group_->size());
     // The gradients become views of the bucket: backward accumulates into them in place, so
     // the next step reduces them without copying.
     if (!grads_are_views(*b)) {

@@ -29,6 +29,9 @@ class GradBuckets {
   /// parameter is ready when its gradient was accumulated that many times.
   void set_backward_passes(int n);
   int backward_passes() const { return passes_; }
+  /// Average over the group (the default), or sum where each rank's gradients are already its
+  /// part of the whole (pipeline stages on meshes of their own).
+  void set_average(bool average) { average_ = average; }
 
   /// Starts the buckets not started yet (parameters without a gradient count as zeros), waits
   /// for all, and leaves each gradient averaged over the group. Then the next step may begin.
@@ -55,6 +58,7 @@ class GradBuckets {
   size_t next_bucket_ = 0;  // buckets start strictly in order, so all ranks agree
   int started_early_ = 0, last_started_early_ = 0;
   bool finishing_ = false;
+  bool average_ = true;
 };
 
 }  // namespace slapo::dist

@@ -50,6 +50,15 @@ struct PipelineStats {
   }
 };
 
+/// A pipeline stage on ranks of its own (Alpa's submesh): `tp` x `dp` consecutive global ranks from
+/// `first_rank`, rank = first_rank + dp_rank * tp + tp_rank. Each data-parallel replica runs its
+/// share of every micro-batch's rows; stages of different meshes exchange the rows they share.
+struct StageMesh {
+  int first_rank = 0, tp = 1, dp = 1;
+  int size() const { return tp * dp; }
+  bool holds(int rank) const { return rank >= first_rank && rank < first_rank + size(); }
+};
+
 class PipelineRunner {
  public:
   /// Runs one of this rank's chunks: (chunk, the micro-batch's model inputs, the previous stage's
@@ -60,6 +69,11 @@ class PipelineRunner {
 
   /// This rank runs stages `group->rank() + c * group->size()` for each of its `chunks`.
   PipelineRunner(std::shared_ptr<Group> group, PipelineSchedule schedule, int chunks = 1);
+  /// One stage per mesh, each on its own ranks of `world` (whose ranks the meshes cover in order).
+  /// The micro-batch inputs a rank is given are its replica's rows; the loss is divided by the
+  /// last stage's replicas too, so each replica's gradients are its part of the batch's: summed
+  /// over a stage's replicas, they are the whole batch's.
+  PipelineRunner(std::shared_ptr<Group> world, PipelineSchedule schedule, std::vector<StageMesh> meshes);
 
   /// Forward and backward of every micro-batch. Each micro-batch's loss is divided by their
   /// number, so the accumulated gradients equal those of the mean loss of the whole batch.
@@ -68,16 +82,29 @@ class PipelineRunner {
               const std::vector<Value>& targets);
 
   const std::shared_ptr<Group>& group() const { return group_; }
-  int stage() const { return group_->rank(); }
-  int stages() const { return group_->size(); }
+  int stage() const { return stage_; }
+  int stages() const { return meshes_.empty() ? group_->size() : static_cast<int>(meshes_.size()); }
+  /// The stages' meshes; empty when every stage is one rank of the group.
+  const std::vector<StageMesh>& meshes() const { return meshes_; }
   int chunks() const { return chunks_; }
   const PipelineStats& last_stats() const { return stats_; }
   PipelineSchedule schedule() const { return schedule_; }
 
  private:
+  // A rank this one exchanges a micro-batch's tensors with, and which of this rank's rows: all of
+  // them when `rows` is 0 (stages of one rank each, or meshes with the same replicas).
+  struct Peer {
+    int rank;  // in group_
+    int64_t first_row = 0, rows = 0;
+  };
+  // The ranks virtual stage `vs` sends to (forward: the next stage; backward: the previous one)
+  // or receives from, for micro-batches of `local_rows` rows on this rank.
+  std::vector<Peer> peers(int vs, bool backward, bool sending, int64_t local_rows) const;
   // Messages between virtual stage `from` and from + 1 (forward) or back (gradients).
-  void send_activations(const std::vector<at::Tensor>& tensors, int micro_batch, int from);
-  std::vector<at::Tensor> recv_activations(int micro_batch, int from);
+  void send_activations(const std::vector<at::Tensor>& tensors, int micro_batch, int from, int64_t local_rows);
+  std::vector<at::Tensor> recv_activations(int micro_batch, int from, int64_t local_rows);
+  void send_piece(const std::vector<at::Tensor>& tensors, int dst, int micro_batch, int from, bool backward);
+  std::vector<at::Tensor> recv_piece(int src, int micro_batch, int from, bool backward);
   int tag(int micro_batch, int from, bool backward, int part) const;
   // One rank holding every chunk passes messages to itself through this mailbox, by tag.
   void send_tensor(const at::Tensor& t, int dst, int tag);
@@ -87,6 +114,8 @@ class PipelineRunner {
   std::shared_ptr<Group> group_;
   PipelineSchedule schedule_;
   int chunks_;
+  std::vector<StageMesh> meshes_;
+  int stage_ = 0;
   at::Device wire_;  // where headers and received tensors live: the backend's device (CPU for Gloo)
   PipelineStats stats_;
 };

@@ -147,6 +147,41 @@ bool lx_save_if_pipeline(lua_State* L, int idx, const std::string& dir, int64_t 
   return true;
 }
 
+namespace {
+
+// pipeline.meshes = {{tp = 2, dp = 1}, {tp = 1, dp = 2}, ...}: each stage's mesh, ranks in order.
+std::vector<dist::StageMesh> stage_meshes(lua_State* L, int pipeline) {
+  std::vector<dist::StageMesh> out;
+  lua_getfield(L, pipeline, "meshes");
+  int t = lua_gettop(L);
+  if (!lua_isnil(L, t)) {
+    if (!lua_istable(L, t) || lua_objlen(L, t) < 2)
+      throw Error(fmt::format("build: pipeline.meshes must list two stage meshes or more, {{{{tp =, dp =}}, ...}}, got "
+                              "{}", lua_istable(L, t) ? "fewer" : luaL_typename(L, t)));
+    int first = 0;
+    for (int i = 1; i <= static_cast<int>(lua_objlen(L, t)); ++i) {
+      lua_rawgeti(L, t, i);
+      int m = lua_gettop(L);
+      if (!lua_istable(L, m))
+        throw Error(fmt::format("build: pipeline.meshes[{}] must be a table {{tp =, dp =}}, got {}", i, luaL_typename(L, m)));
+      lx_check_option_keys(L, m, {"tp", "dp"}, fmt::format("build: pipeline.meshes[{}]", i).c_str());
+      auto size = [&](const char* key) {
+        return static_cast<int>(lx_check_integer_value(lx_opt_number(L, m, key, 1, "build"),
+                                                       fmt::format("pipeline.meshes[{}].{}", i, key).c_str(), 1,
+                                                       1 << 20, "build"));
+      };
+      dist::StageMesh mesh{first, size("tp"), size("dp")};
+      first += mesh.size();
+      out.push_back(mesh);
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+  return out;
+}
+
+}  // namespace
+
 void lx_push_pipeline(lua_State* L, std::shared_ptr<Schedule> root, int opts) {
   PipelineOptions o;
   if (lua_istable(L, opts)) {
@@ -157,7 +192,8 @@ void lx_push_pipeline(lua_State* L, std::shared_ptr<Schedule> root, int opts) {
       if (!lua_isnil(L, -1)) o.group = lx_group_arg(L, lua_gettop(L));
       lua_pop(L, 1);
       lx_check_option_keys(L, t, {"group", "micro_batches", "dp_group", "bucket_mb", "release_other_stages",
-                                  "schedule", "loss"}, "build: pipeline");
+                                  "schedule", "loss", "meshes"}, "build: pipeline");
+      o.meshes = stage_meshes(L, t);
       double micro = lx_opt_number(L, t, "micro_batches", 0, "build");
       if (micro != 0)  // 0 (absent): one per stage
         o.micro_batches = static_cast<int>(lx_check_integer_value(micro, "pipeline.micro_batches", 1, 1 << 20, "build"));
@@ -195,7 +231,7 @@ void lx_push_pipeline(lua_State* L, std::shared_ptr<Schedule> root, int opts) {
     }
     lua_pop(L, 1);
   }
-  if (!o.group && root->world_size() > 1)
+  if (!o.group && o.meshes.empty() && root->world_size() > 1)
     throw Error("build: the schedule shards over several ranks, so name the pipeline's ranks: "
                 "slapo.build(sch, {pipeline = {group = layout.pp_group}})");
   auto pipeline = std::make_shared<Pipeline>(std::move(root), std::move(o));

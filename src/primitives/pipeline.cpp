@@ -54,6 +54,7 @@ std::vector<TraceLeaf> pipeline_trace_leaves(Schedule& root, const std::vector<s
 
 struct Pipeline::Split {
   std::vector<std::shared_ptr<StageGraph>> stages;
+  std::map<std::string, std::vector<int>> sharing;    // shared parameter -> the stages using it
   std::vector<std::vector<std::string>> param_names;  // per stage
   std::vector<std::string> my_names;                  // this rank's stages', each once
   std::vector<at::Tensor> my_params;
@@ -66,6 +67,21 @@ namespace {
 int chunks_for(size_t stages, const std::shared_ptr<dist::Group>& group) {
   int ranks = group ? group->size() : dist::world()->size();
   return std::max<int>(1, static_cast<int>(stages) / ranks);
+}
+
+dist::PipelineRunner make_runner(const PipelineOptions& o, size_t stages) {
+  if (o.meshes.empty()) return {o.group ? o.group : dist::world(), o.schedule, chunks_for(stages, o.group)};
+  if (o.meshes.size() != stages)
+    throw Error(fmt::format("build: the cuts make {} pipeline stages, but pipeline.meshes names {}; give each stage "
+                            "one mesh", stages, o.meshes.size()));
+  return {dist::world(), o.schedule, o.meshes};
+}
+
+// The global ranks `count` apart from `first`, `n` of them.
+std::vector<int> ranks_from(int first, int step, int n) {
+  std::vector<int> out;
+  for (int i = 0; i < n; ++i) out.push_back(first + i * step);
+  return out;
 }
 
 std::vector<std::vector<int64_t>> shapes_of(const Values& inputs) {
@@ -81,8 +97,7 @@ Pipeline::Pipeline(std::shared_ptr<Schedule> root, PipelineOptions options)
       cuts_(pipeline_cuts(*root_)),
       micro_batches_(options.micro_batches),
       loss_(std::move(options.loss)),
-      runner_(options.group ? options.group : dist::world(), options.schedule,
-              chunks_for(cuts_.size() + 1, options.group)),
+      runner_(make_runner(options, cuts_.size() + 1)),
       dp_group_(std::move(options.dp_group)),
       bucket_bytes_(options.bucket_bytes),
       release_other_stages_(options.release_other_stages) {
@@ -96,6 +111,24 @@ Pipeline::Pipeline(std::shared_ptr<Schedule> root, PipelineOptions options)
                             "several interleaved), so cut {} or {} times for this group",
                             cuts_.size(), cuts_.size() == 1 ? "" : "s", fmt::join(cuts_, ", "),
                             cuts_.size() == 1 ? "s" : "", cuts_.size() + 1, p, p - 1, 2 * p - 1));
+  }
+  if (!runner_.meshes().empty()) {  // this rank's schedule and replicas must be its mesh's
+    auto& mesh = runner_.meshes()[stage()];
+    const int offset = dist::world()->rank() - mesh.first_rank;
+    auto tp_ranks = ranks_from(mesh.first_rank + offset / mesh.tp * mesh.tp, 1, mesh.tp);
+    auto dp_ranks = ranks_from(mesh.first_rank + offset % mesh.tp, mesh.tp, mesh.dp);
+    auto group_ranks = [](const std::shared_ptr<dist::Group>& g) {
+      return g ? g->ranks() : std::vector<int>{dist::world()->rank()};
+    };
+    if (group_ranks(root_->group()) != tp_ranks)
+      throw Error(fmt::format("build: this rank runs stage {} on tp {} x dp {}, so its schedule must shard over ranks "
+                              "{{{}}}, not {{{}}}; create the schedule with {{group = layout.tp_group}} of "
+                              "slapo.parallel.stage_layout", stage(), mesh.tp, mesh.dp, fmt::join(tp_ranks, ", "),
+                              fmt::join(group_ranks(root_->group()), ", ")));
+    if (group_ranks(dp_group_) != dp_ranks)
+      throw Error(fmt::format("build: this rank runs stage {} on tp {} x dp {}, so pipeline.dp_group must be ranks "
+                              "{{{}}}, not {{{}}} (layout.dp_group of slapo.parallel.stage_layout)", stage(), mesh.tp,
+                              mesh.dp, fmt::join(dp_ranks, ", "), fmt::join(group_ranks(dp_group_), ", ")));
   }
   if (micro_batches_ == 0) micro_batches_ = runner_.stages();
   if (micro_batches_ < 1)
@@ -157,7 +190,18 @@ const Pipeline::Split& Pipeline::split_for(const Values& micro_inputs) {
       }
     }
   for (auto& [name, stages] : users)
-    if (stages.size() > 1) split->shared.emplace_back(name, by_name[name]);
+    if (stages.size() > 1) {
+      split->shared.emplace_back(name, by_name[name]);
+      split->sharing[name] = stages;
+      if (!runner_.meshes().empty() && !sharing_groups_.count(stages)) {  // every rank, in name order
+        std::vector<int> ranks;
+        for (int s : stages) {
+          auto& mesh = runner_.meshes()[s];
+          for (int r = 0; r < mesh.size(); ++r) ranks.push_back(mesh.first_rank + r);
+        }
+        sharing_groups_[stages] = dist::new_group(ranks);
+      }
+    }
   shared_.clear();
   for (auto& s : split->shared) shared_.push_back(s.first);
   if (release_other_stages_) {  // the other stages' weights are never read on this rank again
@@ -179,6 +223,7 @@ const Pipeline::Split& Pipeline::split_for(const Values& micro_inputs) {
     for (size_t i = 0; i < split->my_params.size(); ++i) named.emplace_back(split->my_names[i], split->my_params[i]);
     dp_ = std::make_unique<dist::GradBuckets>(std::move(named), dp_group_, bucket_bytes_);
     dp_->set_backward_passes(micro_batches_);
+    dp_->set_average(runner_.meshes().empty());  // on meshes each replica's gradients are its part
   }
   return *(splits_[key] = split);
 }
@@ -193,7 +238,28 @@ void Pipeline::prepare(const Values& inputs) {
                               "divisible by micro_batches", t.dim() ? t.size(0) : 0, micro_batches_));
     micro.emplace_back(t.narrow(0, 0, t.size(0) / micro_batches_));
   }
-  current_ = &split_for(micro);
+  current_ = &split_for(my_rows(micro));
+}
+
+Values Pipeline::my_rows(const Values& micro_inputs) const {
+  if (runner_.meshes().empty()) return micro_inputs;
+  auto& mesh = runner_.meshes()[stage()];
+  const int dp_rank = (dist::world()->rank() - mesh.first_rank) / mesh.tp;
+  Values out;
+  for (auto& v : micro_inputs) {
+    if (!v.isTensor()) {
+      out.push_back(v);
+      continue;
+    }
+    auto& t = v.toTensor();
+    for (auto& m : runner_.meshes())
+      if (t.dim() == 0 || t.size(0) % m.dp != 0)
+        throw Error(fmt::format("pipeline: micro-batches of {} rows do not split among stage {}'s {} data-parallel "
+                                "replicas; use a batch of micro_batches x a multiple of every stage's dp",
+                                t.dim() ? t.size(0) : 0, &m - runner_.meshes().data(), m.dp));
+    out.emplace_back(t.narrow(0, dp_rank * (t.size(0) / mesh.dp), t.size(0) / mesh.dp));
+  }
+  return out;
 }
 
 double Pipeline::step(const Values& inputs, const at::Tensor& labels) {
@@ -203,12 +269,13 @@ double Pipeline::step(const Values& inputs, const at::Tensor& labels) {
     auto chunks = v.toTensor().chunk(micro_batches_, 0);
     for (int i = 0; i < micro_batches_; ++i) micro[i].emplace_back(chunks[i]);
   }
+  for (auto& m : micro) m = my_rows(m);
   std::vector<Value> targets;
   if (labels.defined()) {
     if (labels.dim() == 0 || labels.size(0) % micro_batches_ != 0)
       throw Error(fmt::format("pipeline: labels of {} rows do not split into {} micro-batches", labels.dim() ? labels.size(0) : 0,
                               micro_batches_));
-    for (auto& c : labels.chunk(micro_batches_, 0)) targets.emplace_back(c);
+    for (auto& c : labels.chunk(micro_batches_, 0)) targets.emplace_back(my_rows({c})[0]);
   }
   auto& graphs = current_->stages;
   const int ranks = stages(), rank = stage();
@@ -216,6 +283,10 @@ double Pipeline::step(const Values& inputs, const at::Tensor& labels) {
     return graphs[chunk * ranks + rank]->run(in, received);
   }, loss_, micro, targets);
   if (dp_) dp_->finish();  // before the shared sum, which would otherwise be averaged away
+  if (!runner_.meshes().empty()) {
+    sum_shared_grads_over_meshes();
+    return loss;
+  }
 
   // A parameter used by several stages (a tied embedding and LM head) gets the sum of their grads.
   std::set<std::string> mine(current_->my_names.begin(), current_->my_names.end());
@@ -225,6 +296,25 @@ double Pipeline::step(const Values& inputs, const at::Tensor& labels) {
     if (mine.count(name)) p.mutable_grad() = g;
   }
   return loss;
+}
+
+// Each rank of a stage holds that stage's whole gradient of a shared parameter (gathered over its
+// tp group when sharded); a sum over every rank of the sharing stages, each weighted by one over
+// its mesh's size, adds the stages' gradients once each.
+void Pipeline::sum_shared_grads_over_meshes() {
+  auto specs = shard_specs_by_tensor(*root_->mod());
+  const int mesh_size = runner_.meshes()[stage()].size();
+  torch::NoGradGuard no_grad;
+  for (auto& [name, p] : current_->shared) {
+    auto& group = sharing_groups_.at(current_->sharing.at(name));
+    if (!group->contains_me()) continue;
+    at::Tensor g = p.grad().defined() ? p.grad().detach() : torch::zeros_like(p.detach());
+    auto spec = specs.find(p.unsafeGetTensorImpl());
+    if (spec != specs.end()) g = spec->second->regroup(root_->group()->all_gather(g, spec->second->axis, "pipeline"));
+    g = g / mesh_size;
+    group->all_reduce(g, "pipeline");
+    p.mutable_grad() = spec != specs.end() ? spec->second->local(g).contiguous() : g;
+  }
 }
 
 std::vector<at::Tensor> Pipeline::parameters() const {
@@ -265,6 +355,11 @@ std::string Pipeline::describe() const {
   std::string out = fmt::format("pipeline of {} stages ({}, {} micro-batches), cut after {}; this rank runs stage {}",
                                 stages(), dist::pipeline_schedule_name(runner_.schedule()), micro_batches_,
                                 fmt::join(cuts_, ", "), stage());
+  if (!runner_.meshes().empty()) {
+    std::vector<std::string> meshes;
+    for (auto& m : runner_.meshes()) meshes.push_back(fmt::format("{}x{}", m.tp, m.dp));
+    out += fmt::format(" of stage meshes (tp x dp) {}", fmt::join(meshes, " "));
+  }
   if (current_) {
     auto& s = *current_->stages[stage()];
     out += fmt::format(": {} ({} parameter tensors; receives {}, sends {} tensor{})", fmt::join(s.leaves(), ", "),

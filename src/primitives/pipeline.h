@@ -45,6 +45,10 @@ struct PipelineOptions {
   /// of the model (they are never used here), so a rank holds about 1/stages of the weights.
   /// The price: batches of another shape cannot be traced any more.
   bool release_other_stages = true;
+  /// Alpa's stages on submeshes of their own, in stage order over the world's ranks (then `group`
+  /// is unused). This rank's schedule must shard over its mesh's tp ranks and `dp_group` be its
+  /// replicas; `step` takes the whole batch on every rank and gives each replica its rows.
+  std::vector<dist::StageMesh> meshes;
 };
 
 class Pipeline {
@@ -101,6 +105,10 @@ class Pipeline {
   std::unique_ptr<dist::GradBuckets> dp_;  // over this stage's parameters, made with the first split
   bool release_other_stages_;
   std::vector<std::string> released_;       // parameters emptied on this rank
+  // Stage meshes: the ranks of the stages sharing a parameter, by those stages.
+  std::map<std::vector<int>, std::shared_ptr<dist::Group>> sharing_groups_;
+  void sum_shared_grads_over_meshes();
+  Values my_rows(const Values& micro_inputs) const;
 };
 
 /// slapo.save(pipe, dir): one Hugging Face checkpoint of the whole model. Each stage's parameters

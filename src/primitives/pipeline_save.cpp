@@ -56,8 +56,9 @@ void save_pipeline(Pipeline& pipe, const std::string& dir, int64_t max_shard_byt
   auto& group = *pipe.runner().group();
   NamedTensors full;
   std::set<std::string> seen;  // a parameter several stages use (tied weights) is written once
-  for (int s = 0; s < group.size(); ++s)
-    for (auto& [name, t] : broadcast_named(group, s, mine))
+  auto& meshes = pipe.runner().meshes();  // stages on meshes: each stage's first rank sends
+  for (int s = 0; s < pipe.stages(); ++s)
+    for (auto& [name, t] : broadcast_named(group, meshes.empty() ? s : meshes[s].first_rank, mine))
       if (seen.insert(name).second) full.emplace_back(name, t);
   if (elected_writer(group.rank() == 0 && sch.rank() == 0, "save"))
     write_pretrained(*sch.mod(), dir, full, max_shard_bytes);

@@ -19,6 +19,19 @@ function Layout:__tostring()
   return s
 end
 
+local StageLayout = {}
+StageLayout.__index = StageLayout
+
+function StageLayout:__tostring()
+  local meshes = {}
+  for _, m in ipairs(self.meshes) do
+    table.insert(meshes, ("%dx%d"):format(m.tp, m.dp))
+  end
+  return ("rank %d: stage %d of meshes (tp x dp) %s, tp group {%s} (tp rank %d), dp group {%s} (dp rank %d)"):format(
+    self.rank, self.stage, table.concat(meshes, " "), table.concat(self.tp_ranks, ", "), self.tp_rank,
+    table.concat(self.dp_ranks, ", "), self.dp_rank)
+end
+
 --- Bucketed data parallelism over this layout's DP group: dp = layout:data_parallel(model, {bucket_mb = 25});
 --- loss:backward(); dp:finish(); opt:step(). Buckets start their all-reduce during backward.
 function Layout:data_parallel(model, opts)
@@ -102,6 +115,73 @@ function M.layout(opts)
   make("dp", dp, { tp, pp, rank = function(t, p, i) return rank_of(t, i, p) end })
   make("pp", pp, { tp, dp, rank = function(t, d, i) return rank_of(t, d, i) end })
   assert(layout.tp_rank == me.t and layout.dp_rank == me.d and layout.pp_rank == me.p)
+  return layout
+end
+
+-- A new group of `size` ranks, the i-th (from 0) being rank_at(i); returns it and its ranks.
+local function stage_group(size, rank_at)
+  local ranks = {}
+  for i = 0, size - 1 do
+    table.insert(ranks, rank_at(i))
+  end
+  return slapo.dist.new_group(ranks), ranks
+end
+
+--- Alpa's layout: each pipeline stage on a submesh of its own, `meshes` = {{tp =, dp =}, ...} in
+--- stage order, taking the world's ranks in turn (rank = first rank of the stage + dp rank * tp + tp
+--- rank). On 4 ranks {{tp = 2}, {dp = 2}} runs stage 0 tensor-parallel on ranks 0-1 and stage 1 as
+--- two replicas on ranks 2 and 3. Every rank must call it. The result has this rank's stage, its
+--- tp and dp groups, and `meshes` for slapo.build's pipeline = {meshes = layout.meshes, ...}.
+function M.stage_layout(meshes)
+  local world, rank = slapo.dist.world_size(), slapo.dist.rank()
+  if type(meshes) ~= "table" or #meshes < 2 then
+    error("parallel.stage_layout: pass two stage meshes or more, e.g. {{tp = 2}, {dp = 2}}", 2)
+  end
+  local total, out = 0, {}
+  for i, m in ipairs(meshes) do
+    if type(m) ~= "table" then
+      error(("parallel.stage_layout: mesh %d must be a table {tp =, dp =}, got %s"):format(i, type(m)), 2)
+    end
+    for key in pairs(m) do
+      if key ~= "tp" and key ~= "dp" then
+        error(("parallel.stage_layout: mesh %d has an unknown field '%s' (valid: tp, dp)"):format(i, tostring(key)), 2)
+      end
+    end
+    local tp, dp = m.tp or 1, m.dp or 1
+    for key, v in pairs({ tp = tp, dp = dp }) do
+      if type(v) ~= "number" or v < 1 or v % 1 ~= 0 then
+        error(("parallel.stage_layout: mesh %d's %s = %s must be a whole number of ranks, at least 1"):format(i, key,
+          tostring(v)), 2)
+      end
+    end
+    out[i] = { tp = tp, dp = dp, first = total }
+    total = total + tp * dp
+  end
+  if total ~= world then
+    error(("parallel.stage_layout: the meshes hold %d ranks, but the world has %d"):format(total, world), 2)
+  end
+  local layout = setmetatable({ rank = rank, world = world, pp = #out, meshes = {} }, StageLayout)
+  for s, m in ipairs(out) do  -- every stage's groups, created in the same order on every rank
+    layout.meshes[s] = { tp = m.tp, dp = m.dp }
+    local mine = rank >= m.first and rank < m.first + m.tp * m.dp
+    if mine then
+      layout.stage, layout.tp, layout.dp = s - 1, m.tp, m.dp
+      layout.tp_rank, layout.dp_rank = (rank - m.first) % m.tp, math.floor((rank - m.first) / m.tp)
+    end
+    -- a tp group per replica, then a dp group per tp rank
+    for d = 0, m.dp - 1 do
+      local group, ranks = stage_group(m.tp, function(t) return m.first + d * m.tp + t end)
+      if mine and d == layout.dp_rank then
+        layout.tp_group, layout.tp_ranks = group, ranks
+      end
+    end
+    for t = 0, m.tp - 1 do
+      local group, ranks = stage_group(m.dp, function(d) return m.first + d * m.tp + t end)
+      if mine and t == layout.tp_rank then
+        layout.dp_group, layout.dp_ranks = group, ranks
+      end
+    end
+  end
   return layout
 end
 

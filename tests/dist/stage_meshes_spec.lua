@@ -1,0 +1,129 @@
+-- Pipeline stages on meshes of their own (Alpa's submeshes): each stage has its own tensor- and
+-- data-parallel degree and its own number of ranks. A step equals the one-rank model's in loss
+-- and in every gradient (sharded ones gathered), and 3 AdamW steps train the same weights. The
+-- meshes tried depend on the world: 2, 3 or 4 ranks (scripts/test runs this on each).
+local parallel = require("slapo.parallel")
+
+local config = { n_embd = 32, n_layer = 4, n_head = 4, vocab_size = 64, n_positions = 16, resid_pdrop = 0,
+  embd_pdrop = 0, attn_pdrop = 0 }
+
+local function build()
+  slapo.manual_seed(21)
+  return slapo.models.gpt2(config)
+end
+
+local function batch(rows)
+  slapo.manual_seed(9)
+  local ids = slapo.randint(0, 64, { rows, 8 })
+  slapo.dist.broadcast(ids, 0)
+  return ids
+end
+
+local by_world = {
+  [2] = { { {}, {} } },
+  [3] = { { {}, { dp = 2 } }, { { dp = 2 }, {} }, { {}, {}, {} } },
+  [4] = { { { tp = 2 }, { dp = 2 } }, { { dp = 2 }, { tp = 2 } }, { {}, { dp = 3 } }, { { tp = 2 }, {}, {} } },
+}
+
+local function describe_meshes(meshes)
+  local out = {}
+  for _, m in ipairs(meshes) do
+    table.insert(out, ("%dx%d"):format(m.tp or 1, m.dp or 1))
+  end
+  return table.concat(out, " ")
+end
+
+-- The schedule of this rank's stage: Megatron's tensor parallelism over its mesh's tp ranks, the
+-- layers cut evenly into one stage per mesh.
+local function scheduled(layout)
+  local sch = slapo.create_schedule(build(), { group = layout.tp_group })
+  require("slapo.schedules.gpt2").schedule(sch, {})
+  parallel.cut_evenly(sch, "transformer.h", layout.pp)
+  return sch
+end
+
+local function pipeline_options(layout)
+  return { meshes = layout.meshes, dp_group = layout.dp_group, micro_batches = 2 }
+end
+
+for _, meshes in ipairs(by_world[slapo.dist.world_size()] or {}) do
+  describe(("stages on meshes (tp x dp) %s"):format(describe_meshes(meshes)), function()
+    it("verifies: the step's loss and every gradient equal the one-rank model's", function()
+      local layout = parallel.stage_layout(meshes)
+      local sch = slapo.create_schedule(build(), { group = layout.tp_group })
+      local report, pipe = slapo.verify(sch, { batch(12) }, { pipeline = pipeline_options(layout) }, function(s)
+        require("slapo.schedules.gpt2").schedule(s, {})
+        parallel.cut_evenly(s, "transformer.h", layout.pp)
+      end)
+      eq(1, report.outputs)
+      assert(report.gradients > 5, "compared " .. report.gradients .. " gradients")
+      matches(("this rank runs stage %d of stage meshes"):format(layout.stage), tostring(pipe))
+    end)
+
+    it("trains 3 AdamW steps with the one-rank loss and weights", function()
+      local layout = parallel.stage_layout(meshes)
+      local pipe = slapo.build(scheduled(layout), { pipeline = pipeline_options(layout) })
+      local ref = build()
+      local ids = batch(12)
+      pipe:prepare(ids)
+      local opts = { slapo.optim.adamw(ref, { lr = 1e-2 }), slapo.optim.adamw(pipe:parameters(), { lr = 1e-2 }) }
+      for step = 1, 3 do
+        opts[1]:zero_grad()
+        opts[2]:zero_grad()
+        local expected = ref(ids, { labels = ids })
+        expected:backward()
+        local loss = pipe:step(ids, { labels = ids })
+        assert(math.abs(loss - expected:item()) < 1e-5 * expected:item(),
+          ("step %d: loss %.7f on 1 rank, %.7f on the meshes"):format(step, expected:item(), loss))
+        opts[1]:step()
+        opts[2]:step()
+      end
+      local theirs, compared = {}, 0
+      for name, p in ref:named_parameters() do
+        theirs[name] = p
+      end
+      for name, p in pipe:named_parameters() do
+        if p:numel() == theirs[name]:numel() then  -- whole on this rank, not a shard
+          close(theirs[name], p, { rtol = 1e-4, atol = 5e-5 })
+          compared = compared + 1
+        end
+      end
+      assert(compared > 3, "compared " .. compared .. " weights")
+    end)
+  end)
+end
+
+describe("stage meshes refuse", function()
+  it("meshes that do not hold the world's ranks, by name", function()
+    local world = slapo.dist.world_size()
+    matches(("the meshes hold %d ranks, but the world has %d"):format(world + 1, world),
+      pcall_err(parallel.stage_layout, { { dp = world }, {} }))
+    matches("mesh 2 has an unknown field 'pp' %(valid: tp, dp%)", pcall_err(parallel.stage_layout, { {}, { pp = 2 } }))
+    matches("pass two stage meshes or more", pcall_err(parallel.stage_layout, { { dp = world } }))
+  end)
+
+  it("a schedule sharded over other ranks than its mesh's tp ranks", function()
+    local world = slapo.dist.world_size()
+    local meshes = { {} }
+    for i = 2, world do
+      meshes[i] = {}
+    end
+    local layout = parallel.stage_layout(meshes)
+    local sch = slapo.create_schedule(build(), { group = slapo.dist.world() })
+    parallel.cut_evenly(sch, "transformer.h", world)
+    matches("so its schedule must shard over ranks {" .. slapo.dist.rank() .. "}",
+      pcall_err(slapo.build, sch, { pipeline = pipeline_options(layout) }))
+  end)
+
+  it("micro-batches whose rows a stage's replicas do not divide", function()
+    if slapo.dist.world_size() < 3 then
+      return
+    end
+    local meshes = { {}, { dp = slapo.dist.world_size() - 1 } }
+    local layout = parallel.stage_layout(meshes)
+    local pipe = slapo.build(scheduled(layout), { pipeline = pipeline_options(layout) })
+    local ids = batch(2)
+    matches("micro%-batches of 1 rows do not split among stage 1's %d data%-parallel replicas",
+      pcall_err(pipe.step, pipe, ids, { labels = ids }))
+  end)
+end)
