@@ -80,7 +80,8 @@ void ZeroAdamW::step() {
   flat.narrow(0, total_, padded_ - total_).zero_();
   group_->all_reduce(flat, "zero_adamw");
   const int64_t begin = group_->rank() * shard_numel_;
-  at::Tensor grad = flat.narrow(0, begin, shard_numel_).div_(group_->size());
+  at::Tensor grad = flat.narrow(0, begin, shard_numel_);
+  if (options_.average) grad.div_(group_->size());
   at::Tensor param = torch::zeros({shard_numel_}, options);
   for_each_piece(params_, begin, shard_numel_, [&](const at::Tensor& p, int64_t from, int64_t at, int64_t n) {
     param.narrow(0, at, n).copy_(p.detach().reshape({-1}).narrow(0, from, n));

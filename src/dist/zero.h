@@ -14,6 +14,9 @@ class Group;
 
 struct ZeroOptions {
   double lr = 1e-3, weight_decay = 1e-2, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  /// Average the gradients over the group (the default), or sum them where each rank's are its part
+  /// of the batch's (pipeline stages on meshes of their own).
+  bool average = true;
 };
 
 class ZeroAdamW {

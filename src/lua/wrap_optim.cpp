@@ -112,11 +112,13 @@ int w_Optimizer_gc(lua_State* L) {
 using ZeroPtr = std::shared_ptr<dist::ZeroAdamW>;
 ZeroPtr& check_zero(lua_State* L, int idx) { return *static_cast<ZeroPtr*>(luaL_checkudata(L, idx, "slapo.ZeroOptimizer")); }
 
-// optim.zero_adamw(model, {lr=, weight_decay=, eps=, beta1=, beta2=, group=})
+// optim.zero_adamw(model, {lr=, weight_decay=, eps=, beta1=, beta2=, group=, average=})
 int w_zero_adamw(lua_State* L) {
   dist::ZeroOptions o;
   const char* fn = "optim.zero_adamw";
-  if (lua_istable(L, 2)) lx_check_option_keys(L, 2, {"lr", "weight_decay", "eps", "beta1", "beta2", "group"}, fn);
+  if (lua_istable(L, 2))
+    lx_check_option_keys(L, 2, {"lr", "weight_decay", "eps", "beta1", "beta2", "group", "average"}, fn);
+  o.average = lx_opt_bool(L, 2, "average", true, fn);
   o.lr = lx_opt_number_in(L, 2, "lr", o.lr, 0, 1e6, fn);
   o.weight_decay = lx_opt_number_in(L, 2, "weight_decay", o.weight_decay, 0, 1e6, fn);
   o.eps = lx_opt_number_in(L, 2, "eps", o.eps, 0, 1, fn);

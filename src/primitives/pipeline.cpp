@@ -125,7 +125,7 @@ Pipeline::Pipeline(std::shared_ptr<Schedule> root, PipelineOptions options)
                               "{{{}}}, not {{{}}}; create the schedule with {{group = layout.tp_group}} of "
                               "slapo.parallel.stage_layout", stage(), mesh.tp, mesh.dp, fmt::join(tp_ranks, ", "),
                               fmt::join(group_ranks(root_->group()), ", ")));
-    if (group_ranks(dp_group_) != dp_ranks)
+    if (dp_group_ && dp_group_->ranks() != dp_ranks)  // absent: the optimizer sums them (ZeRO-1)
       throw Error(fmt::format("build: this rank runs stage {} on tp {} x dp {}, so pipeline.dp_group must be ranks "
                               "{{{}}}, not {{{}}} (layout.dp_group of slapo.parallel.stage_layout)", stage(), mesh.tp,
                               mesh.dp, fmt::join(dp_ranks, ", "), fmt::join(group_ranks(dp_group_), ", ")));
@@ -298,12 +298,14 @@ double Pipeline::step(const Values& inputs, const at::Tensor& labels) {
   return loss;
 }
 
-// Each rank of a stage holds that stage's whole gradient of a shared parameter (gathered over its
-// tp group when sharded); a sum over every rank of the sharing stages, each weighted by one over
-// its mesh's size, adds the stages' gradients once each.
+// Each rank of a stage holds its replica's part of the stage's gradient of a shared parameter
+// (gathered over its tp group when sharded), or after dp_group's sum the whole of it; a sum over
+// every rank of the sharing stages, each weighted by one over the ranks holding the same, adds the
+// stages' gradients once each. Without dp_group each replica keeps 1/dp of it for the optimizer's sum.
 void Pipeline::sum_shared_grads_over_meshes() {
   auto specs = shard_specs_by_tensor(*root_->mod());
-  const int mesh_size = runner_.meshes()[stage()].size();
+  auto& mesh = runner_.meshes()[stage()];
+  const double copies = dp_ ? mesh.size() : mesh.tp, keep = dp_ ? 1.0 : 1.0 / mesh.dp;
   torch::NoGradGuard no_grad;
   for (auto& [name, p] : current_->shared) {
     auto& group = sharing_groups_.at(current_->sharing.at(name));
@@ -311,8 +313,9 @@ void Pipeline::sum_shared_grads_over_meshes() {
     at::Tensor g = p.grad().defined() ? p.grad().detach() : torch::zeros_like(p.detach());
     auto spec = specs.find(p.unsafeGetTensorImpl());
     if (spec != specs.end()) g = spec->second->regroup(root_->group()->all_gather(g, spec->second->axis, "pipeline"));
-    g = g / mesh_size;
+    g = g / copies;
     group->all_reduce(g, "pipeline");
+    if (keep != 1.0) g.mul_(keep);
     p.mutable_grad() = spec != specs.end() ? spec->second->local(g).contiguous() : g;
   }
 }

@@ -47,7 +47,9 @@ struct PipelineOptions {
   bool release_other_stages = true;
   /// Alpa's stages on submeshes of their own, in stage order over the world's ranks (then `group`
   /// is unused). This rank's schedule must shard over its mesh's tp ranks and `dp_group` be its
-  /// replicas; `step` takes the whole batch on every rank and gives each replica its rows.
+  /// replicas; `step` takes the whole batch on every rank and gives each replica its rows. Each
+  /// replica's gradients are its part of the batch's: `dp_group` sums them (without it, the
+  /// optimizer must: optim.zero_adamw{average = false}).
   std::vector<dist::StageMesh> meshes;
 };
 

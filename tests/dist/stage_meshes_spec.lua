@@ -90,6 +90,33 @@ for _, meshes in ipairs(by_world[slapo.dist.world_size()] or {}) do
       end
       assert(compared > 3, "compared " .. compared .. " weights")
     end)
+
+    it("trains with ZeRO-1 over each stage's replicas, summing their parts of the gradients", function()
+      local layout = parallel.stage_layout(meshes)
+      local pipe = slapo.build(scheduled(layout), { pipeline = { meshes = layout.meshes, micro_batches = 2 } })
+      local ref = build()
+      local ids = batch(12)
+      pipe:prepare(ids)
+      local opts = { slapo.optim.adamw(ref, { lr = 1e-2 }),
+        slapo.optim.zero_adamw(pipe:parameters(), { lr = 1e-2, group = layout.dp_group, average = false }) }
+      for _ = 1, 2 do
+        opts[1]:zero_grad()
+        opts[2]:zero_grad()
+        ref(ids, { labels = ids }):backward()
+        pipe:step(ids, { labels = ids })
+        opts[1]:step()
+        opts[2]:step()
+      end
+      local theirs = {}
+      for name, p in ref:named_parameters() do
+        theirs[name] = p
+      end
+      for name, p in pipe:named_parameters() do
+        if p:numel() == theirs[name]:numel() then
+          close(theirs[name], p, { rtol = 1e-4, atol = 5e-5 })
+        end
+      end
+    end)
   end)
 end
 
