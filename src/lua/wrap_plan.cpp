@@ -64,6 +64,7 @@ void push_ranked(lua_State* L, const plan::Ranked& r, int layers) {
     set_number(L, "tp", stage.tp);
     set_number(L, "dp", stage.dp);
     set_bool(L, "checkpoint", stage.checkpoint);
+    set_bool(L, "zero", stage.zero);
     set_bool(L, "sequence", stage.sequence);
     lua_rawseti(L, -2, ++index);
   }

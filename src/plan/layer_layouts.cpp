@@ -97,21 +97,42 @@ LayerPricing price_layers(const std::string& how, const ModelConfig& config, con
   }
 }
 
+namespace {
+
+// The pass's layer layout on tp x dp ranks as a function body, and a note saying what it is.
+std::pair<std::string, std::string> pass_layout(const PassLayouts& pass, int tp, int dp, bool sequence) {
+  IntraOpPlan result = pass.plan_for(tp, dp, sequence);
+  int sharded = 0, total = 0;
+  for (auto& [path, style] : result.strategy) ++total, sharded += style != "replicated";
+  return {result.lua_body("layer"),
+          fmt::format("the {} ILP on one layer for {} x {} ranks (tp x dp{}), {} of its {} projections sharded ({} "
+                      "variables, {} constraints)", result.solver, tp, dp,
+                      sequence ? ", its tokens split between projections" : "", sharded, total, result.variables,
+                      result.constraints)};
+}
+
+}  // namespace
+
 void lay_out_layers(Plan& plan, const LayerPricing& pricing) {
   plan.trace_s = pricing.layouts ? pricing.layouts->trace_s() : 0.0;
   plan.layer_layout.clear();
+  plan.mesh_layouts.clear();
   plan.layer_layout_note = pricing.note;
   const Candidate& c = plan.chosen().candidate;
-  if (c.tp < 2 || !pricing.layouts) return;
-  const PassLayouts& pass = *pricing.layouts;
-  IntraOpPlan result = pass.plan_for(c.tp, c.dp, c.sequence);
-  plan.layer_layout = result.lua_body("layer");
-  int sharded = 0, total = 0;
-  for (auto& [path, style] : result.strategy) ++total, sharded += style != "replicated";
-  plan.layer_layout_note = fmt::format(
-      "the {} ILP on one layer for {} x {} ranks (tp x dp{}), {} of its {} projections sharded ({} variables, {} "
-      "constraints)", result.solver, c.tp, c.dp, c.sequence ? ", its tokens split between projections" : "", sharded,
-      total, result.variables, result.constraints);
+  if (!pricing.layouts) return;
+  if (c.pp() > 1 && !c.uniform_mesh()) {
+    for (auto& s : c.stages) {
+      bool known = std::any_of(plan.mesh_layouts.begin(), plan.mesh_layouts.end(), [&](const Plan::MeshLayout& m) {
+        return m.tp == s.tp && m.dp == s.dp && m.sequence == s.sequence;
+      });
+      if (s.tp < 2 || known) continue;
+      auto [body, note] = pass_layout(*pricing.layouts, s.tp, s.dp, s.sequence);
+      plan.mesh_layouts.push_back({s.tp, s.dp, s.sequence, body, note});
+    }
+    return;
+  }
+  if (c.tp < 2) return;
+  std::tie(plan.layer_layout, plan.layer_layout_note) = pass_layout(*pricing.layouts, c.tp, c.dp, c.sequence);
 }
 
 }  // namespace slapo::plan

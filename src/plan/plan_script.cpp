@@ -70,6 +70,64 @@ end
   return out;
 }
 
+// A pipeline script's end: `plan.steps` measured steps of `pipe` with `opt` on `ids`, and the line
+// bench/plan_calibration reads.
+std::string pipeline_steps_source() {
+  return R"(collectgarbage()  -- the verified copies go before memory is measured
+-- tensor memory per rank: the stage's weights, and the most the steps held on top
+local loss, times = nil, {}
+local peak_mib = slapo.peak_tensor_mib(function()
+  for step = 1, plan.steps do
+    local start = slapo.clock()
+    opt:zero_grad()
+    if plan.dtype == "bfloat16" then
+      loss = slapo.autocast("bf16", function() return pipe:step(ids, { labels = ids }) end)
+    else
+      loss = pipe:step(ids, { labels = ids })
+    end
+    opt:step()
+    if step > 1 then table.insert(times, slapo.clock() - start) end  -- the first step allocates
+  end
+end)
+table.sort(times)
+local fullest = math.max(unpack(slapo.dist.all_gather(slapo.tensor({ pipe:num_params() * 4 / 2 ^ 20 + peak_mib })):tolist()))
+if slapo.dist.rank() == 0 then
+  print(("plan: %d steps, final loss %.4f, %.4f s/step, %.0f MiB of tensors on the fullest rank"):format(plan.steps,
+    loss, times[math.floor((#times + 1) / 2)] or 0, fullest))
+end
+)";
+}
+
+// Both pipeline forms' model and schedule: make_schedule() over this rank's tp group, and apply(s):
+// the reference schedule with `shard_layer`, each stage's checkpointing and sequence parallelism,
+// and a cut after each stage.
+std::string stages_schedule_source(const ModelShape& model) {
+  return fmt::format(R"(local function make_schedule()
+  slapo.manual_seed(0)
+  local model = type(plan.model) == "string" and plan.model:find("/") and slapo.models.from_pretrained(plan.model)
+    or slapo.models.build(plan.model)
+  return slapo.create_schedule(model, {{ group = layout.tp_group }}), slapo.models.config(model).vocab_size
+end
+
+-- the tensor parallelism (over this rank's tp group), then each stage's checkpointing and the cuts
+local function apply(s)
+  for _, note in ipairs(require("slapo.schedules.{}").schedule(s, {{ checkpoint = 0, layer = shard_layer }})) do
+    if slapo.dist.rank() == 0 then print("note: " .. note) end
+  end
+  local layers, placed = s["{}"]:children(), 0
+  for i, stage in ipairs(plan.stages) do
+    for l = placed + 1, placed + stage.layers do
+      if stage.checkpoint then layers[l]:checkpoint() end
+    end
+    sequence_parallel(layers, placed + 1, placed + stage.layers)
+    placed = placed + stage.layers
+    if i < #plan.stages then layers[placed]:cut_pipeline_stage() end
+  end
+  assert(placed == #layers, ("plan.stages hold %d layers; the model has %d"):format(placed, #layers))
+end
+)", schedules_of(model), layers_path(model));
+}
+
 std::string pipeline_source(const Plan& plan, int steps) {
   const Ranked& best = plan.chosen();
   const Candidate& c = best.candidate;
@@ -105,34 +163,12 @@ assert(slapo.dist.world_size() == plan.tp * plan.dp * pp,
   ("this plan needs %d ranks: slapo-lua run --nproc %d"):format(plan.tp * plan.dp * pp, plan.tp * plan.dp * pp))
 local parallel = require("slapo.parallel")
 local layout = parallel.layout({{ tp = plan.tp, pp = pp }})
-local function make_schedule()
-  slapo.manual_seed(0)
-  local model = type(plan.model) == "string" and plan.model:find("/") and slapo.models.from_pretrained(plan.model)
-    or slapo.models.build(plan.model)
-  return slapo.create_schedule(model, {{ group = layout.tp_group }}), slapo.models.config(model).vocab_size
-end
 local replica_batch = math.floor(plan.batch / plan.dp)
 assert(replica_batch * plan.dp == plan.batch and replica_batch % plan.micro_batches == 0,
   ("plan: batch %d does not split into %d replicas x %d micro-batches"):format(plan.batch, plan.dp, plan.micro_batches))
 
 {}
--- the tensor parallelism, then each stage's checkpointing and the cuts
-local function apply(s)
-  for _, note in ipairs(require("slapo.schedules.{}").schedule(s, {{ checkpoint = 0, layer = shard_layer }})) do
-    if slapo.dist.rank() == 0 then print("note: " .. note) end
-  end
-  local layers, placed = s["{}"]:children(), 0
-  for i, stage in ipairs(plan.stages) do
-    for l = placed + 1, placed + stage.layers do
-      if stage.checkpoint then layers[l]:checkpoint() end
-    end
-    sequence_parallel(layers, placed + 1, placed + stage.layers)
-    placed = placed + stage.layers
-    if i < pp then layers[placed]:cut_pipeline_stage() end
-  end
-  assert(placed == #layers, ("plan.stages hold %d layers; the model has %d"):format(placed, #layers))
-end
-
+{}
 -- the pipeline is checked against the unscheduled model (loss and gradients) before training;
 -- a verified pipeline keeps only its stage's weights, so training builds the model again
 local sch, vocab = make_schedule()
@@ -152,32 +188,128 @@ local ids = slapo.randint(0, vocab, {{ replica_batch, plan.seq }})
 pipe:prepare(ids)
 local opt = plan.zero and slapo.optim.zero_adamw(pipe:parameters(), {{ lr = plan.lr, weight_decay = 0,
   group = layout.dp_group }}) or slapo.optim.adamw(pipe:parameters(), {{ lr = plan.lr, weight_decay = 0 }})
-collectgarbage()  -- the verified copies go before memory is measured
--- tensor memory per rank: the stage's weights, and the most the steps held on top
-local loss, times = nil, {{}}
-local peak_mib = slapo.peak_tensor_mib(function()
-  for step = 1, plan.steps do
-    local start = slapo.clock()
-    opt:zero_grad()
-    if plan.dtype == "bfloat16" then
-      loss = slapo.autocast("bf16", function() return pipe:step(ids, {{ labels = ids }}) end)
-    else
-      loss = pipe:step(ids, {{ labels = ids }})
-    end
-    opt:step()
-    if step > 1 then table.insert(times, slapo.clock() - start) end  -- the first step allocates
-  end
-end)
-table.sort(times)
-local fullest = math.max(unpack(slapo.dist.all_gather(slapo.tensor({{ pipe:num_params() * 4 / 2 ^ 20 + peak_mib }})):tolist()))
-if slapo.dist.rank() == 0 then
-  print(("plan: %d steps, final loss %.4f, %.4f s/step, %.0f MiB of tensors on the fullest rank"):format(plan.steps,
-    loss, times[math.floor((#times + 1) / 2)] or 0, fullest))
-end
-)",
+{})",
                      plan.model_source, c.tp, schedules_of(model), c.dp, c.zero ? "true" : "false", stages,
                      c.micro_batches, c.sequence ? "true" : "false", plan.work.batch, plan.work.seq, steps, plan.work.dtype, shard_layer_source(plan),
-                     schedules_of(model), layers_path(model));
+                     stages_schedule_source(model), pipeline_steps_source());
+  return out;
+}
+
+
+// Each stage mesh's layer layout from the intra-op pass, by "TxD" (", sequence" when it splits the
+// tokens between projections); a mesh without one takes the reference schedule's layout.
+std::string mesh_layouts_source(const Plan& plan) {
+  std::string out = "\n-- Each stage mesh's layer layout (tensor parallelism), by tp x dp";
+  if (plan.mesh_layouts.empty())
+    return out + fmt::format(": the reference schedule's (Megatron's){}.\nlocal shard_layers = {{}}\n",
+                             plan.layer_layout_note.empty() ? "" : "; " + plan.layer_layout_note);
+  out += ", from the intra-op pass; the predictions price these.\n-- A mesh missing here runs the reference "
+         "schedule's (Megatron's) layout.\n";
+  for (auto& m : plan.mesh_layouts) out += fmt::format("--   {}x{}: {}\n", m.tp, m.dp, m.note);
+  out += "local shard_layers = {\n";
+  for (auto& m : plan.mesh_layouts) {
+    std::string body;  // indented once more, inside the table
+    for (size_t at = 0; at < m.body.size();) {
+      size_t end = m.body.find('\n', at);
+      if (end == std::string::npos) end = m.body.size();
+      body += "  " + m.body.substr(at, end - at) + "\n";
+      at = end + 1;
+    }
+    out += fmt::format("  [\"{}x{}{}\"] = function(layer)\n{}  end,\n", m.tp, m.dp, m.sequence ? ", sequence" : "",
+                       body);
+  }
+  return out + "}\n";
+}
+
+// Stages on meshes of their own (Alpa's submeshes): slapo.parallel.stage_layout gives each stage
+// its ranks, and each rank applies its own stage's tensor parallelism.
+std::string meshes_source(const Plan& plan, int steps) {
+  const Ranked& best = plan.chosen();
+  const Candidate& c = best.candidate;
+  const ModelShape& model = plan.model;
+  std::string out = script_header(plan);
+  out += "--\n-- The chosen pipeline, stage by stage, each on ranks of its own (micro-batch seconds, GiB per rank):\n";
+  std::string stages;
+  int first = 0, rank = 0;
+  for (size_t s = 0; s < c.stages.size(); ++s) {
+    const Stage& st = c.stages[s];
+    const StageEstimate& e = best.estimate.stages[s];
+    out += fmt::format("--   stage {}: layers {}..{} on tp {} x dp {} (ranks {}..{}){}{}{}, {:.4f} s, {:.2f} GiB\n", s,
+                       first, first + st.layers - 1, st.tp, st.dp, rank, rank + st.tp * st.dp - 1,
+                       st.checkpoint ? ", checkpointed" : "", st.zero ? ", ZeRO-1" : "",
+                       st.sequence ? ", sequence parallel" : "", e.time_s(), to_gib(e.peak_bytes));
+    stages += fmt::format("    {{ layers = {}, tp = {}, dp = {}, checkpoint = {}, zero = {}, sequence = {} }},\n",
+                          st.layers, st.tp, st.dp, st.checkpoint, st.zero, st.sequence);
+    first += st.layers;
+    rank += st.tp * st.dp;
+  }
+  out += fmt::format(R"(
+local plan = {{
+  model = {},  -- a preset name, a Hugging Face directory or a table of config fields
+  -- pipeline stages in order, each on ranks of its own: how many layers it holds, its mesh (tp ranks
+  -- x dp replicas), whether its layers are recomputed, ZeRO-1 over its replicas, sequence parallelism
+  stages = {{
+{}  }},
+  micro_batches = {},  -- 1F1B: the batch is cut into this many; each stage's replicas split every one
+  batch = {}, seq = {}, steps = {}, lr = 1e-4,
+  dtype = "{}",  -- "bfloat16": bf16 autocast (float32 weights and AdamW state, bf16 matmuls)
+}}
+
+local meshes, ranks = {{}}, 0
+for i, stage in ipairs(plan.stages) do
+  meshes[i] = {{ tp = stage.tp, dp = stage.dp }}
+  ranks = ranks + stage.tp * stage.dp
+end
+assert(slapo.dist.world_size() == ranks, ("this plan needs %d ranks: slapo-lua run --nproc %d"):format(ranks, ranks))
+local layout = require("slapo.parallel").stage_layout(meshes)
+local mine = plan.stages[layout.stage + 1]  -- this rank's stage
+local micro_batch, rows = math.floor(plan.batch / plan.micro_batches), 1  -- rows: the fewest all replicas divide
+for i, stage in ipairs(plan.stages) do
+  assert(micro_batch * plan.micro_batches == plan.batch and micro_batch % stage.dp == 0,
+    ("plan: batch %d does not split into %d micro-batches that stage %d's %d replicas divide"):format(plan.batch,
+      plan.micro_batches, i - 1, stage.dp))
+  local a, b = rows, stage.dp
+  while b > 0 do a, b = b, a % b end
+  rows = rows * stage.dp / a
+end
+{}local shard_layer = shard_layers[("%dx%d%s"):format(mine.tp, mine.dp, mine.sequence and ", sequence" or "")]
+if mine.tp > 1 and mine.sequence and not shard_layer then
+  error(("plan: stage %d has sequence = true, but no layer layout splits the tokens on tp %d x dp %d: plan again, or "
+    .. "set sequence = false"):format(layout.stage, mine.tp, mine.dp))
+end
+-- sequence parallelism on this rank's mesh: layers first..last take their tokens split over its tp ranks
+local function sequence_parallel(layers, first, last)
+  if not mine.sequence or mine.tp < 2 then return end
+  layers[first]:sync("fwd_pre", "scatter", {{ axis = 1 }})
+  layers[last]:sync("fwd_post", "all_gather", {{ axis = 1 }})
+end
+
+{}
+-- the pipeline is checked against the unscheduled model (loss and gradients) before training, on the
+-- fewest rows that every stage's replicas divide; a verified pipeline keeps only its stage's weights,
+-- so training builds the model again
+local sch, vocab = make_schedule()
+slapo.manual_seed(1)
+local example = slapo.randint(0, vocab, {{ plan.micro_batches * rows, plan.seq }})
+local report = slapo.verify(sch, {{ example }}, {{ pipeline = {{ meshes = layout.meshes, dp_group = layout.dp_group,
+  micro_batches = plan.micro_batches }} }}, apply)
+if slapo.dist.rank() == 0 then
+  print(("verify: the pipeline's loss and %d gradients match the unscheduled model"):format(report.gradients))
+end
+sch = make_schedule()
+apply(sch)
+-- each replica's gradients are its rows' part: dp_group sums them, or ZeRO-1's step does
+local pipe = slapo.build(sch, {{ pipeline = {{ meshes = layout.meshes, micro_batches = plan.micro_batches,
+  schedule = "1f1b", dp_group = not mine.zero and layout.dp_group or nil }} }})
+slapo.manual_seed(100)  -- the whole batch on every rank; each stage's replicas take their rows of it
+local ids = slapo.randint(0, vocab, {{ plan.batch, plan.seq }})
+pipe:prepare(ids)
+local opt = mine.zero and slapo.optim.zero_adamw(pipe:parameters(), {{ lr = plan.lr, weight_decay = 0,
+  group = layout.dp_group, average = false }}) or slapo.optim.adamw(pipe:parameters(), {{ lr = plan.lr, weight_decay = 0 }})
+{})",
+                     plan.model_source, stages, c.micro_batches, plan.work.batch, plan.work.seq, steps,
+                     plan.work.dtype, mesh_layouts_source(plan), stages_schedule_source(model),
+                     pipeline_steps_source());
   return out;
 }
 
@@ -190,7 +322,7 @@ std::string layers_path(const ModelShape& model) {
 std::string Plan::lua_source(int steps) const {
   const Ranked& best = chosen();
   const Candidate& c = best.candidate;
-  if (c.pp() > 1) return pipeline_source(*this, steps);
+  if (c.pp() > 1) return c.uniform_mesh() ? pipeline_source(*this, steps) : meshes_source(*this, steps);
   std::string schedules = schedules_of(model);
   std::string out = script_header(*this);
   // the knobs' choices and the planner's prediction for each plan that fits

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "core/error.h"
 #include "plan/inter_op.h"
@@ -99,19 +100,27 @@ Plan plan_parallel(const ModelShape& model, const Cluster& cluster, const Worklo
   } catch (const Error&) {
     // nothing fits: the grid's most sharded plan says by how much
   }
-  rank_and_explain(plan);
+  // Alpa's program, a submesh per stage: a candidate like the others (stages on meshes of their
+  // own run through slapo.parallel.stage_layout), and reported beside the chosen plan
+  std::optional<InterOpResult> alpa;
   if (options.unrestricted) {
     try {
-      auto found = plan_inter_op(model, cluster, work, {false, options.max_stages});
-      double ratio = found.estimate.step_s / plan.chosen().estimate.step_s;
-      std::string verdict =
-          found.candidate.describe() == plan.chosen().candidate.describe() ? "the same as the chosen plan"
-          : ratio < 1 - 1e-9 ? fmt::format("{:.0f}% faster with a submesh per stage (one layout cannot run it)",
-                                           100.0 * (1.0 - ratio))
-                             : fmt::format("{:.0f}% slower (a submesh per stage)", 100.0 * (ratio - 1.0));
-      plan.unrestricted.push_back({found.candidate, found.estimate, verdict, "alpa"});
+      alpa = plan_inter_op(model, cluster, work, {false, options.max_stages});
+      std::string name = alpa->candidate.describe();
+      bool known = std::any_of(plan.ranked.begin(), plan.ranked.end(),
+                               [&](const Ranked& r) { return r.candidate.describe() == name; });
+      if (!known) plan.ranked.push_back({alpa->candidate, alpa->estimate, "", "alpa"});
     } catch (const Error&) {
     }
+  }
+  rank_and_explain(plan);
+  if (alpa) {
+    double ratio = alpa->estimate.step_s / plan.chosen().estimate.step_s;
+    std::string verdict =
+        alpa->candidate.describe() == plan.chosen().candidate.describe() ? "the same as the chosen plan"
+                                                                       : fmt::format("{:.0f}% slower (a submesh per "
+                                                                                     "stage)", 100.0 * (ratio - 1.0));
+    plan.unrestricted.push_back({alpa->candidate, alpa->estimate, verdict, "alpa"});
   }
   plan.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return plan;

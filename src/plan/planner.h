@@ -28,8 +28,8 @@ struct Plan {
   Cluster cluster;
   Workload work;
   std::vector<Ranked> ranked;  ///< the chosen plan first, then the others by predicted step time
-  /// Alpa's unrestricted program's pipeline (a submesh per stage), for comparison: reported, not
-  /// emitted, since one rank layout cannot run stages on different meshes.
+  /// Alpa's unrestricted program's pipeline (a submesh per stage), reported beside the chosen plan;
+  /// it is also one of `ranked`, and chosen when fastest.
   std::vector<Ranked> unrestricted;
   double search_s = 0;  ///< wall time of the search (the layer layouts' solves included)
   double trace_s = 0;   ///< wall time of building and tracing the layer the pass prices (layer_layouts.h)
@@ -37,6 +37,14 @@ struct Plan {
   /// predictions price; empty without tensor parallelism or the pass (lay_out_layers). The note
   /// says what it chose, or what priced the layers instead.
   std::string layer_layout, layer_layout_note;
+  /// A chosen plan whose stages have meshes of their own gets a layer layout per stage mesh of
+  /// tp >= 2 instead (the same, by its tp x dp and sequence parallelism).
+  struct MeshLayout {
+    int tp = 1, dp = 1;
+    bool sequence = false;
+    std::string body, note;
+  };
+  std::vector<MeshLayout> mesh_layouts;
   const Ranked& chosen() const { return ranked.front(); }
   /// Puts the plan described as `description` (Candidate::describe, as the table prints it) first,
   /// so the script is written for it; the planner's own choice stays in the list. Throws naming

@@ -57,6 +57,12 @@ JSON
 cat > "$tmp/gen.lua" <<'LUA'
 local model = slapo.models.gpt2({ n_embd = 64, n_layer = 4, n_head = 4, vocab_size = 2048, n_positions = 64 })
 local p = slapo.plan(model, { cluster = "1x4:" .. arg[1], batch = 8, seq = 32, steps = 2 })
+for _, alt in ipairs(p.alternatives) do  -- the one-layout program's pipeline (Alpa's may be faster)
+  if alt.origin == "inter-op" then
+    p = slapo.plan(model, { cluster = "1x4:" .. arg[1], batch = 8, seq = 32, steps = 2, pick = alt.name })
+    break
+  end
+end
 print(p)
 assert(p.pp == 2, "expected a 2-stage pipeline")
 assert(p.stages[1].layers ~= p.stages[2].layers, "expected uneven stages")
@@ -83,6 +89,47 @@ for script in pp pp_moved pp_tp; do
   "$bin" run --nproc 4 "$tmp/$script.lua" >"$tmp/pp.out" 2>&1 || { cat "$tmp/$script.lua" "$tmp/pp.out"; exit 1; }
   grep -q "^verify: the pipeline's loss and [0-9]* gradients match the unscheduled model" "$tmp/pp.out"
   grep -q "^plan: 2 steps, final loss" "$tmp/pp.out"
+done
+
+# stages on meshes of their own (Alpa's submeshes): on 4 ranks of that device the planner picks stages
+# on 1, 1 and 2 ranks, the last tensor-parallel with its tokens split; on 3 ranks and batch 12, one rank
+# and two replicas. Each script verifies and trains; the second, edited (the boundary moved, the first
+# stage checkpointed, ZeRO-1 over the replicas; or the first stage on tp 2, a fourth rank), again.
+cat > "$tmp/gen_mesh.lua" <<'LUA'
+local model = slapo.models.gpt2({ n_embd = 64, n_layer = 4, n_head = 4, vocab_size = 2048, n_positions = 64 })
+local p = slapo.plan(model, { cluster = "1x" .. arg[2] .. ":" .. arg[1], batch = tonumber(arg[3]), seq = 32, steps = 2 })
+assert(p.origin == "alpa", "expected Alpa's plan with a submesh per stage, got " .. p.name)
+local f = assert(io.open(arg[4], "w"))
+f:write(p.source)
+f:close()
+LUA
+"$bin" run "$tmp/gen_mesh.lua" "$tmp/pp.json" 4 8 "$tmp/mesh4.lua" >/dev/null
+"$bin" run "$tmp/gen_mesh.lua" "$tmp/pp.json" 3 12 "$tmp/mesh3.lua" >/dev/null
+grep -q '^    { layers = [0-9]*, tp = 2, dp = 1, checkpoint = false, zero = false, sequence = true },' "$tmp/mesh4.lua" \
+  || { echo "expected a tensor-parallel stage with its tokens split:"; cat "$tmp/mesh4.lua"; exit 1; }
+grep -q '^  \["2x1, sequence"\] = function(layer)$' "$tmp/mesh4.lua"
+python3 - "$tmp/mesh3.lua" <<'PY'
+import re, sys
+path = sys.argv[1]
+src = open(path).read()
+rows = re.findall(r"^    \{ layers = (\d+), tp = (\d+), dp = (\d+), .*\},$", src, flags=re.M)
+assert [(t, d) for _, t, d in rows] == [("1", "1"), ("1", "2")], rows
+a, b = int(rows[0][0]), int(rows[1][0])
+edited = re.sub(r"^    \{ layers = \d+, tp = 1, dp = 1, .*\},$",
+                f"    {{ layers = {a - 1}, tp = 1, dp = 1, checkpoint = true, zero = false, sequence = false }},", src,
+                flags=re.M)
+edited = re.sub(r"^    \{ layers = \d+, tp = 1, dp = 2, .*\},$",
+                f"    {{ layers = {b + 1}, tp = 1, dp = 2, checkpoint = false, zero = true, sequence = false }},", edited,
+                flags=re.M)
+open(path.replace(".lua", "_moved.lua"), "w").write(edited)
+open(path.replace(".lua", "_tp.lua"), "w").write(src.replace("tp = 1, dp = 1,", "tp = 2, dp = 1,", 1))
+PY
+for case in "4 mesh4" "3 mesh3" "3 mesh3_moved" "4 mesh3_tp"; do
+  read -r ranks script <<<"$case"
+  "$bin" run --nproc "$ranks" "$tmp/$script.lua" >"$tmp/mesh.out" 2>&1 || { cat "$tmp/$script.lua" "$tmp/mesh.out"; exit 1; }
+  grep -q "^verify: the pipeline's loss and [0-9]* gradients match the unscheduled model" "$tmp/mesh.out" \
+    || { echo "$script did not verify:"; cat "$tmp/mesh.out"; exit 1; }
+  grep -q "^plan: 2 steps, final loss" "$tmp/mesh.out"
 done
 
 # BERT and LLaMA plans verify and train too: tp 2 x pp 2 on 4 ranks, tp 2 on 2 ranks
