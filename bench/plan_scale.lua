@@ -1,7 +1,8 @@
 -- The planner at scale, simulated: GPT-3-style models (Alpa's evaluation sizes) on 8, 16, 32 and 64
 -- H100s (8 per node, the measured ../shared/devices/h100.json), bf16, batch 1024 x seq 1024 as in
--- Alpa's GPT benchmark. Per row: the best of Megatron's uniform grid, the planner's choice (grid
--- or the inter-op program over one rank layout), Alpa's program with a submesh per stage, and how
+-- Alpa's GPT benchmark. Per row: the best of Megatron's uniform grid, the planner's choice (grid,
+-- the inter-op program over one rank layout, or Alpa's program with a submesh per stage), Alpa's
+-- program's plan (TPxDP:layers per stage; c checkpointed, s sequence parallel, z ZeRO-1), and how
 -- long planning took: tracing one layer for the intra-op pass, then the whole search (the pass's
 -- ILP solved for every mesh included). Predicted, not measured: every number is the cost model's.
 --   slapo-lua run bench/plan_scale.lua [BATCH] [SEQ] [LAYER_COSTS]   (ilp, or megatron: no pass)
@@ -45,7 +46,19 @@ for _, c in ipairs(cases) do
           break
         end
       end
+      -- a submesh per stage: TPxDP:layers, "c" checkpointed, "s" sequence parallel, "z" ZeRO-1
+      local function meshes(r)
+        local out = {}
+        for _, s in ipairs(r.stages) do
+          out[#out + 1] = ("%dx%d:%d%s%s%s"):format(s.tp, s.dp, s.layers, s.checkpoint and "c" or "",
+            s.sequence and "s" or "", s.zero and "z" or "")
+        end
+        return table.concat(out, " ")
+      end
       local function describe(r)
+        if r.origin == "alpa" then
+          return ("%s, %d micro"):format(meshes(r), r.micro_batches)
+        end
         local stages = {}
         for _, s in ipairs(r.stages) do
           stages[#stages + 1] = s.layers .. (s.checkpoint and "c" or "")
@@ -56,11 +69,7 @@ for _, c in ipairs(cases) do
       local alpa = p.unrestricted
       local alpa_text, alpa_s = "none fits", ""
       if alpa then
-        local meshes = {}
-        for _, s in ipairs(alpa.stages) do
-          meshes[#meshes + 1] = ("%dx%d:%d%s"):format(s.tp, s.dp, s.layers, s.checkpoint and "c" or "")
-        end
-        alpa_text, alpa_s = table.concat(meshes, " "), ("%.3f"):format(alpa.step_s)
+        alpa_text, alpa_s = meshes(alpa), ("%.3f"):format(alpa.step_s)
       end
       print(("| %s | %d | %s | %.3f | %s%s | %.3f | %.3fx | %s | %s | %.0f | %.2f | %.2f |"):format(name, devices,
         grid and describe(grid) or "none fits", grid and grid.step_s or 0, describe(p),

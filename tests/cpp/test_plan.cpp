@@ -316,3 +316,32 @@ TEST_CASE("plan: Alpa's unrestricted program and the GPT-3 presets on simulated 
   CHECK_THROWS_WITH_AS(plan_parallel(model, cluster, {256, 2048, "float16"}),
                        doctest::Contains("--dtype 'float16' is not a training precision"), Error);
 }
+
+TEST_CASE("plan: Alpa's stages on meshes of their own are chosen when fastest, and written as a script") {
+  // A small GPT-2 on 3 slow devices with slow links: one rank layout runs dp 3 or 3 stages of a rank,
+  // while a submesh per stage runs 2 layers on one rank and 2 on two replicas, which is faster
+  auto model = ModelShape::from_config(
+      ModelConfig(nlohmann::json{{"model_type", "gpt2"}, {"n_embd", 64}, {"n_layer", 4}, {"n_head", 4},
+                                 {"vocab_size", 2048}, {"n_positions", 64}}),
+      "gpt2");
+  auto cluster = synthetic(1, 3, 8);
+  cluster.device.matmul = {{"float32", 1024, 1024, 1024, 0.05}};
+  cluster.intra_bw = cluster.inter_bw = 0.5e9, cluster.intra_latency = cluster.inter_latency = 50e-6;
+  auto plan = plan_parallel(model, cluster, {12, 32});
+  REQUIRE(!plan.unrestricted.empty());
+  const Ranked& alpa = plan.unrestricted.front();
+  bool ranked = false;
+  for (auto& r : plan.ranked) ranked |= r.candidate.describe() == alpa.candidate.describe();
+  CHECK(ranked);  // Alpa's plan competes with the others
+  CHECK(plan.chosen().estimate.step_s <= alpa.estimate.step_s * (1 + 1e-9));
+  CHECK(plan.chosen().origin == "alpa");
+  const Candidate& c = plan.chosen().candidate;
+  REQUIRE(c.pp() > 1);
+  CHECK_FALSE(c.uniform_mesh());
+  auto source = plan.lua_source(2);
+  CHECK(source.find("require(\"slapo.parallel\").stage_layout(meshes)") != std::string::npos);
+  for (auto& s : c.stages)
+    CHECK(source.find(fmt::format("{{ layers = {}, tp = {}, dp = {}, checkpoint = {}, zero = {}, sequence = {} }}",
+                                  s.layers, s.tp, s.dp, s.checkpoint, s.zero, s.sequence)) != std::string::npos);
+  CHECK(source.find("dp_group = not mine.zero and layout.dp_group or nil") != std::string::npos);
+}
