@@ -10,7 +10,11 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "dist/group.h"
+#include "dist/link_profile.h"
+#include "dist/world.h"
 #include "host/commands.h"
+#include "host/launcher.h"
 #include "io/json_file.h"
 #include "plan/layer_layouts.h"
 #include "plan/planner.h"
@@ -56,9 +60,13 @@ int cmd_plan(const PlanArgs& a) {
 }
 
 namespace {
+// Set in the copies profile-device --ranks starts: they join their parent's world for the links.
+constexpr const char* kPeerVariable = "SLAPO_PROFILE_PEER";
+
 // Starts `count` copies of this profile (their output discarded), so the measurement sees the
-// other ranks of a plan competing for the cores and the memory bus; returns their pids.
-std::vector<pid_t> start_rank_copies(const ProfileDeviceArgs& a, int count) {
+// other ranks of a plan competing for the cores and the memory bus; afterwards they join a Gloo
+// world of count + 1 ranks at `port` (this process rank 0) to time all-reduces. Returns their pids.
+std::vector<pid_t> start_rank_copies(const ProfileDeviceArgs& a, int count, int port) {
   std::vector<std::string> args = {"slapo-lua", "profile-device", "--device", a.device, "--out", "/dev/null"};
   if (a.threads > 0) args.insert(args.end(), {"--threads", std::to_string(a.threads)});
   if (a.quick) args.push_back("--quick");
@@ -71,13 +79,38 @@ std::vector<pid_t> start_rank_copies(const ProfileDeviceArgs& a, int count) {
   posix_spawn_file_actions_addopen(&quiet, 2, "/dev/null", O_WRONLY, 0);
   std::vector<pid_t> pids;
   for (int i = 0; i < count; ++i) {
+    std::vector<std::string> env;  // this environment, with the copy's place in the world instead of any other
+    for (char** e = environ; *e; ++e) {
+      std::string var = *e;
+      std::string name = var.substr(0, var.find('='));
+      if (name != "RANK" && name != "LOCAL_RANK" && name != "WORLD_SIZE" && name != "MASTER_ADDR" &&
+          name != "MASTER_PORT" && name != "SLAPO_DIST_BACKEND" && name != kPeerVariable)
+        env.push_back(var);
+    }
+    for (auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
+             {"RANK", std::to_string(i + 1)}, {"LOCAL_RANK", std::to_string(i + 1)},
+             {"WORLD_SIZE", std::to_string(count + 1)}, {"MASTER_ADDR", "127.0.0.1"},
+             {"MASTER_PORT", std::to_string(port)}, {"SLAPO_DIST_BACKEND", "gloo"}, {kPeerVariable, "1"}})
+      env.push_back(name + "=" + value);
+    std::vector<char*> envp;
+    for (auto& v : env) envp.push_back(v.data());
+    envp.push_back(nullptr);
     pid_t pid = 0;
-    if (posix_spawn(&pid, "/proc/self/exe", &quiet, nullptr, argv.data(), environ) == 0) pids.push_back(pid);
+    if (posix_spawn(&pid, "/proc/self/exe", &quiet, nullptr, argv.data(), envp.data()) == 0) pids.push_back(pid);
   }
   posix_spawn_file_actions_destroy(&quiet);
   if (static_cast<int>(pids.size()) != count)
     throw Error(fmt::format("profile-device: --ranks {}: could start only {} of {} copies", count + 1, pids.size(), count));
   return pids;
+}
+
+// Rank `rank` of the profile's world: all-reduces among its ranks, fitted to alpha-beta.
+dist::LinkMeasurement measure_links(int rank, int ranks, int port, bool quick) {
+  dist::WorldOptions w;
+  w.rank = rank, w.local_rank = rank, w.world_size = ranks, w.master_port = port, w.backend = "gloo";
+  w.timeout = dist::timeout_from_env();
+  dist::init(w);
+  return dist::measure_all_reduce_links(*dist::world(), quick);
 }
 }  // namespace
 
@@ -92,8 +125,25 @@ int cmd_profile_device(const ProfileDeviceArgs& a) {
     o.device = a.device, o.threads = a.threads, o.quick = a.quick;
     if (a.ranks > 1 && a.device != "cpu")
       throw Error("profile-device: --ranks measures ranks sharing a CPU; each GPU is its own device (use --device cpu)");
-    if (a.ranks > 1) copies = start_rank_copies(a, a.ranks - 1);
+    if (std::getenv(kPeerVariable)) {  // a copy started below: the profile, then the links with its parent
+      plan::profile_device(o);
+      auto w = dist::options_from_env();
+      measure_links(w.rank, w.world_size, w.master_port, a.quick);
+      return 0;
+    }
+    const int port = a.ranks > 1 ? free_port() : 0;
+    if (a.ranks > 1) copies = start_rank_copies(a, a.ranks - 1, port);
     auto j = plan::profile_device(o);
+    if (a.ranks > 1) {
+      auto links = measure_links(0, a.ranks, port, a.quick);
+      auto& l = j["links"];
+      l["intra_GBps"] = links.bandwidth_Bps / 1e9;
+      l["intra_latency_us"] = links.latency_s * 1e6;
+      l["source"] = fmt::format("intra: Gloo all-reduces among the {} ranks of this profile, measured; inter: {}",
+                                a.ranks, l["source"].get<std::string>());
+      l["all_reduce"] = nlohmann::json::array();
+      for (auto& row : links.rows) l["all_reduce"].push_back({{"bytes", row.bytes}, {"s", row.seconds}});
+    }
     reap();
     if (a.ranks > 1) j["device"] = fmt::format("{}, beside {} more", j["device"].get<std::string>(), a.ranks - 1);
     j["ranks"] = a.ranks;
@@ -109,6 +159,9 @@ int cmd_profile_device(const ProfileDeviceArgs& a) {
       fmt::print("transformer layer width {}: {:.3f} TFLOP/s forward + backward\n", row["hidden"].get<int64_t>(),
                  row["tflops"].get<double>());
     fmt::print("copy: {:.1f} GB/s\n", j["copy_GBps"].get<double>());
+    if (a.ranks > 1)
+      fmt::print("links: all-reduce among {} ranks: {:.2f} GB/s, {:.0f} us per ring step\n", a.ranks,
+                 j["links"]["intra_GBps"].get<double>(), j["links"]["intra_latency_us"].get<double>());
     if (!a.out.empty()) {
       std::ofstream file(a.out);
       if (!file) throw Error(fmt::format("profile-device: cannot write '{}'", a.out));

@@ -34,23 +34,6 @@ int64_t now_ns() {
       .count();
 }
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    if (fd >= 0) ::close(fd);
-    return 29500;
-  }
-  int port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
-}
-
 struct Rank {
   int rank;
   pid_t pid;
@@ -146,6 +129,23 @@ std::string describe_exit(int status) {
 }
 
 }  // namespace
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    if (fd >= 0) ::close(fd);
+    return 29500;
+  }
+  int port = ntohs(addr.sin_port);
+  ::close(fd);
+  return port;
+}
 
 void write_error_file(const std::string& path, int rank, const std::string& message) {
   nlohmann::json j = {{"rank", rank}, {"time_ns", now_ns()}, {"message", message}};

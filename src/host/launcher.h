@@ -13,6 +13,9 @@ namespace slapo {
 /// {"test", paths...}.
 int launch_ranks(int nproc, const std::vector<std::string>& command);
 
+/// A TCP port on the loopback interface that was free a moment ago (29500 when none can be found).
+int free_port();
+
 /// In a rank started by the launcher: where to record a failure instead of printing it.
 void write_error_file(const std::string& path, int rank, const std::string& message);
 

@@ -192,6 +192,14 @@ grep -q '"memory_shared": true' "$tmp/dev.json"
 "$bin" profile-device --quick --threads 1 --ranks 2 --out "$tmp/dev2.json" >/dev/null
 grep -q '"ranks": 2' "$tmp/dev2.json"
 grep -q '"device": "cpu (1 threads), beside 1 more"' "$tmp/dev2.json"
+# ... and its links are Gloo all-reduces among those ranks, timed and fitted
+python3 - "$tmp/dev2.json" <<'PY'
+import json, sys
+links = json.load(open(sys.argv[1]))["links"]
+assert links["source"].startswith("intra: Gloo all-reduces among the 2 ranks of this profile, measured"), links
+assert [r["bytes"] for r in links["all_reduce"]] == [1024, 16777216], links
+assert links["intra_GBps"] > 0 and links["intra_latency_us"] > 0, links
+PY
 "$bin" plan gpt2 --cluster 1x2:"$tmp/dev.json" --batch 4 --seq 32 >"$tmp/table2"
 grep -q "on 1 x 2 cpu" "$tmp/table2"
 set +e
