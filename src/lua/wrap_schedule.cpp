@@ -205,7 +205,10 @@ int w_Schedule_sync(lua_State* L) {
   std::vector<std::string> params;  // bwd_params: only these
   if (lua_istable(L, 4)) {
     lua_getfield(L, 4, "params");
-    if (!lua_isnil(L, -1)) params = lx_check_strings(L, lua_gettop(L), "sync", "params");
+    if (!lua_isnil(L, -1)) {
+      std::string fn = fmt::format("sync of {}", s->where());  // the module path, for a malformed list
+      params = lx_check_strings(L, lua_gettop(L), fn.c_str(), "params");
+    }
     lua_pop(L, 1);
   }
   double axis = lx_opt_number(L, 4, "axis", static_cast<double>(INT64_MIN), "sync");
