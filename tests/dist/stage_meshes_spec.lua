@@ -120,6 +120,30 @@ for _, meshes in ipairs(by_world[slapo.dist.world_size()] or {}) do
   end)
 end
 
+-- LLaMA (rotary, grouped key/value heads) and BERT (its attention mask passed between stages)
+describe("stages on meshes, other families", function()
+  for _, kind in ipairs({ "llama", "bert" }) do
+    it(("verify %s on a one-rank stage and a data-parallel one"):format(kind), function()
+      if slapo.dist.world_size() < 3 then
+        return
+      end
+      local model = function()
+        slapo.manual_seed(21)
+        return kind == "llama" and slapo.models.llama({ hidden_size = 32, num_hidden_layers = 4,
+          num_attention_heads = 4, num_key_value_heads = 2, intermediate_size = 64, vocab_size = 64 })
+          or slapo.models.bert({ hidden_size = 32, num_hidden_layers = 4, num_attention_heads = 4,
+            intermediate_size = 64, vocab_size = 64, max_position_embeddings = 16 })
+      end
+      local layout = parallel.stage_layout({ {}, { dp = slapo.dist.world_size() - 1 } })
+      local report = slapo.verify(slapo.create_schedule(model(), { group = layout.tp_group }), { batch(12) },
+        { pipeline = pipeline_options(layout) }, function(s)
+          parallel.cut_evenly(s, kind == "llama" and "model.layers" or "bert.encoder.layer", 2)
+        end)
+      assert(report.gradients > 5, "compared " .. report.gradients .. " gradients")
+    end)
+  end
+end)
+
 describe("stage meshes refuse", function()
   it("meshes that do not hold the world's ranks, by name", function()
     local world = slapo.dist.world_size()
