@@ -71,6 +71,23 @@ class Program {
     stages_ = std::min({layers_, devices_, max_stages > 0 ? max_stages : devices_});
     in_flight_ = std::min(micro_, stages_);
     tabulate();
+    weigh(1.0);
+  }
+
+  // How much of each stage's once-a-step cost (gradient sync, update) the program's sum counts:
+  // the fronts of the choices no other beats in both time and that cost.
+  void weigh(double once_weight) {
+    fronts_.assign(fitting_.size(), {});
+    for (size_t f = 0; f < fitting_.size(); ++f) {
+      std::vector<Option> options;
+      for (auto& e : fitting_[f]) options.push_back({e.time, e.time + once_weight * e.once, e.config});
+      // ascending time; of equal times the cheapest (configs come simplest first)
+      std::stable_sort(options.begin(), options.end(), [](const Option& a, const Option& b) {
+        return a.time < b.time || (a.time == b.time && a.cost < b.cost);
+      });
+      for (auto& o : options)
+        if (fronts_[f].empty() || o.cost < fronts_[f].back().cost) fronts_[f].push_back(o);
+    }
   }
 
   // The best candidate over every bound; `programs` counts the programs solved.
@@ -114,9 +131,9 @@ class Program {
             (in_flight - 1)) * 2 + next_in_node;
   }
 
-  // Every fitting choice for every stage shape, kept where no other is both faster and cheaper.
+  // Every fitting choice for every stage shape, estimated once.
   void tabulate() {
-    fronts_.assign(static_cast<size_t>(layers_) * 4 * meshes_.size() * in_flight_ * 2, {});
+    fitting_.assign(static_cast<size_t>(layers_) * 4 * meshes_.size() * in_flight_ * 2, {});
     const double usable = kUsableMemory * cluster_.device.memory_bytes;
     for (int length = 1; length <= layers_; ++length)
       for (int flags = 0; flags < 4; ++flags) {
@@ -127,23 +144,14 @@ class Program {
           bool dp_in_node = mesh.size <= cluster_.per_node;
           for (int in_flight = 1; in_flight <= in_flight_; ++in_flight)
             for (bool next_in_node : {false, true}) {
-              std::vector<Option> options;
+              auto& fitting = fitting_[front_index(length, first, last, mi, in_flight, next_in_node)];
               for (size_t ci = 0; ci < mesh.configs.size(); ++ci) {
                 const Config& cfg = mesh.configs[ci];
                 Stage stage{length, cfg.tp, cfg.dp, cfg.checkpoint, cfg.zero, cfg.sequence};
                 auto e = stage_estimate(model_, cluster_, work_, mesh.costs[ci], stage,
                                         {first, last, dp_in_node, next_in_node, in_flight});
-                if (e.peak_bytes > usable) continue;
-                options.push_back({e.time_s(), e.time_s() + e.once_s(), static_cast<int>(ci)});
+                if (e.peak_bytes <= usable) fitting.push_back({e.time_s(), e.once_s(), static_cast<int>(ci)});
               }
-              // ascending time; of equal times the cheapest (configs come simplest first)
-              std::stable_sort(options.begin(), options.end(), [](const Option& a, const Option& b) {
-                return a.time < b.time || (a.time == b.time && a.cost < b.cost);
-              });
-              std::vector<Option> front;
-              for (auto& o : options)
-                if (front.empty() || o.cost < front.back().cost) front.push_back(o);
-              fronts_[front_index(length, first, last, mi, in_flight, next_in_node)] = std::move(front);
             }
         }
       }
@@ -241,6 +249,11 @@ class Program {
   const Workload& work_;
   int micro_, layers_ = 0, devices_ = 0, stages_ = 0, in_flight_ = 1;
   std::vector<Mesh> meshes_;
+  struct Estimated {
+    double time, once;  // per micro-batch; once a step
+    int config;
+  };
+  std::vector<std::vector<Estimated>> fitting_;  // per stage shape (front_index)
   std::vector<std::vector<Option>> fronts_;
   std::vector<int> pick_;
   std::vector<double> cost_;
@@ -340,6 +353,23 @@ InterOpResult plan_inter_op(const ModelShape& model, const Cluster& cluster, con
   worker();
   for (auto& t : pool) t.join();
 
+  // The step pays the slowest stage's once-a-step cost (gradient sync, update), the program's sum
+  // every stage's. With a submesh per stage, the two best micro-batch counts' programs are solved
+  // once more counting a quarter of that cost; the exact estimates keep the better plans.
+  if (!options.uniform_mesh) {
+    std::vector<Search*> found;
+    for (auto& search : searches)
+      if (search.found) found.push_back(&search);
+    std::stable_sort(found.begin(), found.end(),
+                     [](const Search* a, const Search* b) { return a->estimate.step_s < b->estimate.step_s; });
+    for (size_t i = 0; i < std::min<size_t>(found.size(), 2); ++i) {
+      Search& search = *found[i];
+      Program program(model, cluster, work, search.micro,
+                      meshes_for(model, cluster, work, work.batch / search.micro), options.max_stages);
+      program.weigh(0.25);
+      program.solve(search.candidate, search.estimate, search.programs);
+    }
+  }
   InterOpResult result;
   bool found = false;
   for (auto& search : searches) {
