@@ -179,6 +179,18 @@ describe("stage meshes refuse", function()
       pcall_err(slapo.build, sch, { pipeline = pipeline_options(layout) }))
   end)
 
+  it("cuts that make more stages than meshes, and replicas other than the mesh's", function()
+    local layout = parallel.stage_layout({ {}, { dp = slapo.dist.world_size() - 1 } })
+    local sch = slapo.create_schedule(build(), { group = layout.tp_group })
+    parallel.cut_evenly(sch, "transformer.h", 3)
+    eq("build: the cuts make 3 pipeline stages, but pipeline.meshes names 2; give each stage one mesh",
+      pcall_err(slapo.build, sch, { pipeline = pipeline_options(layout) }))
+    sch = slapo.create_schedule(build(), { group = layout.tp_group })
+    parallel.cut_evenly(sch, "transformer.h", 2)
+    matches(("runs stage %d on tp 1 x dp %d, so pipeline.dp_group must be ranks {"):format(layout.stage, layout.dp),
+      pcall_err(slapo.build, sch, { pipeline = { meshes = layout.meshes, dp_group = slapo.dist.world() } }))
+  end)
+
   it("micro-batches whose rows a stage's replicas do not divide", function()
     if slapo.dist.world_size() < 3 then
       return
