@@ -126,16 +126,27 @@ Plan plan_parallel(const ModelShape& model, const Cluster& cluster, const Worklo
   return plan;
 }
 
-void Plan::pick(const std::string& description) {
+void Plan::pick(const std::string& name) {
+  // a search's name picks its plan: Alpa's program's, or the fastest of the others' that fits
+  std::string description = name;
+  if (name == "alpa" && !unrestricted.empty()) description = unrestricted.front().candidate.describe();
+  if (name == "grid" || name == "inter-op") {
+    auto found = std::find_if(ranked.begin(), ranked.end(),
+                              [&](const Ranked& r) { return r.origin == name && r.estimate.fits; });
+    if (found == ranked.end())
+      throw Error(fmt::format("plan: --pick '{}': that search found no plan that fits of its own", name));
+    description = found->candidate.describe();
+  }
   auto it = std::find_if(ranked.begin(), ranked.end(),
                          [&](const Ranked& r) { return r.candidate.describe() == description; });
   if (it == ranked.end()) {
-    std::vector<std::string> names;
+    std::vector<std::string> names = {"grid", "inter-op", "alpa"};
     for (auto& r : ranked) names.push_back(r.candidate.describe());
     auto close = closest_names(description, names);
-    throw Error(fmt::format("plan: --pick '{}' names no plan considered{} (the table's first column, e.g. '{}')",
+    throw Error(fmt::format("plan: --pick '{}' names no plan considered{} (the table's first column, e.g. '{}', or a "
+                            "search: grid, inter-op, alpa)",
                             description, close.empty() ? "" : fmt::format("; did you mean '{}'?", close[0]),
-                            names.front()));
+                            names[3]));
   }
   if (!it->estimate.fits)
     throw Error(fmt::format("plan: --pick '{}' does not fit: {}", description, it->verdict));

@@ -46,10 +46,11 @@ struct Plan {
   };
   std::vector<MeshLayout> mesh_layouts;
   const Ranked& chosen() const { return ranked.front(); }
-  /// Puts the plan described as `description` (Candidate::describe, as the table prints it) first,
+  /// Puts the plan described as `description` (Candidate::describe, as the table prints it; or
+  /// "grid", "inter-op", "alpa": the fastest fitting plan of that search) first,
   /// so the script is written for it; the planner's own choice stays in the list. Throws naming
   /// the closest descriptions when none matches.
-  void pick(const std::string& description);
+  void pick(const std::string& name);
   /// A Lua script that builds the model, applies the plan with the reference schedules, checks it
   /// and trains `steps` steps; comments give the prediction and the alternatives.
   std::string lua_source(int steps) const;

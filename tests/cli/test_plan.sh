@@ -56,14 +56,10 @@ cat > "$tmp/pp.json" <<'JSON'
 JSON
 cat > "$tmp/gen.lua" <<'LUA'
 local model = slapo.models.gpt2({ n_embd = 64, n_layer = 4, n_head = 4, vocab_size = 2048, n_positions = 64 })
-local p = slapo.plan(model, { cluster = "1x4:" .. arg[1], batch = 8, seq = 32, steps = 2 })
-for _, alt in ipairs(p.alternatives) do  -- the one-layout program's pipeline (Alpa's may be faster)
-  if alt.origin == "inter-op" then
-    p = slapo.plan(model, { cluster = "1x4:" .. arg[1], batch = 8, seq = 32, steps = 2, pick = alt.name })
-    break
-  end
-end
+-- the one-layout program's pipeline, picked by its search's name (Alpa's plan is faster here)
+local p = slapo.plan(model, { cluster = "1x4:" .. arg[1], batch = 8, seq = 32, steps = 2, pick = "inter-op" })
 print(p)
+assert(p.origin == "inter-op", "picked " .. p.name)
 assert(p.pp == 2, "expected a 2-stage pipeline")
 assert(p.stages[1].layers ~= p.stages[2].layers, "expected uneven stages")
 local f = assert(io.open(arg[2], "w"))

@@ -344,4 +344,10 @@ TEST_CASE("plan: Alpa's stages on meshes of their own are chosen when fastest, a
     CHECK(source.find(fmt::format("{{ layers = {}, tp = {}, dp = {}, checkpoint = {}, zero = {}, sequence = {} }}",
                                   s.layers, s.tp, s.dp, s.checkpoint, s.zero, s.sequence)) != std::string::npos);
   CHECK(source.find("dp_group = not mine.zero and layout.dp_group or nil") != std::string::npos);
+  // a search's name picks its plan
+  plan.pick("grid");
+  CHECK(plan.chosen().origin == "grid");
+  plan.pick("alpa");
+  CHECK(plan.chosen().candidate.describe() == alpa.candidate.describe());
+  CHECK_THROWS_WITH_AS(plan.pick("gird"), doctest::Contains("did you mean 'grid"), Error);
 }
