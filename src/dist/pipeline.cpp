@@ -125,7 +125,7 @@ std::vector<PipelineRunner::Peer> PipelineRunner::peers(int vs, bool backward, b
   }
   const StageMesh& me = meshes_[vs];
   const StageMesh& other = meshes_[toward_next ? vs + 1 : vs - 1];
-  const int offset = group_->rank() - me.first_rank, dp_rank = offset / me.tp, tp_rank = offset % me.tp;
+  const int dp_rank = me.dp_rank_of(group_->rank()), tp_rank = me.tp_rank_of(group_->rank());
   const int64_t rows = local_rows * me.dp;  // the micro-batch's
   if (rows % other.dp != 0)
     throw Error(fmt::format("pipeline: micro-batches of {} rows do not split among the {} data-parallel replicas of "
@@ -192,12 +192,13 @@ std::vector<at::Tensor> PipelineRunner::recv_piece(int src, int micro_batch, int
 
 namespace {
 
-// Rows [first, first + rows) of each tensor (all of them when rows is 0).
-std::vector<at::Tensor> rows_of(const std::vector<at::Tensor>& tensors, int64_t first, int64_t rows, int stage) {
+// Rows [first, first + rows) of each tensor of `local_rows` rows (all of them when rows is 0).
+std::vector<at::Tensor> rows_of(const std::vector<at::Tensor>& tensors, int64_t first, int64_t rows,
+                                int64_t local_rows, int stage) {
   if (rows == 0) return tensors;
   std::vector<at::Tensor> out;
   for (auto& t : tensors) {
-    if (t.dim() == 0 || t.size(0) < first + rows)
+    if (t.dim() == 0 || t.size(0) != local_rows)
       throw Error(fmt::format("pipeline: stage {} passes on a tensor of shape [{}], which is not split by the "
                               "micro-batch's rows; stages of different data-parallel degrees exchange only such tensors",
                               stage, fmt::join(t.sizes(), ", ")));
@@ -225,7 +226,7 @@ std::vector<at::Tensor> join_rows(std::vector<std::vector<at::Tensor>> pieces) {
 void PipelineRunner::send_activations(const std::vector<at::Tensor>& tensors, int micro_batch, int from,
                                       int64_t local_rows) {
   for (auto& peer : peers(from, false, true, local_rows)) {
-    auto piece = rows_of(tensors, peer.first_row, peer.rows, from);
+    auto piece = rows_of(tensors, peer.first_row, peer.rows, local_rows, from);
     if (peer.rows)  // a slice is a new tensor: keep what the receiver is told about gradients
       for (size_t i = 0; i < piece.size(); ++i) piece[i].requires_grad_(tensors[i].requires_grad());
     send_piece(piece, peer.rank, micro_batch, from, false);
@@ -330,7 +331,7 @@ double PipelineRunner::step(const StageFn& run_stage, const LossFn& loss_fn, con
     group_->broadcast(loss, stages() - 1, "pipeline");
   } else {  // the last stage's replicas each hold their share, once per replica (tp rank 0)
     const auto& tail = meshes_.back();
-    if (!tail.holds(group_->rank()) || (group_->rank() - tail.first_rank) % tail.tp != 0) loss.zero_();
+    if (!tail.holds(group_->rank()) || tail.tp_rank_of(group_->rank()) != 0) loss.zero_();
     group_->all_reduce(loss, "pipeline");
   }
   stats_ = {seconds_since(start), busy, m, stages(), chunks_};

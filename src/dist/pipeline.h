@@ -57,6 +57,8 @@ struct StageMesh {
   int first_rank = 0, tp = 1, dp = 1;
   int size() const { return tp * dp; }
   bool holds(int rank) const { return rank >= first_rank && rank < first_rank + size(); }
+  int dp_rank_of(int rank) const { return (rank - first_rank) / tp; }  ///< a rank this mesh holds
+  int tp_rank_of(int rank) const { return (rank - first_rank) % tp; }
 };
 
 class PipelineRunner {

@@ -77,7 +77,7 @@ dist::PipelineRunner make_runner(const PipelineOptions& o, size_t stages) {
   return {dist::world(), o.schedule, o.meshes};
 }
 
-// The global ranks `count` apart from `first`, `n` of them.
+// `n` global ranks from `first`, `step` apart.
 std::vector<int> ranks_from(int first, int step, int n) {
   std::vector<int> out;
   for (int i = 0; i < n; ++i) out.push_back(first + i * step);
@@ -114,9 +114,9 @@ Pipeline::Pipeline(std::shared_ptr<Schedule> root, PipelineOptions options)
   }
   if (!runner_.meshes().empty()) {  // this rank's schedule and replicas must be its mesh's
     auto& mesh = runner_.meshes()[stage()];
-    const int offset = dist::world()->rank() - mesh.first_rank;
-    auto tp_ranks = ranks_from(mesh.first_rank + offset / mesh.tp * mesh.tp, 1, mesh.tp);
-    auto dp_ranks = ranks_from(mesh.first_rank + offset % mesh.tp, mesh.tp, mesh.dp);
+    const int me = dist::world()->rank();
+    auto tp_ranks = ranks_from(mesh.first_rank + mesh.dp_rank_of(me) * mesh.tp, 1, mesh.tp);
+    auto dp_ranks = ranks_from(mesh.first_rank + mesh.tp_rank_of(me), mesh.tp, mesh.dp);
     auto group_ranks = [](const std::shared_ptr<dist::Group>& g) {
       return g ? g->ranks() : std::vector<int>{dist::world()->rank()};
     };
@@ -244,7 +244,7 @@ void Pipeline::prepare(const Values& inputs) {
 Values Pipeline::my_rows(const Values& micro_inputs) const {
   if (runner_.meshes().empty()) return micro_inputs;
   auto& mesh = runner_.meshes()[stage()];
-  const int dp_rank = (dist::world()->rank() - mesh.first_rank) / mesh.tp;
+  const int dp_rank = mesh.dp_rank_of(dist::world()->rank());
   Values out;
   for (auto& v : micro_inputs) {
     if (!v.isTensor()) {
