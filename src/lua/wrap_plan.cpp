@@ -153,13 +153,14 @@ int w_plan(lua_State* L) {
 }
 
 // _autoshard(sch, {ranks =, dp =, cluster =, batch =, seq =, memory_mib =, zero =, solver =, sequence =,
-// inputs = {...}}) -> {strategy = {path = style}, step_s =, replicated_s =, memory_mib =, replicated_memory_mib =, zero =, sequence =,
+// objective =, inputs = {...}}) -> {strategy = {path = style}, step_s =, replicated_s =, volume =, memory_mib =, replicated_memory_mib =, zero =, sequence =,
 // solver =, variables =, constraints =, source =} (slapo.autoshard in init.lua)
 int w_autoshard(lua_State* L) {
   const char* fn = "autoshard";
   auto sch = lx_check_live_schedule(L, 1, fn);
   lx_check_option_keys(L, 2,
-                       {"ranks", "dp", "cluster", "batch", "seq", "memory_mib", "zero", "solver", "inputs", "sequence"}, fn);
+                       {"ranks", "dp", "cluster", "batch", "seq", "memory_mib", "zero", "solver", "inputs", "sequence",
+                        "objective"}, fn);
   int ranks = static_cast<int>(lx_check_integer_value(lx_opt_number(L, 2, "ranks", sch->world_size() > 1 ?
                                                                                      sch->world_size() : 2, fn),
                                                         "ranks", 2, 4096, fn));
@@ -172,6 +173,7 @@ int w_autoshard(lua_State* L) {
   o.tokens = batch * seq;  // every tensor scaled by tokens alone: the user's example's sequence
                            // length may equal a head's width, which the planner's prime length avoids
   o.solver = lx_opt_string(L, 2, "solver", "ilp", fn);
+  o.objective = lx_opt_string(L, 2, "objective", "time", fn);
   double memory_mib = lx_opt_number_in(L, 2, "memory_mib", 0, 0, 1e12, fn);
   if (memory_mib > 0) o.memory_bytes = memory_mib * double(1 << 20);
   // zero = true | false | "auto" (the solver chooses)
@@ -206,6 +208,7 @@ int w_autoshard(lua_State* L) {
   lua_setfield(L, -2, "strategy");
   set_number(L, "step_s", result.step_s);
   set_number(L, "replicated_s", result.replicated_s);
+  set_number(L, "volume", result.volume);
   set_number(L, "memory_mib", result.memory_bytes / double(1 << 20));
   set_number(L, "replicated_memory_mib", result.replicated_memory_bytes / double(1 << 20));
   lua_pushboolean(L, result.zero);

@@ -17,6 +17,7 @@
 #include "graph/traced_graph.h"
 #include "plan/cost_model.h"
 #include "plan/selection_ilp.h"
+#include "plan/token_axes.h"
 
 namespace slapo::plan {
 
@@ -43,11 +44,13 @@ struct IntraOpAnalysis {
   std::map<std::string, Projection> by_path;
   std::vector<Projection> projections;           // in graph order
   std::vector<const torch::jit::Value*> inputs;  // the value each projection reads
+  std::vector<const torch::jit::Value*> outputs; // and the one it returns
   std::set<std::string> dropouts;                // the Dropout leaves' paths
   std::vector<SharedInput> shared;
   double example_tokens = 1;                     // tokens in the traced example
   int64_t example_seq = 0;                       // its sequence length
   int64_t token_axis = -1;                       // the input's sequence dimension (-1: none found)
+  TokenAxes token_axes;                          // each value's, with the input split along it
   // graph inputs that are parameters: their paths ("ln_1.weight") and elements
   std::unordered_map<const torch::jit::Value*, std::pair<std::string, double>> params_of;
 };
@@ -65,13 +68,14 @@ enum class Layout { R, S, T, A };
 // ColumnSeq: column-parallel on a token-split input, all-gathered first (its gradient
 // reduce-scattered); RowSeq: row-parallel whose partial sums are reduce-scattered over the tokens
 // (Megatron's sequence parallelism). TokenParallel: whole weights on this rank's tokens, their
-// gradients all-reduced (Slapo's SR x RR).
-enum class Style { Replicated, Column, Row, ColumnGather, ColumnSeq, RowSeq, TokenParallel };
+// gradients all-reduced (Slapo's SR x RR); TokenGather: the same, its output all-gathered over the
+// tokens (attention's keys and values, for every rank's queries).
+enum class Style { Replicated, Column, Row, ColumnGather, ColumnSeq, RowSeq, TokenParallel, TokenGather };
 bool is_column(Style s) { return s == Style::Column || s == Style::ColumnGather || s == Style::ColumnSeq; }
 Layout input_of(Style s) {
   switch (s) {
     case Style::Row: case Style::RowSeq: return Layout::S;
-    case Style::ColumnSeq: case Style::TokenParallel: return Layout::T;
+    case Style::ColumnSeq: case Style::TokenParallel: case Style::TokenGather: return Layout::T;
     default: return Layout::R;
   }
 }
@@ -91,6 +95,7 @@ const char* style_name(Style s) {
     case Style::ColumnSeq: return "column_seq";
     case Style::RowSeq: return "row_seq";
     case Style::TokenParallel: return "token_parallel";
+    case Style::TokenGather: return "token_gather";
   }
   return "?";
 }
@@ -103,64 +108,11 @@ bool is_tensor_value(const torch::jit::Value* v) {
   return v->type()->cast<c10::TensorType>() || v->type()->isSubtypeOf(*c10::ListType::ofTensors());
 }
 
-// Ops that compute each token on its own, so they run on this rank's tokens alone.
-const std::set<std::string> kTokenwise = {
-    "aten::add", "aten::sub", "aten::mul", "aten::div", "aten::gelu", "aten::relu", "aten::silu", "aten::tanh",
-    "aten::sigmoid", "aten::pow", "aten::rsqrt", "aten::sqrt", "aten::neg", "aten::exp", "aten::to", "aten::type_as",
-    "aten::contiguous", "aten::clone", "aten::dropout", "aten::layer_norm", "prim::ListConstruct",
-    "prim::ListUnpack", "prim::TupleConstruct", "prim::TupleUnpack"};
-const std::set<std::string> kReductions = {"aten::mean", "aten::sum", "aten::var", "aten::norm"};
-
-std::optional<std::vector<int64_t>> sizes_of(const torch::jit::Value* v) {
-  auto t = v->type()->cast<c10::TensorType>();
-  auto sizes = t ? t->sizes().concrete_sizes() : c10::nullopt;
-  if (!sizes) return std::nullopt;
-  return *sizes;
-}
-
-// A list of constant ints: a constant, or a list built of constants (a trace's dims).
-std::optional<std::vector<int64_t>> int_list(const torch::jit::Value* v) {
-  if (auto constant = torch::jit::constant_as<std::vector<int64_t>>(v)) return *constant;
-  if (v->node()->kind() != c10::prim::ListConstruct) return std::nullopt;
-  std::vector<int64_t> out;
-  for (auto* item : v->node()->inputs()) {
-    auto i = torch::jit::constant_as<int64_t>(item);
-    if (!i) return std::nullopt;
-    out.push_back(*i);
-  }
-  return out;
-}
-
-// Whether `node` can compute on token-split tensors: a token-wise op, a reduction or size that
-// leaves the sequence dimension alone, and no whole tensor of the sequence's length beside them
-// (`carries`: the inputs that have a layout; the others broadcast).
+// Whether `node` can compute on token-split tensors (token_axes.h); `carries`: the inputs that
+// have a layout, the others broadcast.
 bool token_ok(const IntraOpAnalysis& a, const torch::jit::Node* node,
               const std::function<bool(const torch::jit::Value*)>& carries) {
-  if (a.token_axis < 0) return false;
-  std::string kind = node->kind().toQualString();
-  auto off_axis = [&](int64_t d) {
-    auto sizes = sizes_of(node->input(0));
-    int64_t rank = sizes ? int64_t(sizes->size()) : 0;
-    if (d < 0) d += rank;
-    return rank > 0 && d != a.token_axis;
-  };
-  if (kReductions.count(kind)) {
-    auto dims = node->inputs().size() > 1 ? int_list(node->input(1)) : std::nullopt;
-    if (!dims || dims->empty()) return false;
-    for (auto d : *dims)
-      if (!off_axis(d)) return false;
-  } else if (kind == "aten::size") {
-    auto d = node->inputs().size() > 1 ? torch::jit::constant_as<int64_t>(node->input(1)) : c10::nullopt;
-    if (!d || !off_axis(*d)) return false;
-  } else if (!kTokenwise.count(kind)) {
-    return false;
-  }
-  for (auto* v : node->inputs()) {
-    if (carries(v)) continue;
-    auto sizes = sizes_of(v);
-    if (sizes && a.example_seq > 1 && std::count(sizes->begin(), sizes->end(), a.example_seq)) return false;
-  }
-  return true;
+  return a.token_axis >= 0 && computes_on_tokens(node, a.token_axes, carries);
 }
 
 // One propagation from the module's input in `boundary` (R, or T: sequence parallel): false when an
@@ -208,6 +160,13 @@ bool propagate(const Analysis& a, const std::vector<Style>& styles, Layout bound
         for (auto* v : node->inputs())
           if (of(v) != Layout::A) l = of(v);
       layout[node->output()] = l;
+      continue;
+    }
+    // attention on this rank's queries: the left operand's tokens against a whole right operand
+    if ((kind == "aten::matmul" || kind == "aten::bmm") && of(node->input(0)) == Layout::T) {
+      if (of(node->input(1)) == Layout::S || of(node->input(1)) == Layout::T) return false;
+      if (!matmul_on_tokens(node, a.token_axes)) return false;
+      layout[node->output()] = Layout::T;
       continue;
     }
     // the tensor inputs that carry a layout
@@ -272,6 +231,10 @@ struct Strategy {
   double flops = 0, params = 0, saved = 0;
   bool split = false;
   double forward_reduced = 0, backward_reduced = 0;
+  // Slapo's objective: the elements each rank hands the forward collectives (an all-reduce or a
+  // reduce-scatter its whole tensor, an all-gather its part)
+  double volume = 0;
+  Layout rhs = Layout::A;  // a matmul's right operand, where it needs another layout than `in`
 };
 
 // The selection problem for one ZeRO choice: a node per op that reads the module's input (directly
@@ -281,7 +244,13 @@ struct Built {
   std::vector<std::vector<Strategy>> strategies;  // per problem node
   std::vector<int> projection_node;               // per projection: its problem node
   std::vector<int> shared_node;                   // per Analysis::shared: its sync's node (none, all-reduce)
+  // Slapo's volume of the module's own split and gather under sequence parallelism: a unit per op
+  // that reads the split input, and the output's part all-gathered
+  double boundary_volume = 0;
 };
+
+// Ops that read a tensor without a gradient flowing back through them.
+const std::set<std::string> kShapeOnly = {"aten::size", "aten::dim", "aten::len", "prim::shape", "aten::numel"};
 
 Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
   Built b;
@@ -304,7 +273,9 @@ Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
   std::unordered_map<const torch::jit::Value*, int> producer;  // a value that carries a layout -> its node
   auto add = [&](std::string name, std::vector<Strategy> strategies) {
     std::vector<double> cost, memory;
-    for (auto& s : strategies) cost.push_back(s.seconds), memory.push_back(s.bytes);
+    // Slapo's objective in millions of elements (the solver counts in millionths), time breaking ties
+    for (auto& s : strategies)
+      cost.push_back(o.objective == "volume" ? s.volume * 1e-6 + s.seconds * 1e-7 : s.seconds), memory.push_back(s.bytes);
     b.strategies.push_back(std::move(strategies));
     return b.problem.add_node(std::move(name), cost, memory);
   };
@@ -356,12 +327,17 @@ Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
           // activation elements per token reduced over the tp axis, in all-reduces (a gather or a
           // reduce-scatter is half of one)
           double fwd = st == Style::Row ? double(p.out)
-                       : st == Style::ColumnGather || st == Style::RowSeq ? double(p.out) / 2
+                       : st == Style::ColumnGather || st == Style::RowSeq || st == Style::TokenGather ? double(p.out) / 2
                        : st == Style::ColumnSeq && !grouped ? double(p.in) / 2 : 0.0;
-          double bwd = st == Style::RowSeq ? double(p.out) / 2
+          double bwd = st == Style::RowSeq || st == Style::TokenGather ? double(p.out) / 2
                        : st == Style::ColumnSeq ? (grouped ? 0.0 : double(p.in) / 2)
                        : is_column(st) && !grouped ? double(p.in) : 0.0;
-          return Strategy{in, out, st, seconds, bytes_held, flops, params, out_elements, split, fwd, bwd};
+          // the forward collective's elements per rank: all-reduced or reduce-scattered whole,
+          // all-gathered in parts
+          double volume = st == Style::Row || st == Style::RowSeq ? tokens * double(p.out)
+                          : st == Style::ColumnGather || st == Style::TokenGather ? tokens * double(p.out) / o.ranks
+                          : st == Style::ColumnSeq && !grouped ? tokens * double(p.in) / o.ranks : 0.0;
+          return Strategy{in, out, st, seconds, bytes_held, flops, params, out_elements, split, fwd, bwd, volume};
         };
         options.push_back(style(Layout::R, Layout::R, Style::Replicated, flops / o.flops_per_s + weight_sync(params),
                                 weight_bytes(params) + out_elements * bytes));
@@ -375,7 +351,8 @@ Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
               Strategy{}, Strategy{Layout::R, Layout::R, Style::Column, input_sync, 0, 0, 0, 0, false, 0, double(p.in)}};
           if (sequence)
             syncs.push_back(Strategy{Layout::T, Layout::T, Style::ColumnSeq, input_sync, tokens * double(p.in) * bytes,
-                                     0, 0, tokens * double(p.in), false, double(p.in) / 2, double(p.in) / 2});
+                                     0, 0, tokens * double(p.in), false, double(p.in) / 2, double(p.in) / 2,
+                                     tokens * double(p.in) / o.ranks});
           b.shared_node[size_t(group)] = add("sync " + a.shared[size_t(group)].parent, std::move(syncs));
         }
         if (!p.tied && p.out % o.ranks == 0) {
@@ -407,9 +384,15 @@ Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
                                     shared + tp_reduce(tokens * double(p.out)) + (p.bias ? tp_reduce(double(p.out)) : 0),
                                     weight_bytes(params / o.ranks) + out_elements * bytes / o.ranks));
           // whole weights on this rank's tokens: their gradients all-reduced
-          options.push_back(style(Layout::T, Layout::T, Style::TokenParallel,
-                                  flops / o.ranks / o.flops_per_s + weight_sync(params) + tp_reduce(params),
+          double token_parallel = flops / o.ranks / o.flops_per_s + weight_sync(params) + tp_reduce(params);
+          options.push_back(style(Layout::T, Layout::T, Style::TokenParallel, token_parallel,
                                   weight_bytes(params) + out_elements * bytes / o.ranks));
+          // and its output all-gathered over the tokens (the gradient reduce-scattered): keys
+          // and values whole for every rank's queries
+          if (a.token_axes.count(node->output()) && a.token_axes.at(node->output()) >= 0)
+            options.push_back(style(Layout::T, Layout::R, Style::TokenGather,
+                                    token_parallel + tp_reduce(tokens * double(p.out)),
+                                    weight_bytes(params) + out_elements * bytes));
         }
         b.projection_node.push_back(static_cast<int>(b.problem.nodes.size()));
         ++next_projection;
@@ -445,6 +428,12 @@ Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
                            seconds / o.ranks + (param_elements > 0 ? tp_reduce(param_elements) : 0.0),
                            out_elements * bytes / o.ranks, flops, 0, out_elements, true});
       }
+      if (sequence && matmul_on_tokens(node, a.token_axes)) {  // this rank's queries, the keys whole
+        Strategy rows{Layout::T, Layout::T, Style::Replicated, seconds / o.ranks, out_elements * bytes / o.ranks,
+                      flops, 0, out_elements, true};
+        rows.rhs = Layout::R;
+        options.push_back(rows);
+      }
     }
     // the module hands on tensors laid out as it was given them
     for (auto* out : g.outputs())
@@ -467,13 +456,27 @@ Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
       b.problem.edges.push_back(std::move(e));
     }
     for (int u : from) {  // an op computes on the layout its producers hand it, or not at all
+      std::vector<size_t> slots;  // the inputs u produces
+      for (size_t i = 0; i < node->inputs().size(); ++i) {
+        auto found = producer.find(node->input(i));
+        if (found != producer.end() && found->second == u) slots.push_back(i);
+      }
       SelectionProblem::Edge e{u, v, {}};
       for (auto& su : b.strategies[static_cast<size_t>(u)])
-        for (auto& sv : b.strategies[static_cast<size_t>(v)]) e.cost.push_back(su.out == sv.in ? 0.0 : INFINITY);
+        for (auto& sv : b.strategies[static_cast<size_t>(v)]) {
+          bool fits = true;
+          for (size_t i : slots) fits = fits && su.out == (i == 1 && sv.rhs != Layout::A ? sv.rhs : sv.in);
+          e.cost.push_back(fits ? 0.0 : INFINITY);
+        }
       b.problem.edges.push_back(std::move(e));
     }
     for (auto* out : node->outputs())
       if (is_tensor_value(out)) producer[out] = v;
+  }
+  if (sequence) {
+    for (const auto& use : g.inputs()[0]->uses())
+      if (!kShapeOnly.count(use.user->kind().toQualString())) b.boundary_volume += 1;
+    for (auto* out : g.outputs()) b.boundary_volume += numel_of(out) * scale_of(out) / o.ranks;
   }
   return b;
 }
@@ -524,9 +527,6 @@ std::string parent_of(const std::string& path) {
   auto dot = path.rfind('.');
   return dot == std::string::npos ? "" : path.substr(0, dot);
 }
-
-// Ops that read a tensor without a gradient flowing back through them.
-const std::set<std::string> kShapeOnly = {"aten::size", "aten::dim", "aten::len", "prim::shape", "aten::numel"};
 
 // For each input read by two projections or more: their nearest common module, traced on its own
 // (inputs shaped like its call in the main trace, zeros), must take that input first and use it
@@ -618,6 +618,8 @@ void check_options(const IntraOpOptions& o, const std::string& where) {
     throw Error(fmt::format("autoshard: {}: solver must be \"ilp\" or \"exhaustive\", got \"{}\"", where, o.solver));
   if (o.zero != "auto" && o.zero != "on" && o.zero != "off")
     throw Error(fmt::format("autoshard: {}: zero must be \"auto\", \"on\" or \"off\", got \"{}\"", where, o.zero));
+  if (o.objective != "time" && o.objective != "volume")
+    throw Error(fmt::format("autoshard: {}: objective must be \"time\" or \"volume\", got \"{}\"", where, o.objective));
   if (o.sequence != "on" && o.sequence != "off")
     throw Error(fmt::format("autoshard: {}: sequence must be \"on\" or \"off\", got \"{}\"", where, o.sequence));
 }
@@ -658,6 +660,7 @@ IntraOpProblem::IntraOpProblem(const std::shared_ptr<Module>& copy, const std::s
     a.projections.push_back(found->second);
     auto* list = node->input(1)->node();
     a.inputs.push_back(list->inputs().empty() ? nullptr : list->inputs()[0]);
+    a.outputs.push_back(node->output());
   }
   find_shared_inputs(a, copy, leaves);
   // the example's tokens: every dimension of token ids, the leading ones of hidden states
@@ -669,6 +672,7 @@ IntraOpProblem::IntraOpProblem(const std::shared_ptr<Module>& copy, const std::s
     a.example_seq = dims > 0 ? x.size(dims - 1) : 0;
     // hidden states [.., sequence, hidden] split along the sequence
     if (at::isFloatingType(x.scalar_type()) && dims > 0 && a.example_seq > 1) a.token_axis = dims - 1;
+    if (a.token_axis >= 0) a.token_axes = trace_token_axes(*a.graph->graph(), a.token_axis);
   }
   // the parameters the graph reads, by owning module
   {
@@ -698,7 +702,7 @@ IntraOpPlan IntraOpProblem::solve(const IntraOpOptions& o) const {
   if (o.zero != "off" && o.dp > 1) zero_choices.push_back(true);
   IntraOpPlan best;
   best.step_s = INFINITY;
-  double least_bytes = INFINITY, solve_s = 0;
+  double least_bytes = INFINITY, solve_s = 0, best_objective = INFINITY;
   auto solve = [&](const SelectionProblem& problem) {
     return o.solver == "exhaustive" ? solve_selection_exhaustively(problem, "autoshard: " + where)
                                     : solve_selection(problem, "autoshard: " + where);
@@ -709,11 +713,10 @@ IntraOpPlan IntraOpProblem::solve(const IntraOpOptions& o) const {
     if (!zero || o.zero == "on") {  // no sharding at all (whole tensors in and out), for comparison
       IntraOpOptions whole_tensors = o;
       whole_tensors.sequence = "off";
-      SelectionProblem unbounded = o.sequence == "on" ? build_problem(a, whole_tensors, zero).problem : b.problem;
-      unbounded.memory_budget = INFINITY;
-      best.replicated_s = unbounded.evaluate(std::vector<int>(unbounded.nodes.size(), 0));
-      best.replicated_memory_bytes = 0;
-      for (auto& n : unbounded.nodes) best.replicated_memory_bytes += n.memory[0];
+      Built whole = o.sequence == "on" ? build_problem(a, whole_tensors, zero) : b;
+      best.replicated_s = best.replicated_memory_bytes = 0;
+      for (auto& strategies : whole.strategies)
+        best.replicated_s += strategies[0].seconds, best.replicated_memory_bytes += strategies[0].bytes;
     }
     auto solve_start = std::chrono::steady_clock::now();
     Selection s = solve(b.problem);
@@ -727,8 +730,9 @@ IntraOpPlan IntraOpProblem::solve(const IntraOpOptions& o) const {
       least_bytes = std::min(least_bytes, solve(bytes).cost);
       continue;
     }
-    if (!(s.cost < best.step_s - 1e-15)) continue;
-    best.step_s = s.cost, best.zero = zero, best.solver = s.solver;
+    if (!(s.cost < best_objective - 1e-15)) continue;
+    best_objective = s.cost, best.zero = zero, best.solver = s.solver;
+    best.step_s = 0, best.volume = b.boundary_volume;
     best.variables = s.variables, best.constraints = s.constraints;
     best.projections = static_cast<int>(a.projections.size());
     best.ops = static_cast<int>(b.problem.nodes.size() - 1 - a.shared.size()) - best.projections;
@@ -738,8 +742,9 @@ IntraOpPlan IntraOpProblem::solve(const IntraOpOptions& o) const {
     for (size_t v = 0; v < b.problem.nodes.size(); ++v) {
       best.memory_bytes += b.problem.nodes[v].memory[size_t(s.choice[v])];
       const Strategy& st = b.strategies[v][size_t(s.choice[v])];
+      best.step_s += st.seconds, best.volume += st.volume;
       best.flops += st.flops, best.params += st.params, best.saved += st.saved;
-      if (st.split && st.style != Style::TokenParallel) best.split_params += st.params;
+      if (st.split && st.style != Style::TokenParallel && st.style != Style::TokenGather) best.split_params += st.params;
       if (st.split) best.split_flops += st.flops;
       if (st.split && (st.out == Layout::S || st.out == Layout::T)) best.split_saved += st.saved;
       best.forward_reduced_per_token += st.forward_reduced;
@@ -763,7 +768,11 @@ IntraOpPlan IntraOpProblem::solve(const IntraOpOptions& o) const {
         else if (chosen == 2) best.parent_gathers[a.projections[r].path] = a.shared[k].parent;
     }
     best.strategy.clear();
-    for (size_t i = 0; i < styles.size(); ++i) best.strategy[a.projections[i].path] = style_name(styles[i]);
+    best.gather_axes.clear();
+    for (size_t i = 0; i < styles.size(); ++i) {
+      best.strategy[a.projections[i].path] = style_name(styles[i]);
+      if (styles[i] == Style::TokenGather) best.gather_axes[a.projections[i].path] = a.token_axes.at(a.outputs[i]);
+    }
   }
   if (!std::isfinite(best.step_s)) {
     if (std::isfinite(least_bytes))
@@ -824,6 +833,10 @@ std::string IntraOpPlan::lua_body(const std::string& var, const std::string& bel
                          var, relative(path), linear ? 1 : 0, token_axis,
                          has_bias.count(path) && has_bias.at(path)
                              ? ":sync(\"bwd_params\", \"all_reduce\", { params = { \"bias\" } })" : "");
+    else if (style == "token_gather")  // every rank's queries see every token's keys
+      out += fmt::format("  {}[\"{}\"]:sync(\"bwd_params\", \"all_reduce\"):sync(\"fwd_post\", \"all_gather\", "
+                         "{{ axis = {}, grad = \"reduce_scatter\" }}) -- whole weights on this rank's tokens, "
+                         "its output gathered\n", var, relative(path), gather_axes.count(path) ? gather_axes.at(path) : token_axis);
     else if (style == "token_parallel")
       out += fmt::format("  {}[\"{}\"]:sync(\"bwd_params\", \"all_reduce\") -- whole weights on this rank's tokens\n",
                          var, relative(path));

@@ -44,13 +44,21 @@ struct IntraOpOptions {
   /// projections may gather the tokens (column) or reduce-scatter them (row), or keep whole
   /// weights on this rank's tokens. "off": whole tensors in and out.
   std::string sequence = "off";
+  /// "time": the predicted step (compute, every collective, weight-gradient syncs) under the
+  /// memory budget. "volume": Slapo's solver's objective, the elements each rank hands the forward
+  /// pass's collectives (an all-reduce or a reduce-scatter its whole tensor, an all-gather its
+  /// part; under sequence parallelism one more per op reading the split input), the predicted time
+  /// breaking ties.
+  std::string objective = "time";
 };
 
 struct IntraOpPlan {
   /// leaf path -> "replicated" | "column" | "row" | "column_gather", and with sequence parallelism
   /// "column_seq" (tokens all-gathered first), "row_seq" (reduce-scattered over the tokens) or
-  /// "token_parallel" (whole weights on this rank's tokens)
+  /// "token_parallel" (whole weights on this rank's tokens), "token_gather" (the same, its output
+  /// all-gathered over the tokens: attention's keys and values for this rank's queries)
   std::map<std::string, std::string> strategy;
+  std::map<std::string, int64_t> gather_axes;   ///< token_gather leaves: their output's token dimension
   std::map<std::string, int> groups;            ///< column leaves whose output is split into parts (GPT-2's c_attn)
   std::set<std::string> forked;                 ///< dropouts on head-split tensors: fork_rng
   /// column leaves whose shared input's gradient is all-reduced once, on this module (Megatron's f)
@@ -65,6 +73,7 @@ struct IntraOpPlan {
   std::map<std::string, std::string> types;     ///< leaf path -> "Linear" | "Conv1D"
   std::map<std::string, bool> has_bias;
   double step_s = 0, replicated_s = 0;  ///< predicted time of the plan and of no sharding
+  double volume = 0;                    ///< the plan's forward communication volume (the "volume" objective's)
   double memory_bytes = 0, replicated_memory_bytes = 0;  ///< per device, as the ILP counts it
   bool zero = false;                    ///< the plan shards AdamW's moments over the data-parallel axis
   std::string solver;                   ///< "cbc" or "exhaustive"

@@ -101,6 +101,50 @@ describe("slapo.autoshard{sequence = true} (Megatron's sequence parallelism)", f
     verify_on_small(f, "gpt2", tight)
   end)
 
+  -- Slapo's tests/test_autoshard.py: p = 8, batch 8, sequence 512, width 1024, its forward-volume
+  -- objective (objective = "volume"); its MLP and BERT-large's layer
+  it("objective = \"volume\" gives Slapo's test_autoshard numbers: MLP bs*seq*h/p + 1, BERT layer 3*bs*seq*h/p + 4",
+    function()
+    local p, bs, seq, h = 8, 8, 512, 1024
+    local nn = slapo.nn
+    local mlp = nn.Module({ type = "MLP", children = { fc1 = nn.Linear(h, 4 * h), fc2 = nn.Linear(4 * h, h) },
+      forward = function(self, x) return self.fc2(slapo.F.gelu(self.fc1(x))) end })
+    local plan = slapo.autoshard(slapo.create_schedule(mlp),
+      { ranks = p, batch = bs, seq = seq, sequence = true, objective = "volume", inputs = { slapo.randn({ 1, 13, h }) } })
+    eq(bs * seq * h / p + 1, plan.volume)  -- Slapo: fc1 SRxRR->SR, fc2 SRxRR->SR->RR
+    eq("token_parallel", plan.strategy.fc1)
+    eq("token_parallel", plan.strategy.fc2)
+    local bert = slapo.models.bert({ hidden_size = h, num_hidden_layers = 1, num_attention_heads = 16,
+      intermediate_size = 4 * h, vocab_size = 64, max_position_embeddings = 16 }, { init = false })
+    slapo.no_grad(function() bert(slapo.randint(0, 64, { 1, 13 })) end)
+    local layer = slapo.create_schedule(bert)["bert.encoder.layer.0"]
+    local attn = slapo.autoshard(layer, { ranks = p, batch = bs, seq = seq, sequence = true, objective = "volume" })
+    eq(3 * (bs * seq * h / p) + 4, attn.volume)
+    -- each rank's queries against every token's keys and values, gathered after their projections
+    eq("token_parallel", attn.strategy["attention.self.query"])
+    eq("token_gather", attn.strategy["attention.self.key"])
+    eq("token_gather", attn.strategy["attention.self.value"])
+    -- the time objective keeps Megatron's attention: the same volume in time is cheaper split by heads
+    local timed = slapo.autoshard(layer, { ranks = p, batch = bs, seq = seq, sequence = true })
+    eq("column_seq", timed.strategy["attention.self.key"])
+    assert(timed.volume > attn.volume, timed.volume .. " vs " .. attn.volume)
+    matches('autoshard: \'bert.encoder.layer.0\': objective must be "time" or "volume", got "bytes"',
+      pcall_err(slapo.autoshard, layer, { ranks = p, objective = "bytes" }))
+  end)
+
+  it("token-parallel attention (keys and values gathered over the tokens) verifies on " .. world .. " ranks",
+    function()
+    local f = families.bert
+    local wide = slapo.models.bert(f.wide, { init = false })
+    slapo.no_grad(function() wide(slapo.randint(0, 64, { 1, 13 })) end)
+    local layer = slapo.create_schedule(wide)[f.layers .. ".0"]
+    local plan = slapo.autoshard(layer, { ranks = world, batch = 8, seq = 1024, sequence = true, objective = "volume" })
+    eq("token_gather", plan.strategy["attention.self.key"])
+    matches('\n  sch%["attention%.self%.value"%]:sync%("bwd_params", "all_reduce"%):sync%("fwd_post", "all_gather", '
+      .. '{ axis = 1, grad = "reduce_scatter" }%)', plan.source)
+    verify_on_small(f, "bert", plan)
+  end)
+
   it("refuses sequence parallelism on a module whose input is one token, by name", function()
     local nn = slapo.nn
     local m = nn.Module({ type = "Flat", children = { fc = nn.Linear(8, 8) },
