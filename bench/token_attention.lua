@@ -1,9 +1,12 @@
 -- Attention on each rank's queries against Megatron's, measured on Gloo ranks: the intra-op pass's
 -- plans for a BERT layer (slapo.autoshard on this machine's measured "cpu" profile), applied to
--- every layer, each trained with AdamW in the same run. Rank 0 prints a table: the plan, what its
--- attention does, the pass's predicted layer time and forward volume, the measured median step and
--- the step relative to Megatron's sequence-parallel plan.
---   slapo-lua run --nproc 2 bench/token_attention.lua [SEQ] [WIDTH]   (default 512 256)
+-- every layer, each trained with AdamW in the same run: the time objective on whole tokens and with
+-- sequence parallelism, and Slapo's volume objective (attention on each rank's queries). Rank 0
+-- prints a table: the objective, what the plan does with attention's keys, the pass's predicted
+-- layer time and forward volume, the measured median step and the step relative to the
+-- sequence-parallel time plan.
+--   slapo-lua run --nproc 2 bench/token_attention.lua [SEQ] [WIDTH] [DEVICE]   (default 512 256 cpu)
+-- DEVICE: a profile, as `slapo-lua profile-device --ranks 2 --out dev.json` writes one with measured links
 package.path = "bench/?.lua;" .. package.path
 local timing = require("timing")
 local world, rank = slapo.dist.world_size(), slapo.dist.rank()
@@ -16,16 +19,17 @@ local config = { hidden_size = width, num_hidden_layers = 2, num_attention_heads
 local probe = slapo.models.bert(config, { init = false })
 slapo.no_grad(function() probe(slapo.randint(0, 512, { 1, 13 })) end)
 local layer = slapo.create_schedule(probe)["bert.encoder.layer.0"]
-local cluster = ("1x%d:cpu"):format(world)
+local device = arg and arg[3] or "cpu"
+local cluster = ("1x%d:%s"):format(world, device)
 local function plan(opts)
   local o = { ranks = world, batch = batch, seq = seq, cluster = cluster }
   for k, v in pairs(opts) do o[k] = v end
   return slapo.autoshard(layer, o)
 end
 local rows = {
-  { name = "Megatron (whole tokens)", plan = plan({}) },
-  { name = "Megatron, sequence parallel", plan = plan({ sequence = true }) },
-  { name = "attention on each rank's queries", plan = plan({ sequence = true, objective = "volume" }) },
+  { name = "time, whole tokens", plan = plan({}) },
+  { name = "time, sequence parallel", plan = plan({ sequence = true }) },
+  { name = "volume (Slapo's), sequence parallel", plan = plan({ sequence = true, objective = "volume" }) },
 }
 probe, layer = nil, nil
 collectgarbage()
@@ -50,9 +54,9 @@ end
 
 if rank == 0 then
   local base = rows[2].step
-  print(("BERT, %d layers of width %d, batch %d x seq %d, %d Gloo ranks, AdamW; %s"):format(
-    config.num_hidden_layers, width, batch, seq, world, os.date("%Y-%m-%d")))
-  print("| plan | attention's keys | predicted layer s | forward volume (elements) | measured step s | step / sequence-parallel Megatron |")
+  print(("BERT, %d layers of width %d, batch %d x seq %d, %d Gloo ranks, AdamW, predicted on %s; %s"):format(
+    config.num_hidden_layers, width, batch, seq, world, device, os.date("%Y-%m-%d")))
+  print("| objective | attention's keys | predicted layer s | forward volume (elements) | measured step s | step / time, sequence parallel |")
   print("|---|---|---|---|---|---|")
   for _, row in ipairs(rows) do
     print(("| %s | %s | %.4f | %.0f | %.3f | %.2f |"):format(row.name, row.key, row.plan.step_s, row.plan.volume,
