@@ -12,10 +12,12 @@
 #include <optional>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "graph/traced_graph.h"
 #include "plan/cost_model.h"
+#include "plan/saved_tensors.h"
 #include "plan/selection_ilp.h"
 #include "plan/token_axes.h"
 
@@ -51,6 +53,7 @@ struct IntraOpAnalysis {
   int64_t example_seq = 0;                       // its sequence length
   int64_t token_axis = -1;                       // the input's sequence dimension (-1: none found)
   TokenAxes token_axes;                          // each value's, with the input split along it
+  std::unordered_set<const torch::jit::Value*> saved;  // what autograd keeps for backward
   // graph inputs that are parameters: their paths ("ln_1.weight") and elements
   std::unordered_map<const torch::jit::Value*, std::pair<std::string, double>> params_of;
 };
@@ -204,14 +207,6 @@ bool propagate(const Analysis& a, const std::vector<Style>& styles, Layout bound
   return true;
 }
 
-// Ops that return a view of their input: their outputs take no memory of their own.
-const std::set<std::string> kViews = {"aten::view", "aten::reshape", "aten::permute", "aten::transpose",
-                                      "aten::t", "aten::expand", "aten::slice", "aten::select", "aten::unsqueeze",
-                                      "aten::squeeze", "aten::flatten", "aten::unflatten", "aten::split",
-                                      "aten::chunk", "aten::unbind", "aten::narrow", "aten::contiguous",
-                                      "prim::ListConstruct", "prim::ListUnpack", "prim::TupleConstruct",
-                                      "prim::TupleUnpack", "aten::size", "aten::detach"};
-
 double numel_of(const torch::jit::Value* v) {
   auto sizes = sizes_of(v);
   if (!sizes) return 0;
@@ -304,10 +299,10 @@ Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
     }
     if (from.empty()) continue;  // parameters, sizes, masks: no layout to choose
     std::string kind = node->kind().toQualString();
-    // the tensors it writes, kept for backward unless they are views
+    // the tensors it writes that backward needs (saved_tensors.h)
     double out_elements = 0;
-    if (!kViews.count(kind))
-      for (auto* out : node->outputs()) out_elements += numel_of(out) * scale_of(out);
+    for (auto* out : node->outputs())
+      if (a.saved.count(out)) out_elements += numel_of(out) * scale_of(out);
     std::vector<Strategy> options;
     std::string name = kind;
     bool projection = false;
@@ -663,6 +658,10 @@ IntraOpProblem::IntraOpProblem(const std::shared_ptr<Module>& copy, const std::s
     a.outputs.push_back(node->output());
   }
   find_shared_inputs(a, copy, leaves);
+  a.saved = saved_for_backward(*a.graph->graph(), [&](const torch::jit::Node* call) {
+    auto id = torch::jit::constant_as<int64_t>(call->input(0));
+    return id && a.dropouts.count(leaf_path(*id)) > 0;
+  });
   // the example's tokens: every dimension of token ids, the leading ones of hidden states
   {
     const at::Tensor& x = example_inputs.front().toTensor();

@@ -10,11 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace torch::jit {
-struct Graph;
-struct Node;
-struct Value;
-}  // namespace torch::jit
+#include "plan/jit_ir_fwd.h"
 
 namespace slapo::plan {
 

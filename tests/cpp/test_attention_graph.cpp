@@ -1,5 +1,6 @@
-// The tokens' dimension through attention's views and matmuls (src/plan/token_axes.h), on a graph
-// written out in TorchScript IR: where sequence parallelism may compute on each rank's tokens.
+// The intra-op pass's analyses of attention's graph, written out in TorchScript IR: the tokens'
+// dimension through its views and matmuls (src/plan/token_axes.h), where sequence parallelism may
+// compute on each rank's tokens, and the tensors autograd keeps for backward (saved_tensors.h).
 #include <doctest/doctest.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/ir/irparser.h>
@@ -7,6 +8,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "plan/saved_tensors.h"
 #include "plan/token_axes.h"
 
 namespace {
@@ -73,4 +75,18 @@ TEST_CASE("token axes follow a split through views, transposes and attention's m
   CHECK(!slapo::plan::computes_on_tokens(p.node("over_tokens"), axes, split));
   CHECK(slapo::plan::computes_on_tokens(p.node("heads"), axes, split));
   CHECK(!slapo::plan::computes_on_tokens(p.node("flat"), axes, split));
+}
+
+TEST_CASE("autograd keeps a matmul's operands and softmax's output, not the scores before it") {
+  Parsed p(kAttention);
+  auto saved = slapo::plan::saved_for_backward(*p.graph, [](const torch::jit::Node*) { return false; });
+  auto kept = [&](const char* name) { return saved.count(p.values.at(name)) > 0; };
+  CHECK(kept("x"));          // q and k^T are views of it: their base is kept
+  CHECK(!kept("q"));
+  CHECK(!kept("kt"));
+  CHECK(!kept("scores"));    // the additions read none of their inputs back
+  CHECK(!kept("padded"));    // softmax keeps its output, not its input
+  CHECK(kept("probs"));
+  CHECK(kept("over_tokens"));
+  CHECK(!kept("masked"));
 }
