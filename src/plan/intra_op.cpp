@@ -712,7 +712,9 @@ IntraOpPlan IntraOpProblem::solve(const IntraOpOptions& o) const {
     if (!zero || o.zero == "on") {  // no sharding at all (whole tensors in and out), for comparison
       IntraOpOptions whole_tensors = o;
       whole_tensors.sequence = "off";
-      Built whole = o.sequence == "on" ? build_problem(a, whole_tensors, zero) : b;
+      Built rebuilt;  // only under sequence parallelism: else this problem has the whole layouts
+      if (o.sequence == "on") rebuilt = build_problem(a, whole_tensors, zero);
+      const Built& whole = o.sequence == "on" ? rebuilt : b;
       best.replicated_s = best.replicated_memory_bytes = 0;
       for (auto& strategies : whole.strategies)
         best.replicated_s += strategies[0].seconds, best.replicated_memory_bytes += strategies[0].bytes;

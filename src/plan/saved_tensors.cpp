@@ -11,6 +11,7 @@ namespace slapo::plan {
 
 namespace {
 
+// outputs that view their input (or are no tensor): no memory of their own
 const std::set<std::string> kViews = {"aten::view", "aten::reshape", "aten::permute", "aten::transpose",
                                       "aten::t", "aten::expand", "aten::slice", "aten::select", "aten::unsqueeze",
                                       "aten::squeeze", "aten::flatten", "aten::unflatten", "aten::split",
@@ -32,10 +33,9 @@ const std::set<std::string> kKeepNothing = {"aten::add", "aten::sub", "aten::neg
                                             "aten::ones", "aten::triu", "aten::tril", "aten::arange"};
 
 bool is_tensor(const torch::jit::Value* v) { return static_cast<bool>(v->type()->cast<c10::TensorType>()); }
+bool is_view_op(const torch::jit::Node* node) { return kViews.count(node->kind().toQualString()) > 0; }
 
 }  // namespace
-
-bool is_view_op(const torch::jit::Node* node) { return kViews.count(node->kind().toQualString()) > 0; }
 
 std::unordered_set<const torch::jit::Value*> saved_for_backward(
     const torch::jit::Graph& g, const std::function<bool(const torch::jit::Node*)>& is_dropout) {

@@ -11,9 +11,6 @@
 
 namespace slapo::plan {
 
-/// Ops whose output is a view of their input (or no tensor): no memory of their own.
-bool is_view_op(const torch::jit::Node* node);
-
 /// The values computed in `g` whose memory autograd keeps for backward (a view's base in place of
 /// the view). `is_dropout(node)`: a leaf call that keeps its mask (counted as its output); every
 /// other leaf call is a projection, which keeps its input. An op this does not know keeps its

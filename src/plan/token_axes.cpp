@@ -112,7 +112,8 @@ int64_t output_axis(const torch::jit::Node* node, const TokenAxes& axes) {
   }
   if (kind == "aten::select" || kind == "aten::squeeze") {
     auto d = int_at(node, 1);
-    if (first < 0 || !d || out_rank == in_rank) return first < 0 || !d ? -1 : first;
+    if (first < 0 || !d) return -1;
+    if (out_rank == in_rank) return first;  // a squeeze of a dimension that is not 1
     int64_t dim = normalised(*d, in_rank);
     return dim == first ? -1 : first - (dim < first ? 1 : 0);
   }
