@@ -1,5 +1,5 @@
 -- The planner at scale, simulated: GPT-3-style models (Alpa's evaluation sizes) on 8, 16, 32 and 64
--- H100s (8 per node, the measured ../shared/devices/h100.json), bf16, batch 1024 x seq 1024 as in
+-- H100s (8 per node, the measured stdlib/devices/h100.json), bf16, batch 1024 x seq 1024 as in
 -- Alpa's GPT benchmark. Per row: the best of Megatron's uniform grid, the planner's choice (grid,
 -- the inter-op program over one rank layout, or Alpa's program with a submesh per stage), Alpa's
 -- program's plan (TPxDP:layers per stage; c checkpointed, s sequence parallel, z ZeRO-1), and how

@@ -18,5 +18,7 @@ local model = slapo.models.gpt2({ n_embd = opts.hidden, n_layer = opts.layers, n
 local result = slapo.train({ model = model, data = data.batches, steps = opts.steps, lr = opts.lr,
   warmup = opts.warmup, clip = 1.0, metrics = opts.metrics, log_every = opts.log_every,
   checkpoint_dir = opts.checkpoint_dir ~= "" and opts.checkpoint_dir or false, checkpoint_every = opts.checkpoint_every })
-train.log(("loss %.3f -> %.3f over steps %d..%d; metrics in %s"):format(result.losses[result.first_step],
-  result.final_loss, result.first_step, opts.steps, opts.metrics))
+-- a resumed run knows the losses its checkpoint recorded (all of them when the run had finished)
+local first = result.losses[1] and 1 or math.min(result.first_step, opts.steps)
+train.log(("loss %.3f -> %.3f over steps %d..%d (this run trained from step %d); metrics in %s"):format(
+  result.losses[first] or 0 / 0, result.final_loss or 0 / 0, first, opts.steps, result.first_step, opts.metrics))

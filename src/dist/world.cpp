@@ -1,8 +1,10 @@
-// Rendezvous and group creation over c10d's TCPStore: ProcessGroupGloo for CPU tensors and, in
+// Rendezvous and group creation over c10d's TCPStore (or FileStore for the one-machine launcher's
+// ranks, which then listen on loopback only): ProcessGroupGloo for CPU tensors and, in
 // CUDA builds of LibTorch with NCCL where every rank has its own GPU, ProcessGroupNCCL for CUDA
 // tensors (PyTorch's "cpu:gloo,cuda:nccl").
 #include "dist/world.h"
 
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -49,10 +51,13 @@ int env_int(const char* name, int fallback) {
 c10::intrusive_ptr<CollectiveBackend> make_gloo(const std::string& prefix, int rank, int size) {
   auto& s = state();
   auto opts = c10d::ProcessGroupGloo::Options::create(s.options.timeout);
-  // Local runs bind to loopback; multi-node runs bind to this host's own address.
+  // GLOO_SOCKET_IFNAME (as PyTorch reads it) names the interface; else local runs bind to
+  // loopback and multi-node runs to this host's own address.
   bool local = s.options.master_addr == "127.0.0.1" || s.options.master_addr == "localhost";
-  opts->devices.push_back(local ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-                                : c10d::ProcessGroupGloo::createDefaultDevice());
+  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+  if (ifname && *ifname) opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+  else if (local) opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  else opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
   return c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>(prefix, s.store), rank,
                                                      size, opts);
 }
@@ -124,6 +129,31 @@ bool every_rank_has_a_gpu(const WorldOptions& o) {
 #endif
 }
 
+// The rendezvous store every group's connections are set up through.
+c10::intrusive_ptr<c10d::Store> open_store(const WorldOptions& options) {
+  if (!options.store_file.empty()) {
+    try {
+      auto store = c10::make_intrusive<c10d::FileStore>(options.store_file, options.world_size);
+      store->setTimeout(options.timeout);
+      return store;
+    } catch (const std::exception& e) {
+      throw Error(fmt::format("dist: rank {} could not open the store file '{}' (SLAPO_STORE_FILE): {}", options.rank,
+                              options.store_file, e.what()));
+    }
+  }
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<uint16_t>(options.master_port);
+  so.isServer = options.rank == 0;
+  so.numWorkers = options.world_size;
+  so.timeout = options.timeout;
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(options.master_addr, so);
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("dist: rank {} could not reach the store at {}:{} within {} s: {}", options.rank,
+                            options.master_addr, options.master_port, options.timeout.count() / 1000, e.what()));
+  }
+}
+
 }  // namespace
 
 std::chrono::seconds timeout_from_env() { return std::chrono::seconds(env_int("SLAPO_DIST_TIMEOUT", 120)); }
@@ -135,6 +165,7 @@ WorldOptions options_from_env() {
   o.local_rank = env_int("LOCAL_RANK", o.rank);
   if (const char* addr = std::getenv("MASTER_ADDR")) o.master_addr = addr;
   o.master_port = env_int("MASTER_PORT", 29500);
+  if (const char* file = std::getenv("SLAPO_STORE_FILE")) o.store_file = file;
   o.timeout = timeout_from_env();
   if (const char* backend = std::getenv("SLAPO_DIST_BACKEND")) o.backend = backend;
   if (o.backend != "auto" && o.backend != "gloo" && o.backend != "nccl")
@@ -169,17 +200,7 @@ void init(const WorldOptions& options) {
     s.groups.push_back(make_group(0, 0, all));
     return;
   }
-  c10d::TCPStoreOptions so;
-  so.port = static_cast<uint16_t>(options.master_port);
-  so.isServer = options.rank == 0;
-  so.numWorkers = options.world_size;
-  so.timeout = options.timeout;
-  try {
-    s.store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, so);
-  } catch (const std::exception& e) {
-    throw Error(fmt::format("dist: rank {} could not reach the store at {}:{} within {} s: {}", options.rank,
-                            options.master_addr, options.master_port, options.timeout.count() / 1000, e.what()));
-  }
+  s.store = open_store(options);
   if (options.backend == "auto" && every_rank_has_a_gpu(options)) {
     s.nccl = true;
     use_local_gpu(options);

@@ -17,6 +17,10 @@ struct WorldOptions {
   int world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  /// SLAPO_STORE_FILE: rendezvous through c10d's FileStore at this path instead of a TCPStore at
+  /// master_addr:master_port. The one-machine launcher sets it (in its private 0700 directory), so
+  /// a local job listens on no network address.
+  std::string store_file;
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};  ///< store and collectives
   /// "auto": Gloo for CPU tensors, plus NCCL for CUDA tensors when this is a CUDA build and every
   /// rank has its own GPU; "gloo": Gloo only (CUDA tensors staged through the CPU); "nccl": NCCL

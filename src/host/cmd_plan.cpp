@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/data_dirs.h"
 #include "core/error.h"
 #include "dist/group.h"
 #include "dist/link_profile.h"
@@ -37,7 +38,7 @@ int cmd_plan(const PlanArgs& a) {
   try {
     auto config = config_of(a.model);
     auto shape = plan::ModelShape::from_config(config, a.model);
-    auto cluster = plan::Cluster::parse(a.cluster, plan::default_devices_dir());
+    auto cluster = plan::Cluster::parse(a.cluster, devices_dir());
     plan::Workload work{a.batch, a.seq, a.dtype};
     auto pricing = plan::price_layers(a.layer_costs, config, shape, cluster, work);
     shape.layouts = pricing.layouts;

@@ -1,5 +1,6 @@
 // `slapo-lua test PATH...`: spec files each in a fresh Lua state, then must-fail scripts.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -21,7 +22,7 @@ namespace fs = std::filesystem;
 namespace {
 
 struct Tally {
-  int passed = 0, failed = 0;
+  int passed = 0, failed = 0, skipped = 0;
 };
 
 bool is_error_script(const fs::path& p) { return p.parent_path().filename() == "errors" && p.extension() == ".lua"; }
@@ -36,9 +37,10 @@ void run_spec(const fs::path& file, Tally& tally) {
   try {
     LuaState lua;
     lua_State* L = lua.get();
-    lua.call_stdlib("slapo.test", "run_file", file.string(), 2);
-    tally.passed += static_cast<int>(lua_tonumber(L, -2));
-    tally.failed += static_cast<int>(lua_tonumber(L, -1));
+    lua.call_stdlib("slapo.test", "run_file", file.string(), 3);
+    tally.passed += static_cast<int>(lua_tonumber(L, -3));
+    tally.failed += static_cast<int>(lua_tonumber(L, -2));
+    tally.skipped += static_cast<int>(lua_tonumber(L, -1));
   } catch (const std::exception& e) {
     fmt::print("FAIL {}: {}\n", file.string(), e.what());
     tally.failed += 1;
@@ -117,7 +119,10 @@ int cmd_test(const std::vector<std::string>& paths, int nproc) {
   Tally tally;
   for (auto& s : specs) run_spec(s, tally);
   for (auto& e : error_scripts) run_error_script(e, tally);
-  if (!quiet) fmt::print("{} passed, {} failed\n", tally.passed, tally.failed);
+  // A run that checked nothing (no cases, or every case skipped) is not a pass.
+  if (!quiet && tally.passed == 0 && tally.failed == 0)
+    fmt::print("FAIL {}: no case ran{}\n", fmt::join(paths, " "), tally.skipped ? " (every case was skipped)" : "");
+  if (!quiet) fmt::print("{} passed, {} failed, {} skipped\n", tally.passed, tally.failed, tally.skipped);
   return tally.failed == 0 && tally.passed > 0 ? 0 : 1;
 }
 

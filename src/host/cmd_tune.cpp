@@ -1,6 +1,7 @@
 // slapo-lua tune SCRIPT [options] [-- ARGS]: the tuner (stdlib/slapo/tune.lua) from the command
 // line; `--show DB` prints a database's leaderboard.
 #include <cstdlib>
+#include <regex>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,18 @@
 #include "lua/state.h"
 
 namespace slapo {
+
+namespace {
+// The tuner's own refusals ("tune: the database 'x' is a directory ...") are for the user: shown
+// without the Lua location and traceback, which stay for anything else (a bug to report).
+std::string user_facing(std::string message) {
+  static const std::regex location(R"(^[^:\s]+\.lua:[0-9]+: )");
+  std::string bare = std::regex_replace(message, location, "", std::regex_constants::format_first_only);
+  if (bare.rfind("tune", 0) != 0) return message;
+  if (auto traceback = bare.find("\nstack traceback:"); traceback != std::string::npos) bare.resize(traceback);
+  return bare;
+}
+}  // namespace
 
 std::string set_knobs_env(const std::vector<std::string>& assignments) {
   nlohmann::json knobs = nlohmann::json::object();
@@ -77,7 +90,7 @@ int cmd_tune(const TuneArgs& a) {
     bool found = !lua_isnil(L, -1);
     return found ? 0 : 1;  // no configuration ran well: a script can tell
   } catch (const std::exception& e) {
-    report_error(e.what());
+    report_error(user_facing(e.what()));
     return 1;
   }
 }

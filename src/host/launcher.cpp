@@ -16,7 +16,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -109,6 +111,9 @@ pid_t spawn(int rank, int nproc, int port, const std::string& error_file, const 
   ::setenv("MASTER_ADDR", "127.0.0.1", 1);
   ::setenv("MASTER_PORT", p.c_str(), 1);
   ::setenv("SLAPO_ERROR_FILE", error_file.c_str(), 1);
+  // rendezvous through a file in the launcher's private directory: nothing listens on the network
+  std::string store_file = fs::path(error_file).parent_path() / "store";
+  ::setenv("SLAPO_STORE_FILE", store_file.c_str(), 1);
   if (!::getenv("OMP_NUM_THREADS")) {
     unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     std::string threads = std::to_string(std::max(1u, cores / static_cast<unsigned>(nproc)));
@@ -262,31 +267,40 @@ int launch_ranks(int nproc, const std::vector<std::string>& command) {
     fs::remove_all(dir);
     return 1;
   }
-  // The root cause is the earliest event: a recorded error, or a rank's own end (an exit or a
-  // signal it did not get from the launcher); its peers fail after it, noticing the closed links.
+  // The root cause: a rank that ended on its own (a signal it did not get from the launcher, or an
+  // exit without a recorded error) caused the others' failures, which they notice later as closed
+  // links; else the earliest recorded error.
+  std::map<int, std::string> recorded;  // rank -> its recorded error
+  std::map<int, int64_t> recorded_at;
+  for (auto& r : ranks) {
+    std::ifstream in(error_file(r.rank));
+    if (!in) continue;
+    try {
+      auto j = nlohmann::json::parse(in);
+      recorded[r.rank] = j["message"].get<std::string>();
+      recorded_at[r.rank] = j["time_ns"].get<int64_t>();
+    } catch (const std::exception&) {
+    }
+  }
   int culprit = first_failed;
   int64_t earliest = INT64_MAX;
   std::string message;
-  for (auto& r : ranks) {
-    std::ifstream in(error_file(r.rank));
-    if (in) {
-      try {
-        auto j = nlohmann::json::parse(in);
-        if (j["time_ns"].get<int64_t>() < earliest) {
-          earliest = j["time_ns"].get<int64_t>();
-          culprit = r.rank;
-          message = j["message"].get<std::string>();
-        }
-        continue;
-      } catch (const std::exception&) {
-      }
-    }
-    if (r.failed() && !r.stopped && r.exit_ns < earliest) {
-      earliest = r.exit_ns;
-      culprit = r.rank;
-      message = "";
-    }
+  for (auto& r : ranks)
+    if (r.failed() && !r.stopped && !recorded.count(r.rank) && r.exit_ns < earliest)
+      earliest = r.exit_ns, culprit = r.rank;
+  if (earliest != INT64_MAX && !recorded.empty()) {
+    std::vector<int> victims;
+    for (auto& [rank, _] : recorded) victims.push_back(rank);
+    auto first = recorded.begin();
+    report_error(fmt::format("rank {} of {} failed: {} (rank{} {} failed after it, having lost a peer; rank {}: {})",
+                             culprit, nproc, describe_exit(ranks[culprit].status), victims.size() > 1 ? "s" : "",
+                             fmt::join(victims, ", "), first->first, first->second));
+    fs::remove_all(dir);
+    return 1;
   }
+  if (earliest == INT64_MAX)
+    for (auto& [rank, at] : recorded_at)
+      if (at < earliest) earliest = at, culprit = rank, message = recorded[rank];
   if (message.empty()) message = describe_exit(ranks[culprit].status);
   // A collective that timed out waited for a rank that never came: that rank is the cause.
   if (is_timeout_message(message) && !waiting_at_failure.empty() &&

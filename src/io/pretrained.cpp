@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "dist/group.h"
+#include "io/atomic_file.h"
 #include "dist/world.h"
 #include "io/json_file.h"
 #include "io/safetensors.h"
@@ -133,9 +134,8 @@ void write_pretrained(const Module& model, const std::string& dir, const NamedTe
         fields["dtype"] = fields["torch_dtype"] = dtype_field_name(t.scalar_type());
         break;
       }
-    std::string tmp = (fs::path(dir) / "config.json.tmp").string();
-    std::ofstream(tmp) << fields.dump(2) << "\n";
-    fs::rename(tmp, fs::path(dir) / "config.json");
+    write_file_atomically((fs::path(dir) / "config.json").string(),
+                          [&](std::ostream& out) { out << fields.dump(2) << "\n"; }, "save");
   }
 }
 

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/atomic_file.h"
 #include "io/json_file.h"
 
 namespace slapo {
@@ -153,16 +154,11 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
   text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
   uint64_t header_len = text.size();
 
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(fmt::format("save: cannot write '{}': {}", tmp, std::strerror(errno)));
+  write_file_atomically(path, [&](std::ostream& out) {
     out.write(reinterpret_cast<const char*>(&header_len), 8);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
     for (auto& b : blobs) out.write(static_cast<const char*>(b.data_ptr()), static_cast<std::streamsize>(b.numel() * b.element_size()));
-    if (!out) throw Error(fmt::format("save: writing '{}' failed", tmp));
-  }
-  fs::rename(tmp, path);
+  }, "save");
 }
 
 NamedTensors read_checkpoint_dir(const std::string& dir) {

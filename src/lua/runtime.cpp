@@ -13,6 +13,13 @@ namespace {
 
 thread_local lua_State* t_current = nullptr;
 
+std::string registered_function_name(lua_State* L);
+
+// A LibTorch error raised inside one of the API's functions, prefixed with the function's Lua
+// name and the shapes of the tensors it was given: "view: shape '[3, 5]' is invalid for input of
+// size 6 (tensor arguments: [2, 3])". Metamethods (a module's __call) keep ATen's message alone.
+std::string aten_error_message(lua_State* L, const char* what);
+
 // LuaJIT turns a C++ exception that crosses a Lua frame into the bare message "C++ exception".
 // One global wrapper (LUAJIT_MODE_WRAPCFUNC) catches it first and raises a Lua error carrying
 // the real message. lua_error runs after the catch block so the exception object is destroyed.
@@ -24,7 +31,7 @@ int wrap_exceptions(lua_State* L, lua_CFunction f) {
     t_current = previous;
     return n;
   } catch (const c10::Error& e) {
-    lua_pushstring(L, e.what_without_backtrace());
+    lua_pushstring(L, aten_error_message(L, e.what_without_backtrace()).c_str());
   } catch (const std::exception& e) {
     lua_pushstring(L, e.what());
   }
@@ -38,6 +45,13 @@ std::string running_function_name(lua_State* L) {
   lua_Debug ar;
   if (!lua_getstack(L, 0, &ar)) return "";
   if (lua_getinfo(L, "n", &ar) && ar.name) return ar.name;
+  return registered_function_name(L);
+}
+
+// The name the running C function was registered under (lx_set_func), else "".
+std::string registered_function_name(lua_State* L) {
+  lua_Debug ar;
+  if (!lua_getstack(L, 0, &ar)) return "";
   std::string name;
   if (lua_getinfo(L, "f", &ar) && lua_iscfunction(L, -1)) {
     lua_CFunction f = lua_tocfunction(L, -1);
@@ -120,6 +134,24 @@ struct TensorBox {
   int64_t charged;
 };
 
+namespace {
+std::string aten_error_message(lua_State* L, const char* what) {
+  std::string name = registered_function_name(L);
+  if (name.empty() || name.rfind("__", 0) == 0) return what;
+  std::vector<std::string> shapes;
+  for (int i = 1; i <= lua_gettop(L); ++i)
+    if (auto* box = static_cast<TensorBox*>(luaL_testudata(L, i, "slapo.Tensor")))
+      shapes.push_back(box->tensor.defined() ? fmt::format("[{}]", fmt::join(box->tensor.sizes(), ", ")) : "undefined");
+  std::string message = fmt::format("{}: {}", name, what);
+  if (!shapes.empty()) message += fmt::format(" (tensor arguments: {})", fmt::join(shapes, ", "));
+  return message;
+}
+
+// LuaJIT turns a C++ exception that crosses a Lua frame into the bare message "C++ exception".
+// One global wrapper (LUAJIT_MODE_WRAPCFUNC) catches it first and raises a Lua error carrying
+// the real message. lua_error runs after the catch block so the exception object is destroyed.
+}  // namespace
+
 void lx_push_tensor(lua_State* L, at::Tensor t) {
   int64_t charge = tensor_gc_charge(t);
   tensor_gc_charge_push(L, charge, t.defined() && t.grad_fn() != nullptr);
@@ -149,8 +181,22 @@ std::shared_ptr<Schedule>& lx_check_schedule(lua_State* L, int idx) {
 
 // ---- values ----
 
-Value lx_to_value(lua_State* L, int idx) {
+namespace {
+// Tables nested deeper than this are refused rather than recursed into: a table that contains
+// itself would otherwise overflow the C stack.
+constexpr int kMaxValueDepth = 64;
+
+Value to_value(lua_State* L, int idx, int depth);
+}  // namespace
+
+Value lx_to_value(lua_State* L, int idx) { return to_value(L, idx, 0); }
+
+namespace {
+Value to_value(lua_State* L, int idx, int depth) {
   idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
+  if (lua_istable(L, idx) && depth >= kMaxValueDepth)
+    throw Error(fmt::format("value: a table nested more than {} levels deep (does it contain itself?)", kMaxValueDepth));
+  luaL_checkstack(L, 4, "value: nested tables");
   switch (lua_type(L, idx)) {
     case LUA_TNONE:
     case LUA_TNIL: return Value();
@@ -178,7 +224,7 @@ Value lx_to_value(lua_State* L, int idx) {
         while (lua_next(L, idx)) {
           if (lua_type(L, -2) != LUA_TSTRING)
             throw Error("value: a table with string keys cannot also have array entries");
-          dict.insert(std::string(lua_tostring(L, -2)), lx_to_value(L, -1));
+          dict.insert(std::string(lua_tostring(L, -2)), to_value(L, -1, depth + 1));
           lua_pop(L, 1);
         }
         return dict;
@@ -186,7 +232,7 @@ Value lx_to_value(lua_State* L, int idx) {
       c10::impl::GenericList list(c10::AnyType::get());
       for (size_t i = 1; i <= n; ++i) {
         lua_rawgeti(L, idx, static_cast<int>(i));
-        list.push_back(lx_to_value(L, -1));
+        list.push_back(to_value(L, -1, depth + 1));
         lua_pop(L, 1);
       }
       return list;
@@ -197,6 +243,7 @@ Value lx_to_value(lua_State* L, int idx) {
                           "strings, nil and tables of these can be passed)",
                           luaL_typename(L, idx)));
 }
+}  // namespace
 
 void lx_push_value(lua_State* L, const Value& v) {
   if (v.isNone()) lua_pushnil(L);

@@ -1,9 +1,7 @@
 // Opening a Lua state: libraries, the exception bridge, package.path, slapo.core, `slapo`.
 #include "lua/state.h"
 
-#include <cstdlib>
-#include <filesystem>
-
+#include "core/data_dirs.h"
 #include "core/sanitizer.h"
 #include "lua/lua_module.h"
 #include "lua/runtime.h"
@@ -36,22 +34,10 @@ int luaopen_slapo_core(lua_State* L) {
   lua_pushboolean(L, kAddressSanitizer);  // slapo.sanitized: an AddressSanitizer build (scripts/sanitize)
   lua_setfield(L, -2, "sanitized");
   // The checkout the stdlib came from (data/ lives there): slapo.source_dir()
-  lua_pushstring(L, (LuaState::stdlib_dir() + "/..").c_str());
+  lua_pushstring(L, (stdlib_dir() + "/..").c_str());
   lua_pushcclosure(L, [](lua_State* T) { lua_pushvalue(T, lua_upvalueindex(1)); return 1; }, 1);
   lua_setfield(L, -2, "source_dir");
   return 1;
-}
-
-std::string LuaState::stdlib_dir() {
-  if (const char* dir = std::getenv("SLAPO_STDLIB")) return dir;
-  // an installed copy: <prefix>/bin/slapo-lua beside <prefix>/share/slapo-lua/stdlib
-  std::error_code ec;
-  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    auto installed = exe.parent_path().parent_path() / "share" / "slapo-lua" / "stdlib";
-    if (std::filesystem::is_directory(installed / "slapo", ec)) return installed.string();
-  }
-  return SLAPO_SOURCE_STDLIB_DIR;  // a build tree runs the checkout's stdlib
 }
 
 LuaState::LuaState() : L_(luaL_newstate()), alive_(std::make_shared<bool>(true)) {

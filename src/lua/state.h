@@ -28,10 +28,6 @@ class LuaState {
   /// throws LuaError on failure.
   void call_stdlib(const std::string& module, const std::string& function, const std::string& argument, int nresults);
 
-  /// Directory of the Lua standard library (stdlib/): $SLAPO_STDLIB, else an installed copy's
-  /// (<prefix>/share/slapo-lua/stdlib beside <prefix>/bin), else the source tree's.
-  static std::string stdlib_dir();
-
  private:
   lua_State* L_;
   std::shared_ptr<bool> alive_;

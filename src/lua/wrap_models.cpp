@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "lua/empty_weights.h"
 #include "io/pretrained.h"
@@ -176,19 +177,12 @@ int w_read_json(lua_State* L) {
 }
 
 // write_json(path, value): a Lua value as JSON (tables with 1..n become arrays), written whole
-// to a temporary name and renamed.
+// to a temporary name, flushed to disk and renamed (io/atomic_file.h).
 int w_write_json(lua_State* L) {
   std::string path = luaL_checkstring(L, 1);
   luaL_checkany(L, 2);
   auto j = table_to_json(L, 2);
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) throw Error(fmt::format("write_json: cannot write '{}'", path));
-    out << j.dump(2) << "\n";
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw Error(fmt::format("write_json: cannot rename '{}' to '{}'", tmp, path));
+  write_file_atomically(path, [&](std::ostream& out) { out << j.dump(2) << "\n"; }, "write_json");
   return 0;
 }
 

@@ -167,7 +167,13 @@ int w_Module_load_state_dict(lua_State* L) {
   std::vector<std::string> unknown;
   lua_pushnil(L);
   while (lua_next(L, 2)) {
-    std::string key = luaL_checkstring(L, -2);
+    if (lua_type(L, -2) != LUA_TSTRING)
+      throw Error(fmt::format("load_state_dict: keys must be parameter or buffer names (strings), got a {} key",
+                              luaL_typename(L, -2)));
+    std::string key = lua_tostring(L, -2);
+    if (!lx_is_tensor(L, -1))
+      throw Error(fmt::format("load_state_dict: the value of '{}' must be a tensor, got {}", key,
+                              luaL_typename(L, -1)));
     auto& value = lx_check_tensor(L, -1);
     at::Tensor* target = params.find(key);
     if (!target) target = buffers.find(key);

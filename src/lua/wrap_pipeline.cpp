@@ -194,9 +194,12 @@ void lx_push_pipeline(lua_State* L, std::shared_ptr<Schedule> root, int opts) {
       lx_check_option_keys(L, t, {"group", "micro_batches", "dp_group", "bucket_mb", "release_other_stages",
                                   "schedule", "loss", "meshes"}, "build: pipeline");
       o.meshes = stage_meshes(L, t);
-      double micro = lx_opt_number(L, t, "micro_batches", 0, "build");
-      if (micro != 0)  // 0 (absent): one per stage
-        o.micro_batches = static_cast<int>(lx_check_integer_value(micro, "pipeline.micro_batches", 1, 1 << 20, "build"));
+      lua_getfield(L, t, "micro_batches");
+      bool given = !lua_isnil(L, -1);
+      lua_pop(L, 1);
+      if (given)  // absent: one per stage
+        o.micro_batches = static_cast<int>(lx_check_integer_value(lx_opt_number(L, t, "micro_batches", 0, "build"),
+                                                                  "pipeline.micro_batches", 1, 1 << 20, "build"));
       lua_getfield(L, t, "dp_group");
       if (!lua_isnil(L, -1)) o.dp_group = lx_group_arg(L, lua_gettop(L));
       lua_pop(L, 1);

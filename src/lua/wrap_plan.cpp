@@ -3,6 +3,7 @@
 // script); tostring gives the planner's table.
 #include <cmath>
 
+#include "core/data_dirs.h"
 #include "core/error.h"
 #include "core/schedule.h"
 #include "lua/runtime.h"
@@ -119,7 +120,7 @@ int w_plan(lua_State* L) {
   std::string layer_costs = lx_opt_string(L, 2, "layer_costs", "ilp", fn);
 
   auto shape = plan::ModelShape::from_config(config, name);
-  auto cluster = plan::Cluster::parse(cluster_spec, plan::default_devices_dir());
+  auto cluster = plan::Cluster::parse(cluster_spec, devices_dir());
   auto pricing = plan::price_layers(layer_costs, config, shape, cluster, work);
   shape.layouts = pricing.layouts;
   auto result = plan::plan_parallel(shape, cluster, work, search);
@@ -166,7 +167,7 @@ int w_autoshard(lua_State* L) {
                                                         "ranks", 2, 4096, fn));
   int dp = static_cast<int>(lx_check_integer_value(lx_opt_number(L, 2, "dp", 1, fn), "dp", 1, 65536, fn));
   auto cluster = plan::Cluster::parse(lx_opt_string(L, 2, "cluster", fmt::format("1x{}:h100", ranks * dp), fn),
-                                      plan::default_devices_dir());
+                                      devices_dir());
   // the device's throughput on a large matmul of its first profiled dtype
   plan::IntraOpOptions o = plan::intra_op_options(cluster, ranks, dp, cluster.device.matmul.front().dtype);
   double batch = lx_opt_number_in(L, 2, "batch", 8, 1, 1e9, fn), seq = lx_opt_number_in(L, 2, "seq", 512, 1, 1e9, fn);

@@ -26,6 +26,9 @@ std::shared_ptr<Schedule>& lx_check_live_schedule(lua_State* L, int idx, const c
 
 namespace {
 
+// "shard on 'transformer.h.0.mlp.c_fc'": what an option error of a primitive is prefixed with.
+std::string on(const char* primitive, const Schedule& s) { return fmt::format("{} on {}", primitive, s.where()); }
+
 int w_Schedule_gc(lua_State* L) {
   using Ptr = std::shared_ptr<Schedule>;
   lx_check_schedule(L, 1).~Ptr();
@@ -181,14 +184,15 @@ int w_Schedule_replace(lua_State* L) {
 
 int w_Schedule_shard(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "shard");
+  const std::string caller = on("shard", *s);  // option errors name the module
   std::string param = luaL_checkstring(L, 2);
   if (lua_type(L, 3) != LUA_TNUMBER)
     throw Error(fmt::format("shard: the axis for '{}' of {} must be a number, got {}", param, s->where(),
                             luaL_typename(L, 3)));
-  int64_t axis = lx_check_integer_value(lua_tonumber(L, 3), "axis", -64, 63, "shard");
-  lx_check_option_keys(L, 4, {"groups"}, "shard");
-  int groups = static_cast<int>(lx_check_integer_value(lx_opt_number(L, 4, "groups", 1, "shard"), "groups", 1,
-                                                       1 << 20, "shard"));
+  int64_t axis = lx_check_integer_value(lua_tonumber(L, 3), "axis", -64, 63, caller.c_str());
+  lx_check_option_keys(L, 4, {"groups"}, caller.c_str());
+  int groups = static_cast<int>(lx_check_integer_value(lx_opt_number(L, 4, "groups", 1, caller.c_str()), "groups", 1,
+                                                       1 << 20, caller.c_str()));
   shard(*s, param, axis, call_site(L, *s, 2, 4), groups);
   lua_settop(L, 1);
   return 1;
@@ -197,22 +201,22 @@ int w_Schedule_shard(lua_State* L) {
 // sub:sync(mode, op, {axis = N}) where op is a name, a reshard scheme or a function(value) -> value
 int w_Schedule_sync(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "sync");
+  const std::string caller = on("sync", *s);  // option errors name the module
   SyncMode mode = parse_sync_mode(luaL_checkstring(L, 2), *s);
-  lx_check_option_keys(L, 4, {"axis", "grad", "params"}, "sync");
-  std::string grad = lx_opt_string(L, 4, "grad", "slice", "sync");
+  lx_check_option_keys(L, 4, {"axis", "grad", "params"}, caller.c_str());
+  std::string grad = lx_opt_string(L, 4, "grad", "slice", caller.c_str());
   if (grad != "slice" && grad != "reduce_scatter")
     throw Error(fmt::format("sync: grad for {} must be \"slice\" or \"reduce_scatter\", got \"{}\"", s->where(), grad));
   std::vector<std::string> params;  // bwd_params: only these
   if (lua_istable(L, 4)) {
     lua_getfield(L, 4, "params");
     if (!lua_isnil(L, -1)) {
-      std::string fn = fmt::format("sync of {}", s->where());  // the module path, for a malformed list
-      params = lx_check_strings(L, lua_gettop(L), fn.c_str(), "params");
+      params = lx_check_strings(L, lua_gettop(L), caller.c_str(), "params");
     }
     lua_pop(L, 1);
   }
-  double axis = lx_opt_number(L, 4, "axis", static_cast<double>(INT64_MIN), "sync");
-  if (axis != static_cast<double>(INT64_MIN)) axis = static_cast<double>(lx_check_integer_value(axis, "axis", -64, 63, "sync"));
+  double axis = lx_opt_number(L, 4, "axis", static_cast<double>(INT64_MIN), caller.c_str());
+  if (axis != static_cast<double>(INT64_MIN)) axis = static_cast<double>(lx_check_integer_value(axis, "axis", -64, 63, caller.c_str()));
   SyncOp op;
   op.kind = SyncOp::Function;
   if (lua_isfunction(L, 3)) {
@@ -233,8 +237,9 @@ int w_Schedule_sync(lua_State* L) {
 
 int w_Schedule_checkpoint(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "checkpoint");
+  const std::string caller = on("checkpoint", *s);  // option errors name the module
   if (!lua_isnoneornil(L, 2)) {  // sub:checkpoint(subgraph) -> the wrapper's schedule
-    auto names = subgraph_arg(L, 2, "checkpoint");
+    auto names = subgraph_arg(L, 2, caller.c_str());
     std::string child = checkpoint_subgraph(*s, names, call_site(L, *s, 2, 2));
     lx_push_schedule(L, s->at(child));
     return 1;
@@ -247,9 +252,10 @@ int w_Schedule_checkpoint(lua_State* L) {
 // sub:fork_rng([seed])
 int w_Schedule_fork_rng(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "fork_rng");
+  const std::string caller = on("fork_rng", *s);  // option errors name the module
   if (!lua_isnoneornil(L, 2) && lua_type(L, 2) != LUA_TNUMBER)
     throw Error(fmt::format("fork_rng: the seed for {} must be an integer, got {}", s->where(), luaL_typename(L, 2)));
-  int64_t seed = lua_isnoneornil(L, 2) ? -1 : lx_check_integer_value(lua_tonumber(L, 2), "seed", 0, 9.0e15, "fork_rng");
+  int64_t seed = lua_isnoneornil(L, 2) ? -1 : lx_check_integer_value(lua_tonumber(L, 2), "seed", 0, 9.0e15, caller.c_str());
   fork_rng(*s, seed, call_site(L, *s, 2, 2));
   lua_settop(L, 1);
   return 1;
@@ -259,11 +265,12 @@ int w_Schedule_fork_rng(lua_State* L) {
 // example inputs shaped like the module's last call
 int w_Schedule_trace(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "trace");
+  const std::string caller = on("trace", *s);  // option errors name the module
   if (lua_isnoneornil(L, 2)) {  // sub:trace(): every option at its default
     lua_settop(L, 1);
     lua_newtable(L);
   }
-  lx_check_option_keys(L, 2, {"inputs", "leaves", "flatten", "recursive"}, "trace");
+  lx_check_option_keys(L, 2, {"inputs", "leaves", "flatten", "recursive"}, caller.c_str());
   Values inputs;
   std::vector<std::string> leaves;
   lua_getfield(L, 2, "inputs");
@@ -291,8 +298,8 @@ int w_Schedule_trace(lua_State* L) {
       lua_pop(L, 1);
     }
   lua_pop(L, 1);
-  bool flatten = lx_opt_bool(L, 2, "flatten", false, "trace");
-  bool recursive = lx_opt_bool(L, 2, "recursive", false, "trace");
+  bool flatten = lx_opt_bool(L, 2, "flatten", false, caller.c_str());
+  bool recursive = lx_opt_bool(L, 2, "recursive", false, caller.c_str());
   // The options hold tensors, so the log refers to them as args[N] (sch:log_args()).
   CallSite site = call_site(L, *s, 2, 2);
   trace(*s, inputs, leaves, flatten, site, recursive);
@@ -338,6 +345,7 @@ int w_Schedule_graph(lua_State* L) {
 // sub:find(regex) -> array of subgraphs, each an array of nodes
 int w_Schedule_find(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "find");
+  const std::string caller = on("find", *s);  // option errors name the module
   if (lua_isfunction(L, 2)) {  // a pattern: traced with one tensor per parameter
     auto fn = LuaRef::from_stack(L, 2);
     // debug.getinfo(fn, "u").nparams: one example tensor per parameter
@@ -351,8 +359,8 @@ int w_Schedule_find(lua_State* L) {
     lua_pop(L, 3);
     // {inputs = {t1, t2, ...}}: example tensors the pattern is traced on (its ops may need shapes)
     // {modules = true}: F.relu in the pattern also matches an nn.ReLU leaf (Slapo's default)
-    lx_check_option_keys(L, 3, {"inputs", "modules"}, "find");
-    bool modules = lx_opt_bool(L, 3, "modules", false, "find");
+    lx_check_option_keys(L, 3, {"inputs", "modules"}, caller.c_str());
+    bool modules = lx_opt_bool(L, 3, "modules", false, caller.c_str());
     Values examples;
     if (lua_istable(L, 3)) {
       lua_getfield(L, 3, "inputs");

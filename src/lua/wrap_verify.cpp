@@ -52,12 +52,21 @@ Values inputs_arg(lua_State* L, int idx) {
 
 VerifyOptions verify_options(lua_State* L, int idx) {
   VerifyOptions o;
-  lx_check_option_keys(L, idx, {"rtol", "atol", "backward", "train", "seed", "labels"}, "verify");
+  lx_check_option_keys(L, idx, {"rtol", "atol", "backward", "train", "seed", "labels", "allow_missing"}, "verify");
   o.rtol = lx_opt_number_in(L, idx, "rtol", o.rtol, 0, 1e6, "verify");
   o.atol = lx_opt_number(L, idx, "atol", o.atol, "verify");  // negative: scaled to the values
   o.backward = lx_opt_bool(L, idx, "backward", true, "verify");
   o.train = lx_opt_bool(L, idx, "train", false, "verify");
   o.seed = static_cast<uint64_t>(lx_opt_number(L, idx, "seed", 0, "verify"));
+  if (lua_istable(L, idx)) {
+    lua_getfield(L, idx, "allow_missing");
+    if (lua_isboolean(L, -1)) o.allow_any_missing = lua_toboolean(L, -1);
+    else if (lua_istable(L, -1)) o.allow_missing = lx_check_strings(L, lua_gettop(L), "verify", "allow_missing");
+    else if (!lua_isnil(L, -1))
+      throw Error(fmt::format("verify: allow_missing must be true or a list of parameter names, got {}",
+                              luaL_typename(L, -1)));
+    lua_pop(L, 1);
+  }
   return o;
 }
 
@@ -65,10 +74,16 @@ int push_report(lua_State* L, const VerifyReport& r) {
   lua_newtable(L);
   lua_pushnumber(L, r.outputs);
   lua_setfield(L, -2, "outputs");
+  lua_pushnumber(L, r.params);
+  lua_setfield(L, -2, "params");
   lua_pushnumber(L, r.gradients);
   lua_setfield(L, -2, "gradients");
+  lua_pushnumber(L, r.no_gradient);
+  lua_setfield(L, -2, "no_gradient");
   lua_pushnumber(L, r.skipped_params);
   lua_setfield(L, -2, "skipped_params");
+  lx_push_strings(L, r.skipped);
+  lua_setfield(L, -2, "skipped");
   lua_pushnumber(L, r.max_output_diff);
   lua_setfield(L, -2, "max_output_diff");
   lua_pushnumber(L, r.max_grad_diff);

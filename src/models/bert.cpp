@@ -13,8 +13,8 @@ class BertEmbeddings : public ModuleBase<BertEmbeddings> {
  public:
   BertEmbeddings(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase("BertEmbeddings") {
     int64_t h = c.integer("hidden_size");
-    c10::optional<int64_t> pad;
-    if (c.has("pad_token_id")) pad = c.integer("pad_token_id");
+    c10::optional<int64_t> pad;  // c10's, not std's, on LibTorch 1.x
+    if (auto id = c.pad_token_id()) pad = *id;
     set_child("word_embeddings", std::make_shared<Embedding>(c.integer("vocab_size"), h, pad, o));
     set_child("position_embeddings", std::make_shared<Embedding>(c.integer("max_position_embeddings"), h, c10::nullopt, o));
     set_child("token_type_embeddings", std::make_shared<Embedding>(c.integer("type_vocab_size"), h, c10::nullopt, o));

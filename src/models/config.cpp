@@ -133,6 +133,13 @@ ModelConfig ModelConfig::with_defaults(const std::string& model_type) const {
   return ModelConfig(merged);
 }
 
+std::optional<int64_t> ModelConfig::pad_token_id() const {
+  if (!has("pad_token_id")) return std::nullopt;
+  int64_t id = integer("pad_token_id");
+  if (id < 0) return std::nullopt;
+  return id;
+}
+
 int64_t ModelConfig::integer(const std::string& key) const {
   if (!has(key)) throw Error(fmt::format("config: missing field '{}'", key));
   // floats only where integral and within int64's exact range (a cast of 1e300 is undefined)

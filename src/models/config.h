@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,9 @@ class ModelConfig {
   bool flag(const std::string& key, bool fallback) const;
   std::string str(const std::string& key, const std::string& fallback) const;
   bool has(const std::string& key) const { return fields_.contains(key) && !fields_[key].is_null(); }
+  /// The padding row of the token embedding: none when pad_token_id is absent, null or negative
+  /// (configs of the LLaMA-1 era write -1 for "no pad token", and transformers loads them so).
+  std::optional<int64_t> pad_token_id() const;
 
   const nlohmann::json& json() const { return fields_; }
 

@@ -196,14 +196,19 @@ void refuse_unimplemented(const ModelConfig& c, const std::string& type) {
   }
 }
 
-// A padding row must exist: an Embedding's padding_idx indexes its rows.
+// A padding row must exist: an Embedding's padding_idx indexes its rows. A negative id is how
+// older configs say "none" (ModelConfig::pad_token_id reads it so), which the user is told.
 void check_padding_id(const ModelConfig& c, const std::string& type) {
   if (type == "gpt2" || type == "mlp" || !c.has("pad_token_id")) return;
   const json& v = c.json()["pad_token_id"];
   int64_t vocab = c.integer("vocab_size");
-  if (!is_integer(v) || v.get<double>() < 0 || v.get<double>() >= static_cast<double>(vocab))
-    throw Error(fmt::format("config: {} field 'pad_token_id' = {} must be null or a token id from 0 to {}", type,
-                            v.dump(), vocab - 1));
+  if (is_integer(v) && v.get<double>() < 0) {
+    fmt::print(stderr, "config: {} field 'pad_token_id' = {} is treated as no pad token\n", type, v.dump());
+    return;
+  }
+  if (!is_integer(v) || v.get<double>() >= static_cast<double>(vocab))
+    throw Error(fmt::format("config: {} field 'pad_token_id' = {} must be null, negative (no pad token) or a token "
+                            "id from 0 to {}", type, v.dump(), vocab - 1));
 }
 
 }  // namespace

@@ -175,8 +175,8 @@ class LlamaModel : public ModuleBase<LlamaModel> {
  public:
   LlamaModel(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase(family(c) + "Model") {
     int64_t h = c.integer("hidden_size");
-    c10::optional<int64_t> pad;
-    if (c.has("pad_token_id")) pad = c.integer("pad_token_id");
+    c10::optional<int64_t> pad;  // c10's, not std's, on LibTorch 1.x
+    if (auto id = c.pad_token_id()) pad = *id;
     set_child("embed_tokens", std::make_shared<Embedding>(c.integer("vocab_size"), h, pad, o));
     std::vector<std::shared_ptr<Module>> layers;
     for (int64_t i = 0; i < c.integer("num_hidden_layers"); ++i)

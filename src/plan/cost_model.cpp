@@ -15,7 +15,6 @@
 #include "core/error.h"
 #include "io/json_file.h"
 #include "plan/profile_device.h"
-#include "slapo/build_config.h"
 
 namespace slapo::plan {
 
@@ -161,11 +160,6 @@ Cluster Cluster::parse(const std::string& spec, const std::string& devices_dir) 
     c.inter_bw = number("inter_GBps", 50) * 1e9, c.inter_latency = number("inter_latency_us", 10) * 1e-6;
   }
   return c;
-}
-
-std::string default_devices_dir() {
-  if (const char* dir = std::getenv("SLAPO_DEVICES")) return dir;
-  return std::string(SLAPO_SOURCE_STDLIB_DIR) + "/../../shared/devices";
 }
 
 double all_reduce_seconds(double bytes, int ranks, double bandwidth, double latency) {

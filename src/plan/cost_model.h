@@ -56,9 +56,6 @@ struct Cluster {
   static Cluster parse(const std::string& spec, const std::string& devices_dir);
 };
 
-/// Where named device profiles live: $SLAPO_DEVICES, else ../shared/devices beside the checkout.
-std::string default_devices_dir();
-
 /// Ring all-reduce of `bytes` over `ranks` devices: 2(n-1)/n of the data over the slowest link.
 double all_reduce_seconds(double bytes, int ranks, double bandwidth, double latency);
 

@@ -1,5 +1,5 @@
 // slapo-lua profile-device: measures this machine's device (the CPU, or a CUDA GPU) into the
-// format of ../shared/devices/h100.json, so the planner plans for what it measured.
+// format of stdlib/devices/h100.json, so the planner plans for what it measured.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -2,6 +2,7 @@
 #include "primitives/verify.h"
 #include "primitives/verify_checks.h"
 
+#include <algorithm>
 #include <map>
 #include <unordered_set>
 
@@ -232,9 +233,18 @@ VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inpu
   auto specs = shard_specs_by_tensor(*scheduled);
   auto ref_params = reference->named_parameters();
   for (auto& [name, param] : unique_named_parameters(*scheduled)) {
+    ++report.params;
     const at::Tensor* ref = ref_params.find(name);
     if (!ref) {
+      bool allowed = o.allow_any_missing ||
+                     std::find(o.allow_missing.begin(), o.allow_missing.end(), name) != o.allow_missing.end();
+      if (!allowed && problem.empty())
+        problem = fmt::format("verify: the scheduled parameter '{}' has no counterpart of that name in the original "
+                              "model, so its gradient cannot be compared (pass {{allow_missing = {{\"{}\"}}}} to "
+                              "verify without it, or allow_missing = true for every such parameter)",
+                              name, name);
       ++report.skipped_params;
+      report.skipped.push_back(name);
       continue;
     }
     at::Tensor g = param.grad();
@@ -246,6 +256,7 @@ VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inpu
           group->all_gather(g.defined() ? g : torch::zeros_like(param), spec->axis, "verify"));
       if (g.defined()) g = gathered;
     }
+    if (!rg.defined() && !g.defined()) ++report.no_gradient;
     if (!problem.empty() || (!rg.defined() && !g.defined())) continue;
     if (!g.defined() || !rg.defined()) {
       problem = fmt::format("verify: '{}' has a gradient in the {} model only", name,

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/schedule.h"
 
@@ -28,13 +29,20 @@ struct VerifyOptions {
   bool backward = true;
   bool train = false;  ///< compare in training mode (dropout on, same seed before each run)
   uint64_t seed = 0;
+  /// Scheduled parameters that may lack a counterpart (by name) in the original model; any other
+  /// such parameter is an error, since its gradient would go unchecked.
+  std::vector<std::string> allow_missing;
+  bool allow_any_missing = false;
 };
 
 /// What verify compared.
 struct VerifyReport {
   int outputs = 0;          ///< output tensors compared
+  int params = 0;           ///< the scheduled model's parameters (tied ones once)
   int gradients = 0;        ///< parameter gradients compared (sharded ones gathered first)
-  int skipped_params = 0;   ///< scheduled parameters with no counterpart in the reference
+  int no_gradient = 0;      ///< parameters with a gradient in neither model (frozen or unused)
+  int skipped_params = 0;   ///< scheduled parameters with no counterpart in the reference (allowed)
+  std::vector<std::string> skipped;  ///< their names
   double max_output_diff = 0;
   double max_grad_diff = 0;
 };

@@ -1,8 +1,9 @@
---- Training checkpoints: the model, the optimizer state, the random state and the step, in
---- safetensors + JSON, written into a temporary directory that is renamed into place, so a kill
---- in the middle of a save never loses the last good checkpoint.
+--- Training checkpoints: the model, the optimizer state, the random streams, the step and the losses
+--- so far, in safetensors + JSON, written into a temporary directory, fsync'ed, and renamed into
+--- place, so a kill at any point of a save never loses the last good checkpoint and `latest` always
+--- names a complete one.
 ---
---- Layout:  DIR/step-000100/{model-rank0.safetensors, optimizer-rank0.safetensors, trainer.json}
+--- Layout:  DIR/step-000100/{model-rank0.safetensors, optimizer-rank0.safetensors, trainer.json, schedule.lua}
 ---          DIR/latest  (the name of the newest complete checkpoint)
 local M = {}
 
@@ -18,32 +19,151 @@ local function shell_quote(s)
   return "'" .. s:gsub("'", "'\\''") .. "'"
 end
 
---- Saves a checkpoint of `step`; every rank calls it. `log` is the schedule log (Lua source).
-function M.save(dir, step, model, optimizer, log)
+local function sh(command)
+  return os.execute(command) == 0
+end
+
+local function exists(path)
+  return sh("test -e " .. shell_quote(path))
+end
+
+--- Test hook: called with the name of each point of a save where a kill could land
+--- (tests/lua/train_spec.lua kills the process there).
+M.on_point = nil
+
+local function point(name)
+  if M.on_point then
+    M.on_point(name)
+  end
+end
+
+-- Flushes shell words naming files (and directories: their entries) to the disk, so a rename
+-- never makes a name point at data still in the page cache. GNU sync takes files; where sync takes
+-- none, the whole cache.
+local function sync_words(words)
+  if not sh("sync -- " .. words .. " 2>/dev/null") then
+    sh("sync 2>/dev/null")
+  end
+end
+
+local function fsync(paths)
+  local quoted = {}
+  for _, p in ipairs(paths) do
+    table.insert(quoted, shell_quote(p))
+  end
+  sync_words(table.concat(quoted, " "))
+end
+
+-- Renames and flushes the directory holding both names (the rename itself is then on the disk).
+local function move(from, to, dir)
+  assert(os.rename(from, to))
+  fsync({ dir })
+end
+
+local function write_latest(dir, name)
+  write_file(dir .. "/latest.tmp", name .. "\n")
+  fsync({ dir .. "/latest.tmp" })
+  move(dir .. "/latest.tmp", dir .. "/latest", dir)
+end
+
+local function latest_name(dir)
+  local name = read_file(dir .. "/latest")
+  return name and name:gsub("%s+$", "")
+end
+
+-- Puts the complete `.NAME.tmp` in place as NAME. A directory cannot be renamed over a full one,
+-- so a re-saved step first gets a second name for its new files (hard links, or copies where the
+-- file system has none) that `latest` names while the old directory moves aside; every moment
+-- `latest` names a complete directory.
+local function install(dir, name)
+  local tmp, final = ("%s/.%s.tmp"):format(dir, name), dir .. "/" .. name
+  local new, old = ("%s/.%s.new"):format(dir, name), ("%s/.%s.old"):format(dir, name)
+  if exists(final) then
+    if latest_name(dir) ~= "." .. name .. ".new" then  -- else a cut re-save left it complete and named
+      local q_new, q_tmp = shell_quote(new), shell_quote(tmp)
+      assert(sh(("rm -rf %s && mkdir %s && { ln %s/* %s/ 2>/dev/null || cp -p %s/* %s/; }"):format(q_new, q_new, q_tmp,
+        q_new, q_tmp, q_new)), "checkpoint: cannot fill " .. new)
+      sync_words(q_new .. "/* " .. q_new)
+      point("linked")
+      write_latest(dir, "." .. name .. ".new")
+      point("latest names the new files")
+    end
+    assert(sh("rm -rf " .. shell_quote(old)), "checkpoint: cannot remove " .. old)
+    move(final, old, dir)
+    point("old moved aside")
+  end
+  move(tmp, final, dir)
+  point("new in place")
+  write_latest(dir, name)
+  point("latest names the step")
+  -- what cut saves left (latest names none of it now): moved-aside, second-name and partial directories
+  local q = shell_quote(dir)
+  sh(("rm -rf %s/.step-*.old %s/.step-*.new %s/.step-*.tmp"):format(q, q, q))
+end
+
+-- The random streams a run draws from besides the model: the default CPU stream and the named
+-- streams of slapo.random's tracker.
+local function rng_tensors()
+  local out = { ["rng.cpu"] = slapo.rng_state() }
+  for name, state in pairs(require("slapo.random").get_tracker():get_states()) do
+    out["rng.tracker." .. name] = state
+  end
+  return out
+end
+
+-- Takes the random streams out of a loaded state table and sets them.
+local function restore_rng(state)
+  local tracker = require("slapo.random").get_tracker()
+  local streams = tracker:get_states()
+  local names = {}
+  for key in pairs(state) do
+    table.insert(names, key)
+  end
+  for _, key in ipairs(names) do
+    local stream = key:match("^rng%.tracker%.(.+)$")
+    if stream then
+      streams[stream] = state[key]
+      state[key] = nil
+    end
+  end
+  tracker:set_states(streams)
+  slapo.set_rng_state(state["rng.cpu"])
+  state["rng.cpu"] = nil
+end
+
+--- Saves a checkpoint of `step`; every rank calls it. `log` is the schedule log (Lua source);
+--- `trainer` holds more fields for trainer.json (slapo.train's losses so far).
+function M.save(dir, step, model, optimizer, log, trainer)
   local rank, world = slapo.dist.rank(), slapo.dist.world_size()
   local name = ("step-%06d"):format(step)
   local tmp = ("%s/.%s.tmp"):format(dir, name)
   if rank == 0 then
-    assert(os.execute("rm -rf " .. shell_quote(tmp) .. " && mkdir -p " .. shell_quote(tmp)) == 0,
+    assert(sh("rm -rf " .. shell_quote(tmp) .. " && mkdir -p " .. shell_quote(tmp)),
       "checkpoint: cannot create " .. tmp)
   end
   slapo.dist.barrier()
-  slapo.save_tensors(("%s/model-rank%d.safetensors"):format(tmp, rank), model:state_dict())
+  local model_file = ("%s/model-rank%d.safetensors"):format(tmp, rank)
+  local optimizer_file = ("%s/optimizer-rank%d.safetensors"):format(tmp, rank)
+  slapo.save_tensors(model_file, model:state_dict())
   local state = optimizer:state_tensors(model)
-  state["rng.cpu"] = slapo.rng_state()
-  slapo.save_tensors(("%s/optimizer-rank%d.safetensors"):format(tmp, rank), state)
+  for key, t in pairs(rng_tensors()) do
+    state[key] = t
+  end
+  slapo.save_tensors(optimizer_file, state)
+  fsync({ model_file, optimizer_file })
   if rank == 0 then
-    write_file(tmp .. "/trainer.json", ('{"step": %d, "world_size": %d, "lr": %.17g}\n'):format(step, world,
-      optimizer:lr()))
+    local fields = { step = step, world_size = world, lr = optimizer:lr() }
+    for k, v in pairs(trainer or {}) do
+      fields[k] = v
+    end
+    write_file(tmp .. "/trainer.json", slapo.json_encode(fields) .. "\n")
     write_file(tmp .. "/schedule.lua", log or "")
+    fsync({ tmp .. "/trainer.json", tmp .. "/schedule.lua", tmp })
   end
   slapo.dist.barrier()
   if rank == 0 then
-    local final = dir .. "/" .. name
-    os.execute("rm -rf " .. shell_quote(final))
-    assert(os.rename(tmp, final))
-    write_file(dir .. "/latest.tmp", name .. "\n")
-    assert(os.rename(dir .. "/latest.tmp", dir .. "/latest"))
+    point("written")
+    install(dir, name)
   end
   slapo.dist.barrier()
   return dir .. "/" .. name
@@ -51,32 +171,28 @@ end
 
 --- The newest complete checkpoint under `dir`, or nil.
 function M.latest(dir)
-  local name = read_file(dir .. "/latest")
-  if not name then
-    return nil
-  end
-  return dir .. "/" .. name:gsub("%s+$", "")
+  local name = latest_name(dir)
+  return name and dir .. "/" .. name
 end
 
---- Loads a checkpoint into `model` and `optimizer` (and the random state); returns its step.
+--- Loads a checkpoint into `model` and `optimizer` (and the random streams); returns its step and
+--- the fields of its trainer.json.
 function M.load(path, model, optimizer)
-  local trainer = read_file(path .. "/trainer.json")
-  if not trainer then
+  local text = read_file(path .. "/trainer.json")
+  if not text then
     error(("resume: '%s' is not a checkpoint (no trainer.json)"):format(path), 2)
   end
-  local step = tonumber(trainer:match('"step":%s*(%d+)'))
-  local world = tonumber(trainer:match('"world_size":%s*(%d+)'))
-  if world ~= slapo.dist.world_size() then
-    error(("resume: '%s' was written by %d ranks, this run has %d"):format(path, world, slapo.dist.world_size()), 2)
+  local trainer = slapo.json_decode(text)
+  if trainer.world_size ~= slapo.dist.world_size() then
+    error(("resume: '%s' was written by %s ranks, this run has %d"):format(path, tostring(trainer.world_size),
+      slapo.dist.world_size()), 2)
   end
   local rank = slapo.dist.rank()
   model:load_state_dict((slapo.load_tensors(("%s/model-rank%d.safetensors"):format(path, rank))))
   local state = slapo.load_tensors(("%s/optimizer-rank%d.safetensors"):format(path, rank))
-  local rng = state["rng.cpu"]
-  state["rng.cpu"] = nil
+  restore_rng(state)
   optimizer:load_state_tensors(model, state)
-  slapo.set_rng_state(rng)
-  return step
+  return trainer.step, trainer
 end
 
 return M

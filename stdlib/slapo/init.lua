@@ -46,7 +46,10 @@ end
 ---   slapo.verify(sch, {ids}, {rtol = 1e-5, atol = 1e-6, backward = true}, function(sch) ... end)
 --- `fn` applies the primitives to check; without it the schedule's current state is compared
 --- with a copy taken now (which then only checks that forward and backward run alike).
---- Returns a report {outputs=, gradients=, max_output_diff=, max_grad_diff=}; raises on mismatch.
+--- Returns a report {outputs=, params=, gradients=, no_gradient=, skipped_params=, skipped=,
+--- max_output_diff=, max_grad_diff=}; raises on mismatch. A scheduled parameter with no
+--- counterpart of its name in the original is an error unless {allow_missing = {name, ...}} (or
+--- true) lets verify go on without its gradient; those are counted and named in the report.
 --- With {pipeline = {group =, micro_batches =, ...}} (slapo.build's pipeline options) the
 --- schedule, cut into stages, is built into a pipeline whose step (every micro-batch, forward and
 --- backward) is compared with the unscheduled model: the loss on {labels =} (default: the first

@@ -9,10 +9,47 @@ local function node_name(n)
   return type(n) == "table" and n.name or n
 end
 
+-- What a wrong argument was, in the words of the message: a schedule is a common slip for its graph.
+local function describe(value)
+  if type(value) == "userdata" and (getmetatable(value) or {}).__name == "slapo.Schedule" then
+    return "a schedule (its graph is sub:graph())"
+  end
+  if type(value) == "table" then
+    return "a table without nodes"
+  end
+  return type(value)
+end
+
+-- The argument checks: each names the function, the argument and what it takes. Level 3 blames
+-- the caller of the public function.
+local function check_graph(fn, graph)
+  if type(graph) ~= "table" or type(graph.nodes) ~= "table" then
+    error(("subgraph.%s: bad argument #1 'graph': a traced graph (sub:graph()) expected, got %s"):format(fn,
+      describe(graph)), 3)
+  end
+end
+
+local function check_node(fn, position, argument, value)
+  if type(node_name(value)) ~= "string" then
+    error(("subgraph.%s: bad argument #%d '%s': a node of the graph or its name (\"%%39\") expected, got %s"):format(
+      fn, position, argument, type(value)), 3)
+  end
+end
+
+local function check_op(fn, position, argument, value, optional)
+  if type(value) ~= "string" and not (optional and value == nil) then
+    error(("subgraph.%s: bad argument #%d '%s': an op name (\"aten::matmul\") expected, got %s"):format(fn,
+      position, argument, type(value)), 3)
+  end
+end
+
 --- The nodes on a dataflow path from node `from` to node `to` (both included), in graph order:
 --- everything `to` computes from `from`'s result, without what it takes from elsewhere.
 --- `graph` is sub:graph(); `from` and `to` are nodes or their names ("%39").
 function M.between(graph, from, to)
+  check_graph("between", graph)
+  check_node("between", 2, "from", from)
+  check_node("between", 3, "to", to)
   from, to = node_name(from), node_name(to)
   local by_name = {}
   for _, n in ipairs(graph.nodes) do
@@ -54,6 +91,9 @@ end
 --- The first node of `graph` whose op is `op` and, if given, whose user list holds a node of op
 --- `used_by` (find the transpose feeding a matmul: first(g, "aten::transpose", "aten::matmul")).
 function M.first(graph, op, used_by)
+  check_graph("first", graph)
+  check_op("first", 2, "op", op)
+  check_op("first", 3, "used_by", used_by, true)
   local ops = {}
   for _, n in ipairs(graph.nodes) do
     ops[n.name] = n.op
@@ -74,6 +114,8 @@ end
 
 --- The last node of `graph` whose op is `op`.
 function M.last(graph, op)
+  check_graph("last", graph)
+  check_op("last", 2, "op", op)
   for i = #graph.nodes, 1, -1 do
     if graph.nodes[i].op == op then
       return graph.nodes[i]

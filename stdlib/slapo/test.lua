@@ -4,9 +4,14 @@
 --- Example spec (tests/lua/tensor_spec.lua):
 ---   describe("tensor", function()
 ---     it("adds", function() eq(3, (slapo.ones{1} * 3):item()) end)
+---     it("runs on a GPU", function()
+---       if not slapo.cuda.is_available() then skip("no GPU") end
+---       ...
+---     end)
 ---   end)
---- Output: one line per case ("ok   tensor adds" / "FAIL tensor adds" with the error), and the
---- host prints "N passed, N failed" after all files.
+--- Output: one line per case ("ok   tensor adds", "skip tensor runs on a GPU: no GPU", or "FAIL ..."
+--- with the error), and the host prints "N passed, N failed, N skipped" after all files.
+--- A case passes only when it checked something: eq, matches, close, pcall_err or assert.
 local M = {}
 
 local function describe_value(v, depth)
@@ -78,12 +83,45 @@ function M.close(expected, actual, opts)
   end
 end
 
---- Runs one spec file in its own environment; returns passed, failed.
+-- What `skip(reason)` raises: not an error, the case's result.
+local Skip = {}
+
+--- Ends the running case as skipped, with the reason printed beside it ("no GPU").
+function M.skip(reason)
+  if type(reason) ~= "string" or reason == "" then
+    error("skip: give the reason the case cannot run here, as a string", 2)
+  end
+  error(setmetatable({ reason = reason }, Skip), 0)
+end
+
+-- The checks a spec calls, each counting itself, so that a case that checked nothing fails.
+local function counting_checks(env, count)
+  local function counted(check)
+    return function(...)
+      count()
+      return check(...)
+    end
+  end
+  env.eq, env.matches, env.pcall_err, env.close = counted(M.eq), counted(M.matches), counted(M.pcall_err),
+    counted(M.close)
+  env.assert = counted(assert)
+  env.skip = M.skip
+end
+
+local function as_traceback(err)
+  if getmetatable(err) == Skip then
+    return err
+  end
+  return debug.traceback(err, 2)
+end
+
+--- Runs one spec file in its own environment; returns passed, failed, skipped.
 function M.run_file(path)
-  local passed, failed = 0, 0
+  local passed, failed, skipped = 0, 0, 0
   local names = {}
+  local checks = 0
   local env = setmetatable({}, { __index = _G })
-  env.eq, env.matches, env.pcall_err, env.close = M.eq, M.matches, M.pcall_err, M.close
+  counting_checks(env, function() checks = checks + 1 end)
   env.describe = function(name, body)
     table.insert(names, name)
     body()
@@ -91,11 +129,20 @@ function M.run_file(path)
   end
   env.it = function(name, body)
     local full = table.concat(names, " ") .. " " .. name
-    local ok, err = xpcall(body, debug.traceback)
+    checks = 0
+    local ok, err = xpcall(body, as_traceback)
+    if ok and checks == 0 then
+      ok, err = false, "the case checked nothing (call eq, matches, close, pcall_err or assert, or skip)"
+    end
     if ok then
       passed = passed + 1
       if not os.getenv("SLAPO_TEST_QUIET") then
         print("ok   " .. full)
+      end
+    elseif getmetatable(err) == Skip then
+      skipped = skipped + 1
+      if not os.getenv("SLAPO_TEST_QUIET") then
+        print("skip " .. full .. ": " .. err.reason)
       end
     else
       failed = failed + 1
@@ -106,7 +153,7 @@ function M.run_file(path)
   local chunk, load_err = loadfile(path)
   if not chunk then
     print("FAIL " .. path .. ": " .. load_err)
-    return 0, 1
+    return 0, 1, 0
   end
   setfenv(chunk, env)
   local ok, err = xpcall(chunk, debug.traceback)
@@ -114,7 +161,7 @@ function M.run_file(path)
     print("FAIL " .. path .. " (outside any it block): " .. tostring(err))
     failed = failed + 1
   end
-  return passed, failed
+  return passed, failed, skipped
 end
 
 return M

@@ -1,6 +1,7 @@
---- slapo.train{...}: a training loop with LR warm-up + cosine decay, gradient accumulation and
---- clipping, a per-step metrics line (loss, tokens/s, TFLOP/s, MFU, memory), a live progress bar on
---- a terminal, and metrics.jsonl for machines.
+--- slapo.train{...}: a training loop with LR warm-up and decay (transformers' cosine, linear and
+--- constant schedules, step for step), gradient accumulation and clipping, a per-step metrics line
+--- (loss, tokens/s, TFLOP/s, MFU, memory), a live progress bar on a terminal, and metrics.jsonl for
+--- machines.
 ---
 --- Example usage:
 ---   local result = slapo.train{ model = model, steps = 200, lr = 3e-4, warmup = 20,
@@ -12,7 +13,7 @@ local M = {}
 
 local defaults = {
   steps = 100, optimizer = "adamw", lr = 3e-4, weight_decay = 0.0, warmup = 0, schedule = "cosine",
-  min_lr = 0.0, grad_accum = 1, clip = 0, seed = 0, log_every = 1, metrics = false, quiet = false,
+  min_lr = 0.0, grad_accum = 1, clip = 0, seed = false, log_every = 1, metrics = false, quiet = false,
   group = false, layout = false, autocast = false, checkpoint_dir = false,
   schedule_file = false, make_model = false, on_step = false, checkpoint_every = 0, resume = true, schedule_log = false,
 }
@@ -42,11 +43,15 @@ local function check_options(opts)
     end
     out[k] = v
   end
-  if out.schedule ~= "cosine" and out.schedule ~= "constant" then
-    error(("train: unknown schedule '%s' (choices: cosine, constant)"):format(tostring(out.schedule)), 3)
+  if out.schedule ~= "cosine" and out.schedule ~= "linear" and out.schedule ~= "constant" then
+    error(("train: unknown schedule '%s' (choices: cosine, linear, constant)"):format(tostring(out.schedule)), 3)
   end
   if out.optimizer ~= "adamw" and out.optimizer ~= "sgd" and out.optimizer ~= "zero_adamw" then
     error(("train: unknown optimizer '%s' (choices: adamw, sgd, zero_adamw)"):format(tostring(out.optimizer)), 3)
+  end
+  -- ZeRO's group is the data-parallel one: over a tensor-parallel group it would average different shards
+  if out.optimizer == "zero_adamw" and out.group and not out.layout then
+    error("train: zero_adamw with a tensor-parallel group needs layout = (ZeRO shards over its dp_group)", 3)
   end
   -- counts and rates: a negative step count or a zero accumulation would run nothing, or divide by 0
   local function integer_at_least(name, low)
@@ -66,30 +71,50 @@ local function check_options(opts)
       error(("train: %s must be a finite number >= 0, got %s"):format(name, tostring(v)), 3)
     end
   end
+  if out.min_lr > 0 and out.schedule ~= "cosine" then
+    error(("train: min_lr is the floor of the cosine schedule; schedule '%s' takes none (choices: cosine)"):format(
+      out.schedule), 3)
+  end
+  local seed = out.seed
+  if seed ~= false and (type(seed) ~= "number" or seed ~= math.floor(seed) or seed < 0) then
+    error(("train: seed must be an integer >= 0 or false (leave the random stream as it is), got %s"):format(
+      tostring(seed)), 3)
+  end
   return out
 end
 
---- The learning rate at `step` (1-based): linear warm-up, then cosine decay to min_lr (or constant).
+--- The learning rate of optimizer step `step` (1-based), as transformers' schedules give it:
+--- get_cosine_schedule_with_warmup (with min_lr: get_cosine_with_min_lr_schedule_with_warmup),
+--- get_linear_schedule_with_warmup, get_constant_schedule_with_warmup, whose lambda takes the steps
+--- taken before, 0 .. steps - 1. So warm-up starts at 0, and the last step still trains: the decay
+--- reaches min_lr only after it.
 function M.lr_at(step, opts)
-  if opts.warmup > 0 and step <= opts.warmup then
-    return opts.lr * step / opts.warmup
+  local taken, warmup, steps = step - 1, opts.warmup, opts.steps
+  if taken < warmup then
+    return opts.lr * taken / math.max(1, warmup)
   end
-  if opts.schedule == "constant" or opts.steps <= opts.warmup then
+  if opts.schedule == "constant" then
     return opts.lr
   end
-  local progress = (step - opts.warmup) / (opts.steps - opts.warmup)
-  return opts.min_lr + 0.5 * (opts.lr - opts.min_lr) * (1 + math.cos(math.pi * progress))
+  if opts.schedule == "linear" then
+    return opts.lr * math.max(0, (steps - taken) / math.max(1, steps - warmup))
+  end
+  local progress = (taken - warmup) / math.max(1, steps - warmup)
+  local factor = 0.5 * (1 + math.cos(math.pi * progress))
+  return math.max(0, opts.min_lr + factor * (opts.lr - opts.min_lr))
 end
 
 --- Synthetic token batches: a fixed random batch per micro-step index (the loss falls as the model
---- learns it), the same on every rank of a group for the same seed.
-function M.synthetic(spec)
+--- learns it), the same on every rank of a tensor-parallel group; each data-parallel replica
+--- (`replica`, 0-based) draws rows of its own, as a data loader would give it.
+function M.synthetic(spec, replica)
   local batches = {}
   return function(_, micro)
     if not batches[micro] then
-      -- drawn from its own seed, leaving the training run's random stream (dropout) untouched
+      -- drawn from its own seed, leaving the training run's random stream (dropout) untouched;
+      -- replica 0 keeps the batches a single replica always had
       local saved = slapo.rng_state()
-      slapo.manual_seed((spec.seed or 0) * 1000 + micro)
+      slapo.manual_seed((spec.seed or 0) * 1000 + micro + (replica or 0) * 1000003)
       batches[micro] = slapo.randint(0, spec.vocab, { spec.batch, spec.seq })
       slapo.set_rng_state(saved)
     end
@@ -101,7 +126,8 @@ local function json_line(fields)
   local parts = {}
   for _, kv in ipairs(fields) do
     local v = kv[2]
-    local text = type(v) == "number" and string.format("%.6g", v)
+    local whole = type(v) == "number" and v == math.floor(v) and math.abs(v) < 1e15  -- steps past 999,999 too
+    local text = whole and string.format("%.0f", v) or type(v) == "number" and string.format("%.6g", v)
       or type(v) == "table" and slapo.json_encode(v) or string.format("%q", tostring(v))
     table.insert(parts, string.format("%q: %s", kv[1], text))
   end
@@ -126,6 +152,25 @@ function M.trial_metrics(step_seconds, first, last, tokens, peak_mib)
   return { step_s = median, tokens_per_s = tokens / median, peak_mib = peak_mib, steps_measured = #times }
 end
 
+-- The data-parallel replicas of a run: the layout's DP group, or every rank under zero_adamw
+-- without a layout (ZeRO's default group). Returns the group (nil for one replica), its size and
+-- this rank's place in it.
+local function replicas_of(opts)
+  if opts.layout then
+    return opts.layout.dp > 1 and opts.layout.dp_group or nil, opts.layout.dp, opts.layout.dp_rank
+  end
+  if opts.optimizer == "zero_adamw" and slapo.dist.world_size() > 1 then
+    return slapo.dist.world(), slapo.dist.world_size(), slapo.dist.rank()
+  end
+  return nil, 1, 0
+end
+
+-- The tensor-parallel group: `group`, else a layout's TP group. Schedule files shard over it and
+-- clipping counts its shards once.
+local function tp_group_of(opts)
+  return opts.group or (opts.layout and opts.layout.tp_group) or nil
+end
+
 -- The optimizer of a run; zero_adamw shards its state over the data-parallel group.
 local function make_optimizer(model, opts)
   if opts.optimizer == "zero_adamw" then
@@ -136,6 +181,43 @@ local function make_optimizer(model, opts)
   return make(model, { lr = opts.lr, weight_decay = opts.weight_decay })
 end
 
+-- Averages the gradients over the replicas, one all-reduce per parameter.
+local function average_gradients(opts, model, group, replicas)
+  if opts.layout then
+    return opts.layout:all_reduce_grads(model)
+  end
+  for _, p in ipairs(model:parameters()) do
+    if p.grad then
+      slapo.dist.all_reduce(p.grad, group)
+      p.grad:mul_(1 / replicas)
+    end
+  end
+end
+
+-- Makes every replica hold the averaged gradient before clipping. ZeRO averages as it
+-- reduce-scatters inside step(), which is too late for clipping: there it averages once more here
+-- (identical gradients average to themselves), and only when clipping asks for it.
+local function reduce_gradients(opts, model, group, replicas)
+  if not group then
+    return
+  end
+  if opts.optimizer ~= "zero_adamw" or opts.clip > 0 then
+    average_gradients(opts, model, group, replicas)
+  end
+end
+
+-- The step's loss and token count over every replica: each replica's loss is the mean over its
+-- own rows, equally many everywhere, so the global loss is the mean of theirs. Same on every rank.
+local function global_step(loss, tokens, group, replicas)
+  if not group then
+    return loss, tokens
+  end
+  local sums = slapo.tensor({ loss, tokens }, { dtype = "float64" })
+  slapo.dist.all_reduce(sums, group)
+  local v = sums:tolist()
+  return v[1] / replicas, v[2]
+end
+
 -- With schedule_file: the model is make_model() scheduled by the file, re-applied when it changes.
 local function scheduled_model(opts)
   local swap = require("slapo.hot_swap")
@@ -143,7 +225,7 @@ local function scheduled_model(opts)
   if not fn then
     error("train: " .. err, 0)
   end
-  local ok, sch = swap.apply(opts.make_model, fn, opts.group or nil)
+  local ok, sch = swap.apply(opts.make_model, fn, tp_group_of(opts))
   if not ok then
     error("train: " .. opts.schedule_file .. ": " .. sch, 0)
   end
@@ -159,25 +241,42 @@ local function schedule_changed(opts, state)
   return flag:item() > 0
 end
 
+-- True on every rank when `ok` is false on any.
+local function failed_anywhere(ok)
+  local failed = slapo.tensor({ ok and 0 or 1 })
+  slapo.dist.all_reduce(failed)
+  return failed:item() > 0
+end
+
 -- Applies the changed file on every rank; all swap, or (any failure) none does.
 local function try_swap(opts, state, step, rank0)
   local swap = require("slapo.hot_swap")
   local fn, err = swap.load(opts.schedule_file)
   local ok, sch = false, err
   if fn then
-    ok, sch = swap.apply(opts.make_model, fn, opts.group or nil)
+    ok, sch = swap.apply(opts.make_model, fn, tp_group_of(opts))
   end
-  local failed = slapo.tensor({ ok and 0 or 1 })
-  slapo.dist.all_reduce(failed)
-  if failed:item() > 0 then
+  local optimizer, carried
+  if not failed_anywhere(ok) then
+    -- carrying only writes into the new model: on a failure the running one is intact
+    local zero_group = opts.optimizer == "zero_adamw"
+      and (opts.layout and opts.layout.dp_group or slapo.dist.world())
+    local moved, result = xpcall(function()
+      optimizer = make_optimizer(sch.mod, opts)
+      return swap.carry(state.sch, state.optimizer, sch, optimizer, zero_group)
+    end, debug.traceback)
+    ok, carried = moved, result
+    if not moved then
+      sch = "carrying the weights and optimizer state over: " .. tostring(result)
+    end
+  end
+  if failed_anywhere(ok) then
     if rank0 then
       io.stderr:write(("[swap] step %d: %s failed, training goes on with the previous schedule:\n%s\n"):format(step,
         opts.schedule_file, ok and "(on another rank)" or tostring(sch)))
     end
     return false
   end
-  local optimizer = make_optimizer(sch.mod, opts)
-  local carried = swap.carry(state.sch, state.optimizer, sch, optimizer)
   if rank0 then
     print(("[swap] step %d: applied %s (%d parameters carried over)"):format(step, opts.schedule_file, carried))
   end
@@ -185,8 +284,72 @@ local function try_swap(opts, state, step, rank0)
   return true
 end
 
+-- A resumed run keeps the metrics lines of the steps before it and drops later ones (written by a
+-- run killed after its last checkpoint, and trained again now), so each step appears once.
+local function open_metrics(path, first_step)
+  if first_step == 1 then
+    return assert(io.open(path, "w"))
+  end
+  local kept = {}
+  local old = io.open(path, "r")
+  if old then
+    for line in old:lines() do
+      local step = tonumber(line:match('^{"step": ([^,}]+)'))
+      if step and step < first_step then
+        table.insert(kept, line .. "\n")
+      end
+    end
+    old:close()
+  end
+  local tmp = assert(io.open(path .. ".tmp", "w"))
+  tmp:write(table.concat(kept))
+  tmp:close()
+  assert(os.rename(path .. ".tmp", path))
+  return assert(io.open(path, "a"))
+end
+
+-- The losses of steps 1..step as trainer.json keeps them (keyed by step: a run resumed from a
+-- checkpoint of an older version knows only its own).
+local function losses_record(losses, step)
+  local out = {}
+  for s = 1, step do
+    if losses[s] then
+      out[tostring(s)] = losses[s]
+    end
+  end
+  return out
+end
+
+-- Resumes from `resume` (or the checkpoint dir's latest); returns the first step to train, and
+-- fills `losses` with the steps the checkpoint recorded.
+local function resume_run(opts, model, optimizer, losses, rank0)
+  local checkpoint = require("slapo.checkpoint")
+  if not (opts.checkpoint_dir and opts.resume) then
+    return 1
+  end
+  local from = type(opts.resume) == "string" and opts.resume or checkpoint.latest(opts.checkpoint_dir)
+  if not from then
+    return 1
+  end
+  local step, trainer = checkpoint.load(from, model, optimizer)
+  if step > opts.steps then
+    error(("train: %s is at step %d, past steps = %d (resume = false starts over)"):format(from, step, opts.steps), 0)
+  end
+  for s, loss in pairs(trainer.losses or {}) do
+    losses[tonumber(s)] = loss
+  end
+  if rank0 and not opts.quiet then
+    print(step == opts.steps and ("%s finished all %d steps: nothing to train"):format(from, step)
+      or ("resumed from %s at step %d"):format(from, step + 1))
+  end
+  return step + 1
+end
+
 function M.run(user_opts)
   local opts = check_options(user_opts)
+  if opts.seed then  -- before make_model too, so its initialisation and fork_rng seeds are the run's
+    slapo.manual_seed(opts.seed)
+  end
   local swap_state
   if opts.schedule_file then
     local sch = scheduled_model(opts)
@@ -194,7 +357,9 @@ function M.run(user_opts)
     opts.model = sch.mod
   end
   local model = opts.model
-  local data = type(opts.data) == "function" and opts.data or M.synthetic(opts.data)
+  local group, replicas, replica = replicas_of(opts)
+  local tp_group = tp_group_of(opts)
+  local data = type(opts.data) == "function" and opts.data or M.synthetic(opts.data, replica)
   local rank0 = slapo.dist.rank() == 0
   local optimizer = make_optimizer(model, opts)
   if swap_state then
@@ -203,21 +368,10 @@ function M.run(user_opts)
   local terminal = slapo.stdout_is_terminal() and not opts.quiet
   local peak = slapo.measure_peak_flops()
   local params = model:num_params()
-  local dp = opts.layout and opts.layout.dp or 1
-  local losses = {}
+  local losses, grad_norms = {}, {}
   local checkpoint = require("slapo.checkpoint")
-  local first_step = 1
-  if opts.checkpoint_dir and opts.resume then
-    local from = type(opts.resume) == "string" and opts.resume or checkpoint.latest(opts.checkpoint_dir)
-    if from then
-      first_step = checkpoint.load(from, model, optimizer) + 1
-      if rank0 and not opts.quiet then
-        print(("resumed from %s at step %d"):format(from, first_step))
-      end
-    end
-  end
-  -- a resumed run appends to the metrics of the run it continues
-  local metrics = opts.metrics and rank0 and assert(io.open(opts.metrics, first_step > 1 and "a" or "w"))
+  local first_step = resume_run(opts, model, optimizer, losses, rank0)
+  local metrics = opts.metrics and rank0 and open_metrics(opts.metrics, first_step)
   model:train()
   -- float16's narrow range needs the loss scaled up before backward and the gradients back down
   local scaler = (opts.autocast == "fp16" or opts.autocast == "float16") and slapo.optim.grad_scaler() or nil
@@ -245,17 +399,15 @@ function M.run(user_opts)
       summed = summed and summed + loss:detach() or loss:detach()
       tokens = tokens + ids:numel()
     end
-    local total = summed:item()
-    if opts.layout and opts.optimizer ~= "zero_adamw" then  -- ZeRO averages as it reduce-scatters
-      opts.layout:all_reduce_grads(model)
-    end
+    local total, all_tokens = global_step(summed:item(), tokens, group, replicas)
+    reduce_gradients(opts, model, group, replicas)
     local overflow = scaler and scaler:unscale(model)
     if scaler and slapo.dist.world_size() > 1 then  -- every rank skips the same steps
       local flag = slapo.tensor({ overflow and 1 or 0 })
       slapo.dist.all_reduce(flag)
       overflow = flag:item() > 0
     end
-    local norm = opts.clip > 0 and slapo.clip_grad_norm(model, opts.clip, opts.group or nil) or nil
+    local norm = opts.clip > 0 and slapo.clip_grad_norm(model, opts.clip, tp_group) or nil
     if not overflow then
       optimizer:step()
     end
@@ -263,11 +415,11 @@ function M.run(user_opts)
       scaler:update(overflow)
     end
     local seconds = slapo.clock() - started
-    step_seconds[step], step_tokens = seconds, tokens * dp
+    step_seconds[step], step_tokens = seconds, all_tokens
     peak_mib = math.max(peak_mib, slapo.memory_mib())
-    local tps = tokens * dp / seconds
+    local tps = all_tokens / seconds
     local flops = 6 * params * tokens / seconds  -- this rank's share: 6 FLOPs per parameter per token
-    losses[step] = total
+    losses[step], grad_norms[step] = total, norm
     local record = { { "step", step }, { "loss", total }, { "lr", lr }, { "tokens_per_s", tps },
       { "tflops", flops / 1e12 }, { "mfu", flops / peak }, { "memory_mib", slapo.memory_mib() },
       { "seconds", seconds } }
@@ -299,10 +451,12 @@ function M.run(user_opts)
     if opts.on_step then
       opts.on_step(step, model)
     end
-    if opts.checkpoint_dir and opts.checkpoint_every > 0 and step % opts.checkpoint_every == 0 then
+    -- the last step too: a finished run run again finds its result there
+    local due = opts.checkpoint_every > 0 and (step % opts.checkpoint_every == 0 or step == opts.steps)
+    if opts.checkpoint_dir and due then
       -- the schedule that produced these weights travels with them
       local log = opts.schedule_log or (swap_state and swap_state.sch:log()) or nil
-      checkpoint.save(opts.checkpoint_dir, step, model, optimizer, log)
+      checkpoint.save(opts.checkpoint_dir, step, model, optimizer, log, { losses = losses_record(losses, step) })
     end
   end
   if metrics then
@@ -312,8 +466,9 @@ function M.run(user_opts)
   if measured and os.getenv("SLAPO_TUNE_REPORT") then
     slapo.report(measured)
   end
-  return { losses = losses, final_loss = losses[opts.steps], first_step = first_step, steps = opts.steps,
-    step_s = measured and measured.step_s, model = model, schedule = swap_state and swap_state.sch or nil }
+  return { losses = losses, grad_norms = grad_norms, final_loss = losses[opts.steps], first_step = first_step,
+    steps = opts.steps, step_s = measured and measured.step_s, model = model,
+    schedule = swap_state and swap_state.sch or nil }
 end
 
 return M

@@ -50,17 +50,43 @@ local function score_text(metrics)
   return ("%.4f s/step"):format(metrics.step_s)
 end
 
---- The database: one JSON object per line; lines that do not parse (a tuner killed mid-write)
---- are skipped.
-function M.read_db(path)
+-- A row written onto the end of a torn line (by a tuner from before appends began on a new
+-- line): the longest tail of the line that parses as a row.
+local function row_after_torn_text(line)
+  local start = line:find('{"', 2, true)
+  while start do
+    local ok, row = pcall(slapo.json_decode, line:sub(start))
+    if ok and type(row) == "table" and row.config then
+      return row
+    end
+    start = line:find('{"', start + 1, true)
+  end
+end
+
+local function warn_on_stderr(message)
+  io.stderr:write("slapo-lua: warning: ", message, "\n")
+end
+
+--- The database: one JSON object per line. A line that does not parse (a tuner killed mid-write)
+--- is skipped with a warning through `warn` (default: stderr); a whole row written after its torn
+--- text on the same line is still read.
+function M.read_db(path, warn)
+  warn = warn or warn_on_stderr
   local rows = {}
   local f = io.open(path, "r")
   if not f then
     return rows
   end
+  local number = 0
   for line in f:lines() do
+    number = number + 1
     local ok, row = pcall(slapo.json_decode, line)
-    if ok and type(row) == "table" and row.config then
+    if not (ok and type(row) == "table" and row.config) and line:match("%S") then
+      row = row_after_torn_text(line)
+      warn(("tune: line %d of '%s' is not a whole trial (a tuner killed while writing it?): %s"):format(number,
+        path, row and "kept the trial written after it" or "skipped"))
+    end
+    if type(row) == "table" and row.config then
       table.insert(rows, row)
     end
   end
@@ -68,10 +94,54 @@ function M.read_db(path)
   return rows
 end
 
-local function append_db(path, row)
-  local f = assert(io.open(path, "a"))
-  f:write(slapo.json_encode(row), "\n")
+-- True when the file's last byte is not a newline: a tuner killed mid-write left a torn line.
+local function ends_mid_line(path)
+  local f = io.open(path, "rb")
+  if not f then
+    return false
+  end
+  local last = "\n"  -- an empty file is not torn
+  if f:seek("end") > 0 then
+    f:seek("end", -1)
+    last = f:read(1)
+  end
   f:close()
+  return last ~= "\n"
+end
+
+-- Every row starts on a line of its own: one appended onto a torn line would be lost with it.
+local function append_db(path, row)
+  local text = slapo.json_encode(row) .. "\n"
+  if ends_mid_line(path) then
+    text = "\n" .. text
+  end
+  local f, err = io.open(path, "a")
+  if not f then
+    error(("tune: cannot write the database: %s"):format(err), 0)
+  end
+  f:write(text)  -- one write, so a kill tears at most this row
+  f:close()
+end
+
+-- The database must be a file: refused before anything (the logs directory beside it) is made.
+local function check_db_path(path, command)
+  if util.is_directory(path) then
+    error(("%s: the database '%s' is a directory; give a file in it, such as '%s/tune.jsonl'"):format(command,
+      path, (path:gsub("/+$", ""))), 0)
+  end
+end
+
+-- The error a trial died of: slapo-lua reports it as the last "slapo-lua: " line of the log (on
+-- several ranks, the launcher's summary naming the rank), after whatever the script printed,
+-- "validation error 0.25" included. Warnings are not the cause.
+local function death_error(log_text)
+  local last
+  for line in log_text:gmatch("[^\n]+") do
+    if line:match("^slapo%-lua: ") and not line:match("^slapo%-lua: warning: ") then
+      last = line
+    end
+  end
+  return last and last:gsub("^slapo%-lua: ", "")
 end
 
 -- Why a trial failed, from its exit and the end of its log.
@@ -96,13 +166,7 @@ local function classify(result, log_text, report)
     return "failed", ("died from signal %d"):format(result.signal)
   end
   if result.code ~= 0 then
-    local last
-    for line in text:gmatch("[^\n]+") do
-      if line:match("^slapo%-lua: ") or line:match("error") or line:match("Error") then
-        last = last or line  -- the first error line is the cause; later ones are consequences
-      end
-    end
-    return "failed", (last or ("exited with code " .. result.code)):sub(1, 300)
+    return "failed", (death_error(text) or ("exited with code " .. result.code)):sub(1, 300)
   end
   if not report or type(report.metrics) ~= "table" then
     return "failed", "the trial reported no metrics: call slapo.train or slapo.report{tokens_per_s = ...}"
@@ -235,7 +299,7 @@ end
 
 --- opts: {script =, args = {}, nproc = 1, db =, budget = 0 (no limit), search = "auto" |
 --- "exhaustive" | "heuristic" | "guided", from_plan = 0 (K: only the K best predicted), timeout =
---- seconds per trial, memory_mib = 0, quiet = false}.
+--- seconds per trial, memory_mib = 0, quiet = false, warn = fn(message) (default: stderr)}.
 --- Returns {best = row or nil, rows = this run's and earlier rows, ran =, pruned =, reused =}.
 function M.run(opts)
   opts.args = opts.args or {}
@@ -254,6 +318,7 @@ function M.run(opts)
   if not read_file(opts.script) then
     error(("tune: cannot read the script '%s'"):format(opts.script), 0)
   end
+  check_db_path(opts.db, "tune")
   os.execute(("mkdir -p %q"):format(opts.db .. ".logs"))  -- each trial's output goes there
   opts.hash = slapo.file_hash(opts.script)
   opts.machine = slapo.machine()
@@ -261,7 +326,7 @@ function M.run(opts)
 
   local measured, rows = {}, {}
   local declared, predictions
-  for _, row in ipairs(M.read_db(opts.db)) do
+  for _, row in ipairs(M.read_db(opts.db, opts.warn)) do
     if same_setup(row, opts) then
       table.insert(rows, row)
       declared = declared or row.knobs
@@ -417,6 +482,7 @@ end
 --- The leaderboard of a database, every setup (script version, arguments, machine) in turn.
 function M.show(path, out)
   out = out or io.stdout
+  check_db_path(path, "tune --show")
   local rows = M.read_db(path)
   if #rows == 0 then
     error(("tune --show: no trials in '%s'"):format(path), 0)

@@ -18,6 +18,17 @@ function M.read_file(path)
   return text
 end
 
+--- True when `path` names a directory: it opens, but reading it fails with EISDIR (21).
+function M.is_directory(path)
+  local f = io.open(path, "r")
+  if not f then
+    return false
+  end
+  local ok, _, code = f:read(0)
+  f:close()
+  return ok == nil and code == 21
+end
+
 --- True when two arrays hold equal elements in the same order.
 function M.same_array(a, b)
   if #a ~= #b then

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The command line: --help, --version, exit codes, error reports with tracebacks, script args.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bin="$1"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -53,5 +54,6 @@ echo "$out" | tail -1 | grep -q '^124,439,808 parameters$'
 set +e
 "$bin" inspect gtp2 2>"$tmp/err"; rc=$?
 set -e
-[ $rc -eq 1 ] && grep -q "unknown preset 'gtp2', did you mean 'gpt2'" "$tmp/err"
+expect_code 1 "$rc"
+grep -q "unknown preset 'gtp2', did you mean 'gpt2'" "$tmp/err"
 echo "cli ok"

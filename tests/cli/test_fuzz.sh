@@ -14,7 +14,7 @@ trap 'rm -rf "$tmp"' EXIT
 if [ ! -f "$build_dir/build.ninja" ]; then
   CXX=clang++ cmake -S "$root/tests/fuzz" -B "$build_dir" -G Ninja -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
 fi
-cmake --build "$build_dir" -j "${SLAPO_JOBS:-2}" >/dev/null
+cmake --build "$build_dir" -j "${SLAPO_JOBS:-2}" >"$tmp/build.log" 2>&1 || { echo "the fuzz targets do not build:"; tail -30 "$tmp/build.log"; exit 1; }
 
 # Seeds: checkpoints and configs of every model type, as slapo-lua writes them.
 mkdir -p "$tmp/st" "$tmp/config"
@@ -43,8 +43,8 @@ for d in "$tmp"/models/*/; do
   cp "$d/model.safetensors" "$tmp/st/$name.safetensors"
   cp "$d/config.json" "$tmp/config/$name.json"
 done
-for f in "$root"/../shared/fixtures/hf/*/config.json; do
-  [ -f "$f" ] && cp "$f" "$tmp/config/hf-$(basename "$(dirname "$f")").json"
+for f in "$root"/tests/fixtures/hf/*/config.json; do
+  cp "$f" "$tmp/config/hf-$(basename "$(dirname "$f")").json"
 done
 
 run() {  # target corpus

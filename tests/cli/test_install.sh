@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# An installed copy (cmake --install to a prefix) runs on its own: the stdlib is found beside the
-# executable, not in the source tree it was built from; SLAPO_STDLIB still wins.
+# An installed copy (cmake --install to a prefix) runs on its own: the stdlib and the device profiles
+# are found beside the executable, not in the source tree it was built from; SLAPO_STDLIB still wins.
 set -euo pipefail
 bin="$1"
 build_dir="$(cd "$(dirname "$bin")" && pwd)"
@@ -30,4 +30,18 @@ case "$where" in
   "$tmp/mine/"*) ;;
   *) echo "SLAPO_STDLIB was ignored: $where"; exit 1 ;;
 esac
-echo "installed copy runs from its prefix"
+
+# the planner's measured H100 profile comes with it: docs/planner.md's example, from a folder with no
+# checkout around it
+[ -f "$tmp/prefix/share/slapo-lua/stdlib/devices/h100.json" ]
+(cd "$tmp" && env -u SLAPO_STDLIB -u SLAPO_DEVICES "$tmp/prefix/bin/slapo-lua" plan gpt3-6.7b \
+  --cluster 8x8:h100 --batch 1024 --seq 2048 --dtype bfloat16 >"$tmp/plan.out" 2>&1) || { cat "$tmp/plan.out"; exit 1; }
+grep -q "chosen" "$tmp/plan.out" || { cat "$tmp/plan.out"; exit 1; }
+# SLAPO_DEVICES names another folder of profiles
+mkdir "$tmp/devices"
+if (cd "$tmp" && SLAPO_DEVICES="$tmp/devices" "$tmp/prefix/bin/slapo-lua" plan gpt2 --cluster 1x2:h100 \
+  >"$tmp/plan.out" 2>&1); then
+  echo "SLAPO_DEVICES was ignored: an empty folder of profiles still planned for h100"; exit 1
+fi
+grep -q "$tmp/devices/h100.json" "$tmp/plan.out" || { cat "$tmp/plan.out"; exit 1; }
+echo "installed copy runs from its prefix, device profiles included"

@@ -45,6 +45,23 @@ set -e
 [ $rc -ne 0 ] || { echo "a rank exiting 3 must fail the run"; exit 1; }
 grep -q "rank 1 of 2 failed: exited with code 3" "$tmp/err" || { echo "blamed the wrong rank:"; cat "$tmp/err"; exit 1; }
 
+# a rank killed inside a gradient all-reduce on 4 ranks is the cause; the peers that noticed the
+# closed links first are named as the ones that failed after it
+cat > "$tmp/killed.lua" <<'LUA'
+local ffi = require("ffi")
+ffi.cdef("int getpid(void); int kill(int pid, int sig);")
+local t = slapo.ones({ 65536 })
+for step = 1, 1000 do
+  if step == 3 and slapo.dist.rank() == 2 then ffi.C.kill(ffi.C.getpid(), 9) end
+  slapo.dist.all_reduce(t)
+end
+LUA
+set +e
+timeout 120 "$bin" run --nproc 4 "$tmp/killed.lua" >"$tmp/out" 2>"$tmp/err"; rc=$?
+set -e
+if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then echo "a killed rank must fail the run, not hang (rc $rc)"; exit 1; fi
+grep -q "rank 2 of 4 failed: died from signal 9" "$tmp/err" || { echo "blamed the wrong rank:"; cat "$tmp/err"; exit 1; }
+
 # a rank that never reaches a collective is named, not the rank that timed out waiting for it
 cat > "$tmp/absent.lua" <<'LUA'
 if slapo.dist.rank() == 1 then while true do end end
@@ -53,7 +70,7 @@ LUA
 set +e
 SLAPO_DIST_TIMEOUT=3 timeout 60 "$bin" run --nproc 2 "$tmp/absent.lua" >"$tmp/out" 2>"$tmp/err"; rc=$?
 set -e
-[ $rc -ne 0 ] && [ $rc -ne 124 ] || { echo "an absent rank must fail the run, not hang (rc $rc)"; exit 1; }
+if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then echo "an absent rank must fail the run, not hang (rc $rc)"; exit 1; fi
 grep -q "rank 1 of 2 never reached the collective that rank 0 timed out in" "$tmp/err" ||
   { echo "blamed the wrong rank for a timeout:"; cat "$tmp/err"; exit 1; }
 
@@ -80,7 +97,8 @@ port=$((20000 + RANDOM % 20000))
 RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$bin" run "$tmp/who.lua" >"$tmp/r1" &
 RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$bin" run "$tmp/who.lua" >"$tmp/r0"
 wait
-[ "$(cat "$tmp/r0")" = "0	2" ] && [ "$(cat "$tmp/r1")" = "1	2" ]
+[ "$(cat "$tmp/r0")" = "0	2" ]
+[ "$(cat "$tmp/r1")" = "1	2" ]
 
 # a peer that never comes: the rendezvous gives up after SLAPO_DIST_TIMEOUT
 set +e

@@ -3,6 +3,7 @@
 # for (one stage with knobs, or a pipeline whose stages are spelled out), and clear errors for
 # clusters and workloads that cannot work.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bin="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -25,7 +26,7 @@ grep -q "plan: 2 steps, final loss" "$tmp/out"
 
 # the plan's script declares its plans as knobs with the planner's predictions: the tuner runs the
 # best predicted first, and --from-plan 2 only the two best (here on a tiny checkpoint)
-tiny="$(cd ../shared/fixtures/hf/gpt2-tiny && pwd)"
+tiny="$(cd "$(dirname "${BASH_SOURCE[0]}")/../fixtures/hf/gpt2-tiny" && pwd)"
 "$bin" plan "$tiny" --cluster 1x2:cpu --batch 4 --seq 16 --steps 3 --max-stages 1 --out "$tmp/tiny.lua" >/dev/null
 grep -q '^slapo.predict({' "$tmp/tiny.lua"
 (cd "$tmp" && "$bin" tune tiny.lua --nproc 2 --from-plan 2 --db "$tmp/tune.jsonl" >"$tmp/tune.out" 2>&1) \
@@ -201,15 +202,18 @@ grep -q "on 1 x 2 cpu" "$tmp/table2"
 set +e
 "$bin" profile-device --device cuda >/dev/null 2>"$tmp/err"; rc=$?
 set -e
-[ $rc -eq 1 ] && grep -q "profile-device: --device cuda, but this build of LibTorch sees no CUDA device" "$tmp/err"
+expect_code 1 "$rc"
+grep -q "profile-device: --device cuda, but this build of LibTorch sees no CUDA device" "$tmp/err"
 
 # errors name the option
 set +e
 "$bin" plan gpt2 --cluster 2:cpu >/dev/null 2>"$tmp/err"; rc=$?
 set -e
-[ $rc -eq 1 ] && grep -q "plan: --cluster '2:cpu' is not NODESxDEVICES:DEVICE" "$tmp/err"
+expect_code 1 "$rc"
+grep -q "plan: --cluster '2:cpu' is not NODESxDEVICES:DEVICE" "$tmp/err"
 set +e
 "$bin" plan gpt2-large --cluster 1x1:"$tmp/pp.json" --batch 8 --seq 1024 >/dev/null 2>"$tmp/err"; rc=$?
 set -e
-[ $rc -eq 1 ] && grep -q "does not fit 1 x 1: the most sharded plan" "$tmp/err" || { cat "$tmp/err"; exit 1; }
+expect_code 1 "$rc"
+grep -q "does not fit 1 x 1: the most sharded plan" "$tmp/err" || { cat "$tmp/err"; exit 1; }
 echo "plan ok: $(sed -n 3p "$tmp/table" | sed 's/  */ /g')"

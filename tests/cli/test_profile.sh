@@ -23,5 +23,6 @@ spans = [e for e in events if e.get("name") == "GPT2Block transformer.h.0"]
 assert spans and all("dur" in e for e in spans), spans[:2]
 PY
 "$bin" run --nproc 2 --profile "$tmp/multi.json" "$tmp/step.lua"
-[ -s "$tmp/multi-rank0.json" ] && [ -s "$tmp/multi-rank1.json" ]
+[ -s "$tmp/multi-rank0.json" ]
+[ -s "$tmp/multi-rank1.json" ]
 echo "profile ok"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # slapo-lua tune from the command line: an example tuned on 2 ranks, the leaderboard, --knob on
-# run, and a tuner killed mid-trial that leaves no process behind and resumes where it stopped.
+# run, a tuner killed mid-trial that leaves no process behind and resumes where it stopped, and a
+# database that is a directory.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bin="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 root="$(pwd)"
 tmp=$(mktemp -d)
@@ -32,7 +34,8 @@ LUA
 set +e
 "$bin" run --knob batch=5 knobbed.lua >/dev/null 2>err; rc=$?
 set -e
-[ $rc -eq 1 ] && grep -q "knob 'batch': 5 is not one of the choices {4, 8}" err
+expect_code 1 "$rc"
+grep -q "knob 'batch': 5 is not one of the choices {4, 8}" err
 "$bin" run --knob bacth=8 knobbed.lua 2>err | grep -q "batch 4"
 grep -q "warning: --knob bacth: the script declared no such knob (declared: batch)" err
 
@@ -65,8 +68,25 @@ grep -q "1 trials run, 0 pruned, 1 from hang.jsonl" tune.out || { cat tune.out; 
 grep -q "best 1.0000 s/step\|best .* {x = 2}" tune.out || { cat tune.out; exit 1; }
 [ "$(wc -l <hang.jsonl)" -eq 2 ]
 
+# 4. a database that is a directory: refused by name, before its logs directory is made
+mkdir results
+set +e
+"$bin" tune hang.lua --db results >/dev/null 2>err; rc=$?
+set -e
+expect_code 1 "$rc" "tune --db DIR"
+want="slapo-lua: tune: the database 'results' is a directory; give a file in it, such as 'results/tune.jsonl'"
+[ "$(head -1 err)" = "$want" ] || { cat err; exit 1; }
+[ ! -e results.logs ] || { echo "tune --db DIR made DIR.logs"; exit 1; }
+set +e
+"$bin" tune --show results/ >/dev/null 2>err; rc=$?
+set -e
+expect_code 1 "$rc" "tune --show DIR"
+want="slapo-lua: tune --show: the database 'results/' is a directory; give a file in it, such as 'results/tune.jsonl'"
+[ "$(head -1 err)" = "$want" ] || { cat err; exit 1; }
+
 set +e
 "$bin" tune >/dev/null 2>err; rc=$?
 set -e
-[ $rc -eq 2 ] && grep -q "tune: give a SCRIPT to tune, or --show DB" err
+expect_code 2 "$rc"
+grep -q "tune: give a SCRIPT to tune, or --show DB" err
 echo "tune ok: $(grep -c . ex.jsonl) trials of the GPT-2 example on 2 ranks; resumed after kill -9"

@@ -1,16 +1,16 @@
-// The planner's cost model and its grid of uniform plans, on a synthetic device and on the H100
-// profile measured for ../shared/devices.
+// The planner's cost model and its grid of uniform plans, on a synthetic device and on the measured
+// H100 profile the program ships (stdlib/devices/h100.json).
 #include <doctest/doctest.h>
 
 #include <filesystem>
 #include <functional>
 #include <limits>
 
+#include "core/data_dirs.h"
 #include "core/error.h"
 #include "plan/inter_op.h"
 #include "plan/layer_layouts.h"
 #include "plan/planner.h"
-#include "slapo/build_config.h"
 
 using namespace slapo;
 using namespace slapo::plan;
@@ -27,10 +27,11 @@ Cluster synthetic(int nodes, int per_node, double gib) {
   return c;
 }
 ModelShape gpt2(const char* preset) { return ModelShape::from_config(ModelConfig::preset(preset), preset); }
-// ../shared/devices beside the checkout, where the measured h100.json lives; empty when absent
+// Where the program looks for named profiles ($SLAPO_DEVICES honoured); the H100's must be there.
 std::string h100_devices_dir() {
-  std::string dir = std::string(SLAPO_SOURCE_STDLIB_DIR) + "/../../shared/devices";
-  return std::filesystem::exists(dir + "/h100.json") ? dir : "";
+  std::string dir = devices_dir();
+  REQUIRE_MESSAGE(std::filesystem::exists(dir + "/h100.json"), "no h100.json in " << dir);
+  return dir;
 }
 }  // namespace
 
@@ -173,10 +174,6 @@ TEST_CASE("plan: refuses what cannot work, naming the option") {
 
 TEST_CASE("plan: an H100 cluster from the measured profile plans GPT-2 large on 8 GPUs") {
   std::string dir = h100_devices_dir();
-  if (dir.empty()) {
-    MESSAGE("no ../shared/devices/h100.json beside the checkout");
-    return;
-  }
   auto cluster = Cluster::parse("1x8:h100", dir);
   CHECK(cluster.device.matmul.size() > 10);
   CHECK(cluster.device.matmul_seconds(2048, 4096, 4096, "float32") > cluster.device.matmul_seconds(2048, 4096, 4096, "bfloat16"));
@@ -298,10 +295,6 @@ TEST_CASE("plan: uneven stages pay off when the last stage holds a large LM head
 
 TEST_CASE("plan: Alpa's unrestricted program and the GPT-3 presets on simulated H100s") {
   std::string dir = h100_devices_dir();
-  if (dir.empty()) {
-    MESSAGE("no ../shared/devices/h100.json beside the checkout");
-    return;
-  }
   auto cluster = Cluster::parse("2x8:h100", dir);
   auto model = gpt2("gpt3-6.7b");
   CHECK(model.total_params == doctest::Approx(6.65e9).epsilon(0.02));

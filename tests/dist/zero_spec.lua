@@ -103,3 +103,54 @@ describe("zero_adamw checkpoints", function()
       pcall_err(function() slapo.optim.zero_adamw(big):load_state_tensors(state) end))
   end)
 end)
+
+-- the one-rank reference the training cases compare with (tests/dist/one_rank_reference.lua), run
+-- in this spec's environment so that its checks count as the case's
+local reference = setfenv(assert(loadfile((debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or ".")
+  .. "/one_rank_reference.lua")), getfenv(1))()
+local tiny_gpt2 = reference.tiny_gpt2
+
+describe("train with zero_adamw on rows of each rank's own", function()
+  it("clips the averaged gradient by its global norm and logs the global step, as one rank on all rows", function()
+    local rank = slapo.dist.rank()
+    local all, mine = reference.rows()
+    local ref, ref_losses, ref_norms = reference.train(all, 3)
+    local path = "/tmp/slapo-zero-metrics-" .. os.getenv("MASTER_PORT")
+    local result = slapo.train({ model = tiny_gpt2(), steps = 3, lr = 1e-2, schedule = "constant", clip = 0.5,
+      quiet = true, optimizer = "zero_adamw", metrics = path, data = function() return mine end })
+    reference.check(result, ref, ref_losses, ref_norms)
+    if rank == 0 then  -- tokens/s counts every rank's rows
+      for line in io.lines(path) do
+        local record = slapo.json_decode(line)
+        local tokens = record.tokens_per_s * record.seconds
+        assert(math.abs(tokens - all:numel()) < 1e-4 * all:numel(), ("step %d: %.1f tokens, %d consumed"):format(
+          record.step, tokens, all:numel()))
+      end
+      os.remove(path)
+    end
+  end)
+end)
+
+describe("hot swap under zero_adamw", function()
+  it("carries the sharded moments: the swapped run follows the unswapped one", function()
+    local path = "/tmp/slapo-zero-swap-" .. os.getenv("MASTER_PORT") .. ".lua"
+    local function write(text) reference.write_shared(path, text) end
+    slapo.manual_seed(2)
+    local ids = slapo.randint(0, 64, { 2, 8 })
+    local function train(edit)
+      write("return function(sch) end\n")
+      return slapo.train({ make_model = tiny_gpt2, schedule_file = path, steps = 5, lr = 1e-2, quiet = true,
+        optimizer = "zero_adamw", data = function() return ids end,
+        on_step = function(step) if step == 2 and edit then write(edit) end end })
+    end
+    local plain = train(nil)
+    local swapped = train("return function(sch) sch['transformer.h.0']:checkpoint() end\n")
+    matches("checkpoint%(%)", swapped.schedule:log())
+    for step = 1, 5 do
+      eq(plain.losses[step], swapped.losses[step], "step " .. step)
+    end
+    if slapo.dist.rank() == 0 then
+      os.remove(path)
+    end
+  end)
+end)

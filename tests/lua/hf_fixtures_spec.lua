@@ -1,6 +1,7 @@
--- Checkpoints written by transformers' own save_pretrained (../shared/fixtures/hf, beside the
--- checkout), with the logits transformers computed: from_pretrained must build the same model.
-local fixtures = os.getenv("SLAPO_HF_FIXTURES") or "../shared/fixtures/hf"
+-- Checkpoints written by transformers' own save_pretrained (tests/fixtures/hf, see its README),
+-- with the logits transformers computed: from_pretrained must build the same model.
+local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
+local fixtures = os.getenv("SLAPO_HF_FIXTURES") or (here .. "/../fixtures/hf")
 
 -- A copy of table `a` with the fields of `b` set over it.
 local function merged(a, b)
@@ -20,7 +21,9 @@ local function check_logits(name)
   assert(rel < 1e-5, ("%s: logits differ from transformers' by %.3g relative"):format(name, rel))
 end
 
--- The loss and every parameter's gradient (named as transformers names them) against transformers'.
+-- The loss and every parameter's gradient (named as transformers names them) against transformers':
+-- each gradient of transformers' is compared, relative to its own largest entry, or to a thousandth
+-- of the largest gradient of all where it is zero by symmetry (BERT's key bias).
 local function check_gradients(name)
   local dir = fixtures .. "/" .. name
   local model = slapo.models.from_pretrained(dir):eval()
@@ -28,15 +31,22 @@ local function check_gradients(name)
   local loss = model(expected.input_ids, { labels = expected.input_ids })
   assert(math.abs(loss:item() - expected.loss:item()) < 1e-5 * expected.loss:item(), name .. ": loss differs")
   loss:backward()
+  local largest, wanted = 0, 0
+  for key, t in pairs(expected) do
+    if key:match("^grad%.") then
+      largest, wanted = math.max(largest, t:abs():max():item()), wanted + 1
+    end
+  end
   local checked = 0
   for pname, p in model:named_parameters() do
     local want = expected["grad." .. pname]
     assert(want, name .. ": transformers has no gradient for " .. pname)
-    local rel = ((p.grad - want):abs():max() / (want:abs():max() + 1e-12)):item()
+    local scale = math.max(want:abs():max():item(), 1e-3 * largest)
+    local rel = (p.grad - want):abs():max():item() / scale
     assert(rel < 1e-4, ("%s: %s's gradient differs by %.3g relative"):format(name, pname, rel))
     checked = checked + 1
   end
-  assert(checked >= 20, name .. ": checked only " .. checked .. " gradients")
+  eq(wanted, checked, name .. ": gradients compared, of those transformers computed")
   return model
 end
 
@@ -198,11 +208,27 @@ describe("config.json in both formats", function()
       pcall_err(slapo.models.gpt2, { attn_pdrop = 1.5, n_layer = 1 }))
     matches("config: llama field 'rope_theta' must be a number > 0, got 0",
       pcall_err(slapo.models.llama, { rope_theta = 0, num_hidden_layers = 1 }))
-    matches("config: llama field 'pad_token_id' = 99 must be null or a token id from 0 to 49",
+    matches("config: llama field 'pad_token_id' = 99 must be null, negative %(no pad token%) or a token id from 0 to 49",
       pcall_err(slapo.models.llama, { pad_token_id = 99, vocab_size = 50, num_hidden_layers = 1,
         hidden_size = 16, num_attention_heads = 2, intermediate_size = 32 }))
     matches("config: llama field 'quantization_config' = .* is not supported",
       pcall_err(slapo.models.llama, { quantization_config = { quant_method = "gptq" }, num_hidden_layers = 1 }))
+  end)
+end)
+
+describe("pad_token_id = -1 (configs of the LLaMA-1 era)", function()
+  it("loads as no pad token, as transformers does: the same model as pad_token_id = null", function()
+    local cfg = { vocab_size = 50, num_hidden_layers = 1, hidden_size = 16, num_attention_heads = 2,
+      intermediate_size = 32 }
+    slapo.manual_seed(4)
+    local minus_one = slapo.models.llama(merged(cfg, { pad_token_id = -1 }))
+    slapo.manual_seed(4)
+    local none = slapo.models.llama(cfg)
+    local ids = slapo.tensor({ { 49, 0, 3 } }, { dtype = "int64" })
+    close(none(ids), minus_one(ids), { rtol = 0, atol = 0 })
+    -- no padding row: the last token's embedding still learns (a padding_idx of -1 would freeze row 49)
+    minus_one(ids, { labels = ids }):backward()
+    assert(minus_one.model.embed_tokens.weight.grad:narrow(0, 49, 1):abs():sum():item() > 0, "row 49 got no gradient")
   end)
 end)
 
@@ -256,5 +282,26 @@ describe("GPT-2 from transformers' checkpoints", function()
   it("gpt2-variants: exact GELU, n_inner, scale_attn_by_inverse_layer_idx, reorder_and_upcast_attn", function()
     check_logits("gpt2-variants")
     check_gradients("gpt2-variants")
+  end)
+end)
+
+describe("BERT and Mistral from transformers' checkpoints", function()
+  it("bert-tiny (BertLMHeadModel): logits with and without the attention mask, loss and every gradient", function()
+    check_logits("bert-tiny")
+    local dir = fixtures .. "/bert-tiny"
+    local model = slapo.models.from_pretrained(dir):eval()
+    local expected = slapo.load_tensors(dir .. "/expected.safetensors")
+    assert(expected.attention_mask:sum():item() < expected.attention_mask:numel(), "the fixture pads a row")
+    local masked = model(expected.input_ids, { attention_mask = expected.attention_mask })
+    close(expected.logits_masked, masked, { rtol = 1e-5, atol = 1e-5 })
+    check_gradients("bert-tiny")
+  end)
+
+  it("mistral-tiny: grouped keys and values, a sliding window of 8 active over 24 tokens", function()
+    local expected = slapo.load_tensors(fixtures .. "/mistral-tiny/expected.safetensors")
+    assert(expected.input_ids:size()[2] > 8, "the sequence is longer than the window")
+    check_logits("mistral-tiny")
+    local model = check_gradients("mistral-tiny")
+    eq("MistralForCausalLM", model:type())
   end)
 end)

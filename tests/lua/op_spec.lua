@@ -82,11 +82,14 @@ describe("slapo.op", function()
     local model = slapo.models.gpt2({ n_embd = 32, n_layer = 2, n_head = 4, vocab_size = 50, n_positions = 16 })
     local ids = slapo.randint(0, 50, { 2, 9 })
     local mask = slapo.cat({ slapo.ones({ 2, 6 }), slapo.zeros({ 2, 3 }) }, 1)
-    slapo.verify(slapo.create_schedule(model), { ids, { attention_mask = mask } }, {}, function(s)
+    local sch = slapo.create_schedule(model)
+    local report = slapo.verify(sch, { ids, { attention_mask = mask } }, {}, function(s)
       for _, block in ipairs(s["transformer.h"]:children()) do
         block["attn"]:replace(slapo.op.FusedGPT2Attention(block["attn"].mod))
       end
     end)
+    eq("FusedGPT2Attention", sch["transformer.h.1.attn"].mod:type())
+    eq(report.params, report.gradients, "every parameter's gradient compared")
   end)
 
   it("the zoo's GPT2Attention and LlamaAttention are causal when called on their own", function()

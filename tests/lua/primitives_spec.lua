@@ -172,6 +172,33 @@ describe("checkpoint", function()
     assert(compared > 30)
   end)
 
+  it("frees the layers' activations in forward and recomputes them in backward", function()
+    -- deep and long enough that saved activations dominate the step's memory
+    local function gpt2()
+      slapo.manual_seed(5)
+      return slapo.models.gpt2({ n_embd = 64, n_layer = 6, n_head = 4, vocab_size = 64, n_positions = 256,
+        resid_pdrop = 0, embd_pdrop = 0, attn_pdrop = 0 })
+    end
+    local ids = slapo.randint(0, 64, { 4, 256 })
+    local function counted(sch, checkpointed)
+      local calls = 0
+      local mlp = sch["transformer.h.2.mlp"]
+      mlp:replace(slapo.nn.Module({ type = "CountingMLP", children = { inner = mlp.mod },
+        forward = function(self, x) calls = calls + 1; return self.inner(x) end }))
+      if checkpointed then
+        for i = 0, 5 do sch["transformer.h." .. i]:checkpoint() end
+      end
+      local step = function() sch.mod(ids, { labels = ids }):backward() end
+      return slapo.peak_tensor_mib(step), function() return calls end
+    end
+    local plain_mib, plain_calls = counted(slapo.create_schedule(gpt2()), false)
+    local ckpt_mib, ckpt_calls = counted(slapo.create_schedule(gpt2()), true)
+    eq(1, plain_calls(), "forward calls of a layer's MLP in one step without checkpointing")
+    eq(2, ckpt_calls(), "forward calls with checkpointing: the forward, and its recomputation in backward")
+    assert(ckpt_mib < 0.6 * plain_mib,
+      ("peak of a step: %.1f MiB checkpointed, %.1f MiB without"):format(ckpt_mib, plain_mib))
+  end)
+
   it("refuses the root and a second checkpoint", function()
     local sch = slapo.create_schedule(bert())
     matches("checkpoint: the root module cannot be checkpointed", pcall_err(function() sch:checkpoint() end))

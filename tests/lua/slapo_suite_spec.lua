@@ -609,10 +609,12 @@ describe("test_op.py", function()
   for _, backend in ipairs({ "kernel", "math" }) do
     it("test_attention[" .. backend .. "]: FusedGPT2Attention equals GPT2Attention", function()
       local sch = slapo.create_schedule(gpt2())
-      slapo.verify(sch, { slapo.randint(0, 50, { 2, 9 }) }, {}, function(s)
+      local report = slapo.verify(sch, { slapo.randint(0, 50, { 2, 9 }) }, {}, function(s)
         s["transformer.h.0.attn"]:replace(slapo.op.FusedGPT2Attention(s["transformer.h.0.attn"].mod,
           { backend = backend }))
       end)
+      eq("FusedGPT2Attention", sch["transformer.h.0.attn"].mod:type())
+      eq(report.params, report.gradients, "every parameter's gradient compared")
     end)
   end
   it("test_attention: a backend that does not exist is refused by name", function()
@@ -624,9 +626,11 @@ describe("test_op.py", function()
   for _, act in ipairs({ "gelu", "gelu_new" }) do
     it("test_fused_mlp[" .. act .. "]: FusedGPT2MLP equals GPT2MLP", function()
       local sch = slapo.create_schedule(gpt2(act))
-      slapo.verify(sch, { slapo.randint(0, 50, { 2, 9 }) }, { rtol = 1e-6, atol = 1e-6 }, function(s)
+      local report = slapo.verify(sch, { slapo.randint(0, 50, { 2, 9 }) }, { rtol = 1e-6, atol = 1e-6 }, function(s)
         s["transformer.h.0.mlp"]:replace(slapo.op.FusedGPT2MLP(s["transformer.h.0.mlp"].mod))
       end)
+      eq("FusedGPT2MLP", sch["transformer.h.0.mlp"].mod:type())
+      eq(report.params, report.gradients, "every parameter's gradient compared")
     end)
   end
 end)

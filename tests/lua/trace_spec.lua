@@ -327,7 +327,7 @@ describe("find with example inputs", function()
     eq(1, #found)
     matches("find: the pattern takes 3 arguments but {inputs = ...} gives 1", pcall_err(sch.find, sch, pattern,
       { inputs = { slapo.randn({ 3, 8 }) } }))
-    matches("find: unknown option 'input'", pcall_err(sch.find, sch, pattern, { input = {} }))
+    matches("find on the root module: unknown option 'input'", pcall_err(sch.find, sch, pattern, { input = {} }))
   end)
 end)
 

@@ -8,28 +8,107 @@ local function tiny()
 end
 
 describe("train", function()
-  it("warms up linearly and decays with a cosine to min_lr", function()
-    local o = { lr = 1.0, warmup = 4, steps = 14, schedule = "cosine", min_lr = 0.1 }
-    eq(0.25, train.lr_at(1, o))
-    eq(1.0, train.lr_at(4, o))
-    assert(math.abs(train.lr_at(9, o) - 0.55) < 1e-12)
-    assert(math.abs(train.lr_at(14, o) - 0.1) < 1e-12)
-    o.schedule = "constant"
-    eq(1.0, train.lr_at(10, o))
+  -- transformers' lambdas (get_cosine_schedule_with_warmup, get_cosine_with_min_lr_schedule_with_warmup,
+  -- get_linear_schedule_with_warmup, get_constant_schedule_with_warmup) times lr = 2 at 0 .. steps - 1,
+  -- computed with their formulas in Python: the lr of optimizer steps 1 .. steps.
+  local hf = {
+    { { schedule = "cosine", warmup = 3, steps = 10, min_lr = 0 }, { 0.0, 0.6666666666666666, 1.3333333333333333,
+      2.0, 1.900968867902419, 1.6234898018587336, 1.2225209339563143, 0.7774790660436857, 0.3765101981412665,
+      0.09903113209758097 } },
+    { { schedule = "cosine", warmup = 3, steps = 10, min_lr = 0.2 }, { 0.0, 0.6666666666666666, 1.3333333333333333,
+      2.0, 1.910871981112177, 1.6611408216728603, 1.3002688405606828, 0.8997311594393171, 0.5388591783271399,
+      0.2891280188878229 } },
+    { { schedule = "cosine", warmup = 0, steps = 1, min_lr = 0 }, { 2.0 } },
+    { { schedule = "linear", warmup = 2, steps = 8, min_lr = 0 }, { 0.0, 1.0, 2.0, 1.6666666666666667,
+      1.3333333333333333, 1.0, 0.6666666666666666, 0.3333333333333333 } },
+    { { schedule = "constant", warmup = 2, steps = 5, min_lr = 0 }, { 0.0, 1.0, 2.0, 2.0, 2.0 } },
+  }
+
+  it("gives transformers' learning rates step for step", function()
+    for _, case in ipairs(hf) do
+      local o, expected = case[1], case[2]
+      o.lr = 2.0
+      for step = 1, o.steps do
+        local got = train.lr_at(step, o)
+        assert(math.abs(got - expected[step]) < 1e-12, ("%s warmup %d steps %d min_lr %g, step %d: %.17g, "
+          .. "transformers %.17g"):format(o.schedule, o.warmup, o.steps, o.min_lr, step, got, expected[step]))
+      end
+    end
+  end)
+
+  it("moves the weights on every step whose lr is above 0, the last one too", function()
+    -- reference: plain SGD with transformers' cosine (warmup 1, 4 steps) at lr = 0.1: 0, 0.1, 0.075, 0.025
+    local hf_lrs = { 0.0, 0.1, 0.075, 0.025 }
+    local ids = slapo.randint(0, 64, { 2, 8 })
+    local ref = tiny()
+    local sgd = slapo.optim.sgd(ref, { lr = 0.1 })
+    for step = 1, 4 do
+      sgd:set_lr(hf_lrs[step])
+      sgd:zero_grad()
+      ref(ids, { labels = ids }):backward()
+      sgd:step()
+    end
+    local snapshots = { [0] = tiny():state_dict() }
+    local trained = tiny()
+    slapo.train({ model = trained, steps = 4, warmup = 1, optimizer = "sgd", lr = 0.1, quiet = true,
+      data = function() return ids end,
+      on_step = function(step, m)
+        snapshots[step] = {}
+        for name, p in pairs(m:state_dict()) do
+          snapshots[step][name] = p:clone()
+        end
+      end })
+    local theirs = trained:state_dict()
+    for name, p in pairs(ref:state_dict()) do
+      close(p, theirs[name], { rtol = 1e-5, atol = 1e-7 })
+    end
+    for step = 1, 4 do
+      local key = "transformer.h.0.mlp.c_fc.weight"
+      eq(hf_lrs[step] > 0, not snapshots[step][key]:equal(snapshots[step - 1][key]), "step " .. step .. " moved the weights")
+    end
+    local one = tiny()
+    slapo.train({ model = one, steps = 1, lr = 1e-2, quiet = true, data = function() return ids end })
+    assert(not one.lm_head.weight:equal(tiny().lm_head.weight), "a one-step run trains")
   end)
 
   it("accumulates micro-batches into the step a single batch would take", function()
     local a, b = slapo.randint(0, 64, { 2, 8 }), slapo.randint(0, 64, { 2, 8 })
     local whole = slapo.cat({ a, b }, 0)
-    local one = tiny()
-    slapo.train({ model = one, steps = 1, optimizer = "sgd", lr = 0.1, quiet = true, data = function() return whole end })
+    local one = tiny()  -- reference: one plain SGD step on the whole batch
+    local sgd = slapo.optim.sgd(one, { lr = 0.1 })
+    one(whole, { labels = whole }):backward()
+    sgd:step()
     local two = tiny()
     slapo.train({ model = two, steps = 1, optimizer = "sgd", lr = 0.1, quiet = true, grad_accum = 2,
       data = function(_, micro) return micro == 1 and a or b end })
-    local theirs = two:state_dict()
+    local theirs, untrained = two:state_dict(), tiny():state_dict()
     for name, p in pairs(one:state_dict()) do
       close(p, theirs[name], { rtol = 1e-5, atol = 1e-6 })
     end
+    assert(not theirs["transformer.h.0.attn.c_attn.weight"]:equal(untrained["transformer.h.0.attn.c_attn.weight"]),
+      "the accumulated step moved the weights")
+  end)
+
+  it("seed = n seeds the run's random stream before training", function()
+    local function dropout_model()
+      slapo.manual_seed(0)
+      return slapo.models.gpt2({ n_embd = 32, n_layer = 1, n_head = 2, vocab_size = 64, n_positions = 16 })
+    end
+    local ids = slapo.randint(0, 64, { 2, 8 })
+    local function run(model, seed)
+      return slapo.train({ model = model, steps = 3, lr = 1e-2, quiet = true, seed = seed,
+        data = function() return ids end })
+    end
+    local reference_model, seeded_model = dropout_model(), dropout_model()
+    slapo.manual_seed(5)
+    local reference = run(reference_model, nil)
+    slapo.manual_seed(99)  -- another stream: seed = 5 replaces it
+    local seeded = run(seeded_model, 5)
+    for step = 1, 3 do
+      eq(reference.losses[step], seeded.losses[step], "step " .. step)
+    end
+    matches("train: seed must be an integer >= 0 or false", pcall_err(slapo.train,
+      { model = tiny(), data = {}, seed = -1 }))
   end)
 
   it("clips the gradient norm", function()
@@ -65,8 +144,10 @@ describe("train", function()
 
   it("names unknown options and choices", function()
     matches("train: unknown option 'stpes'", pcall_err(slapo.train, { model = tiny(), data = {}, stpes = 3 }))
-    matches("unknown schedule 'linear' %(choices: cosine, constant%)", pcall_err(slapo.train,
-      { model = tiny(), data = {}, schedule = "linear" }))
+    matches("unknown schedule 'cosin' %(choices: cosine, linear, constant%)", pcall_err(slapo.train,
+      { model = tiny(), data = {}, schedule = "cosin" }))
+    matches("train: min_lr is the floor of the cosine schedule; schedule 'linear' takes none", pcall_err(slapo.train,
+      { model = tiny(), data = {}, schedule = "linear", min_lr = 0.1 }))
     matches("'data' is required", pcall_err(slapo.train, { model = tiny() }))
   end)
 end)
@@ -105,7 +186,100 @@ describe("training checkpoints", function()
     os.execute("mkdir -p " .. dir .. "/.step-000010.tmp && echo broken > " .. dir .. "/.step-000010.tmp/trainer.json")
     local again = run(dir, 6, true)
     eq(6, again.first_step)
+    eq(dir .. "/step-000006", require("slapo.checkpoint").latest(dir), "the last step is saved too")
     os.execute("rm -rf " .. dir)
+  end)
+
+  it("a finished run run again returns its recorded result", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    local full = run(dir, 10, false)
+    local again = run(dir, 10, true)
+    eq(11, again.first_step)
+    eq(full.final_loss, again.final_loss)
+    for step = 1, 10 do
+      eq(full.losses[step], again.losses[step], "step " .. step)
+    end
+    matches("train: .*step%-000010 is at step 10, past steps = 9", pcall_err(run, dir, 9, true))
+    os.execute("rm -rf " .. dir)
+  end)
+
+  it("metrics.jsonl after a resume holds each step once", function()
+    local dir, path = os.tmpname(), os.tmpname()
+    os.remove(dir)
+    local function attempt(crash_at)
+      slapo.manual_seed(0)
+      local model = slapo.models.gpt2({ n_embd = 32, n_layer = 1, n_head = 2, vocab_size = 64, n_positions = 16 })
+      return slapo.train({ model = model, steps = 8, lr = 1e-2, quiet = true, checkpoint_dir = dir,
+        checkpoint_every = 5, metrics = path, data = { vocab = 64, batch = 2, seq = 8 },
+        on_step = function(step) if step == crash_at then error("killed") end end })
+    end
+    matches("killed", pcall_err(attempt, 7))  -- past the checkpoint of step 5: steps 6 and 7 are logged
+    local resumed = attempt(nil)
+    eq(6, resumed.first_step)
+    local steps = {}
+    for line in io.lines(path) do
+      table.insert(steps, slapo.json_decode(line).step)
+    end
+    eq({ 1, 2, 3, 4, 5, 6, 7, 8 }, steps)
+    os.execute("rm -rf " .. dir .. " " .. path)
+  end)
+
+  it("restores slapo.random's tracker streams", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    local function drawn(steps, resume)
+      slapo.random.model_parallel_seed(7, 0)  -- the data come from the tracker's stream
+      slapo.manual_seed(0)
+      local model = slapo.models.gpt2({ n_embd = 32, n_layer = 1, n_head = 2, vocab_size = 64, n_positions = 16,
+        resid_pdrop = 0, embd_pdrop = 0, attn_pdrop = 0 })
+      return slapo.train({ model = model, steps = steps, lr = 1e-2, quiet = true, checkpoint_dir = dir,
+        checkpoint_every = 3, resume = resume, data = function()
+          return slapo.random.get_tracker():fork(function() return slapo.randint(0, 64, { 2, 8 }) end)
+        end })
+    end
+    local full = drawn(6, false)
+    local resumed = drawn(6, dir .. "/step-000003")
+    eq(4, resumed.first_step)
+    for step = 4, 6 do
+      eq(full.losses[step], resumed.losses[step], "step " .. step)
+    end
+    os.execute("rm -rf " .. dir)
+  end)
+
+  it("re-saving a step survives SIGKILL at every point: latest names a complete checkpoint", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    run(dir, 4, false)  -- steps 1..4, checkpoints at 4 (and none else: every 5)
+    os.execute(("cp -a %s %s.base"):format(dir, dir))
+    local script = dir .. ".resave.lua"
+    local points = { "written", "linked", "latest names the new files", "old moved aside", "new in place",
+      "latest names the step" }
+    for _, at in ipairs(points) do
+      os.execute(("rm -rf %s && cp -a %s.base %s"):format(dir, dir, dir))
+      -- the run is redone from the start with another lr and saves step 4 again; killed at `at`
+      local f = assert(io.open(script, "w"))
+      f:write(([[
+require("slapo.checkpoint").on_point = function(name) if name == %q then os.execute("kill -9 $PPID") end end
+slapo.manual_seed(0)
+local model = slapo.models.gpt2({ n_embd = 32, n_layer = 1, n_head = 2, vocab_size = 64, n_positions = 16 })
+slapo.train({ model = model, steps = 4, lr = 3e-2, quiet = true, checkpoint_dir = %q, checkpoint_every = 4,
+  resume = false, data = { vocab = 64, batch = 2, seq = 8 } })
+]]):format(at, dir))
+      f:close()
+      local r = slapo.run_process({ slapo.executable(), "run", script }, { timeout = 120 })
+      eq("signaled", r.status, "killed at '" .. at .. "'")
+      eq(9, r.signal)
+      local latest = require("slapo.checkpoint").latest(dir)
+      for _, file in ipairs({ "trainer.json", "model-rank0.safetensors", "optimizer-rank0.safetensors" }) do
+        assert(io.open(latest .. "/" .. file),
+          ("killed at '%s': latest names %s, which has no %s"):format(at, latest, file))
+      end
+      local again = run(dir, 4, true)
+      eq(5, again.first_step, "killed at '" .. at .. "'")
+      assert(again.final_loss, "killed at '" .. at .. "': the recorded result")
+    end
+    os.execute(("rm -rf %s %s.base %s"):format(dir, dir, script))
   end)
 end)
 

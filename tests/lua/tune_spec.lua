@@ -84,16 +84,57 @@ describe("the database", function()
     eq(12, third.reused)
   end)
 
-  it("skips a torn last line (a tuner killed while writing) and measures that configuration again", function()
+  it("skips a torn last line with a warning and starts the next row on a line of its own", function()
     local db = dir .. "/torn.jsonl"
     tune.run({ script = space, db = db, budget = 2, search = "exhaustive", quiet = true, timeout = 60 })
     local f = assert(io.open(db, "a"))
-    f:write('{"config": {"a": 1, "b": 4}, "stat')
+    f:write('{"config": {"a": 1, "b": 4}, "stat')  -- a tuner killed mid-write: no newline
     f:close()
-    eq(2, #tune.read_db(db))
-    local r = tune.run({ script = space, db = db, budget = 1, search = "exhaustive", quiet = true, timeout = 60 })
+    local warnings = {}
+    local function warn(message)
+      table.insert(warnings, message)
+    end
+    eq(2, #tune.read_db(db, warn))
+    matches("^tune: line 3 of '.*torn.jsonl' is not a whole trial %(a tuner killed while writing it%?%): skipped$",
+      warnings[1])
+    local r = tune.run({ script = space, db = db, budget = 1, search = "exhaustive", quiet = true, timeout = 60,
+      warn = warn })
     eq(1, r.ran)
     eq(2, r.reused)
+    local rows = tune.read_db(db, warn)
+    eq(3, #rows, "the new trial's row is read back")
+    eq(4, rows[3].config.b, "the configuration the torn line held ran again")
+    matches('"stat\n{"', assert(io.open(db)):read("*a"))
+    local again = tune.run({ script = space, db = db, budget = 1, search = "exhaustive", quiet = true, timeout = 60,
+      warn = warn })
+    eq(3, again.reused, "nothing measured twice")
+  end)
+
+  it("reads a row that an older tuner appended onto a torn line, with a warning", function()
+    local db = dir .. "/merged.jsonl"
+    tune.run({ script = space, db = db, budget = 2, search = "exhaustive", quiet = true, timeout = 60 })
+    local lines = {}
+    for line in io.lines(db) do
+      table.insert(lines, line)
+    end
+    local f = assert(io.open(db, "w"))
+    f:write(lines[1], "\n", '{"config": {"a": 1, "b": 4}, "stat', lines[2], "\n")
+    f:close()
+    local warnings = {}
+    local rows = tune.read_db(db, function(message) table.insert(warnings, message) end)
+    eq(2, #rows)
+    eq(2, rows[2].config.b)
+    matches("line 2 of '.*merged.jsonl' is not a whole trial .*: kept the trial written after it", warnings[1])
+  end)
+
+  it("refuses a database that is a directory, naming it, before making its logs directory", function()
+    local db = dir .. "/a_directory"
+    os.execute(("mkdir -p %q"):format(db))
+    eq("tune: the database '" .. db .. "' is a directory; give a file in it, such as '" .. db .. "/tune.jsonl'",
+      pcall_err(tune.run, { script = space, db = db, quiet = true, timeout = 60 }))
+    eq(false, require("slapo.util").is_directory(db .. ".logs"), "no logs directory made")
+    eq("tune --show: the database '" .. db .. "' is a directory; give a file in it, such as '" .. db
+      .. "/tune.jsonl'", pcall_err(tune.show, db))
   end)
 
   it("a changed script is a new setup: nothing is reused", function()
@@ -159,6 +200,22 @@ slapo.report({step_s = 0.5 / n})
     matches("the configuration {mode = \"bad\", n = 2} breaks the constraint of knob 'n'", by.bad2.reason)
     eq(2, r.best.config.n)
     eq("fast", r.best.config.mode)
+  end)
+
+  it("gives the error a failed trial died of, not an earlier line of its output that says error", function()
+    local noisy = write("noisy.lua", [[
+local x = slapo.knob("x", {1, 2}, 1)
+print("validation error 0.25")
+io.stderr:write("Error bars are wide\n")
+if x == 2 then
+  error("the loss diverged at step 3")
+end
+slapo.report({step_s = 1})
+]])
+    local r = tune.run({ script = noisy, db = dir .. "/noisy.jsonl", quiet = true, timeout = 60 })
+    eq(2, r.ran)
+    eq("failed", r.rows[2].status)
+    matches("^[^\n]*noisy.lua:5: the loss diverged at step 3$", r.rows[2].reason)
   end)
 end)
 

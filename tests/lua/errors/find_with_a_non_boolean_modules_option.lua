@@ -1,4 +1,4 @@
--- expect: find: option 'modules' must be true or false, got string
+-- expect: find on 'transformer.h.0.mlp': option 'modules' must be true or false, got string
 -- Find with a non-boolean modules option: refused, and the schedule, its log and its parameters unchanged.
 local must_fail = require("slapo.must_fail")
 local sch = must_fail.gpt2_schedule()

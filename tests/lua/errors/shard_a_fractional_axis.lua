@@ -1,4 +1,4 @@
--- expect: shard: axis must be an integer from -64 to 63, got 0.5
+-- expect: shard on 'transformer.h.0.mlp.c_fc': axis must be an integer from -64 to 63, got 0.5
 -- Shard a fractional axis: refused, and the schedule, its log and its parameters unchanged.
 local must_fail = require("slapo.must_fail")
 local sch = must_fail.gpt2_schedule()

@@ -1,4 +1,4 @@
--- expect: shard: axis must be an integer from -64 to 63, got NaN
+-- expect: shard on 'transformer.h.0.mlp.c_fc': axis must be an integer from -64 to 63, got NaN
 -- Shard an axis of NaN: refused, and the schedule, its log and its parameters unchanged.
 local must_fail = require("slapo.must_fail")
 local sch = must_fail.gpt2_schedule()

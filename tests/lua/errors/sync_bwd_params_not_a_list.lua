@@ -1,4 +1,4 @@
--- expect: sync of 'transformer.h.0.ln_1': params must be an array of strings, got string
+-- expect: sync on 'transformer.h.0.ln_1': params must be an array of strings, got string
 -- A bwd_params sync whose params is a string, not a list of names: refused, naming the module.
 local must_fail = require("slapo.must_fail")
 local sch = must_fail.gpt2_schedule()

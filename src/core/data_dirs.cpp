@@ -1,0 +1,26 @@
+#include "core/data_dirs.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "slapo/build_config.h"
+
+namespace slapo {
+
+std::string stdlib_dir() {
+  if (const char* dir = std::getenv("SLAPO_STDLIB")) return dir;
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    auto installed = exe.parent_path().parent_path() / "share" / "slapo-lua" / "stdlib";
+    if (std::filesystem::is_directory(installed / "slapo", ec)) return installed.string();
+  }
+  return SLAPO_SOURCE_STDLIB_DIR;  // a build tree runs the checkout's stdlib
+}
+
+std::string devices_dir() {
+  if (const char* dir = std::getenv("SLAPO_DEVICES")) return dir;
+  return stdlib_dir() + "/devices";
+}
+
+}  // namespace slapo

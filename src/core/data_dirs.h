@@ -1,0 +1,17 @@
+// Where the program finds the files it ships with: the Lua stdlib and the device profiles.
+// An installed copy finds them beside its executable, a build tree in the checkout it came from.
+#pragma once
+
+#include <string>
+
+namespace slapo {
+
+/// The Lua standard library: $SLAPO_STDLIB, else an installed copy's
+/// (<prefix>/share/slapo-lua/stdlib beside <prefix>/bin), else the checkout's stdlib/.
+std::string stdlib_dir();
+
+/// Named device profiles (h100.json, ...): $SLAPO_DEVICES, else devices/ inside stdlib_dir(),
+/// so an installed copy, a build tree and $SLAPO_STDLIB each carry their own.
+std::string devices_dir();
+
+}  // namespace slapo

@@ -1,0 +1,76 @@
+-- The reference the multi-rank training specs compare slapo.train with: one model trained by a
+-- plain loop, on the rows every rank holds together. The specs beside it load it into their own
+-- environment (its assert and close are the runner's); it is not a spec itself.
+local M = {}
+
+-- A tiny GPT-2 without dropout, the same on every call.
+function M.tiny_gpt2()
+  slapo.manual_seed(3)
+  return slapo.models.gpt2({ n_embd = 32, n_layer = 1, n_head = 2, vocab_size = 64, n_positions = 16,
+    resid_pdrop = 0, embd_pdrop = 0, attn_pdrop = 0 })
+end
+
+-- Rows of 8 tokens, 2 a rank, the same on every rank: all of them, and this rank's.
+function M.rows()
+  local world, rank = slapo.dist.world_size(), slapo.dist.rank()
+  slapo.manual_seed(4)
+  local all = slapo.randint(0, 64, { 2 * world, 8 })
+  return all, all:narrow(0, 2 * rank, 2)
+end
+
+-- `steps` steps of AdamW (lr 1e-2, no weight decay: slapo.train's default) with clip_grad_norm
+-- 0.5, on the mean of the ranks' losses: the loss on all rows, its gradient summed in
+-- data parallelism's order (AdamW's first steps move each weight by about lr * sign(gradient),
+-- which amplifies a change in the order of summation). Returns the model, losses and norms.
+function M.train(all, steps)
+  local world = slapo.dist.world_size()
+  local ref = M.tiny_gpt2()
+  local whole = ref(all, { labels = all }):item()
+  local adamw = slapo.optim.adamw(ref, { lr = 1e-2, weight_decay = 0 })
+  local losses, norms = {}, {}
+  for step = 1, steps do
+    adamw:zero_grad()
+    local sum = nil
+    for r = 0, world - 1 do
+      local rows = all:narrow(0, 2 * r, 2)
+      local loss = ref(rows, { labels = rows })
+      sum = sum and sum + loss or loss
+    end
+    local loss = sum / world
+    loss:backward()
+    losses[step] = loss:item()
+    norms[step] = slapo.clip_grad_norm(ref, 0.5)
+    adamw:step()
+  end
+  assert(math.abs(losses[1] - whole) < 1e-6 * whole, "the mean of the ranks' losses is the loss on all rows")
+  assert(norms[1] > 0.5, "the clip acts")
+  return ref, losses, norms
+end
+
+-- Raises unless slapo.train's result followed the reference: weights (AdamW's rounding shows as
+-- about 1e-5 after 3 steps of lr 1e-2), and each step's loss and gradient norm.
+function M.check(result, ref, losses, norms)
+  local theirs = result.model:state_dict()
+  for name, p in pairs(ref:state_dict()) do
+    close(p, theirs[name], { rtol = 1e-4, atol = 5e-5 })
+  end
+  for step = 1, #losses do
+    assert(math.abs(result.losses[step] - losses[step]) < 1e-5 * losses[step],
+      ("step %d: loss %.7f, one rank on all rows %.7f"):format(step, result.losses[step], losses[step]))
+    assert(math.abs(result.grad_norms[step] - norms[step]) < 1e-5 * norms[step],
+      ("step %d: grad norm %.7f, one rank on all rows %.7f"):format(step, result.grad_norms[step], norms[step]))
+  end
+end
+
+-- Writes `text` to `path` from rank 0, then waits until every rank may read it (a schedule file
+-- the hot-swap cases edit under a running slapo.train).
+function M.write_shared(path, text)
+  if slapo.dist.rank() == 0 then
+    local f = assert(io.open(path, "w"))
+    f:write(text)
+    f:close()
+  end
+  slapo.dist.barrier()
+end
+
+return M

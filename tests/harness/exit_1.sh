@@ -1,0 +1,2 @@
+echo "something went wrong"
+exit 1

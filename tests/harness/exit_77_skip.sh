@@ -1,0 +1,2 @@
+echo "skip: no GPU: harness fixture"
+exit 77

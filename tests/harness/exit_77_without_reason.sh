@@ -1,0 +1,2 @@
+# A test script that claims a skip without saying why
+exit 77
