@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <typeinfo>
 
 #include "core/error.h"
 #include "lua/tensor_gc.h"
@@ -33,7 +34,10 @@ int wrap_exceptions(lua_State* L, lua_CFunction f) {
   } catch (const c10::Error& e) {
     lua_pushstring(L, aten_error_message(L, e.what_without_backtrace()).c_str());
   } catch (const std::exception& e) {
-    lua_pushstring(L, e.what());
+    // LibTorch 1.x throws some checks (view's shape) as a bare std::runtime_error; ours and Lua's
+    // errors are subclasses that already say where they come from
+    bool from_libtorch = typeid(e) == typeid(std::runtime_error);
+    lua_pushstring(L, from_libtorch ? aten_error_message(L, e.what()).c_str() : e.what());
   }
   t_current = previous;
   return lua_error(L);
@@ -136,7 +140,13 @@ struct TensorBox {
 
 namespace {
 std::string aten_error_message(lua_State* L, const char* what) {
-  std::string name = registered_function_name(L);
+  // the name the caller used for a field or method (slapo.cat, t:view), else the registered one
+  std::string name;
+  lua_Debug ar;
+  if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.name && ar.namewhat &&
+      (std::string(ar.namewhat) == "method" || std::string(ar.namewhat) == "field"))
+    name = ar.name;
+  if (name.empty()) name = registered_function_name(L);
   if (name.empty() || name.rfind("__", 0) == 0) return what;
   std::vector<std::string> shapes;
   for (int i = 1; i <= lua_gettop(L); ++i)

@@ -141,6 +141,56 @@ int w_Module_named_children(lua_State* L) {
   return push_module_pairs(L, mods);
 }
 
+// rng_states() -> {path = state}: the random stream of each module fork_rng gave one of its own
+// (dropout under tensor parallelism), so a training checkpoint can resume it exactly.
+int w_Module_rng_states(lua_State* L) {
+  auto& m = lx_check_module(L, 1);
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> mods{{"", m}};
+  collect_modules(m, "", mods, true);
+  lua_newtable(L);
+  for (auto& [path, mod] : mods)
+    if (mod->meta().rng_state) {
+      lx_push_tensor(L, mod->meta().rng_state->clone());
+      lua_setfield(L, -2, path.c_str());
+    }
+  return 1;
+}
+
+// set_rng_states{path = state}: sets those streams; all checked first, so a bad entry sets none.
+int w_Module_set_rng_states(lua_State* L) {
+  auto& m = lx_check_module(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> mods{{"", m}};
+  collect_modules(m, "", mods, true);
+  std::map<std::string, std::shared_ptr<at::Tensor>> streams;
+  for (auto& [path, mod] : mods)
+    if (mod->meta().rng_state) streams[path] = mod->meta().rng_state;
+  std::vector<std::pair<std::shared_ptr<at::Tensor>, at::Tensor>> updates;
+  lua_pushnil(L);
+  while (lua_next(L, 2)) {
+    std::string path = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "";
+    auto found = streams.find(path);
+    if (lua_type(L, -2) != LUA_TSTRING || found == streams.end()) {
+      std::vector<std::string> valid;
+      for (auto& s : streams) valid.push_back("'" + s.first + "'");
+      throw Error(fmt::format("set_rng_states: no module with a fork_rng stream at {} (valid: {})",
+                              lua_type(L, -2) == LUA_TSTRING ? "'" + path + "'" : std::string(luaL_typename(L, -2)),
+                              valid.empty() ? std::string("none") : fmt::format("{}", fmt::join(valid, ", "))));
+    }
+    if (!lx_is_tensor(L, -1))
+      throw Error(fmt::format("set_rng_states: the state of '{}' must be a tensor, got {}", path, luaL_typename(L, -1)));
+    auto& state = lx_check_tensor(L, -1);
+    if (state.sizes() != found->second->sizes() || state.scalar_type() != found->second->scalar_type())
+      throw Error(fmt::format("set_rng_states: the state of '{}' is not a CPU generator state ([{}] {}, expected [{}])",
+                              path, fmt::join(state.sizes(), ", "), c10::toString(state.scalar_type()),
+                              fmt::join(found->second->sizes(), ", ")));
+    updates.emplace_back(found->second, state.clone());
+    lua_pop(L, 1);
+  }
+  for (auto& [target, state] : updates) *target = state;
+  return 0;
+}
+
 // name -> tensor for every parameter name (tied ones under each name) and buffer, as PyTorch.
 int w_Module_state_dict(lua_State* L) {
   auto& m = lx_check_module(L, 1);
@@ -232,6 +282,8 @@ const luaL_Reg module_methods[] = {
     {"named_children", w_Module_named_children},
     {"state_dict", w_Module_state_dict},
     {"load_state_dict", w_Module_load_state_dict},
+    {"rng_states", w_Module_rng_states},
+    {"set_rng_states", w_Module_set_rng_states},
     {nullptr, nullptr}};
 // m.weight = other.weight: the parameter becomes that tensor (a tie, as PyTorch's assignment);
 // same shape only, and only for existing parameters (children come through replace).

@@ -101,31 +101,40 @@ local function install(dir, name)
   sh(("rm -rf %s/.step-*.old %s/.step-*.new %s/.step-*.tmp"):format(q, q, q))
 end
 
--- The random streams a run draws from besides the model: the default CPU stream and the named
--- streams of slapo.random's tracker.
-local function rng_tensors()
+-- The random streams a run draws from: the default CPU stream, the named streams of
+-- slapo.random's tracker, and the streams fork_rng gave modules of the model (dropout under tensor
+-- parallelism: "rng.module.<path>").
+local function rng_tensors(model)
   local out = { ["rng.cpu"] = slapo.rng_state() }
   for name, state in pairs(require("slapo.random").get_tracker():get_states()) do
     out["rng.tracker." .. name] = state
+  end
+  for path, state in pairs(model:rng_states()) do
+    out["rng.module." .. path] = state
   end
   return out
 end
 
 -- Takes the random streams out of a loaded state table and sets them.
-local function restore_rng(state)
+local function restore_rng(state, model)
   local tracker = require("slapo.random").get_tracker()
-  local streams = tracker:get_states()
+  local streams, modules = tracker:get_states(), {}
   local names = {}
   for key in pairs(state) do
     table.insert(names, key)
   end
   for _, key in ipairs(names) do
     local stream = key:match("^rng%.tracker%.(.+)$")
+    local path = key:match("^rng%.module%.(.*)$")
     if stream then
       streams[stream] = state[key]
       state[key] = nil
+    elseif path then
+      modules[path] = state[key]
+      state[key] = nil
     end
   end
+  model:set_rng_states(modules)
   tracker:set_states(streams)
   slapo.set_rng_state(state["rng.cpu"])
   state["rng.cpu"] = nil
@@ -146,7 +155,7 @@ function M.save(dir, step, model, optimizer, log, trainer)
   local optimizer_file = ("%s/optimizer-rank%d.safetensors"):format(tmp, rank)
   slapo.save_tensors(model_file, model:state_dict())
   local state = optimizer:state_tensors(model)
-  for key, t in pairs(rng_tensors()) do
+  for key, t in pairs(rng_tensors(model)) do
     state[key] = t
   end
   slapo.save_tensors(optimizer_file, state)
@@ -190,7 +199,7 @@ function M.load(path, model, optimizer)
   local rank = slapo.dist.rank()
   model:load_state_dict((slapo.load_tensors(("%s/model-rank%d.safetensors"):format(path, rank))))
   local state = slapo.load_tensors(("%s/optimizer-rank%d.safetensors"):format(path, rank))
-  restore_rng(state)
+  restore_rng(state, model)
   optimizer:load_state_tensors(model, state)
   return trainer.step, trainer
 end
