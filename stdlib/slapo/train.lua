@@ -218,6 +218,40 @@ local function global_step(loss, tokens, group, replicas)
   return v[1] / replicas, v[2]
 end
 
+-- The token ids `data` gives for a micro-batch, refused with the step when they are not ids.
+local function batch_at(data, step, micro)
+  local ok, ids = pcall(data, step, micro)
+  if not ok then
+    error(("train: step %d, micro-batch %d: the data function failed: %s"):format(step, micro, tostring(ids)), 0)
+  end
+  if not slapo.is_tensor(ids) then
+    error(("train: step %d, micro-batch %d: the data function must return a tensor of token ids [batch, seq], got %s")
+      :format(step, micro, type(ids)), 0)
+  end
+  local dtype = ids:dtype()
+  if ids:dim() ~= 2 or (dtype ~= "int64" and dtype ~= "int32") then
+    error(("train: step %d, micro-batch %d: the data function must return int64 token ids [batch, seq], got %s [%s]")
+      :format(step, micro, dtype, table.concat(ids:size(), ", ")), 0)
+  end
+  return ids
+end
+
+-- The micro-batch's loss. A model that fails on it (a token id past the vocabulary, a sequence
+-- longer than its positions) is reported with the step and what the batch held; the check costs
+-- nothing on the way that works.
+local function forward_loss(model, ids, opts, step, micro)
+  local function forward() return model(ids, { labels = ids }) end
+  local ok, loss = pcall(function()
+    return opts.autocast and slapo.autocast(opts.autocast, forward) or forward()
+  end)
+  if not ok then
+    error(("train: step %d, micro-batch %d: the model failed on the data function's token ids (input_ids and "
+      .. "labels: shape [%s], ids %d .. %d): %s"):format(step, micro, table.concat(ids:size(), ", "),
+      ids:min():item(), ids:max():item(), tostring(loss)), 0)
+  end
+  return loss
+end
+
 -- With schedule_file: the model is make_model() scheduled by the file, re-applied when it changes.
 local function scheduled_model(opts)
   local swap = require("slapo.hot_swap")
@@ -388,14 +422,10 @@ function M.run(user_opts)
     optimizer:zero_grad()
     local summed, tokens = nil, 0  -- the loss stays on its device until the step ends: one host read
     for micro = 1, opts.grad_accum do
-      local ids = data(step, micro)
-      local loss
-      if opts.autocast then
-        loss = slapo.autocast(opts.autocast, function() return model(ids, { labels = ids }) end) / opts.grad_accum
-      else
-        loss = model(ids, { labels = ids }) / opts.grad_accum
-      end
-      (scaler and scaler:scale(loss) or loss):backward()
+      local ids = batch_at(data, step, micro)
+      local loss = forward_loss(model, ids, opts, step, micro) / opts.grad_accum
+      local scaled = scaler and scaler:scale(loss) or loss
+      scaled:backward()
       summed = summed and summed + loss:detach() or loss:detach()
       tokens = tokens + ids:numel()
     end

@@ -326,3 +326,25 @@ describe("grad_scaler (float16 loss scaling)", function()
     matches("grad_scaler: need init_scale > 0", pcall_err(slapo.optim.grad_scaler, { init_scale = 0 }))
   end)
 end)
+
+describe("bad batches", function()
+  it("are reported with the step, the micro-batch and what the data function gave", function()
+    local m = slapo.models.gpt2({ n_embd = 16, n_head = 2, n_layer = 1, vocab_size = 32, n_positions = 16 })
+    local function run(data) return pcall_err(slapo.train, { model = m, steps = 2, quiet = true, data = data }) end
+    eq("train: step 1, micro-batch 1: the data function must return a tensor of token ids [batch, seq], got string",
+      run(function() return "abc" end))
+    eq("train: step 1, micro-batch 1: the data function must return int64 token ids [batch, seq], got float32 [2, 20]",
+      run(function() return slapo.randn({ 2, 20 }) end))
+    matches("^train: step 2, micro%-batch 1: the model failed on the data function's token ids %(input_ids and labels: "
+      .. "shape %[2, 8%], ids %d+ %.%. 40%): Embedding: token id 40 is out of range",
+      run(function(step)
+        local ids = slapo.randint(0, 32, { 2, 8 })
+        if step == 2 then ids = slapo.cat({ ids:narrow(1, 0, 7), (slapo.ones({ 2, 1 }) * 40):to("int64") }, 1) end
+        return ids
+      end))
+    matches("^train: step 1, micro%-batch 1: .*a sequence of 20 tokens is longer than n_positions 16",
+      run(function() return slapo.randint(0, 32, { 2, 20 }) end))
+    matches("^train: step 1, micro%-batch 1: the data function failed: .*no more data",
+      run(function() error("no more data", 0) end))
+  end)
+end)
