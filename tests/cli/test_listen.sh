@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# A one-machine run opens nothing to the network: while `run --nproc 2` and `test --nproc 2` are
-# inside a collective, every socket their processes hold in LISTEN state is bound to loopback.
+# A one-machine run opens nothing to the network: while `run --nproc 2`, `test --nproc 2`, a
+# tune trial on 2 ranks and `run --watch` are inside a collective, every socket their
+# processes hold in LISTEN state is bound to loopback.
 set -euo pipefail
 bin="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 tmp=$(mktemp -d)
@@ -84,4 +85,29 @@ LUA
 "$bin" test --nproc 2 "$tmp/spec" >"$tmp/out" 2>&1 &
 pid=$!
 wait_and_check "test --nproc 2"
-echo "one-machine runs listen on loopback only"
+# the tuner's trial runs (each one a 2-rank launch of its own)
+cat > "$tmp/trial.lua" <<LUA
+local size = slapo.knob("size", {1}, 1)
+slapo.dist.all_reduce(slapo.ones({ size }))
+if slapo.dist.rank() == 0 then io.open("$tmp/ready", "w"):close() end
+while not io.open("$tmp/stop") do os.execute("sleep 0.1") end
+slapo.dist.barrier()
+slapo.report({ step_s = 1 })
+LUA
+(cd "$tmp" && exec "$bin" tune trial.lua --nproc 2 --db "$tmp/tune.jsonl" >"$tmp/out" 2>&1) &
+pid=$!
+wait_and_check "a tune trial on 2 ranks"
+
+# run --watch (one process: the watcher and the script it reruns)
+cp "$tmp/wait.lua" "$tmp/watched.lua"
+"$bin" run --watch "$tmp/watched.lua" "$tmp" >"$tmp/out" 2>&1 &
+pid=$!
+for _ in $(seq 600); do [ -f "$tmp/ready" ] && break; sleep 0.1; done
+[ -f "$tmp/ready" ] || { echo "run --watch: the ranks never got ready"; cat "$tmp/out"; exit 1; }
+check_loopback "run --watch" "$(listening "$pid")"
+touch "$tmp/stop"
+kill "$pid"
+wait "$pid" 2>/dev/null || true
+pid=""
+
+echo "one-machine runs, specs, tune trials and --watch listen on loopback only"
