@@ -220,6 +220,7 @@ std::unordered_map<c10::TensorImpl*, const ShardSpec*> shard_specs_by_tensor(con
       if (!m.has_param(name)) continue;  // a sharded buffer (running statistics): no gradient to gather
       out[m.param(name).unsafeGetTensorImpl()] = &spec;
     }
+    for (auto& [name, spec] : m.meta().fully_sharded) out[m.param(name).unsafeGetTensorImpl()] = &spec;
     for (auto& [name, child] : m.children_in_order()) visit(*child);
   };
   visit(root);

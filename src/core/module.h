@@ -42,6 +42,10 @@ struct ModuleMeta {
   bool decomposed = false;                ///< decompose: Linear/Conv1D as matmul + bias add
   std::shared_ptr<TracedGraph> graph;     ///< trace: the graph that runs as this module's forward
   bool ends_stage = false;                ///< cut_pipeline_stage: a pipeline stage ends after it
+  /// fully_shard: parameters kept as 1/N along axis 0 between calls, by name. Apart from `shards`:
+  /// a call sees them whole, so forward code must not read them as tensor-parallel slices.
+  std::map<std::string, ShardSpec> fully_sharded;
+  bool fully_shard_root = false;  ///< fully_shard was applied here: its calls gather the subtree
 };
 
 /// Base of every schedulable module.

@@ -249,6 +249,18 @@ int w_Schedule_checkpoint(lua_State* L) {
   return 1;
 }
 
+// sub:fully_shard(): fully sharded data parallelism over the schedule's group
+int w_Schedule_fully_shard(lua_State* L) {
+  auto s = lx_check_live_schedule(L, 1, "fully_shard");
+  if (!lua_isnoneornil(L, 2))
+    throw Error(fmt::format("fully_shard on {}: takes no options yet; it shards over the schedule's group and "
+                            "keeps the gathered parameters until backward (docs/parallelism.md)",
+                            s->where()));
+  fully_shard(*s, call_site(L, *s, 2, 1));
+  lua_settop(L, 1);
+  return 1;
+}
+
 // sub:fork_rng([seed])
 int w_Schedule_fork_rng(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "fork_rng");
@@ -602,6 +614,7 @@ const luaL_Reg schedule_methods[] = {{"log", w_Schedule_log},
                                      {"annotate", w_Schedule_annotate},
                                      {"checkpoint", w_Schedule_checkpoint},
                                      {"fork_rng", w_Schedule_fork_rng},
+                                     {"fully_shard", w_Schedule_fully_shard},
                                      {"param_info", w_Schedule_param_info},
                                      {"full_param", w_Schedule_full_param},
                                      {"trace", w_Schedule_trace},

@@ -67,6 +67,9 @@ void shard(Schedule& sch, const std::string& param, int64_t axis, const CallSite
                             sch.where(), fmt::join(t.sizes(), ", "), dims - 1));
   if (axis < 0) axis += dims;
   // Step 3. Not sharded before.
+  if (m.meta().fully_sharded.count(param))
+    throw Error(fmt::format("shard: '{}' of {} is fully sharded (fully_shard keeps 1/N of it along axis 0)", param,
+                            sch.where()));
   auto done = m.meta().shards.find(param);
   if (done != m.meta().shards.end())
     throw Error(fmt::format("shard: '{}' of {} is already sharded along axis {}; a parameter is sharded once",

@@ -1,0 +1,130 @@
+-- fully_shard: each rank keeps 1/N of the parameters (and so of the gradients and AdamW's state),
+-- gathers them for each call, and trains as one rank on every rank's rows together.
+
+-- helpers shared by the multi-rank specs (tests/dist/one_rank_reference.lua), in this spec's environment
+local reference = setfenv(assert(loadfile((debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or ".")
+  .. "/one_rank_reference.lua")), getfenv(1))()
+
+local world, rank = slapo.dist.world_size(), slapo.dist.rank()
+
+-- FSDP2's layout: each block on its own, then the root (the embeddings, the final norm)
+local function fully_sharded(model)
+  local sch = slapo.create_schedule(model)
+  for _, block in ipairs(sch["transformer.h"]:children()) do
+    block:fully_shard()
+  end
+  sch:fully_shard()
+  return sch
+end
+
+local function sizes(model)
+  local out = {}
+  for name, p in model:named_parameters() do out[name] = p:size() end
+  return out
+end
+
+describe("fully_shard", function()
+  it("keeps 1/N of every parameter along its first axis and verifies against the unsharded model", function()
+    local full = sizes(reference.tiny_gpt2())
+    local sch = slapo.create_schedule(reference.tiny_gpt2())
+    slapo.manual_seed(5)
+    local ids = slapo.randint(0, 64, { 2, 8 })
+    local report = slapo.verify(sch, { ids }, { rtol = 1e-5, atol = 1e-6 }, function(s)
+      for _, block in ipairs(s["transformer.h"]:children()) do block:fully_shard() end
+      s:fully_shard()
+    end)
+    eq(report.params, report.gradients, "every parameter's gradient compared, gathered")
+    eq(0, report.skipped_params)
+    local mine = sizes(sch.mod)
+    for name, shape in pairs(full) do
+      shape[1] = shape[1] / world
+      eq(shape, mine[name], name)
+    end
+    matches("fully_shard%(%)", sch:log())
+  end)
+
+  it("holds 1/N of the parameters and of AdamW's state on each rank", function()
+    local whole = reference.tiny_gpt2():num_params()
+    local sch = fully_sharded(reference.tiny_gpt2())
+    eq(whole / world, sch.mod:num_params())
+    local opt = slapo.optim.adamw(sch.mod, { lr = 1e-2 })
+    local ids = slapo.randint(0, 64, { 2, 8 })
+    sch.mod(ids, { labels = ids }):backward()
+    opt:step()
+    local state = 0
+    for _, t in pairs(opt:state_tensors(sch.mod)) do
+      if t:dim() > 0 then state = state + t:numel() end
+    end
+    eq(2 * whole / world, state, "exp_avg and exp_avg_sq of this rank's slices")
+  end)
+
+  it("trains as one rank on all ranks' rows: the same losses and weights", function()
+    local all, mine = reference.rows()
+    local ref = reference.tiny_gpt2()
+    local sch = fully_sharded(reference.tiny_gpt2())
+    local opts = { slapo.optim.adamw(ref, { lr = 1e-2 }), slapo.optim.adamw(sch.mod, { lr = 1e-2 }) }
+    for step = 1, 3 do
+      opts[1]:zero_grad()
+      local sum = nil
+      for r = 0, world - 1 do
+        local rows = all:narrow(0, 2 * r, 2)
+        local loss = ref(rows, { labels = rows })
+        sum = sum and sum + loss or loss
+      end
+      local ref_loss = sum / world
+      ref_loss:backward()
+      opts[1]:step()
+      opts[2]:zero_grad()
+      local loss = sch.mod(mine, { labels = mine })
+      loss:backward()
+      opts[2]:step()
+      local mean = loss:detach():clone()
+      slapo.dist.all_reduce(mean)
+      assert(math.abs(mean:item() / world - ref_loss:item()) < 1e-5 * ref_loss:item(),
+        ("step %d: mean loss %.7f over the ranks, one rank on all rows %.7f"):format(step, mean:item() / world,
+          ref_loss:item()))
+    end
+    local theirs = {}
+    for name, p in sch.mod:named_parameters() do theirs[name] = p end
+    for name, p in ref:named_parameters() do
+      close(p, slapo.dist.all_gather(theirs[name]:detach(), 0), { rtol = 1e-4, atol = 5e-5 })
+    end
+  end)
+
+  it("saves one whole checkpoint that loads as the unsharded model", function()
+    local ref = reference.tiny_gpt2():eval()
+    local sch = fully_sharded(reference.tiny_gpt2())
+    local dir = "/tmp/slapo-fully-sharded-" .. os.getenv("MASTER_PORT")
+    slapo.save(sch, dir)
+    slapo.dist.barrier()
+    local loaded = slapo.models.from_pretrained(dir):eval()
+    local ids = slapo.randint(0, 64, { 1, 6 })
+    close(ref(ids), loaded(ids), { rtol = 1e-6, atol = 1e-6 })
+    slapo.dist.barrier()
+    if rank == 0 then os.execute("rm -rf " .. dir) end
+  end)
+
+  it("refuses what it cannot shard, by name, and changes nothing", function()
+    slapo.manual_seed(3)
+    local sch = slapo.create_schedule(slapo.models.gpt2({ n_embd = 32, n_layer = 2, n_head = 2, vocab_size = 64,
+      n_positions = 16 }))
+    local before = sizes(sch.mod)
+    sch["transformer.h.0.mlp.c_fc"]:shard("weight", 1)
+    matches("fully_shard: 'mlp%.c_fc%.weight' of 'transformer%.h%.0' is already split by shard over the same ranks",
+      pcall_err(function() sch["transformer.h.0"]:fully_shard() end))
+    eq(before["transformer.h.0.attn.c_attn.weight"], sizes(sch.mod)["transformer.h.0.attn.c_attn.weight"])
+    matches("fully_shard: 'wpe%.weight' of 'transformer' has shape %[15, 32%]; its first axis must divide into the "
+      .. "group's %d+ ranks", pcall_err(function()
+        local odd = slapo.create_schedule(slapo.models.gpt2({ n_embd = 32, n_layer = 1, n_head = 2, vocab_size = 64,
+          n_positions = 15 }))
+        odd["transformer"]:fully_shard()
+      end))
+    sch["transformer.h.1"]:fully_shard()
+    matches("fully_shard: 'transformer.h.1' is already fully sharded",
+      pcall_err(function() sch["transformer.h.1"]:fully_shard() end))
+    matches("fully_shard on 'transformer.h.1.attn': takes no options yet",
+      pcall_err(function() sch["transformer.h.1.attn"]:fully_shard({ reshard_after_forward = false }) end))
+    matches("fully_shard: 'transformer.h.1.attn' has no parameter left to shard",
+      pcall_err(function() sch["transformer.h.1.attn"]:fully_shard() end))
+  end)
+end)
