@@ -126,7 +126,7 @@ describe("slapo.train over a data-parallel layout", function()
   it("logs the step's mean loss over the replicas, the same on every rank, as one rank on all rows", function()
     local layout = require("slapo.parallel").layout({ tp = 1 })
     local all, mine = reference.rows()
-    local ref, ref_losses, ref_norms = reference.train(all, 3)
+    local ref, ref_losses, ref_norms = reference.train(all, 3, 0.5)
     local result = slapo.train({ model = tiny_gpt2(), steps = 3, lr = 1e-2, schedule = "constant", clip = 0.5,
       quiet = true, layout = layout, data = function() return mine end })
     reference.check(result, ref, ref_losses, ref_norms)

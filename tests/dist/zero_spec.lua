@@ -114,7 +114,7 @@ describe("train with zero_adamw on rows of each rank's own", function()
   it("clips the averaged gradient by its global norm and logs the global step, as one rank on all rows", function()
     local rank = slapo.dist.rank()
     local all, mine = reference.rows()
-    local ref, ref_losses, ref_norms = reference.train(all, 3)
+    local ref, ref_losses, ref_norms = reference.train(all, 3, 0.5)
     local path = "/tmp/slapo-zero-metrics-" .. os.getenv("MASTER_PORT")
     local result = slapo.train({ model = tiny_gpt2(), steps = 3, lr = 1e-2, schedule = "constant", clip = 0.5,
       quiet = true, optimizer = "zero_adamw", metrics = path, data = function() return mine end })
