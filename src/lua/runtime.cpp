@@ -156,10 +156,6 @@ std::string aten_error_message(lua_State* L, const char* what) {
   if (!shapes.empty()) message += fmt::format(" (tensor arguments: {})", fmt::join(shapes, ", "));
   return message;
 }
-
-// LuaJIT turns a C++ exception that crosses a Lua frame into the bare message "C++ exception".
-// One global wrapper (LUAJIT_MODE_WRAPCFUNC) catches it first and raises a Lua error carrying
-// the real message. lua_error runs after the catch block so the exception object is destroyed.
 }  // namespace
 
 void lx_push_tensor(lua_State* L, at::Tensor t) {
