@@ -171,6 +171,22 @@ void Module::set_param(const std::string& name, at::Tensor value) {
   }
 }
 
+std::shared_ptr<const Module::SavedState> Module::save_state() const {
+  return std::make_shared<SavedState>(SavedState{static_cast<const torch::nn::Module&>(*this), profile_label_, meta_,
+                                                 slots_, wrapper_, forward_override_, pre_hooks_, post_hooks_});
+}
+
+void Module::restore_state(const SavedState& saved) {
+  static_cast<torch::nn::Module&>(*this) = saved.base;
+  profile_label_ = saved.profile_label;
+  meta_ = saved.meta;
+  slots_ = saved.slots;
+  wrapper_ = saved.wrapper;
+  forward_override_ = saved.forward_override;
+  pre_hooks_ = saved.pre_hooks;
+  post_hooks_ = saved.post_hooks;
+}
+
 std::shared_ptr<Module> Module::deep_clone() const {
   std::unordered_map<c10::TensorImpl*, at::Tensor> copies;
   return deep_clone_impl(copies);
@@ -242,6 +258,21 @@ at::Tensor ShardSpec::regroup(const at::Tensor& gathered) const {
   for (int g = 0; g < groups; ++g)
     for (int r = 0; r < parts; ++r) pieces.push_back(gathered.narrow(axis, (r * groups + g) * part, part));
   return at::cat(pieces, axis);
+}
+
+namespace {
+void collect_tensors(const Value& v, std::vector<at::Tensor>& out) {
+  if (v.isTensor()) out.push_back(v.toTensor());
+  else if (v.isTuple()) for (auto& e : v.toTupleRef().elements()) collect_tensors(e, out);
+  else if (v.isList()) for (const Value& e : v.toListRef()) collect_tensors(e, out);
+  else if (v.isGenericDict()) for (auto& e : v.toGenericDict()) collect_tensors(e.value(), out);
+}
+}  // namespace
+
+std::vector<at::Tensor> tensors_in(const Value& v) {
+  std::vector<at::Tensor> out;
+  collect_tensors(v, out);
+  return out;
 }
 
 at::Tensor tensor_arg(const Values& args, size_t i, const char* module, const char* what) {

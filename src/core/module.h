@@ -33,6 +33,14 @@ struct ShardSpec {
 
 /// What primitives record on a module; it travels with the module (replace, clone, build).
 class TracedGraph;
+class CheckpointReader;
+
+/// Where a parameter left on the meta device by from_pretrained gets its values: an entry of a
+/// mapped checkpoint. build reads each rank's slice of it, and nothing more.
+struct ParamSource {
+  std::shared_ptr<const CheckpointReader> reader;
+  std::string key;  ///< the checkpoint's name for the tensor
+};
 
 struct ModuleMeta {
   std::map<std::string, ShardSpec> shards;                          ///< by parameter name
@@ -46,6 +54,7 @@ struct ModuleMeta {
   /// a call sees them whole, so forward code must not read them as tensor-parallel slices.
   std::map<std::string, ShardSpec> fully_sharded;
   bool fully_shard_root = false;  ///< fully_shard was applied here: its calls gather the subtree
+  std::map<std::string, ParamSource> sources;  ///< from_pretrained on meta: by parameter name
 };
 
 /// Base of every schedulable module.
@@ -142,6 +151,13 @@ class Module : public torch::nn::Module {
   ModuleMeta& meta() { return meta_; }
   const ModuleMeta& meta() const { return meta_; }
 
+  /// Everything a primitive may change on this module object (its own slots, parameters, buffers,
+  /// hooks, call wrapper, forward override and meta), not its children's. A schedule snapshot
+  /// keeps one per module and puts it back in place, so handles to the module stay valid.
+  struct SavedState;
+  std::shared_ptr<const SavedState> save_state() const;
+  void restore_state(const SavedState& saved);
+
   /// How many slapo::Module objects are alive (lifetime tests use it).
   static int64_t live_count();
 
@@ -176,6 +192,17 @@ class Module : public torch::nn::Module {
   std::vector<std::pair<int, PostHook>> post_hooks_;
 };
 
+struct Module::SavedState {
+  torch::nn::Module base;  ///< LibTorch's registries: parameters, buffers, children, training flag
+  std::string profile_label;
+  ModuleMeta meta;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> slots;
+  CallWrapper wrapper;
+  std::function<Value(Values)> forward_override;
+  std::vector<std::pair<int, PreHook>> pre_hooks;
+  std::vector<std::pair<int, PostHook>> post_hooks;
+};
+
 /// CRTP helper that gives a concrete module its shallow copy.
 template <class Derived>
 class ModuleBase : public Module {
@@ -194,6 +221,9 @@ std::vector<std::pair<std::string, at::Tensor>> unique_named_parameters(const to
 
 /// The shard spec of every sharded parameter below `root`, by tensor (ties included).
 std::unordered_map<c10::TensorImpl*, const ShardSpec*> shard_specs_by_tensor(const Module& root);
+
+/// The tensors inside a value (a tensor, or tuples, lists and dicts of them), in order.
+std::vector<at::Tensor> tensors_in(const Value& v);
 
 /// Argument helpers for forward implementations.
 at::Tensor tensor_arg(const Values& args, size_t i, const char* module, const char* what);

@@ -53,6 +53,7 @@ class Schedule : public std::enable_shared_from_this<Schedule> {
   std::string stale_reason() const;
 
  private:
+  friend class ScheduleSnapshot;  // puts nodes back in place on rollback
   Schedule() = default;
   static std::shared_ptr<Schedule> make_node(std::shared_ptr<Module> mod, std::string path, std::string name,
                                              std::weak_ptr<Schedule> parent, std::shared_ptr<ScheduleLog> log,

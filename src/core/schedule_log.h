@@ -20,6 +20,10 @@ class ScheduleLog {
   void append(LogEntry entry) { entries_.push_back(std::move(entry)); }
   const std::vector<LogEntry>& entries() const { return entries_; }
   size_t size() const { return entries_.size(); }
+  /// Drops the entries after the first `n` (a rolled-back schedule).
+  void truncate(size_t n) {
+    if (n < entries_.size()) entries_.resize(n);
+  }
 
   /// Lua source of a chunk returning `function(sch, args) ... end` that re-applies every entry;
   /// `args` holds the values that have no literal form (modules, functions), printed as args[N]:

@@ -4,6 +4,8 @@
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
+#include <iterator>
+
 #include "core/error.h"
 
 namespace slapo::dist {
@@ -101,6 +103,74 @@ std::vector<at::Tensor> Group::all_gather_slices(const at::Tensor& t, const char
   to.backend->allgather(outputs, input)->wait();
   for (auto& slice : outputs[0]) slice = slice.to(t.device(), t.scalar_type());
   return outputs[0];
+}
+
+namespace {
+// A call's signature as numbers every rank can gather: collective, dtype, rank of the tensor, its
+// sizes (up to kMaxDims; a longer shape adds its element count) and the collective's argument.
+constexpr int kMaxDims = 8;
+const char* const kCollectives[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier"};
+
+at::Tensor call_signature(const char* caller, const at::Tensor& t, int64_t arg) {
+  std::vector<int64_t> sig(kMaxDims + 5, -1);
+  sig[0] = 0;
+  for (int64_t i = 0; i < int64_t(std::size(kCollectives)); ++i)
+    if (std::string(caller) == kCollectives[i]) sig[0] = i + 1;
+  sig[1] = t.defined() ? static_cast<int64_t>(t.scalar_type()) : -1;
+  sig[2] = t.defined() ? t.dim() : -1;
+  for (int64_t d = 0; t.defined() && d < std::min<int64_t>(t.dim(), kMaxDims); ++d) sig[3 + d] = t.size(d);
+  sig[3 + kMaxDims] = t.defined() ? t.numel() : -1;
+  sig[4 + kMaxDims] = arg;
+  return torch::tensor(sig, torch::kInt64);
+}
+
+std::string describe_signature(const at::Tensor& sig) {
+  auto s = sig.accessor<int64_t, 1>();
+  std::string what = s[0] > 0 ? kCollectives[s[0] - 1] : "another collective";
+  if (s[1] < 0) return what;
+  std::vector<int64_t> sizes;
+  for (int64_t d = 0; d < std::min<int64_t>(s[2], kMaxDims); ++d) sizes.push_back(s[3 + d]);
+  return fmt::format("{} of a {} [{}] tensor{}", what, c10::toString(static_cast<at::ScalarType>(s[1])),
+                     fmt::join(sizes, ", "), s[4 + kMaxDims] ? fmt::format(" ({})", s[4 + kMaxDims]) : "");
+}
+}  // namespace
+
+void Group::check_same_call(const char* caller, const at::Tensor& t, int64_t arg) {
+  check_member(caller);
+  if (size() == 1) return;
+  at::Tensor mine = call_signature(caller, t, arg);
+  auto all = all_gather_slices(mine, caller);
+  bool same = true;
+  for (auto& other : all) same = same && other.equal(all[0]);
+  if (same) return;
+  std::vector<std::string> calls;
+  for (size_t r = 0; r < all.size(); ++r) calls.push_back(fmt::format("rank {}: {}", r, describe_signature(all[r])));
+  throw Error(fmt::format("dist.{}: the ranks of {} made different calls ({}); every rank must call the same "
+                          "collectives in the same order on tensors of the same shape. A loop over pairs() visits "
+                          "keys in another order on each rank: loop over sorted keys",
+                          caller, describe(), fmt::join(calls, "; ")));
+}
+
+at::Tensor& Group::all_gather_into(at::Tensor& out, const at::Tensor& t, const char* caller) {
+  check_member(caller);
+  if (!out.is_contiguous() || out.dim() != t.dim() || out.size(0) != t.size(0) * size())
+    throw Error(fmt::format("dist.{}: the output must be a contiguous [{} x {}, ...] tensor, got [{}]", caller, size(),
+                            t.size(0), fmt::join(out.sizes(), ", ")));
+  auto to = route(t);
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> parts;
+  for (int r = 0; r < size(); ++r) parts.push_back(out.narrow(0, r * t.size(0), t.size(0)));
+  bool in_place = to.backend && out.device() == to.device && out.scalar_type() == t.scalar_type() &&
+                  !(to.widen_bf16 && t.scalar_type() == at::kBFloat16);
+  if (!in_place) {  // one rank, or staged through another device or dtype
+    auto slices = all_gather_slices(t, caller);
+    for (int r = 0; r < size(); ++r) parts[r].copy_(slices[r]);
+    return out;
+  }
+  std::vector<at::Tensor> input{on_wire(t, to.device, false)};
+  std::vector<std::vector<at::Tensor>> outputs{parts};
+  to.backend->allgather(outputs, input)->wait();
+  return out;
 }
 
 at::Tensor& Group::broadcast(at::Tensor& t, int src, const char* caller) {

@@ -43,6 +43,10 @@ class Group {
   at::Tensor all_gather(const at::Tensor& t, int64_t dim, const char* caller = "all_gather");
   /// Every rank's tensor, in rank order, on t's device (all_gather without the concatenation).
   std::vector<at::Tensor> all_gather_slices(const at::Tensor& t, const char* caller = "all_gather");
+  /// Every rank's tensor concatenated along dim 0 into `out` (contiguous, size() times t's rows):
+  /// the backend writes each rank's part in place where it takes out as it is, with no whole-size
+  /// temporary (fully_shard gathers parameters with it). Returns out.
+  at::Tensor& all_gather_into(at::Tensor& out, const at::Tensor& t, const char* caller = "all_gather");
   /// Copies `src`'s tensor (group-local rank) into t on every rank; returns t.
   at::Tensor& broadcast(at::Tensor& t, int src, const char* caller = "broadcast");
   /// The sum over the group, split along `dim`; this rank's part (emulated: all_reduce + narrow).
@@ -50,6 +54,12 @@ class Group {
   /// This rank's part of t split evenly along `dim` (no communication).
   at::Tensor local_slice(const at::Tensor& t, int64_t dim, const char* caller = "scatter") const;
   void barrier();
+  /// Raises on every rank alike unless every rank of the group makes the same call: collective
+  /// `caller` on a tensor of the same dtype and shape (`t` undefined: none), with the same `arg`
+  /// (a dim or a root). Costs one small all-gather. Lua's collectives check first, so ranks that
+  /// disagree (keys visited with pairs(), whose order differs between processes) get an error
+  /// that names each rank's call, where Gloo would abort the process.
+  void check_same_call(const char* caller, const at::Tensor& t, int64_t arg = 0);
 
   /// Point-to-point (group-local ranks), on tensors already on device(). `send` returns at once and keeps the tensor until
   /// `wait_sends`, so two ranks sending to each other cannot deadlock; `recv` fills `t` (its shape

@@ -2,6 +2,7 @@
 #include "dist/zero.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 
@@ -67,28 +68,53 @@ void ZeroAdamW::step() {
   // Whole-model copies cost what the update saves on a CPU: one flat gradient buffer, reduced in
   // place, and only this rank's slice of the parameters is gathered.
   auto options = params_[0].options().requires_grad(false);
+  const int64_t n_params = static_cast<int64_t>(params_.size());
   // 1. this rank's slice of the gradient averaged over the group (reduce-scatter, as all-reduce +
-  //    slice: Gloo has no reduce-scatter)
-  at::Tensor flat = torch::empty({padded_}, options);
+  //    slice: Gloo has no reduce-scatter). Behind the padding, one flag per parameter counts the
+  //    ranks that have its gradient, in the same all-reduce.
+  at::Tensor flat = torch::empty({padded_ + n_params}, options);
   int64_t offset = 0;
-  for (auto& p : params_) {
+  for (int64_t i = 0; i < n_params; ++i) {
+    auto& p = params_[i];
     auto into = flat.narrow(0, offset, p.numel());
     if (p.grad().defined()) into.copy_(p.grad().reshape({-1}));
     else into.zero_();
+    flat[padded_ + i].fill_(p.grad().defined() ? 1 : 0);
     offset += p.numel();
   }
   flat.narrow(0, total_, padded_ - total_).zero_();
   group_->all_reduce(flat, "zero_adamw");
+  at::Tensor has_grad = flat.narrow(0, padded_, n_params).gt(0).to(at::kCPU);
   const int64_t begin = group_->rank() * shard_numel_;
   at::Tensor grad = flat.narrow(0, begin, shard_numel_);
   if (options_.average) grad.div_(group_->size());
   at::Tensor param = torch::zeros({shard_numel_}, options);
-  for_each_piece(params_, begin, shard_numel_, [&](const at::Tensor& p, int64_t from, int64_t at, int64_t n) {
-    param.narrow(0, at, n).copy_(p.detach().reshape({-1}).narrow(0, from, n));
-  });
+  // Parameters no rank has a gradient for keep their values and moments, as torch's AdamW skips
+  // them (no weight decay either): their pieces of the slice are put back after the update.
+  std::vector<std::pair<int64_t, int64_t>> untouched;  // (offset in the slice, count)
+  auto flags = has_grad.accessor<bool, 1>();
+  int64_t param_offset = 0;
+  for (int64_t i = 0; i < n_params; ++i) {
+    auto& p = params_[i];
+    int64_t from = std::max(begin, param_offset), to = std::min(begin + shard_numel_, param_offset + p.numel());
+    if (from < to) {
+      param.narrow(0, from - begin, to - from).copy_(p.detach().reshape({-1}).narrow(0, from - param_offset, to - from));
+      if (!flags[i]) untouched.emplace_back(from - begin, to - from);
+    }
+    param_offset += p.numel();
+  }
+  std::vector<std::array<at::Tensor, 3>> kept;
+  for (auto& [at, n] : untouched)
+    kept.push_back({param.narrow(0, at, n).clone(), exp_avg_.narrow(0, at, n).clone(), exp_avg_sq_.narrow(0, at, n).clone()});
   // 2. torch::optim::AdamW's update on the slice, fused (train/adamw_update.h)
   AdamWHyper h{options_.lr, options_.beta1, options_.beta2, options_.eps, options_.weight_decay, step_};
   adamw_update({param}, {grad}, {exp_avg_}, {exp_avg_sq_}, h);
+  for (size_t k = 0; k < untouched.size(); ++k) {
+    auto [at, n] = untouched[k];
+    param.narrow(0, at, n).copy_(kept[k][0]);
+    exp_avg_.narrow(0, at, n).copy_(kept[k][1]);
+    exp_avg_sq_.narrow(0, at, n).copy_(kept[k][2]);
+  }
   // 3. every rank gets every slice back (all-gather), written straight into the parameters. On
   //    Gloo the all-gather is an all-reduce of the flat buffer holding only this rank's slice: Gloo's
   //    own allgather of GPT-2's two 250 MB slices took 0.5 to 3.7 s on 2 CPU ranks, this 0.3 s.
@@ -97,6 +123,7 @@ void ZeroAdamW::step() {
     flat = at::Tensor();
     slices = group_->all_gather_slices(param, "zero_adamw");
   } else {
+    flat = flat.narrow(0, 0, padded_);
     flat.zero_();
     flat.narrow(0, begin, shard_numel_).copy_(param);
     group_->all_reduce(flat, "zero_adamw");

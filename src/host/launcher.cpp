@@ -199,7 +199,19 @@ int launch_ranks(int nproc, const std::vector<std::string>& command) {
   int first_failed = -1;
   std::chrono::steady_clock::time_point failed_at, last_clean_exit;
   bool killed = false;
-  std::vector<int> waiting_at_failure;  // ranks alive, with no error, when the first one failed
+  // After a rank fails on a timeout the others get a moment to fail too (they lose their links to
+  // it); a rank still running with no error after that never reached the collective.
+  std::chrono::steady_clock::time_point stop_at;
+  bool stopping = false;
+  std::vector<int> waiting_at_failure;  // ranks alive, with no error, when the others were stopped
+  auto recorded_message = [&](int rank) -> std::string {
+    std::ifstream in(error_file(rank));
+    try {
+      if (in) return nlohmann::json::parse(in)["message"].get<std::string>();
+    } catch (const std::exception&) {
+    }
+    return "";
+  };
   int outlived = -1;
   auto stop_others = [&](int sig) {
     for (auto& other : ranks)
@@ -230,12 +242,21 @@ int launch_ranks(int nproc, const std::vector<std::string>& command) {
         if (!r.failed()) last_clean_exit = std::chrono::steady_clock::now();
         if (r.failed() && first_failed < 0) {
           first_failed = r.rank;
-          failed_at = std::chrono::steady_clock::now();
-          for (auto& other : ranks)
-            if (!other.exited && !fs::exists(error_file(other.rank)))
-              waiting_at_failure.push_back(other.rank);
-          stop_others(SIGTERM);
+          stop_at = std::chrono::steady_clock::now() +
+                    (is_timeout_message(recorded_message(r.rank)) ? std::chrono::seconds(3) : std::chrono::seconds(0));
         }
+      }
+    }
+    if (first_failed >= 0 && !stopping) {
+      bool all_settled = std::all_of(ranks.begin(), ranks.end(), [&](const Rank& r) {
+        return r.exited || fs::exists(error_file(r.rank));
+      });
+      if (all_settled || std::chrono::steady_clock::now() >= stop_at) {
+        for (auto& other : ranks)
+          if (!other.exited && !fs::exists(error_file(other.rank))) waiting_at_failure.push_back(other.rank);
+        stopping = true;
+        failed_at = std::chrono::steady_clock::now();
+        stop_others(SIGTERM);
       }
     }
     bool all_exited = std::all_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.exited; });
@@ -247,9 +268,10 @@ int launch_ranks(int nproc, const std::vector<std::string>& command) {
         if (!r.exited && outlived < 0) outlived = r.rank;
       first_failed = outlived;
       failed_at = std::chrono::steady_clock::now();
+      stopping = true;
       stop_others(SIGTERM);
     }
-    if (first_failed >= 0 && !killed && std::chrono::steady_clock::now() - failed_at > std::chrono::seconds(3)) {
+    if (stopping && !killed && std::chrono::steady_clock::now() - failed_at > std::chrono::seconds(3)) {
       stop_others(SIGKILL);
       killed = true;
     }
@@ -305,10 +327,11 @@ int launch_ranks(int nproc, const std::vector<std::string>& command) {
   // A collective that timed out waited for a rank that never came: that rank is the cause.
   if (is_timeout_message(message) && !waiting_at_failure.empty() &&
       std::find(waiting_at_failure.begin(), waiting_at_failure.end(), culprit) == waiting_at_failure.end()) {
-    int absent = waiting_at_failure.front();
-    report_error(fmt::format("rank {} of {} never reached the collective that rank {} timed out in (it was still "
+    bool one = waiting_at_failure.size() == 1;
+    report_error(fmt::format("rank{} {} of {} never reached the collective that rank {} timed out in ({} still "
                              "running, with no error); rank {}: {}",
-                             absent, nproc, culprit, culprit, message));
+                             one ? "" : "s", fmt::join(waiting_at_failure, ", "), nproc, culprit,
+                             one ? "it was" : "they were", culprit, message));
     fs::remove_all(dir);
     return 1;
   }

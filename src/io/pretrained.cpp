@@ -4,12 +4,14 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "core/error.h"
 #include "dist/group.h"
 #include "io/atomic_file.h"
+#include "io/checkpoint_reader.h"
 #include "dist/world.h"
 #include "io/json_file.h"
 #include "io/safetensors.h"
@@ -60,26 +62,33 @@ const char* dtype_field_name(at::ScalarType dtype) {
 
 }  // namespace
 
-std::vector<std::string> load_weights(Module& model, const NamedTensors& tensors, const std::string& source) {
+namespace {
+
+// Which parameter of `model` each checkpoint key fills, checked before anything is written: the
+// shapes agree and every parameter gets a value. Checkpoints of the base model (keys without
+// "transformer." / "bert." / "model.") match too.
+struct WeightMatch {
+  std::vector<std::tuple<at::Tensor, std::string, at::Tensor>> fills;  // (parameter, key, value)
+  std::vector<std::string> ignored;                                     // keys the model does not have
+};
+
+WeightMatch match_weights(Module& model, const NamedTensors& tensors, const std::string& source) {
   auto params = model.named_parameters();
   std::vector<std::string> base_prefixes;
   for (auto& [name, child] : model.children_in_order()) base_prefixes.push_back(name + ".");
-
-  // Match every key first; copy only when all checks passed.
-  std::vector<std::pair<at::Tensor, at::Tensor>> copies;
+  WeightMatch out;
   std::unordered_set<c10::TensorImpl*> filled;
-  std::vector<std::string> ignored;
   for (auto& [key, value] : tensors) {
     at::Tensor* target = params.find(key);
     for (size_t i = 0; !target && i < base_prefixes.size(); ++i) target = params.find(base_prefixes[i] + key);
     if (!target) {
-      if (!is_recomputed_buffer(key)) ignored.push_back(key);
+      if (!is_recomputed_buffer(key)) out.ignored.push_back(key);
       continue;
     }
     if (target->sizes() != value.sizes())
       throw Error(fmt::format("from_pretrained: '{}' in {} has shape [{}] but the model's parameter has [{}]", key,
                               source, fmt::join(value.sizes(), ", "), fmt::join(target->sizes(), ", ")));
-    copies.emplace_back(*target, value);
+    out.fills.emplace_back(*target, key, value);
     filled.insert(target->unsafeGetTensorImpl());
   }
   std::vector<std::string> missing;
@@ -89,9 +98,31 @@ std::vector<std::string> load_weights(Module& model, const NamedTensors& tensors
     if (missing.size() > 5) missing.resize(5), missing.push_back("...");
     throw Error(fmt::format("from_pretrained: {} has no weights for {}", source, join_or_none(missing)));
   }
+  return out;
+}
+
+// A model on the meta device keeps, per parameter, where its values are (ModuleMeta::sources);
+// build reads each rank's slice from there.
+void record_sources(Module& model, const WeightMatch& match, const std::shared_ptr<const CheckpointReader>& reader) {
+  std::unordered_map<c10::TensorImpl*, std::string> key_of;
+  for (auto& [target, key, value] : match.fills) key_of.emplace(target.unsafeGetTensorImpl(), key);
+  std::function<void(Module&)> visit = [&](Module& m) {
+    for (auto& p : m.named_parameters(/*recurse=*/false)) {
+      auto found = p.value().defined() ? key_of.find(p.value().unsafeGetTensorImpl()) : key_of.end();
+      if (found != key_of.end()) m.meta().sources[p.key()] = ParamSource{reader, found->second};
+    }
+    for (auto& [name, child] : m.children_in_order()) visit(*child);
+  };
+  visit(model);
+}
+
+}  // namespace
+
+std::vector<std::string> load_weights(Module& model, const NamedTensors& tensors, const std::string& source) {
+  auto match = match_weights(model, tensors, source);
   torch::NoGradGuard no_grad;
-  for (auto& [target, value] : copies) target.copy_(value);
-  return ignored;
+  for (auto& [target, key, value] : match.fills) target.copy_(value);
+  return match.ignored;
 }
 
 std::shared_ptr<Module> from_pretrained(const std::string& dir, const BuildOptions& options) {
@@ -101,16 +132,25 @@ std::shared_ptr<Module> from_pretrained(const std::string& dir, const BuildOptio
   nlohmann::json fields = read_json_file(config_path.string(), "from_pretrained");
   if (!fields.contains("model_type"))
     throw Error(fmt::format("from_pretrained: '{}' has no model_type (supported: bert, gpt2, llama, qwen2, mistral, mlp)", config_path.string()));
-  auto tensors = read_checkpoint_dir(dir);
+  // Mapped, not read: weights are copied straight from the files into the parameters, or on the
+  // meta device each rank reads its slices at build.
+  auto reader = std::make_shared<const CheckpointReader>(dir);
+  auto tensors = reader->views();
   BuildOptions no_init = options;
   no_init.init_weights = false;
   if (options.dtype_from_checkpoint)
     no_init.tensor_options = options.tensor_options.dtype(checkpoint_dtype(fields, tensors));
   auto model = build_model(ModelConfig(fields), no_init);
-  auto ignored = load_weights(*model, tensors, "'" + dir + "'");
-  if (!ignored.empty())
-    fmt::print(stderr, "from_pretrained: ignored {} checkpoint entr{} the model does not have (e.g. {})\n", ignored.size(),
-               ignored.size() == 1 ? "y" : "ies", ignored.front());
+  auto match = match_weights(*model, tensors, "'" + dir + "'");
+  if (no_init.tensor_options.device().is_meta()) {
+    record_sources(*model, match, reader);
+  } else {
+    torch::NoGradGuard no_grad;
+    for (auto& [target, key, value] : match.fills) target.copy_(value);
+  }
+  if (!match.ignored.empty())
+    fmt::print(stderr, "from_pretrained: ignored {} checkpoint entr{} the model does not have (e.g. {})\n",
+               match.ignored.size(), match.ignored.size() == 1 ? "y" : "ies", match.ignored.front());
   return model;
 }
 

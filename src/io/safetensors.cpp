@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -71,8 +72,22 @@ class MappedFile {
 
 }  // namespace
 
-TensorFile read_safetensors(const std::string& path) {
-  MappedFile file(path);
+struct MappedSafetensors::Impl {
+  explicit Impl(const std::string& path) : file(path) {}
+  MappedFile file;
+  struct Entry {
+    at::ScalarType dtype;
+    std::vector<int64_t> shape;
+    uint64_t begin;
+  };
+  std::map<std::string, Entry> entries;
+  std::vector<std::string> names;  // by data offset
+  std::map<std::string, std::string> metadata;
+  const uint8_t* data = nullptr;
+};
+
+MappedSafetensors::MappedSafetensors(const std::string& path) : impl_(std::make_shared<Impl>(path)) {
+  const MappedFile& file = impl_->file;
   auto fail = [&](const std::string& why) { return Error(fmt::format("safetensors: '{}' is malformed: {}", path, why)); };
   if (file.size() < 8) throw fail(fmt::format("{} bytes is shorter than the 8-byte header length", file.size()));
   uint64_t header_len = 0;
@@ -86,16 +101,15 @@ TensorFile read_safetensors(const std::string& path) {
     throw fail(fmt::format("header is not valid JSON ({})", e.what()));
   }
   if (!header.is_object()) throw fail("header is not a JSON object");
-  const uint8_t* data = file.bytes() + 8 + header_len;
+  impl_->data = file.bytes() + 8 + header_len;
   const uint64_t data_len = file.size() - 8 - header_len;
 
-  TensorFile out;
-  std::vector<std::pair<uint64_t, std::pair<std::string, at::Tensor>>> by_offset;
+  std::vector<std::pair<uint64_t, std::string>> by_offset;
   for (auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
       if (!entry.is_object()) throw fail("__metadata__ is not an object");
       for (auto& [k, v] : entry.items())
-        if (v.is_string()) out.metadata[k] = v.get<std::string>();
+        if (v.is_string()) impl_->metadata[k] = v.get<std::string>();
       continue;
     }
     if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
@@ -126,11 +140,31 @@ TensorFile read_safetensors(const std::string& path) {
     if (numel > UINT64_MAX / item || end - begin != numel * item)
       throw fail(fmt::format("entry '{}': {} bytes of data for shape [{}] of {} ({} bytes expected)", name, end - begin,
                              fmt::join(shape, ", "), code, numel * item));
-    auto t = torch::from_blob(const_cast<uint8_t*>(data + begin), shape, at::TensorOptions().dtype(*type)).clone();
-    by_offset.push_back({begin, {name, t}});
+    impl_->entries[name] = Impl::Entry{*type, std::move(shape), begin};
+    by_offset.emplace_back(begin, name);
   }
   std::stable_sort(by_offset.begin(), by_offset.end(), [](auto& a, auto& b) { return a.first < b.first; });
-  for (auto& e : by_offset) out.tensors.push_back(std::move(e.second));
+  for (auto& e : by_offset) impl_->names.push_back(std::move(e.second));
+}
+
+const std::vector<std::string>& MappedSafetensors::names() const { return impl_->names; }
+const std::map<std::string, std::string>& MappedSafetensors::metadata() const { return impl_->metadata; }
+bool MappedSafetensors::contains(const std::string& name) const { return impl_->entries.count(name) > 0; }
+
+at::Tensor MappedSafetensors::view(const std::string& name) const {
+  auto found = impl_->entries.find(name);
+  if (found == impl_->entries.end()) throw Error(fmt::format("safetensors: no tensor '{}'", name));
+  auto& e = found->second;
+  auto keep = impl_;  // the view keeps the file mapped
+  return torch::from_blob(const_cast<uint8_t*>(impl_->data + e.begin), e.shape, [keep](void*) {},
+                          at::TensorOptions().dtype(e.dtype));
+}
+
+TensorFile read_safetensors(const std::string& path) {
+  MappedSafetensors file(path);
+  TensorFile out;
+  out.metadata = file.metadata();
+  for (auto& name : file.names()) out.tensors.emplace_back(name, file.view(name).clone());
   return out;
 }
 
@@ -161,10 +195,10 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
   }, "save");
 }
 
-NamedTensors read_checkpoint_dir(const std::string& dir) {
+std::vector<std::string> checkpoint_files(const std::string& dir) {
   fs::path index = fs::path(dir) / "model.safetensors.index.json";
   fs::path single = fs::path(dir) / "model.safetensors";
-  if (fs::exists(single)) return read_safetensors(single.string()).tensors;
+  if (fs::exists(single)) return {single.string()};
   if (!fs::exists(index))
     throw Error(fmt::format("from_pretrained: '{}' has neither model.safetensors nor model.safetensors.index.json", dir));
   json j = read_json_file(index.string(), "from_pretrained");
@@ -176,11 +210,16 @@ NamedTensors read_checkpoint_dir(const std::string& dir) {
     auto f = file.get<std::string>();
     if (f.find('/') != std::string::npos || f == "..")
       throw Error(fmt::format("from_pretrained: weight_map['{}'] = '{}' points outside '{}'", name, f, dir));
-    if (std::find(shards.begin(), shards.end(), f) == shards.end()) shards.push_back(f);
+    auto path = (fs::path(dir) / f).string();
+    if (std::find(shards.begin(), shards.end(), path) == shards.end()) shards.push_back(path);
   }
+  return shards;
+}
+
+NamedTensors read_checkpoint_dir(const std::string& dir) {
   NamedTensors all;
-  for (auto& shard : shards) {
-    auto part = read_safetensors((fs::path(dir) / shard).string());
+  for (auto& file : checkpoint_files(dir)) {
+    auto part = read_safetensors(file);
     for (auto& t : part.tensors) all.push_back(std::move(t));
   }
   return all;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,15 +18,35 @@ struct TensorFile {
   std::map<std::string, std::string> metadata;   ///< "__metadata__"
 };
 
-/// Reads every tensor of one .safetensors file. Malformed input raises slapo::Error naming the
-/// file and the fault (truncated header, offsets past the end, unknown dtype, ...).
+/// One .safetensors file mapped into memory with its header checked, nothing read yet. view()
+/// is a tensor over the mapped bytes (read-only: copy before writing) that keeps the file mapped,
+/// so narrowing a view and copying it reads only the slice's pages. Malformed input raises
+/// slapo::Error naming the file and the fault (truncated header, offsets past the end, unknown
+/// dtype, ...).
+class MappedSafetensors {
+ public:
+  explicit MappedSafetensors(const std::string& path);
+  const std::vector<std::string>& names() const;  ///< in file order (by data offset)
+  const std::map<std::string, std::string>& metadata() const;  ///< "__metadata__"
+  bool contains(const std::string& name) const;
+  at::Tensor view(const std::string& name) const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+/// Reads every tensor of one .safetensors file (copies of MappedSafetensors' views).
 TensorFile read_safetensors(const std::string& path);
 
 /// Writes tensors (contiguous CPU copies) atomically: a temporary file renamed into place.
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
-/// Reads `dir`/model.safetensors, or every shard listed in `dir`/model.safetensors.index.json.
+/// `dir`/model.safetensors, or every shard listed in `dir`/model.safetensors.index.json (checked
+/// to stay inside `dir`).
+std::vector<std::string> checkpoint_files(const std::string& dir);
+/// Reads every tensor of checkpoint_files(dir).
 NamedTensors read_checkpoint_dir(const std::string& dir);
 
 /// Writes `dir`/model.safetensors, or shards of at most `max_shard_bytes` plus the index.

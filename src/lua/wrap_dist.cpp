@@ -52,25 +52,43 @@ int w_world_size(lua_State* L) {
   lua_pushnumber(L, group_arg(L, 1)->size());
   return 1;
 }
+// Each collective first checks that every rank makes the same call (Group::check_same_call).
 int w_barrier(lua_State* L) {
-  group_arg(L, 1)->barrier();
+  auto g = group_arg(L, 1);
+  g->check_same_call("barrier", at::Tensor());
+  g->barrier();
   return 0;
 }
 int w_all_reduce(lua_State* L) {
-  group_arg(L, 2)->all_reduce(lx_check_tensor(L, 1));
+  auto g = group_arg(L, 2);
+  auto& t = lx_check_tensor(L, 1);
+  g->check_same_call("all_reduce", t);
+  g->all_reduce(t);
   lua_settop(L, 1);
   return 1;
 }
 int w_all_gather(lua_State* L) {
-  lx_push_tensor(L, group_arg(L, 3)->all_gather(lx_check_tensor(L, 1), static_cast<int64_t>(luaL_optnumber(L, 2, 0))));
+  auto g = group_arg(L, 3);
+  auto& t = lx_check_tensor(L, 1);
+  auto dim = static_cast<int64_t>(luaL_optnumber(L, 2, 0));
+  g->check_same_call("all_gather", t, dim);
+  lx_push_tensor(L, g->all_gather(t, dim));
   return 1;
 }
 int w_reduce_scatter(lua_State* L) {
-  lx_push_tensor(L, group_arg(L, 3)->reduce_scatter(lx_check_tensor(L, 1), static_cast<int64_t>(luaL_optnumber(L, 2, 0))));
+  auto g = group_arg(L, 3);
+  auto& t = lx_check_tensor(L, 1);
+  auto dim = static_cast<int64_t>(luaL_optnumber(L, 2, 0));
+  g->check_same_call("reduce_scatter", t, dim);
+  lx_push_tensor(L, g->reduce_scatter(t, dim));
   return 1;
 }
 int w_broadcast(lua_State* L) {
-  group_arg(L, 3)->broadcast(lx_check_tensor(L, 1), static_cast<int>(luaL_optnumber(L, 2, 0)));
+  auto g = group_arg(L, 3);
+  auto& t = lx_check_tensor(L, 1);
+  auto src = static_cast<int>(luaL_optnumber(L, 2, 0));
+  g->check_same_call("broadcast", t, src);
+  g->broadcast(t, src);
   lua_settop(L, 1);
   return 1;
 }

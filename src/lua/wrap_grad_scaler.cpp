@@ -1,4 +1,5 @@
 // slapo.optim.grad_scaler: dynamic loss scaling for float16 training (train/autocast.h).
+#include <cmath>
 #include <type_traits>
 
 #include "core/error.h"
@@ -51,10 +52,36 @@ int w_value(lua_State* L) {
   return 1;
 }
 
+// scaler:state() -> {scale =, clean_steps =}; scaler:set_state(that table)
+int w_state(lua_State* L) {
+  auto& scaler = check_scaler(L, 1);
+  lua_createtable(L, 0, 2);
+  lua_pushnumber(L, scaler.value());
+  lua_setfield(L, -2, "scale");
+  lua_pushnumber(L, static_cast<lua_Number>(scaler.clean_steps()));
+  lua_setfield(L, -2, "clean_steps");
+  return 1;
+}
+
+int w_set_state(lua_State* L) {
+  const char* fn = "grad_scaler:set_state";
+  auto& scaler = check_scaler(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lx_check_option_keys(L, 2, {"scale", "clean_steps"}, fn);
+  double scale = lx_opt_number(L, 2, "scale", -1, fn);
+  double clean = lx_opt_number(L, 2, "clean_steps", -1, fn);
+  if (!(scale > 0) || !std::isfinite(scale) || clean < 0 || clean != std::floor(clean))
+    throw Error(fmt::format("{}: expected {{scale = a positive number, clean_steps = a count}}, got scale {}, "
+                            "clean_steps {}", fn, scale, clean));
+  scaler.set_state(scale, static_cast<int64_t>(clean));
+  return 0;
+}
+
 static_assert(std::is_trivially_destructible_v<GradScaler>, "GradScaler boxes have no __gc");
 
 const luaL_Reg scaler_methods[] = {
-    {"scale", w_scale}, {"unscale", w_unscale}, {"update", w_update}, {"value", w_value}, {nullptr, nullptr}};
+    {"scale", w_scale}, {"unscale", w_unscale}, {"update", w_update}, {"value", w_value},
+    {"state", w_state}, {"set_state", w_set_state}, {nullptr, nullptr}};
 
 }  // namespace
 

@@ -1,6 +1,7 @@
 // slapo.models (zoo, presets, from_pretrained), slapo.save and slapo.load.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "core/error.h"
@@ -144,10 +145,18 @@ int w_models_config(lua_State* L) {
   return 1;
 }
 
-// from_pretrained(dir, {device =, dtype = "auto" (the checkpoint's, default) | "float32" | ...})
+// from_pretrained(dir, {device =, dtype = "auto" (the checkpoint's, default) | "float32" | ...});
+// device = "meta": shapes now, values read by slapo.build (each rank its own slices)
 int w_models_from_pretrained(lua_State* L) {
-  auto options = build_options(L, 2, "models.from_pretrained", /*checkpoint_dtype=*/true);
-  lx_push_module(L, from_pretrained(luaL_checkstring(L, 1), options));
+  const char* fn = "models.from_pretrained";
+  lx_check_option_keys(L, 2, {"device", "dtype"}, fn);
+  auto options = build_options(L, 2, fn, /*checkpoint_dtype=*/true);
+  std::string dir = luaL_checkstring(L, 1);
+  if (!std::filesystem::is_directory(dir))
+    throw Error(fmt::format("{}: '{}' is not a directory (a Hugging Face model directory holds config.json and "
+                            "model.safetensors)",
+                            fn, dir));
+  lx_push_module(L, from_pretrained(dir, options));
   return 1;
 }
 

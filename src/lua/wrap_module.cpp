@@ -1,4 +1,5 @@
 // slapo.Module: handles on modules of any kind (zoo, Lua-defined, TorchScript).
+#include <functional>
 #include <map>
 #include <tuple>
 #include <unordered_set>
@@ -156,6 +157,27 @@ int w_Module_rng_states(lua_State* L) {
   return 1;
 }
 
+// fully_sharded_parameters() -> {name, ...}: the parameters fully_shard keeps as 1/N slices (tied
+// ones under their first name), in module order. slapo.train leaves their gradients alone:
+// fully_shard's backward already averaged them over the group.
+int w_Module_fully_sharded_parameters(lua_State* L) {
+  auto& m = lx_check_module(L, 1);
+  std::unordered_set<c10::TensorImpl*> fully;
+  std::function<void(const Module&)> visit = [&](const Module& mod) {
+    for (auto& [name, spec] : mod.meta().fully_sharded) fully.insert(mod.param(name).unsafeGetTensorImpl());
+    for (auto& [name, child] : mod.children_in_order()) visit(*child);
+  };
+  visit(*m);
+  lua_newtable(L);
+  int i = 0;
+  for (auto& [name, p] : unique_named_parameters(*m))
+    if (fully.count(p.unsafeGetTensorImpl())) {
+      lua_pushstring(L, name.c_str());
+      lua_rawseti(L, -2, ++i);
+    }
+  return 1;
+}
+
 // set_rng_states{path = state}: sets those streams; all checked first, so a bad entry sets none.
 int w_Module_set_rng_states(lua_State* L) {
   auto& m = lx_check_module(L, 1);
@@ -284,6 +306,7 @@ const luaL_Reg module_methods[] = {
     {"load_state_dict", w_Module_load_state_dict},
     {"rng_states", w_Module_rng_states},
     {"set_rng_states", w_Module_set_rng_states},
+    {"fully_sharded_parameters", w_Module_fully_sharded_parameters},
     {nullptr, nullptr}};
 // m.weight = other.weight: the parameter becomes that tensor (a tie, as PyTorch's assignment);
 // same shape only, and only for existing parameters (children come through replace).

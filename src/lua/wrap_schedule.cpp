@@ -249,14 +249,18 @@ int w_Schedule_checkpoint(lua_State* L) {
   return 1;
 }
 
-// sub:fully_shard(): fully sharded data parallelism over the schedule's group
+// sub:fully_shard{reshard_after_forward = true}: fully sharded data parallelism over the
+// schedule's group
 int w_Schedule_fully_shard(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "fully_shard");
-  if (!lua_isnoneornil(L, 2))
-    throw Error(fmt::format("fully_shard on {}: takes no options yet; it shards over the schedule's group and "
-                            "keeps the gathered parameters until backward (docs/parallelism.md)",
-                            s->where()));
-  fully_shard(*s, call_site(L, *s, 2, 1));
+  const std::string caller = on("fully_shard", *s);  // option errors name the module
+  if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2))
+    throw Error(fmt::format("{}: options must be a table like {{reshard_after_forward = false}}, got {}", caller,
+                            luaL_typename(L, 2)));
+  lx_check_option_keys(L, 2, {"reshard_after_forward"}, caller.c_str());
+  FullyShardOptions options;
+  options.reshard_after_forward = lx_opt_bool(L, 2, "reshard_after_forward", true, caller.c_str());
+  fully_shard(*s, options, call_site(L, *s, 2, 1));
   lua_settop(L, 1);
   return 1;
 }
@@ -472,7 +476,13 @@ int w_Schedule_cut_pipeline_stage(lua_State* L) {
 
 int w_Schedule_annotate(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "annotate");
-  annotate(*s, luaL_checkstring(L, 2), luaL_checkstring(L, 3), lx_to_value(L, 4), call_site(L, *s, 2, 4));
+  Value value;
+  try {
+    value = lx_to_value(L, 4);
+  } catch (const Error& e) {  // the conversion's own words, with the primitive and module in front
+    throw Error(fmt::format("{}: {}", on("annotate", *s), e.what()));
+  }
+  annotate(*s, luaL_checkstring(L, 2), luaL_checkstring(L, 3), value, call_site(L, *s, 2, 4));
   lua_settop(L, 1);
   return 1;
 }

@@ -82,6 +82,30 @@ int w_initial_seed(lua_State* L) {
   return 1;
 }
 
+// cuda_rng_states() -> {state, ...}: each CUDA device's default generator (empty without CUDA)
+int w_cuda_rng_states(lua_State* L) {
+  auto states = cuda_rng_states();
+  lua_createtable(L, static_cast<int>(states.size()), 0);
+  for (size_t d = 0; d < states.size(); ++d) {
+    lx_push_tensor(L, states[d]);
+    lua_rawseti(L, -2, static_cast<int>(d + 1));
+  }
+  return 1;
+}
+
+// set_cuda_rng_states({state, ...})
+int w_set_cuda_rng_states(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  std::vector<at::Tensor> states;
+  for (size_t d = 1; d <= lua_objlen(L, 1); ++d) {
+    lua_rawgeti(L, 1, static_cast<int>(d));
+    states.push_back(lx_check_tensor(L, -1));
+    lua_pop(L, 1);
+  }
+  set_cuda_rng_states(states);
+  return 0;
+}
+
 int w_set_rng_state(lua_State* L) {
   set_cpu_rng_state(lx_check_tensor(L, 1));
   return 0;
@@ -100,15 +124,22 @@ int w_autocast(lua_State* L) {
   return lua_gettop(L) - 1;
 }
 
-// peak_tensor_mib(fn, ...) -> the most MiB of tensor memory fn's tensors held at once (above the
-// start), then fn's results
-int w_peak_tensor_mib(lua_State* L) {
+// Runs fn(...) (at 1, its arguments after) metered; leaves the MiB asked for, then fn's results.
+int metered_call(lua_State* L, int64_t TensorBytes::*which) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
-  int64_t bytes = peak_tensor_bytes([&] { lx_pcall(L, lua_gettop(L) - 1, LUA_MULTRET); });
-  lua_pushnumber(L, static_cast<double>(bytes) / (1 << 20));
+  TensorBytes bytes = tensor_bytes([&] { lx_pcall(L, lua_gettop(L) - 1, LUA_MULTRET); });
+  lua_pushnumber(L, static_cast<double>(bytes.*which) / (1 << 20));
   lua_insert(L, 1);
   return lua_gettop(L);
 }
+
+// peak_tensor_mib(fn, ...) -> the most MiB of tensor memory fn's tensors held at once (above the
+// start), then fn's results
+int w_peak_tensor_mib(lua_State* L) { return metered_call(L, &TensorBytes::peak); }
+
+// held_tensor_mib(fn, ...) -> the MiB of tensor memory fn allocated and still holds when it returns
+// (what a forward pass keeps for backward, say), then fn's results
+int w_held_tensor_mib(lua_State* L) { return metered_call(L, &TensorBytes::held); }
 
 // file_mtime(path) -> modification time in seconds (nanosecond resolution), or nil if absent
 int w_file_mtime(lua_State* L) {
@@ -164,6 +195,9 @@ const luaL_Reg train_functions[] = {{"tensor_gc_stats", w_tensor_gc_stats},
                                     {"load_tensors", w_load_tensors},
                                     {"rng_state", w_rng_state},
                                     {"set_rng_state", w_set_rng_state},
+                                    {"cuda_rng_states", w_cuda_rng_states},
+                                    {"held_tensor_mib", w_held_tensor_mib},
+                                    {"set_cuda_rng_states", w_set_cuda_rng_states},
                                     {"initial_seed", w_initial_seed},
                                     {nullptr, nullptr}};
 

@@ -1,6 +1,7 @@
 // slapo.build and the core of slapo.verify (stdlib/slapo/init.lua adds the Lua-facing shape).
 #include "core/error.h"
 #include "core/schedule.h"
+#include "core/schedule_snapshot.h"
 #include "lua/lua_module.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
@@ -114,9 +115,39 @@ int w_verify_pipeline(lua_State* L) {
   return push_report(L, verify_pipeline(pipe, *ref, inputs, labels, verify_options(L, 4)));
 }
 
+// _schedule_snapshot(sch) -> a snapshot whose :restore() puts the schedule back as it was and
+// returns how many primitives that undid (verify's rollback).
+using SnapshotPtr = std::shared_ptr<ScheduleSnapshot>;
+
+int w_schedule_snapshot(lua_State* L) {
+  auto s = lx_check_schedule(L, 1);
+  new (lua_newuserdata(L, sizeof(SnapshotPtr))) SnapshotPtr(std::make_shared<ScheduleSnapshot>(*s));
+  luaL_getmetatable(L, "slapo.ScheduleSnapshot");
+  lua_setmetatable(L, -2);
+  return 1;
+}
+
+int w_ScheduleSnapshot_restore(lua_State* L) {
+  auto& snapshot = **static_cast<SnapshotPtr*>(luaL_checkudata(L, 1, "slapo.ScheduleSnapshot"));
+  size_t undone = snapshot.primitives_since();
+  snapshot.restore();
+  lua_pushnumber(L, static_cast<lua_Number>(undone));
+  return 1;
+}
+
+int w_ScheduleSnapshot_gc(lua_State* L) {
+  static_cast<SnapshotPtr*>(luaL_checkudata(L, 1, "slapo.ScheduleSnapshot"))->~SnapshotPtr();
+  return 0;
+}
+
+const luaL_Reg snapshot_methods[] = {{"restore", w_ScheduleSnapshot_restore}, {nullptr, nullptr}};
+const luaL_Reg snapshot_meta[] = {{"__gc", w_ScheduleSnapshot_gc}, {nullptr, nullptr}};
+
 }  // namespace
 
 void open_verify(lua_State* L) {
+  lx_new_class(L, "slapo.ScheduleSnapshot", snapshot_methods, snapshot_meta, nullptr);
+  lx_set_func(L, "_schedule_snapshot", w_schedule_snapshot);
   lx_set_func(L, "build", w_build);
   lx_set_func(L, "_verify", w_verify);
   lx_set_func(L, "_verify_pipeline", w_verify_pipeline);

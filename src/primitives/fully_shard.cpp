@@ -21,12 +21,17 @@ using torch::autograd::variable_list;
 struct GatherSlices : public torch::autograd::Function<GatherSlices> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& slice, int64_t group) {
     ctx->saved_data["group"] = group;
-    return dist::group_by_id(static_cast<int>(group))->all_gather(slice.detach(), 0, "fully_shard");
+    auto g = dist::group_by_id(static_cast<int>(group));
+    auto sizes = slice.sizes().vec();
+    sizes[0] *= g->size();
+    at::Tensor whole = at::empty(sizes, slice.options().requires_grad(false));
+    return g->all_gather_into(whole, slice.detach(), "fully_shard");
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto group = dist::group_by_id(static_cast<int>(ctx->saved_data["group"].toInt()));
     at::Tensor part = group->reduce_scatter(grads[0].contiguous(), 0, "fully_shard (backward)");
-    return {part.div_(group->size()), at::Tensor()};
+    // a new tensor, not a view: the slice's gradient must not keep the whole reduced buffer alive
+    return {part.div(group->size()), at::Tensor()};
   }
 };
 
@@ -59,9 +64,64 @@ void restore(Swaps& swaps) {
   swaps.clear();
 }
 
+// A whole parameter one call gathered, and the slice it came from.
+struct Gathered {
+  at::Tensor full, slice;
+  size_t nbytes = 0;  // its storage's size while it holds memory
+};
+
+// Reshard after forward (FSDP's default). Autograd keeps the whole parameters of a call for its
+// backward; when the call returns their storage is freed in place (the tensors autograd holds stay,
+// empty), and when backward reaches the module (its outputs' gradients are ready) every rank
+// gathers them again into the same storage. Writes go through an alias with a version counter of
+// its own, so autograd sees no in-place change of what it saved.
+class Resharded {
+ public:
+  Resharded(std::vector<Gathered> gathered, int64_t group_id) : gathered_(std::move(gathered)), group_id_(group_id) {
+    for (auto& g : gathered_) {
+      g.nbytes = g.full.storage().nbytes();
+      g.full.storage().unsafeGetStorageImpl()->reset();
+    }
+  }
+
+  void gather_again() {
+    if (gathered_.empty()) return;  // another output's hook came first
+    torch::NoGradGuard no_grad;
+    auto group = dist::group_by_id(static_cast<int>(group_id_));
+    for (auto& g : gathered_) {
+      c10::DeviceGuard on_device(g.full.device());
+      auto* storage = g.full.storage().unsafeGetStorageImpl();
+      storage->set_data_ptr_noswap(storage->allocator()->allocate(g.nbytes));
+      storage->set_nbytes(g.nbytes);
+      at::Tensor alias = at::empty({0}, g.full.options().requires_grad(false));
+      alias.set_(g.full.storage(), g.full.storage_offset(), g.full.sizes(), g.full.strides());
+      group->all_gather_into(alias, g.slice.detach(), "fully_shard (backward)");
+    }
+    gathered_.clear();  // autograd's saved tensors own the memory now and free it as backward goes
+  }
+
+ private:
+  std::vector<Gathered> gathered_;
+  int64_t group_id_;
+};
+
+// After a call: free the whole parameters until backward needs them, when that is safe.
+void reshard_after_call(std::vector<Gathered>& gathered, const Value& out, int64_t group_id) {
+  std::vector<at::Tensor> needing_grad;
+  for (auto& t : tensors_in(out)) {
+    if (!t.defined()) continue;
+    if (t.requires_grad()) needing_grad.push_back(t);
+    for (auto& g : gathered)  // an output that is (a view of) a parameter keeps it whole
+      if (t.storage().is_alias_of(g.full.storage())) return;
+  }
+  if (!at::GradMode::is_enabled() || needing_grad.empty()) return;  // no backward will come through here
+  auto pending = std::make_shared<Resharded>(std::move(gathered), group_id);
+  for (auto& t : needing_grad) t.register_hook([pending](const at::Tensor&) { pending->gather_again(); });
+}
+
 }  // namespace
 
-void fully_shard(Schedule& sch, const CallSite& site) {
+void fully_shard(Schedule& sch, const FullyShardOptions& options, const CallSite& site) {
   Module& root = *sch.mod();
   if (root.meta().fully_shard_root)
     throw Error(fmt::format("fully_shard: {} is already fully sharded", sch.where()));
@@ -109,21 +169,34 @@ void fully_shard(Schedule& sch, const CallSite& site) {
     t.module->meta().fully_sharded[t.name] = spec;
   }
   // Step 3. Each call gathers the whole parameters (a tie once) and puts the slices back after.
-  auto swaps = std::make_shared<Swaps>();
+  struct Call {
+    Swaps swaps;
+    std::vector<Gathered> gathered;
+  };
+  auto call = std::make_shared<Call>();
   const int64_t group_id = group->id();
-  root.add_forward_pre_hook([swaps, group_id](Module& self, Values&) {
-    restore(*swaps);  // a call that failed half-way left whole tensors in place
+  root.add_forward_pre_hook([call, group_id](Module& self, Values&) {
+    restore(call->swaps);  // a call that failed half-way left whole tensors in place
+    call->gathered.clear();
     std::unordered_map<c10::TensorImpl*, at::Tensor> whole;
     for (auto& [path, m] : managed_modules(self))
       for (auto& [name, spec] : m->meta().fully_sharded) {
         at::Tensor slice = m->param(name);
         auto& full = whole[slice.unsafeGetTensorImpl()];
-        if (!full.defined()) full = GatherSlices::apply(slice, group_id);
-        swaps->emplace_back(m, name, slice);
+        if (!full.defined()) {
+          full = GatherSlices::apply(slice, group_id);
+          call->gathered.push_back({full, slice});
+        }
+        call->swaps.emplace_back(m, name, slice);
         m->set_param(name, full);
       }
   });
-  root.add_forward_post_hook([swaps](Module&, const Values&, Value&) { restore(*swaps); });
+  const bool reshard = options.reshard_after_forward;
+  root.add_forward_post_hook([call, group_id, reshard](Module&, const Values&, Value& out) {
+    restore(call->swaps);
+    if (reshard) reshard_after_call(call->gathered, out, group_id);
+    call->gathered.clear();
+  });
   root.meta().fully_shard_root = true;
   sch.log().append({"fully_shard", sch.path(), site.lua_args, site.source});
 }

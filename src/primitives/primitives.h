@@ -99,11 +99,17 @@ void fork_rng(Schedule& sch, int64_t seed, const CallSite& site);
 /// fully_shard: fully sharded data parallelism over the schedule's group (FSDP2's fully_shard,
 /// ZeRO-3). Each rank keeps 1/N of every parameter of the module's subtree not already sharded or
 /// managed by a fully_shard below it: a slice along axis 0, recorded (ModuleMeta::fully_sharded)
-/// so verify, save and clipping gather or count it as they do shard's slices. Each call of the module all-gathers them first and drops the whole tensors
-/// after; backward reduce-scatters each gradient, averaged over the group as data parallelism
-/// averages, onto the slice. An optimizer built over the model then holds 1/N of its state too.
-/// Errors name the parameter whose first axis the group does not divide.
-void fully_shard(Schedule& sch, const CallSite& site);
+/// so verify, save and clipping gather or count it as they do shard's slices. Each call of the
+/// module all-gathers them first and drops the whole tensors after; backward reduce-scatters each
+/// gradient, averaged over the group as data parallelism averages, onto the slice. An optimizer
+/// built over the model then holds 1/N of its state too. With `reshard_after_forward` the whole
+/// tensors autograd keeps for backward give their memory back when the call returns and are
+/// gathered again when backward reaches the module. Errors name the parameter whose first axis the
+/// group does not divide.
+struct FullyShardOptions {
+  bool reshard_after_forward = true;
+};
+void fully_shard(Schedule& sch, const FullyShardOptions& options, const CallSite& site);
 
 /// trace{inputs, leaves, flatten}: the module's forward becomes a traced graph (aten ops, its
 /// parameters as inputs) run with autograd; leaves stay calls through their parent's slot.

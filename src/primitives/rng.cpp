@@ -4,6 +4,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <mutex>
 
+#include "core/error.h"
+
 #ifdef SLAPO_WITH_TORCH_CUDA
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
@@ -23,16 +25,39 @@ void set_cpu_rng_state(const at::Tensor& state) {
   gen.set_state(state);
 }
 
-RngSnapshot RngSnapshot::capture(Module& root) {
-  RngSnapshot s;
-  s.cpu_ = cpu_rng_state();
+std::vector<at::Tensor> cuda_rng_states() {
+  std::vector<at::Tensor> states;
 #ifdef SLAPO_WITH_TORCH_CUDA
   for (int d = 0; d < static_cast<int>(at::cuda::device_count()); ++d) {
     auto gen = at::cuda::detail::getDefaultCUDAGenerator(d);
     std::lock_guard<std::mutex> lock(gen.mutex());
-    s.cuda_.push_back(gen.get_state());
+    states.push_back(gen.get_state());
   }
 #endif
+  return states;
+}
+
+void set_cuda_rng_states(const std::vector<at::Tensor>& states) {
+  size_t devices = 0;
+#ifdef SLAPO_WITH_TORCH_CUDA
+  devices = static_cast<size_t>(at::cuda::device_count());
+#endif
+  if (states.size() > devices)
+    throw Error(fmt::format("set_cuda_rng_states: {} CUDA generator states, but this process has {} CUDA device{}",
+                            states.size(), devices, devices == 1 ? "" : "s"));
+#ifdef SLAPO_WITH_TORCH_CUDA
+  for (size_t d = 0; d < states.size(); ++d) {
+    auto gen = at::cuda::detail::getDefaultCUDAGenerator(static_cast<int>(d));
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(states[d]);
+  }
+#endif
+}
+
+RngSnapshot RngSnapshot::capture(Module& root) {
+  RngSnapshot s;
+  s.cpu_ = cpu_rng_state();
+  s.cuda_ = cuda_rng_states();
   std::function<void(Module&)> visit = [&](Module& m) {
     if (m.meta().rng_state) s.forked_.emplace_back(m.meta().rng_state, m.meta().rng_state->clone());
     for (auto& [name, child] : m.children_in_order()) visit(*child);
@@ -43,13 +68,7 @@ RngSnapshot RngSnapshot::capture(Module& root) {
 
 void RngSnapshot::restore() const {
   set_cpu_rng_state(cpu_);
-#ifdef SLAPO_WITH_TORCH_CUDA
-  for (size_t d = 0; d < cuda_.size(); ++d) {
-    auto gen = at::cuda::detail::getDefaultCUDAGenerator(static_cast<int>(d));
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_state(cuda_[d]);
-  }
-#endif
+  set_cuda_rng_states(cuda_);
   for (auto& [slot, state] : forked_) *slot = state.clone();
 }
 

@@ -25,5 +25,10 @@ class RngSnapshot {
 
 at::Tensor cpu_rng_state();
 void set_cpu_rng_state(const at::Tensor& state);
+/// The default generator state of each CUDA device, in device order (none without CUDA).
+std::vector<at::Tensor> cuda_rng_states();
+/// Sets the first states.size() devices' generators; states for devices this process does not
+/// have are an error, naming how many it has.
+void set_cuda_rng_states(const std::vector<at::Tensor>& states);
 
 }  // namespace slapo

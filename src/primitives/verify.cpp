@@ -10,6 +10,7 @@
 #include "graph/traced_graph.h"
 #include "dist/group.h"
 #include "models/zoo.h"
+#include "primitives/pretrained_slices.h"
 
 namespace slapo {
 
@@ -20,13 +21,6 @@ void collect(const std::shared_ptr<Module>& m, const std::string& path,
              std::vector<std::pair<std::string, std::shared_ptr<Module>>>& out) {
   out.emplace_back(path, m);
   for (auto& [name, child] : m->children_in_order()) collect(child, path.empty() ? name : path + "." + name, out);
-}
-
-void tensors_of(const Value& v, std::vector<at::Tensor>& out) {
-  if (v.isTensor()) out.push_back(v.toTensor());
-  else if (v.isTuple()) for (auto& e : v.toTupleRef().elements()) tensors_of(e, out);
-  else if (v.isList()) for (const auto& e : v.toListRef()) tensors_of(e, out);
-  else if (v.isGenericDict()) for (auto& e : v.toGenericDict()) tensors_of(e.value(), out);
 }
 
 // Runs `model` on inputs with a recording hook on every module: path -> first output tensor.
@@ -105,6 +99,8 @@ void materialise_on_cpu(const std::shared_ptr<Module>& root) {
 std::shared_ptr<Module> build(Schedule& sch, const ScheduleBuildOptions& options_in) {
   auto root = sch.mod();
   auto options = options_in;
+  // A model from_pretrained left on the meta device: each rank reads its slices of the checkpoint.
+  read_pretrained_slices(root);
   // Deferred initialisation: a model built on the meta device (shapes only) is materialised on
   // the CPU and initialised here, at full size and sliced, so every rank holds its own shard.
   std::string meta = first_meta_parameter(*root);
@@ -187,9 +183,7 @@ VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inpu
   Value ref_out = (*reference)(inputs);
   torch::manual_seed(o.seed);
   Value sch_out = (*scheduled)(inputs);
-  std::vector<at::Tensor> ref_ts, sch_ts;
-  tensors_of(ref_out, ref_ts);
-  tensors_of(sch_out, sch_ts);
+  std::vector<at::Tensor> ref_ts = tensors_in(ref_out), sch_ts = tensors_in(sch_out);
   std::string problem;
   if (ref_ts.size() != sch_ts.size())
     problem = fmt::format("verify: the scheduled model returns {} tensors, the original {}", sch_ts.size(), ref_ts.size());

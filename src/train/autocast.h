@@ -41,6 +41,13 @@ class GradScaler {
   /// After a step: halves the scale on `found_inf`, else counts toward the next growth.
   void update(bool found_inf);
   double value() const { return scale_; }
+  /// Steps without an overflow since the scale last changed: training checkpoints keep it with
+  /// the scale, so a resumed run grows and backs off on the same steps.
+  int64_t clean_steps() const { return clean_steps_; }
+  void set_state(double scale, int64_t clean_steps) {
+    scale_ = scale;
+    clean_steps_ = clean_steps;
+  }
 
  private:
   double scale_, growth_, backoff_;

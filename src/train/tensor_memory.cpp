@@ -28,6 +28,7 @@ class MeterFor<R (C::*)(void*, int64_t, Rest...)> : public c10::MemoryReportingI
   }
   bool memoryProfilingEnabled() const override { return true; }
   int64_t peak() const { return peak_.load(); }
+  int64_t current() const { return current_.load(); }
 
  private:
   std::atomic<int64_t> current_{0}, peak_{0};
@@ -36,13 +37,15 @@ using PeakMeter = MeterFor<decltype(&c10::MemoryReportingInfoBase::reportMemoryU
 
 }  // namespace
 
-int64_t peak_tensor_bytes(const std::function<void()>& fn) {
+TensorBytes tensor_bytes(const std::function<void()>& fn) {
   auto meter = std::make_shared<PeakMeter>();
   {
     c10::DebugInfoGuard guard(c10::DebugInfoKind::PROFILER_STATE, meter);
     fn();
   }
-  return meter->peak();
+  return {meter->peak(), meter->current()};
 }
+
+int64_t peak_tensor_bytes(const std::function<void()>& fn) { return tensor_bytes(fn).peak; }
 
 }  // namespace slapo

@@ -11,4 +11,11 @@ namespace slapo {
 /// threads that inherit its state, as the autograd engine's) held at once above the start.
 int64_t peak_tensor_bytes(const std::function<void()>& fn);
 
+/// The peak (as peak_tensor_bytes) and what fn's tensors still hold when it returns: bytes
+/// allocated while it ran and not freed (a forward pass's saved activations, say).
+struct TensorBytes {
+  int64_t peak = 0, held = 0;
+};
+TensorBytes tensor_bytes(const std::function<void()>& fn);
+
 }  // namespace slapo

@@ -7,12 +7,34 @@
 #include <fstream>
 #include <unordered_set>
 
+#include "core/error.h"
 #include "dist/group.h"
+#include "dist/world.h"
 
 namespace slapo {
 
-double clip_grad_norm(Module& model, double max_norm, const std::shared_ptr<dist::Group>& group) {
+namespace {
+// The group a model's slices are summed over when the caller names none: the world, when every
+// sharded parameter is split into world-size parts (no other group has that many ranks); else
+// which group is meant cannot be told, and the caller must say.
+std::shared_ptr<dist::Group> default_shard_group(Module& model,
+                                                 const std::unordered_map<c10::TensorImpl*, const ShardSpec*>& sharded) {
+  auto world = dist::world();
+  for (auto& [name, p] : unique_named_parameters(model)) {
+    auto found = sharded.find(p.unsafeGetTensorImpl());
+    if (found == sharded.end() || found->second->parts == 1 || found->second->parts == world->size()) continue;
+    throw Error(fmt::format("clip_grad_norm: '{}' is split into {} parts but the world has {} ranks, so its norm "
+                            "needs the group it is split over: clip_grad_norm(model, max_norm, group) (in "
+                            "slapo.train: group = or layout =)",
+                            name, found->second->parts, world->size()));
+  }
+  return world;
+}
+}  // namespace
+
+double clip_grad_norm(Module& model, double max_norm, std::shared_ptr<dist::Group> group) {
   auto sharded = shard_specs_by_tensor(model);
+  if (!group && !sharded.empty()) group = default_shard_group(model, sharded);
   double replicated_sq = 0, sharded_sq = 0;
   std::vector<at::Tensor> grads;
   for (auto& [name, p] : unique_named_parameters(model)) {

@@ -101,11 +101,14 @@ local function install(dir, name)
   sh(("rm -rf %s/.step-*.old %s/.step-*.new %s/.step-*.tmp"):format(q, q, q))
 end
 
--- The random streams a run draws from: the default CPU stream, the named streams of
--- slapo.random's tracker, and the streams fork_rng gave modules of the model (dropout under tensor
--- parallelism: "rng.module.<path>").
+-- The random streams a run draws from: the default CPU stream, each CUDA device's, the named
+-- streams of slapo.random's tracker, and the streams fork_rng gave modules of the model (dropout
+-- under tensor parallelism: "rng.module.<path>").
 local function rng_tensors(model)
   local out = { ["rng.cpu"] = slapo.rng_state() }
+  for device, state in ipairs(slapo.cuda_rng_states()) do
+    out["rng.cuda." .. (device - 1)] = state
+  end
   for name, state in pairs(require("slapo.random").get_tracker():get_states()) do
     out["rng.tracker." .. name] = state
   end
@@ -118,7 +121,7 @@ end
 -- Takes the random streams out of a loaded state table and sets them.
 local function restore_rng(state, model)
   local tracker = require("slapo.random").get_tracker()
-  local streams, modules = tracker:get_states(), {}
+  local streams, modules, cuda = tracker:get_states(), {}, {}
   local names = {}
   for key in pairs(state) do
     table.insert(names, key)
@@ -126,22 +129,30 @@ local function restore_rng(state, model)
   for _, key in ipairs(names) do
     local stream = key:match("^rng%.tracker%.(.+)$")
     local path = key:match("^rng%.module%.(.*)$")
+    local device = key:match("^rng%.cuda%.(%d+)$")
     if stream then
       streams[stream] = state[key]
-      state[key] = nil
     elseif path then
       modules[path] = state[key]
+    elseif device then
+      cuda[tonumber(device) + 1] = state[key]
+    end
+    if stream or path or device then
       state[key] = nil
     end
   end
   model:set_rng_states(modules)
   tracker:set_states(streams)
+  -- a run resumed on fewer devices than it saved (or on the CPU) sets the devices it has
+  local devices = #slapo.cuda_rng_states()
+  slapo.set_cuda_rng_states({ unpack(cuda, 1, math.min(#cuda, devices)) })
   slapo.set_rng_state(state["rng.cpu"])
   state["rng.cpu"] = nil
 end
 
 --- Saves a checkpoint of `step`; every rank calls it. `log` is the schedule log (Lua source);
---- `trainer` holds more fields for trainer.json (slapo.train's losses so far).
+--- `trainer` holds more fields for trainer.json (slapo.train's losses so far, the float16 loss
+--- scaler's state).
 function M.save(dir, step, model, optimizer, log, trainer)
   local rank, world = slapo.dist.rank(), slapo.dist.world_size()
   local name = ("step-%06d"):format(step)

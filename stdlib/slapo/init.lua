@@ -42,6 +42,21 @@ function slapo.nn.Module(spec)
   return core.nn.lua_module(spec.type or "LuaModule", spec.children or {}, spec.params or {}, spec.forward)
 end
 
+-- verify's check of a schedule against its reference, plain or (opts.pipeline) cut into stages.
+local function check_schedule(sch, reference, inputs, opts)
+  if opts.pipeline then
+    local pipe = slapo.build(sch, { pipeline = opts.pipeline })
+    local checks = {}
+    for k, v in pairs(opts) do
+      if k ~= "pipeline" then
+        checks[k] = v
+      end
+    end
+    return core._verify_pipeline(pipe, reference, inputs, checks), pipe
+  end
+  return core._verify(sch, reference, inputs, opts)
+end
+
 --- Checks a schedule against the unscheduled model: outputs and (gathered) gradients.
 ---   slapo.verify(sch, {ids}, {rtol = 1e-5, atol = 1e-6, backward = true}, function(sch) ... end)
 --- `fn` applies the primitives to check; without it the schedule's current state is compared
@@ -54,6 +69,8 @@ end
 --- schedule, cut into stages, is built into a pipeline whose step (every micro-batch, forward and
 --- backward) is compared with the unscheduled model: the loss on {labels =} (default: the first
 --- input) and each stage's gradients. Then it returns the report and the pipeline.
+--- When the check fails, or `fn` raises, the primitives `fn` applied are rolled back (module
+--- objects restored in place, so handles stay valid) and the error says so.
 function slapo.verify(sch, inputs, opts, fn)
   if type(sch) ~= "userdata" then
     error(("verify: bad argument #1: schedule expected, got %s"):format(type(sch)), 2)
@@ -66,20 +83,29 @@ function slapo.verify(sch, inputs, opts, fn)
   end
   opts = opts or {}
   local reference = sch.mod:clone()
-  if fn then
+  if not fn then
+    return check_schedule(sch, reference, inputs, opts)
+  end
+  -- A schedule that fails its check (or whose fn raises) goes back to how it was before fn.
+  local snapshot, args_before = core._schedule_snapshot(sch), #sch:log_args()
+  local results = { pcall(function()
     fn(sch)
+    return check_schedule(sch, reference, inputs, opts)
+  end) }
+  if results[1] then
+    return unpack(results, 2)
   end
-  if opts.pipeline then
-    local pipe = slapo.build(sch, { pipeline = opts.pipeline })
-    local checks = {}
-    for k, v in pairs(opts) do
-      if k ~= "pipeline" then
-        checks[k] = v
-      end
-    end
-    return core._verify_pipeline(pipe, reference, inputs, checks), pipe
+  local undone = snapshot:restore()
+  local args = sch:log_args()
+  for i = #args, args_before + 1, -1 do
+    args[i] = nil
   end
-  return core._verify(sch, reference, inputs, opts)
+  local err = results[2]
+  if type(err) ~= "string" or undone == 0 then
+    error(err, 0)
+  end
+  error(("%s\nverify: rolled back the %d primitive%s fn applied; the schedule, its log and the model are as before verify")
+    :format(err, undone, undone == 1 and "" or "s"), 0)
 end
 
 --- slapo.train{model =, data =, steps =, ...}: see stdlib/slapo/train.lua.

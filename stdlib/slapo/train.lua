@@ -155,11 +155,11 @@ end
 -- The data-parallel replicas of a run: the layout's DP group, or every rank under zero_adamw
 -- without a layout (ZeRO's default group). Returns the group (nil for one replica), its size and
 -- this rank's place in it.
-local function replicas_of(opts)
+local function replicas_of(opts, fully_sharded)
   if opts.layout then
     return opts.layout.dp > 1 and opts.layout.dp_group or nil, opts.layout.dp, opts.layout.dp_rank
   end
-  if opts.optimizer == "zero_adamw" and slapo.dist.world_size() > 1 then
+  if (opts.optimizer == "zero_adamw" or fully_sharded) and slapo.dist.world_size() > 1 then
     return slapo.dist.world(), slapo.dist.world_size(), slapo.dist.rank()
   end
   return nil, 1, 0
@@ -181,13 +181,27 @@ local function make_optimizer(model, opts)
   return make(model, { lr = opts.lr, weight_decay = opts.weight_decay })
 end
 
--- Averages the gradients over the replicas, one all-reduce per parameter.
-local function average_gradients(opts, model, group, replicas)
+-- The names of the parameters fully_shard slices (a set), or nil when it slices none.
+local function fully_sharded_of(model)
+  local names = model:fully_sharded_parameters()
+  if #names == 0 then
+    return nil
+  end
+  local set = {}
+  for _, name in ipairs(names) do
+    set[name] = true
+  end
+  return set
+end
+
+-- Averages the gradients over the replicas, one all-reduce per parameter, except those of
+-- `skip` (fully_shard's backward averaged them already).
+local function average_gradients(opts, model, group, replicas, skip)
   if opts.layout then
     return opts.layout:all_reduce_grads(model)
   end
-  for _, p in ipairs(model:parameters()) do
-    if p.grad then
+  for name, p in model:named_parameters() do
+    if p.grad and not (skip and skip[name]) then
       slapo.dist.all_reduce(p.grad, group)
       p.grad:mul_(1 / replicas)
     end
@@ -197,12 +211,12 @@ end
 -- Makes every replica hold the averaged gradient before clipping. ZeRO averages as it
 -- reduce-scatters inside step(), which is too late for clipping: there it averages once more here
 -- (identical gradients average to themselves), and only when clipping asks for it.
-local function reduce_gradients(opts, model, group, replicas)
+local function reduce_gradients(opts, model, group, replicas, fully_sharded)
   if not group then
     return
   end
   if opts.optimizer ~= "zero_adamw" or opts.clip > 0 then
-    average_gradients(opts, model, group, replicas)
+    average_gradients(opts, model, group, replicas, fully_sharded)
   end
 end
 
@@ -356,7 +370,7 @@ end
 
 -- Resumes from `resume` (or the checkpoint dir's latest); returns the first step to train, and
 -- fills `losses` with the steps the checkpoint recorded.
-local function resume_run(opts, model, optimizer, losses, rank0)
+local function resume_run(opts, model, optimizer, losses, rank0, scaler)
   local checkpoint = require("slapo.checkpoint")
   if not (opts.checkpoint_dir and opts.resume) then
     return 1
@@ -371,6 +385,9 @@ local function resume_run(opts, model, optimizer, losses, rank0)
   end
   for s, loss in pairs(trainer.losses or {}) do
     losses[tonumber(s)] = loss
+  end
+  if scaler and trainer.scaler then  -- float16: the loss scale goes on from where it was
+    scaler:set_state(trainer.scaler)
   end
   if rank0 and not opts.quiet then
     print(step == opts.steps and ("%s finished all %d steps: nothing to train"):format(from, step)
@@ -391,7 +408,17 @@ function M.run(user_opts)
     opts.model = sch.mod
   end
   local model = opts.model
-  local group, replicas, replica = replicas_of(opts)
+  -- fully_shard: data parallelism over the world, its gradients averaged by its own backward
+  local fully_sharded = fully_sharded_of(model)
+  if fully_sharded and opts.layout then
+    error("train: layout = with a fully sharded model is not supported yet (fully_shard shards over the world; "
+      .. "pass no layout)", 0)
+  end
+  if fully_sharded and opts.optimizer == "zero_adamw" then
+    error("train: zero_adamw on a fully sharded model: its AdamW state is already 1/N of each parameter; "
+      .. "use optimizer = \"adamw\"", 0)
+  end
+  local group, replicas, replica = replicas_of(opts, fully_sharded)
   local tp_group = tp_group_of(opts)
   local data = type(opts.data) == "function" and opts.data or M.synthetic(opts.data, replica)
   local rank0 = slapo.dist.rank() == 0
@@ -404,11 +431,11 @@ function M.run(user_opts)
   local params = model:num_params()
   local losses, grad_norms = {}, {}
   local checkpoint = require("slapo.checkpoint")
-  local first_step = resume_run(opts, model, optimizer, losses, rank0)
-  local metrics = opts.metrics and rank0 and open_metrics(opts.metrics, first_step)
-  model:train()
   -- float16's narrow range needs the loss scaled up before backward and the gradients back down
   local scaler = (opts.autocast == "fp16" or opts.autocast == "float16") and slapo.optim.grad_scaler() or nil
+  local first_step = resume_run(opts, model, optimizer, losses, rank0, scaler)
+  local metrics = opts.metrics and rank0 and open_metrics(opts.metrics, first_step)
+  model:train()
   local step_seconds, step_tokens, peak_mib = {}, 0, 0
   for step = first_step, opts.steps do
     if swap_state and schedule_changed(opts, swap_state) and try_swap(opts, swap_state, step, rank0) then
@@ -430,7 +457,7 @@ function M.run(user_opts)
       tokens = tokens + ids:numel()
     end
     local total, all_tokens = global_step(summed:item(), tokens, group, replicas)
-    reduce_gradients(opts, model, group, replicas)
+    reduce_gradients(opts, model, group, replicas, fully_sharded)
     local overflow = scaler and scaler:unscale(model)
     if scaler and slapo.dist.world_size() > 1 then  -- every rank skips the same steps
       local flag = slapo.tensor({ overflow and 1 or 0 })
@@ -486,7 +513,8 @@ function M.run(user_opts)
     if opts.checkpoint_dir and due then
       -- the schedule that produced these weights travels with them
       local log = opts.schedule_log or (swap_state and swap_state.sch:log()) or nil
-      checkpoint.save(opts.checkpoint_dir, step, model, optimizer, log, { losses = losses_record(losses, step) })
+      checkpoint.save(opts.checkpoint_dir, step, model, optimizer, log,
+        { losses = losses_record(losses, step), scaler = scaler and scaler:state() or nil })
     end
   end
   if metrics then

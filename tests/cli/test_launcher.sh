@@ -62,17 +62,22 @@ set -e
 if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then echo "a killed rank must fail the run, not hang (rc $rc)"; exit 1; fi
 grep -q "rank 2 of 4 failed: died from signal 9" "$tmp/err" || { echo "blamed the wrong rank:"; cat "$tmp/err"; exit 1; }
 
-# a rank that never reaches a collective is named, not the rank that timed out waiting for it
-cat > "$tmp/absent.lua" <<'LUA'
-if slapo.dist.rank() == 1 then while true do end end
+# a rank that never reaches a collective is named, not the rank that timed out waiting for it, nor
+# (on 4 ranks) the ranks that lost their links to that one
+absent_rank_is_named() {  # NPROC ABSENT_RANK
+  cat > "$tmp/absent.lua" <<LUA
+if slapo.dist.rank() == $2 then while true do end end
 slapo.dist.barrier()
 LUA
-set +e
-SLAPO_DIST_TIMEOUT=3 timeout 60 "$bin" run --nproc 2 "$tmp/absent.lua" >"$tmp/out" 2>"$tmp/err"; rc=$?
-set -e
-if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then echo "an absent rank must fail the run, not hang (rc $rc)"; exit 1; fi
-grep -q "rank 1 of 2 never reached the collective that rank 0 timed out in" "$tmp/err" ||
-  { echo "blamed the wrong rank for a timeout:"; cat "$tmp/err"; exit 1; }
+  set +e
+  SLAPO_DIST_TIMEOUT=3 timeout 60 "$bin" run --nproc "$1" "$tmp/absent.lua" >"$tmp/out" 2>"$tmp/err"; rc=$?
+  set -e
+  if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then echo "an absent rank of $1 must fail the run, not hang (rc $rc)"; exit 1; fi
+  grep -q "rank $2 of $1 never reached the collective that rank [0-9]* timed out in" "$tmp/err" ||
+    { echo "blamed the wrong rank of $1 for a timeout:"; cat "$tmp/err"; exit 1; }
+}
+absent_rank_is_named 2 1
+absent_rank_is_named 4 2
 
 # a rank that keeps running after every other one finished is stopped after SLAPO_DIST_TIMEOUT
 cat > "$tmp/outlives.lua" <<'LUA'

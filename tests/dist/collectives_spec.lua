@@ -40,6 +40,24 @@ describe("dist", function()
     eq(4 * (world - 1 + 10), b:float():sum():item())
   end)
 
+  it("ranks that make different calls get an error naming each call, not an aborted process", function()
+    -- what a loop over pairs() does when each rank visits the keys in its own order
+    local params = { { 16, 8 }, { 36 } }
+    local mine = params[rank % 2 + 1]
+    local err = pcall_err(slapo.dist.all_reduce, slapo.zeros(mine))
+    matches("dist%.all_reduce: the ranks of .* made different calls %(rank 0: all_reduce of a Float %[16, 8%] tensor; "
+      .. "rank 1: all_reduce of a Float %[36%] tensor", err)
+    matches("loop over sorted keys", err)
+    err = pcall_err(function()
+      if rank == 0 then slapo.dist.barrier() else slapo.dist.broadcast(slapo.zeros({ 2 }), 0) end
+    end)
+    matches("rank 0: barrier; rank 1: broadcast of a Float %[2%] tensor", err)
+    -- and the group still works afterwards
+    local t = slapo.ones({ 2 })
+    slapo.dist.all_reduce(t)
+    eq(2 * world, t:sum():item())
+  end)
+
   it("reduce_scatter keeps this rank's part of the sum (emulated on Gloo)", function()
     local t = slapo.arange(2 * world):float()
     local part = slapo.dist.reduce_scatter(t, 0)

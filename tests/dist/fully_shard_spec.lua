@@ -17,6 +17,15 @@ local function fully_sharded(model)
   return sch
 end
 
+-- Raises unless the fully sharded model's weights, gathered, are the reference's.
+local function same_weights_gathered(model, ref)
+  local theirs = {}
+  for name, p in model:named_parameters() do theirs[name] = p end
+  for name, p in ref:named_parameters() do
+    close(p, slapo.dist.all_gather(theirs[name]:detach(), 0), { rtol = 1e-4, atol = 5e-5 })
+  end
+end
+
 local function sizes(model)
   local out = {}
   for name, p in model:named_parameters() do out[name] = p:size() end
@@ -74,11 +83,19 @@ describe("fully_shard", function()
         ("step %d: mean loss %.7f over the ranks, one rank on all rows %.7f"):format(step, mean:item() / world,
           ref_losses[step]))
     end
-    local theirs = {}
-    for name, p in sch.mod:named_parameters() do theirs[name] = p end
-    for name, p in ref:named_parameters() do
-      close(p, slapo.dist.all_gather(theirs[name]:detach(), 0), { rtol = 1e-4, atol = 5e-5 })
-    end
+    same_weights_gathered(sch.mod, ref)
+  end)
+
+  it("trains under slapo.train as one rank on all rows: global loss, clipped global norm, weights", function()
+    local all, mine = reference.rows()
+    local ref, ref_losses, ref_norms = reference.train(all, 3, 0.5)
+    local sch = fully_sharded(reference.tiny_gpt2())
+    local result = slapo.train({ model = sch.mod, steps = 3, lr = 1e-2, schedule = "constant", clip = 0.5,
+      quiet = true, data = function() return mine end })
+    reference.check_steps(result, ref_losses, ref_norms)
+    same_weights_gathered(sch.mod, ref)
+    matches("zero_adamw on a fully sharded model", pcall_err(slapo.train, { model = sch.mod, steps = 1,
+      optimizer = "zero_adamw", quiet = true, data = function() return mine end }))
   end)
 
   it("saves one whole checkpoint that loads as the unsharded model", function()
@@ -92,6 +109,53 @@ describe("fully_shard", function()
     close(ref(ids), loaded(ids), { rtol = 1e-6, atol = 1e-6 })
     slapo.dist.barrier()
     if rank == 0 then os.execute("rm -rf " .. dir) end
+  end)
+
+  it("frees the whole parameters from forward to backward (reshard_after_forward) and gathers them again", function()
+    -- four 1 MiB weights; autograd keeps three of them for backward (the first layer's input needs
+    -- no gradient, so its weight is not saved)
+    local function run(reshard)
+      slapo.manual_seed(9)
+      local model = slapo.nn.Sequential({ slapo.nn.Linear(512, 512), slapo.nn.Linear(512, 512),
+        slapo.nn.Linear(512, 512), slapo.nn.Linear(512, 512) })
+      local sch = slapo.create_schedule(model)
+      for _, layer in ipairs(sch:children()) do layer:fully_shard({ reshard_after_forward = reshard }) end
+      slapo.manual_seed(10 + rank)
+      local x = slapo.randn({ 2, 512 })
+      collectgarbage()
+      local out
+      local held = slapo.held_tensor_mib(function()
+        local y = model(x)
+        out = (y * y):sum()
+      end)
+      out:backward()
+      local grads = {}
+      for name, p in model:named_parameters() do grads[name] = p.grad end
+      return held, grads, sch
+    end
+    local kept, kept_grads = run(false)
+    local freed, freed_grads, sch = run(true)
+    assert(kept > 2.9, ("kept whole through forward: %.2f MiB held for backward"):format(kept))
+    assert(freed < 0.1, ("resharded after forward: %.2f MiB held for backward"):format(freed))
+    for name, g in pairs(kept_grads) do
+      eq(true, g:equal(freed_grads[name]), name .. "'s gradient, gathered again for backward")
+    end
+    matches('sch%["0"%]:fully_shard%(', sch:log())
+  end)
+
+  it("verifies resharded and kept layers alike, and under checkpoint", function()
+    slapo.manual_seed(4)
+    local sch = slapo.create_schedule(slapo.models.gpt2({ n_embd = 32, n_layer = 2, n_head = 2, vocab_size = 64,
+      n_positions = 16, resid_pdrop = 0, embd_pdrop = 0, attn_pdrop = 0 }))
+    slapo.manual_seed(6)
+    local ids = slapo.randint(0, 64, { 2, 8 })
+    local report = slapo.verify(sch, { ids }, { rtol = 1e-5, atol = 1e-6 }, function(s)
+      s["transformer.h.0"]:fully_shard({ reshard_after_forward = false })
+      s["transformer.h.1"]:checkpoint()
+      s["transformer.h.1"]:fully_shard()
+      s:fully_shard()
+    end)
+    eq(report.params, report.gradients)
   end)
 
   it("refuses what it cannot shard, by name, and changes nothing", function()
@@ -112,8 +176,10 @@ describe("fully_shard", function()
     sch["transformer.h.1"]:fully_shard()
     matches("fully_shard: 'transformer.h.1' is already fully sharded",
       pcall_err(function() sch["transformer.h.1"]:fully_shard() end))
-    matches("fully_shard on 'transformer.h.1.attn': takes no options yet",
-      pcall_err(function() sch["transformer.h.1.attn"]:fully_shard({ reshard_after_forward = false }) end))
+    matches("fully_shard on 'transformer.h.1.attn': unknown option 'reshard' %(valid: reshard_after_forward%)",
+      pcall_err(function() sch["transformer.h.1.attn"]:fully_shard({ reshard = false }) end))
+    matches("fully_shard on 'transformer.h.1.attn': options must be a table like {reshard_after_forward = false}, "
+      .. "got boolean", pcall_err(function() sch["transformer.h.1.attn"]:fully_shard(false) end))
     matches("fully_shard: 'transformer.h.1.attn' has no parameter left to shard",
       pcall_err(function() sch["transformer.h.1.attn"]:fully_shard() end))
   end)

@@ -45,11 +45,25 @@ describe("tensor parallel MLP", function()
     matches("verify: the gradient of '0%.weight' differs", err)
   end)
 
-  it("trains like the single-rank model for a few SGD steps", function()
-    local ref = mlp()
+  -- the unsharded MLP and its Megatron copy, built
+  local function reference_and_megatron()
     local sch = slapo.create_schedule(mlp())
     megatron_mlp(sch)
-    local model = slapo.build(sch)
+    return mlp(), slapo.build(sch)
+  end
+
+  it("clip_grad_norm with no group counts shards split over the whole world once", function()
+    local ref, model = reference_and_megatron()
+    slapo.manual_seed(8)
+    local x, y = slapo.randn({ 8, 16 }), slapo.randn({ 8, 16 })
+    slapo.F.mse_loss(ref(x), y):backward()
+    slapo.F.mse_loss(model(x), y):backward()
+    local theirs, ours = slapo.clip_grad_norm(ref, 1e9), slapo.clip_grad_norm(model, 1e9)
+    assert(math.abs(theirs - ours) < 1e-5 * theirs, ("one rank's norm %.8f, the sharded model's %.8f"):format(theirs, ours))
+  end)
+
+  it("trains like the single-rank model for a few SGD steps", function()
+    local ref, model = reference_and_megatron()
     slapo.manual_seed(7)
     local x, y = slapo.randn({ 8, 16 }), slapo.randn({ 8, 16 })
     local optimizers = { slapo.optim.sgd(ref, { lr = 0.1 }), slapo.optim.sgd(model, { lr = 0.1 }) }
@@ -133,7 +147,8 @@ describe("verify on ranks that disagree", function()
     local sch = slapo.create_schedule(slapo.models.mlp({ hidden_size = 8, intermediate_size = 16 }))
     local err = pcall_err(slapo.verify, sch, { slapo.randn({ 2, 8 }) }, {}, megatron_mlp)
     eq("verify: parameter 'fc1.weight' of the unscheduled model differs between ranks; build the model from the same "
-      .. "seed on every rank (slapo.manual_seed before building)", err)
+      .. "seed on every rank (slapo.manual_seed before building)\nverify: rolled back the 5 primitives fn applied; "
+      .. "the schedule, its log and the model are as before verify", err)
   end)
 
   it("shards parameters that already hold gradients of a graph still alive", function()

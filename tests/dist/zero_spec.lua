@@ -52,6 +52,45 @@ describe("ZeRO-1", function()
   end)
 end)
 
+describe("ZeRO-1 and parameters without a gradient", function()
+  it("skips them as torch's AdamW does: no weight decay, no moments", function()
+    local function model()
+      slapo.manual_seed(5)
+      return slapo.nn.Module({
+        type = "HalfUsed",
+        children = { used = slapo.nn.Linear(8, 8), unused = slapo.nn.Linear(8, 8) },
+        forward = function(self, x)
+          return self.used(x)
+        end,
+      })
+    end
+    local plain, sharded = model(), model()
+    local before = plain.unused.weight:detach():clone()
+    local adamw = slapo.optim.adamw(plain, { lr = 1e-2, weight_decay = 0.5 })
+    local zero = slapo.optim.zero_adamw(sharded, { lr = 1e-2, weight_decay = 0.5 })
+    slapo.manual_seed(1)
+    local x = slapo.randn({ 4, 8 })
+    for _ = 1, 3 do
+      adamw:zero_grad()
+      zero:zero_grad()
+      local y = plain(x)
+      local plain_loss = (y * y):mean()
+      plain_loss:backward()
+      local z = sharded(x)
+      local sharded_loss = (z * z):mean()
+      sharded_loss:backward()
+      adamw:step()
+      zero:step()
+    end
+    eq(true, before:equal(plain.unused.weight), "torch's AdamW leaves the unused weight as it was")
+    local theirs = sharded:state_dict()
+    for name, p in pairs(plain:state_dict()) do
+      close(p, theirs[name], { rtol = 1e-5, atol = 1e-6 })
+    end
+    eq(true, before:equal(sharded.unused.weight), "zero_adamw leaves it too")
+  end)
+end)
+
 describe("train with zero_adamw", function()
   it("follows the plain AdamW loss curve", function()
     local function build()

@@ -50,6 +50,32 @@ local function check_gradients(name)
   return model
 end
 
+describe("from_pretrained on the meta device", function()
+  it("keeps shapes only; slapo.build reads the checkpoint's values, in the checkpoint's dtype or a cast", function()
+    for _, name in ipairs({ "bert-tiny", "gpt2-tiny", "llama-tiny", "qwen2-tiny", "mistral-tiny" }) do
+      local dir = fixtures .. "/" .. name
+      local eager = slapo.models.from_pretrained(dir):eval()
+      local lazy = slapo.models.from_pretrained(dir, { device = "meta" })
+      for _, p in ipairs(lazy:parameters()) do
+        eq("meta", p:device(), name)
+      end
+      local built = slapo.build(slapo.create_schedule(lazy)):eval()
+      local theirs = built:state_dict()
+      for key, p in pairs(eager:state_dict()) do
+        eq(true, p:equal(theirs[key]), name .. ": " .. key)
+      end
+      local expected = slapo.load_tensors(dir .. "/expected.safetensors")
+      eq(true, eager(expected.input_ids):equal(built(expected.input_ids)), name .. ": logits")
+    end
+    local dir = fixtures .. "/gpt2-tiny"
+    local cast = slapo.build(slapo.create_schedule(slapo.models.from_pretrained(dir, { device = "meta",
+      dtype = "bfloat16" })))
+    local eager = slapo.models.from_pretrained(dir, { dtype = "bfloat16" })
+    eq("bfloat16", cast:parameters()[1]:dtype())
+    eq(true, eager:parameters()[1]:equal(cast:parameters()[1]))
+  end)
+end)
+
 describe("RoPE from transformers' configs", function()
   it("reads 5.x rope_parameters (rope_theta 500000 inside it)", function()
     check_logits("llama-tiny")

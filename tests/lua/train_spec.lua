@@ -325,6 +325,43 @@ describe("grad_scaler (float16 loss scaling)", function()
     eq(1024, scaler:value())
     matches("grad_scaler: need init_scale > 0", pcall_err(slapo.optim.grad_scaler, { init_scale = 0 }))
   end)
+
+  it("keeps its scale and count of clean steps in training checkpoints", function()
+    local scaler = slapo.optim.grad_scaler({ init_scale = 1024, growth_interval = 3 })
+    scaler:update(true)
+    scaler:update(false)
+    scaler:update(false)
+    eq({ scale = 512, clean_steps = 2 }, scaler:state())
+    local model = tiny()
+    local optimizer = slapo.optim.adamw(model, { lr = 1e-3 })
+    local checkpoint = require("slapo.checkpoint")
+    local dir = os.tmpname()
+    os.remove(dir)
+    checkpoint.save(dir, 1, model, optimizer, nil, { scaler = scaler:state() })
+    local _, trainer = checkpoint.load(checkpoint.latest(dir), model, optimizer)
+    os.execute("rm -rf " .. dir)
+    local resumed = slapo.optim.grad_scaler({ init_scale = 1024, growth_interval = 3 })
+    resumed:set_state(trainer.scaler)
+    resumed:update(false)
+    eq(1024, resumed:value(), "the resumed scaler grows on the third clean step, as the saved one would")
+    matches("grad_scaler:set_state: expected {scale = a positive number, clean_steps = a count}, got scale %-1",
+      pcall_err(resumed.set_state, resumed, { scale = -1, clean_steps = 0 }))
+  end)
+end)
+
+describe("CUDA random streams", function()
+  it("are listed per device and set only on devices this process has", function()
+    local states = slapo.cuda_rng_states()
+    if #states == 0 then
+      eq({}, states)
+      matches("set_cuda_rng_states: 1 CUDA generator states, but this process has 0 CUDA devices",
+        pcall_err(slapo.set_cuda_rng_states, { slapo.rng_state() }))
+      return
+    end
+    local before = slapo.randn({ 4 }, { device = "cuda" })
+    slapo.set_cuda_rng_states(states)
+    eq(true, before:equal(slapo.randn({ 4 }, { device = "cuda" })), "the same state draws the same numbers")
+  end)
 end)
 
 describe("bad batches", function()
