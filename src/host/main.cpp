@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include "core/error.h"
 #include "host/commands.h"
 #include "slapo/build_config.h"
 
@@ -120,6 +123,36 @@ int main(int argc, char** argv) {
   tune->add_option("--memory-mib", tune_args.memory_mib, "address-space limit per process of a trial (0: none)")
       ->check(CLI::Range(0.0, 1e9));
   tune->add_option("--show", tune_args.show, "print the leaderboard of this database instead of tuning");
+
+  // `slapo-lua help [command]`, a bare `slapo-lua` (the REPL on a terminal, as `lua` does, else the
+  // usage) and an unknown command are answered before CLI11, whose words for them name no command.
+  if (argc == 1) {
+    if (::isatty(STDIN_FILENO)) return slapo::cmd_repl("");
+    fmt::print(stderr, "{}", app.help());
+    return 2;
+  }
+  std::string first = argv[1];
+  if (first == "help") {
+    if (argc > 2) {
+      for (auto* sub : app.get_subcommands({}))
+        if (sub->get_name() == argv[2]) {
+          fmt::print("{}", sub->help());
+          return 0;
+        }
+    }
+    fmt::print("{}", app.help());
+    return argc > 2 ? 2 : 0;
+  }
+  if (first[0] != '-') {
+    std::vector<std::string> names;
+    for (auto* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+    if (std::find(names.begin(), names.end(), first) == names.end()) {
+      auto close = slapo::closest_names(first, names);
+      fmt::print(stderr, "slapo-lua: unknown command '{}'{} (commands: {}; slapo-lua help COMMAND describes one)\n",
+                 first, close.empty() ? "" : fmt::format(" (did you mean '{}'?)", close[0]), fmt::join(names, ", "));
+      return 2;
+    }
+  }
 
   bool is_tune = script_at < argc && std::string(argv[script_at]) == "--";
   try {

@@ -25,4 +25,9 @@ at::Tensor CheckpointReader::view(const std::string& name) const {
   return files_[found->second].view(name);
 }
 
+void CheckpointReader::release(const std::string& name) const {
+  auto found = file_of_.find(name);
+  if (found != file_of_.end()) files_[found->second].release(name);
+}
+
 }  // namespace slapo

@@ -22,6 +22,8 @@ class CheckpointReader {
   bool contains(const std::string& name) const { return file_of_.count(name) > 0; }
   /// The tensor `name` as a view of its file; narrowing and copying it reads only those pages.
   at::Tensor view(const std::string& name) const;
+  /// After copying from view(name): its pages leave this process's resident memory.
+  void release(const std::string& name) const;
 
  private:
   std::string dir_;

@@ -146,7 +146,10 @@ std::shared_ptr<Module> from_pretrained(const std::string& dir, const BuildOptio
     record_sources(*model, match, reader);
   } else {
     torch::NoGradGuard no_grad;
-    for (auto& [target, key, value] : match.fills) target.copy_(value);
+    for (auto& [target, key, value] : match.fills) {
+      target.copy_(value);
+      reader->release(key);  // the file's pages leave this process: the model is held once
+    }
   }
   if (!match.ignored.empty())
     fmt::print(stderr, "from_pretrained: ignored {} checkpoint entr{} the model does not have (e.g. {})\n",

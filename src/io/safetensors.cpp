@@ -64,6 +64,13 @@ class MappedFile {
   }
   const uint8_t* bytes() const { return static_cast<const uint8_t*>(data_); }
   size_t size() const { return size_; }
+  /// Drops the pages of [begin, end) from this process (they stay in the page cache and come
+  /// back on the next read), so what was read and copied stops counting as resident memory.
+  void release(size_t begin, size_t end) const {
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    size_t first = (begin + page - 1) / page * page, last = end / page * page;  // whole pages inside
+    if (data_ && first < last) ::madvise(static_cast<uint8_t*>(data_) + first, last - first, MADV_DONTNEED);
+  }
 
  private:
   void* data_ = nullptr;
@@ -151,6 +158,16 @@ const std::vector<std::string>& MappedSafetensors::names() const { return impl_-
 const std::map<std::string, std::string>& MappedSafetensors::metadata() const { return impl_->metadata; }
 bool MappedSafetensors::contains(const std::string& name) const { return impl_->entries.count(name) > 0; }
 
+void MappedSafetensors::release(const std::string& name) const {
+  auto found = impl_->entries.find(name);
+  if (found == impl_->entries.end()) return;
+  auto& e = found->second;
+  size_t offset = static_cast<size_t>(impl_->data - impl_->file.bytes()) + e.begin;
+  size_t bytes = c10::elementSize(e.dtype);
+  for (auto d : e.shape) bytes *= static_cast<size_t>(d);
+  impl_->file.release(offset, offset + bytes);
+}
+
 at::Tensor MappedSafetensors::view(const std::string& name) const {
   auto found = impl_->entries.find(name);
   if (found == impl_->entries.end()) throw Error(fmt::format("safetensors: no tensor '{}'", name));
@@ -164,7 +181,10 @@ TensorFile read_safetensors(const std::string& path) {
   MappedSafetensors file(path);
   TensorFile out;
   out.metadata = file.metadata();
-  for (auto& name : file.names()) out.tensors.emplace_back(name, file.view(name).clone());
+  for (auto& name : file.names()) {
+    out.tensors.emplace_back(name, file.view(name).clone());
+    file.release(name);
+  }
   return out;
 }
 

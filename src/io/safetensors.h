@@ -30,6 +30,9 @@ class MappedSafetensors {
   const std::map<std::string, std::string>& metadata() const;  ///< "__metadata__"
   bool contains(const std::string& name) const;
   at::Tensor view(const std::string& name) const;
+  /// After copying from view(name): its pages stop counting as this process's resident memory
+  /// (they stay cached; a later read maps them again).
+  void release(const std::string& name) const;
 
  private:
   struct Impl;

@@ -83,6 +83,8 @@ T* box_check(lua_State* L, int idx, const char* tname, const char* what) {
       lua_pop(L, 2);
     }
     std::string fn = running_function_name(L);
+    if (idx < 0)  // a value taken out of a table argument: Lua's position would read "#-1"
+      luaL_error(L, "%s%severy entry of the table must be a %s, got %s", fn.c_str(), fn.empty() ? "" : ": ", what, got);
     luaL_error(L, "%s%sbad argument #%d: %s expected, got %s", fn.c_str(), fn.empty() ? "" : ": ", idx, what, got);
   }
   return static_cast<T*>(p);
@@ -374,6 +376,8 @@ std::vector<std::pair<std::string, at::Tensor>> lx_check_named_tensors(lua_State
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "%s: table keys must be tensor names (strings)", fn);
+    if (!lx_is_tensor(L, -1))
+      throw Error(fmt::format("{}: '{}' must be a tensor, got {}", fn, lua_tostring(L, -2), luaL_typename(L, -1)));
     out.emplace_back(lua_tostring(L, -2), lx_check_tensor(L, -1));
     lua_pop(L, 1);
   }
@@ -405,14 +409,22 @@ std::vector<std::string> lx_check_strings(lua_State* L, int idx, const char* fn,
 }
 
 std::vector<int64_t> lx_check_shape(lua_State* L, int idx, const char* fn) {
-  if (lua_isnumber(L, idx)) return {static_cast<int64_t>(lua_tonumber(L, idx))};
+  // sizes are whole numbers a tensor can have: NaN, fractions and 1e300 are refused, not truncated
+  auto size_at = [&](int at, int entry) {
+    double v = lua_tonumber(L, at);
+    if (!(v >= -1 && v <= 9.0e15) || v != std::floor(v))
+      throw Error(fmt::format("{}: shape entry {} must be a whole number (a size, or -1 where a view infers it), got {}", fn, entry,
+                              lua_tostring(L, at)));
+    return static_cast<int64_t>(v);
+  };
+  if (lua_isnumber(L, idx)) return {size_at(idx, 1)};
   if (!lua_istable(L, idx)) luaL_error(L, "%s: shape must be a table of sizes like {2, 3}, got %s", fn, luaL_typename(L, idx));
   std::vector<int64_t> shape;
   size_t n = lua_objlen(L, idx);
   for (size_t i = 1; i <= n; ++i) {
     lua_rawgeti(L, idx, static_cast<int>(i));
     if (!lua_isnumber(L, -1)) luaL_error(L, "%s: shape entry %d must be a number, got %s", fn, static_cast<int>(i), luaL_typename(L, -1));
-    shape.push_back(static_cast<int64_t>(lua_tonumber(L, -1)));
+    shape.push_back(size_at(lua_gettop(L), static_cast<int>(i)));
     lua_pop(L, 1);
   }
   return shape;

@@ -66,6 +66,7 @@ int w_data_parallel(lua_State* L) {
                             luaL_typename(L, 1)));
   }
   std::shared_ptr<dist::Group> group = dist::world();
+  lx_check_option_keys(L, 2, {"group", "bucket_mb", "backward_passes"}, "dist.data_parallel");
   if (lua_istable(L, 2)) {
     lua_getfield(L, 2, "group");
     if (!lua_isnil(L, -1)) group = lx_group_arg(L, lua_gettop(L));

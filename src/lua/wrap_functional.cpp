@@ -53,6 +53,7 @@ int w_F_sdpa(lua_State* L) {
   auto& q = lx_check_tensor(L, 1);
   auto& k = lx_check_tensor(L, 2);
   auto& v = lx_check_tensor(L, 3);
+  lx_check_option_keys(L, 4, {"mask", "causal", "dropout"}, "F.scaled_dot_product_attention");
   bool causal = lx_opt_bool(L, 4, "causal", false, "F.scaled_dot_product_attention");
   double p = lx_opt_number(L, 4, "dropout", 0.0, "F.scaled_dot_product_attention");
   c10::optional<at::Tensor> mask;

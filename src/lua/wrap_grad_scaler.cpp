@@ -18,6 +18,8 @@ GradScaler& check_scaler(lua_State* L, int idx) {
 // optim.grad_scaler({init_scale = 65536, growth_factor = 2, backoff_factor = 0.5, growth_interval = 2000})
 int w_grad_scaler(lua_State* L) {
   const char* fn = "optim.grad_scaler";
+  lx_check_option_keys(L, 1, {"init_scale", "growth_factor", "backoff_factor", "growth_interval"}, fn);
+  lx_check_integer_value(lx_opt_number(L, 1, "growth_interval", 2000, fn), "growth_interval", 1, 9.0e15, fn);
   GradScaler scaler(lx_opt_number(L, 1, "init_scale", 65536.0, fn), lx_opt_number(L, 1, "growth_factor", 2.0, fn),
                     lx_opt_number(L, 1, "backoff_factor", 0.5, fn),
                     static_cast<int64_t>(lx_opt_number(L, 1, "growth_interval", 2000, fn)));

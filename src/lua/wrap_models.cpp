@@ -80,6 +80,8 @@ void push_json(lua_State* L, const nlohmann::json& j) {
 // {device = "meta" | "cpu" | "cuda", dtype = "float32" | ..., init = true}; `checkpoint_dtype`:
 // dtype may also be "auto" (the default), the checkpoint's own.
 BuildOptions build_options(lua_State* L, int idx, const char* fn, bool checkpoint_dtype = false) {
+  if (checkpoint_dtype) lx_check_option_keys(L, idx, {"device", "dtype"}, fn);
+  else lx_check_option_keys(L, idx, {"device", "dtype", "init"}, fn);
   BuildOptions o;
   auto device = lx_opt_string(L, idx, "device", lx_empty_weights() && !checkpoint_dtype ? "meta" : "cpu", fn);
   lx_check_device_target(L, device, fn);
@@ -149,7 +151,6 @@ int w_models_config(lua_State* L) {
 // device = "meta": shapes now, values read by slapo.build (each rank its own slices)
 int w_models_from_pretrained(lua_State* L) {
   const char* fn = "models.from_pretrained";
-  lx_check_option_keys(L, 2, {"device", "dtype"}, fn);
   auto options = build_options(L, 2, fn, /*checkpoint_dtype=*/true);
   std::string dir = luaL_checkstring(L, 1);
   if (!std::filesystem::is_directory(dir))

@@ -29,6 +29,16 @@ namespace {
 // "shard on 'transformer.h.0.mlp.c_fc'": what an option error of a primitive is prefixed with.
 std::string on(const char* primitive, const Schedule& s) { return fmt::format("{} on {}", primitive, s.where()); }
 
+// The parameter name at `idx` (a number reads as its digits, and the primitive then says no such
+// parameter); anything else is an error that names the primitive, the module and its parameters.
+std::string param_name_arg(lua_State* L, int idx, const Schedule& s, const char* primitive) {
+  if (lua_type(L, idx) == LUA_TSTRING || lua_type(L, idx) == LUA_TNUMBER) return lua_tostring(L, idx);
+  std::vector<std::string> names;
+  for (auto& p : s.mod()->named_parameters(/*recurse=*/false)) names.push_back(p.key());
+  throw Error(fmt::format("{}: the parameter name must be a string, got {} (parameters: {})", on(primitive, s),
+                          lua_isnoneornil(L, idx) ? "nothing" : luaL_typename(L, idx), join_or_none(names)));
+}
+
 int w_Schedule_gc(lua_State* L) {
   using Ptr = std::shared_ptr<Schedule>;
   lx_check_schedule(L, 1).~Ptr();
@@ -185,7 +195,7 @@ int w_Schedule_replace(lua_State* L) {
 int w_Schedule_shard(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "shard");
   const std::string caller = on("shard", *s);  // option errors name the module
-  std::string param = luaL_checkstring(L, 2);
+  std::string param = param_name_arg(L, 2, *s, "shard");
   if (lua_type(L, 3) != LUA_TNUMBER)
     throw Error(fmt::format("shard: the axis for '{}' of {} must be a number, got {}", param, s->where(),
                             luaL_typename(L, 3)));
@@ -202,7 +212,10 @@ int w_Schedule_shard(lua_State* L) {
 int w_Schedule_sync(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "sync");
   const std::string caller = on("sync", *s);  // option errors name the module
-  SyncMode mode = parse_sync_mode(luaL_checkstring(L, 2), *s);
+  if (lua_type(L, 2) != LUA_TSTRING && lua_type(L, 2) != LUA_TNUMBER)
+    throw Error(fmt::format("{}: the mode must be a string (fwd_pre, fwd_post, bwd_post or bwd_params), got {}", caller,
+                            lua_isnoneornil(L, 2) ? "nothing" : luaL_typename(L, 2)));
+  SyncMode mode = parse_sync_mode(lua_tostring(L, 2), *s);
   lx_check_option_keys(L, 4, {"axis", "grad", "params"}, caller.c_str());
   std::string grad = lx_opt_string(L, 4, "grad", "slice", caller.c_str());
   if (grad != "slice" && grad != "reduce_scatter")
@@ -224,6 +237,9 @@ int w_Schedule_sync(lua_State* L) {
     std::string what = fmt::format("sync function on {}", s->where());
     op.fn = [fn, what](const Value& v) { return call_lua_function(*fn, v, what); };
   } else if (lua_type(L, 3) == LUA_TSTRING) {
+    if (axis != static_cast<double>(INT64_MIN) && std::string(lua_tostring(L, 3)) == "all_reduce")
+      throw Error(fmt::format("{}: all_reduce sums whole tensors and takes no axis (axis goes with all_gather, "
+                              "reduce_scatter and scatter)", caller));
     op = parse_sync_op(lua_tostring(L, 3), static_cast<int64_t>(axis), *s);
   } else {
     throw Error(fmt::format("sync: op for {} must be a string or a function, got {}", s->where(), luaL_typename(L, 3)));
@@ -409,6 +425,9 @@ int w_Schedule_find(lua_State* L) {
   if (lua_type(L, 2) != LUA_TSTRING)
     throw Error(fmt::format("find: expected a regular expression over leaf paths (a string) or a pattern function, "
                             "got {}", luaL_typename(L, 2)));
+  if (!lua_isnoneornil(L, 3))  // options belong to patterns: a path regex takes none
+    throw Error(fmt::format("{}: a path regular expression takes no options ({{inputs =, modules =}} go with a "
+                            "pattern function), got a {}", caller, luaL_typename(L, 3)));
   auto nodes = find_nodes(*s, lua_tostring(L, 2));
   lua_createtable(L, static_cast<int>(nodes.size()), 0);
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -429,6 +448,9 @@ int w_Schedule_decompose(lua_State* L) {
 // sub:fuse(subgraph, {compiler = "kernels", name = "BiasGeLU"}) -> the fused child's schedule
 int w_Schedule_fuse(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "fuse");
+  const std::string caller = on("fuse", *s);  // option errors name the module
+  if (!lua_isnoneornil(L, 2)) lx_check_option_keys(L, 3, {"compiler", "name"}, caller.c_str());
+  else lx_check_option_keys(L, 3, {"compiler"}, caller.c_str());
   if (!lua_isnoneornil(L, 2)) {
     auto names = subgraph_arg(L, 2, "fuse");
     std::string compiler = lx_opt_string(L, 3, "compiler", "kernels", "fuse");
@@ -476,13 +498,21 @@ int w_Schedule_cut_pipeline_stage(lua_State* L) {
 
 int w_Schedule_annotate(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "annotate");
+  std::string param = param_name_arg(L, 2, *s, "annotate");
+  if (lua_type(L, 3) != LUA_TSTRING && lua_type(L, 3) != LUA_TNUMBER)
+    throw Error(fmt::format("{}: the key must be a string, got {}", on("annotate", *s),
+                            lua_isnoneornil(L, 3) ? "nothing" : luaL_typename(L, 3)));
+  if (lx_is_tensor(L, 4))
+    throw Error(fmt::format("{}: the value must be a number, string, boolean or a table of those, got a tensor (the "
+                            "schedule log replays annotations as Lua literals)",
+                            on("annotate", *s)));
   Value value;
   try {
     value = lx_to_value(L, 4);
   } catch (const Error& e) {  // the conversion's own words, with the primitive and module in front
     throw Error(fmt::format("{}: {}", on("annotate", *s), e.what()));
   }
-  annotate(*s, luaL_checkstring(L, 2), luaL_checkstring(L, 3), value, call_site(L, *s, 2, 4));
+  annotate(*s, param, lua_tostring(L, 3), value, call_site(L, *s, 2, 4));
   lua_settop(L, 1);
   return 1;
 }
@@ -490,8 +520,16 @@ int w_Schedule_annotate(lua_State* L) {
 // sch:param_info(name) -> {shape=, full_shape=, shard_axis=, annotations={...}}
 int w_Schedule_param_info(lua_State* L) {
   auto s = lx_check_schedule(L, 1);
-  std::string name = luaL_checkstring(L, 2);
+  std::string name = param_name_arg(L, 2, *s, "param_info");
   auto& m = *s->mod();
+  if (!m.has_param(name)) {
+    std::vector<std::string> names;
+    for (auto& p : m.named_parameters(/*recurse=*/false)) names.push_back(p.key());
+    auto close = closest_names(name, names);
+    throw Error(fmt::format("param_info: {} ({}) has no parameter '{}'{}; its parameters are: {}", s->where(),
+                            m.type_name(), name, close.empty() ? "" : fmt::format(" (did you mean '{}'?)", close[0]),
+                            join_or_none(names)));
+  }
   at::Tensor t = m.param(name);
   auto push_shape = [L](const std::vector<int64_t>& shape) {
     lua_createtable(L, static_cast<int>(shape.size()), 0);

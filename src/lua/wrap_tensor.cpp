@@ -278,6 +278,7 @@ const luaL_Reg tensor_meta[] = {
 
 // ---- constructors: slapo.randn{2, 3} ... ----
 at::TensorOptions creation_options(lua_State* L, int idx, const char* fn) {
+  lx_check_option_keys(L, idx, {"dtype", "device", "requires_grad"}, fn);
   auto dtype = lx_opt_string(L, idx, "dtype", "float32", fn);
   auto opts = at::TensorOptions().dtype(tensor_dtype_from_name(dtype, fn));
   auto device = lx_opt_string(L, idx, "device", "cpu", fn);
@@ -289,13 +290,19 @@ int w_randn(lua_State* L) { return push(L, torch::randn(lx_check_shape(L, 1, "ra
 int w_rand(lua_State* L) { return push(L, torch::rand(lx_check_shape(L, 1, "rand"), creation_options(L, 2, "rand"))); }
 int w_zeros(lua_State* L) { return push(L, torch::zeros(lx_check_shape(L, 1, "zeros"), creation_options(L, 2, "zeros"))); }
 int w_ones(lua_State* L) { return push(L, torch::ones(lx_check_shape(L, 1, "ones"), creation_options(L, 2, "ones"))); }
+// A whole number argument within +-9e15 (the integers a double holds exactly), else an error
+// naming the function and the argument: NaN, fractions and 1e300 would cast to nonsense.
+int64_t whole_arg(lua_State* L, int idx, const char* fn, const char* what) {
+  return lx_check_integer_value(luaL_checknumber(L, idx), what, -9.0e15, 9.0e15, fn);
+}
 int w_arange(lua_State* L) {
-  if (lua_isnumber(L, 2)) return push(L, torch::arange(luaL_checknumber(L, 1), luaL_checknumber(L, 2), at::kLong));
-  return push(L, torch::arange(static_cast<int64_t>(luaL_checknumber(L, 1)), at::kLong));
+  if (lua_isnumber(L, 2))
+    return push(L, torch::arange(whole_arg(L, 1, "arange", "start"), whole_arg(L, 2, "arange", "end"), at::kLong));
+  return push(L, torch::arange(whole_arg(L, 1, "arange", "end"), at::kLong));
 }
 int w_randint(lua_State* L) {
-  auto lo = static_cast<int64_t>(luaL_checknumber(L, 1)), hi = static_cast<int64_t>(luaL_checknumber(L, 2));
-  if (hi <= lo) luaL_error(L, "randint: high (%d) must be greater than low (%d)", static_cast<int>(hi), static_cast<int>(lo));
+  auto lo = whole_arg(L, 1, "randint", "low"), hi = whole_arg(L, 2, "randint", "high");
+  if (hi <= lo) throw Error(fmt::format("randint: high ({}) must be greater than low ({})", hi, lo));
   return push(L, torch::randint(lo, hi, lx_check_shape(L, 3, "randint"), at::kLong));
 }
 void flatten_nested(lua_State* L, int idx, std::vector<double>& values, std::vector<int64_t>& shape, size_t depth) {

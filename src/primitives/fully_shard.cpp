@@ -192,9 +192,10 @@ void fully_shard(Schedule& sch, const FullyShardOptions& options, const CallSite
       }
   });
   const bool reshard = options.reshard_after_forward;
-  root.add_forward_post_hook([call, group_id, reshard](Module&, const Values&, Value& out) {
+  root.add_forward_post_hook([call, group_id, reshard](Module& self, const Values&, Value& out) {
     restore(call->swaps);
-    if (reshard) reshard_after_call(call->gathered, out, group_id);
+    // under checkpoint a call with gradients is the recomputation, and its backward follows at once
+    if (reshard && !self.meta().checkpointed) reshard_after_call(call->gathered, out, group_id);
     call->gathered.clear();
   });
   root.meta().fully_shard_root = true;

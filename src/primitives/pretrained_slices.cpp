@@ -45,6 +45,7 @@ int read_pretrained_slices(const std::shared_ptr<Module>& root) {
                                   fmt::join(part.sizes(), ", ")));
         values = torch::empty(meta.sizes(), meta.options().device(at::kCPU).requires_grad(false));
         values.copy_(part);
+        source.reader->release(source.key);  // what was read stops counting as resident memory
         values.requires_grad_(meta.requires_grad());
         ++read;
       }

@@ -72,11 +72,19 @@ end
 --- When the check fails, or `fn` raises, the primitives `fn` applied are rolled back (module
 --- objects restored in place, so handles stay valid) and the error says so.
 function slapo.verify(sch, inputs, opts, fn)
-  if type(sch) ~= "userdata" then
-    error(("verify: bad argument #1: schedule expected, got %s"):format(type(sch)), 2)
+  if type(sch) ~= "userdata" or getmetatable(sch).__name ~= "slapo.Schedule" then
+    local got = type(sch) == "userdata" and getmetatable(sch).__name == "slapo.Module"
+      and "a module (pass slapo.create_schedule(model))" or type(sch)
+    error(("verify: bad argument #1: schedule expected, got %s"):format(got), 2)
   end
   if type(opts) == "function" then
     opts, fn = nil, opts
+  end
+  if fn ~= nil and type(fn) ~= "function" then
+    error(("verify: bad argument #4: a function(sch) that applies the primitives to check, got %s"):format(type(fn)), 2)
+  end
+  if inputs == nil then
+    error("verify: bad argument #2: the model's inputs (a tensor or an array of them) are required", 2)
   end
   if type(inputs) ~= "table" or slapo.is_tensor(inputs) then
     inputs = { inputs }

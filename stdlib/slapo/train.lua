@@ -25,6 +25,11 @@ local function check_options(opts)
   if opts.model == nil and not (opts.schedule_file and opts.make_model) then
     error("train: 'model' is required (a module, e.g. slapo.build(sch)), or schedule_file with make_model", 3)
   end
+  local model_kind = opts.model ~= nil and (getmetatable(opts.model) or {}).__name
+  if opts.model ~= nil and model_kind ~= "slapo.Module" then
+    error(("train: 'model' must be a module%s, got %s"):format(model_kind == "slapo.Schedule"
+      and " (a schedule's is sch.mod, or slapo.build(sch))" or "", model_kind or type(opts.model)), 3)
+  end
   if opts.data == nil then
     error("train: 'data' is required: a function(step, micro) returning token ids, or {vocab =, batch =, seq =}", 3)
   end
@@ -79,6 +84,18 @@ local function check_options(opts)
   if seed ~= false and (type(seed) ~= "number" or seed ~= math.floor(seed) or seed < 0) then
     error(("train: seed must be an integer >= 0 or false (leave the random stream as it is), got %s"):format(
       tostring(seed)), 3)
+  end
+  if type(out.data) == "table" then  -- synthetic batches: every size given, as a whole number
+    for _, key in ipairs({ "vocab", "batch", "seq" }) do
+      local v = out.data[key]
+      if type(v) ~= "number" or v ~= math.floor(v) or v < 1 then
+        error(("train: data.%s must be a whole number >= 1 (data = {vocab =, batch =, seq =}), got %s"):format(key,
+          tostring(v)), 3)
+      end
+    end
+  elseif type(out.data) ~= "function" then
+    error(("train: 'data' must be a function(step, micro) returning token ids, or {vocab =, batch =, seq =}, got %s")
+      :format(type(out.data)), 3)
   end
   return out
 end
