@@ -15,6 +15,15 @@ set +e
 "$bin" run >/dev/null 2>&1; [ $? -eq 2 ] || { echo "run without a script should exit 2"; exit 1; }
 "$bin" run "$tmp/missing.lua" >/dev/null 2>&1; [ $? -eq 2 ] || { echo "missing script should exit 2"; exit 1; }
 set -e
+out=$("$bin" frobnicate 2>&1 || true)
+echo "$out" | grep -q "unknown command 'frobnicate' (commands: run, test, " ||
+  { echo "an unknown command should be named with the commands: $out"; exit 1; }
+"$bin" help | grep -q '^  tune ' || { echo "help should list the commands"; exit 1; }
+"$bin" help plan | grep -q -- '--cluster' || { echo "help plan should describe plan"; exit 1; }
+set +e
+"$bin" </dev/null 2>"$tmp/usage"; [ $? -eq 2 ] || { echo "a bare slapo-lua off a terminal should exit 2"; exit 1; }
+set -e
+grep -q 'Subcommands:' "$tmp/usage" || { echo "a bare slapo-lua should print the usage"; exit 1; }
 
 # a Lua error prints the message and a traceback, and exits 1
 cat > "$tmp/fails.lua" <<'LUA'
