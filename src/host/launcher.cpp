@@ -62,6 +62,12 @@ bool is_timeout_message(const std::string& m) {
   return m.find("imed out") != std::string::npos || m.find("imeout") != std::string::npos;
 }
 
+// What a rank records when a peer it talks to has ended: never the cause itself.
+bool is_peer_loss_message(const std::string& m) {
+  return m.find("losed by peer") != std::string::npos || m.find("eset by peer") != std::string::npos ||
+         m.find("roken pipe") != std::string::npos;
+}
+
 // Writes complete lines of `buf` to `stream`, prefixed for ranks other than 0.
 void flush_lines(std::string& buf, FILE* stream, int rank, bool all) {
   size_t start = 0, nl;
@@ -320,9 +326,21 @@ int launch_ranks(int nproc, const std::vector<std::string>& command) {
     fs::remove_all(dir);
     return 1;
   }
-  if (earliest == INT64_MAX)
-    for (auto& [rank, at] : recorded_at)
-      if (at < earliest) earliest = at, culprit = rank, message = recorded[rank];
+  // The earliest recorded error that is not a lost peer (a rank that lost a peer only noticed
+  // another's end: the timeout that peer recorded, even a moment later, is the cause); else the
+  // earliest of all.
+  if (earliest == INT64_MAX) {
+    auto earliest_of = [&](bool peer_loss) {
+      int who = -1;
+      int64_t when = INT64_MAX;
+      for (auto& [rank, at] : recorded_at)
+        if (is_peer_loss_message(recorded[rank]) == peer_loss && at < when) when = at, who = rank;
+      return who;
+    };
+    int who = earliest_of(false);
+    if (who < 0) who = earliest_of(true);
+    if (who >= 0) culprit = who, message = recorded[who];
+  }
   if (message.empty()) message = describe_exit(ranks[culprit].status);
   // A collective that timed out waited for a rank that never came: that rank is the cause.
   if (is_timeout_message(message) && !waiting_at_failure.empty() &&
