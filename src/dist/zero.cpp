@@ -93,16 +93,10 @@ void ZeroAdamW::step() {
   // them (no weight decay either): their pieces of the slice are put back after the update.
   std::vector<std::pair<int64_t, int64_t>> untouched;  // (offset in the slice, count)
   auto flags = has_grad.accessor<bool, 1>();
-  int64_t param_offset = 0;
-  for (int64_t i = 0; i < n_params; ++i) {
-    auto& p = params_[i];
-    int64_t from = std::max(begin, param_offset), to = std::min(begin + shard_numel_, param_offset + p.numel());
-    if (from < to) {
-      param.narrow(0, from - begin, to - from).copy_(p.detach().reshape({-1}).narrow(0, from - param_offset, to - from));
-      if (!flags[i]) untouched.emplace_back(from - begin, to - from);
-    }
-    param_offset += p.numel();
-  }
+  for_each_piece(params_, begin, shard_numel_, [&](const at::Tensor& p, int64_t from, int64_t at, int64_t n) {
+    param.narrow(0, at, n).copy_(p.detach().reshape({-1}).narrow(0, from, n));
+    if (!flags[&p - params_.data()]) untouched.emplace_back(at, n);  // p is an element of params_
+  });
   std::vector<std::array<at::Tensor, 3>> kept;
   for (auto& [at, n] : untouched)
     kept.push_back({param.narrow(0, at, n).clone(), exp_avg_.narrow(0, at, n).clone(), exp_avg_sq_.narrow(0, at, n).clone()});
