@@ -19,6 +19,7 @@
 #include <fmt/ranges.h>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -210,13 +211,17 @@ int launch_ranks(int nproc, const std::vector<std::string>& command) {
   std::chrono::steady_clock::time_point stop_at;
   bool stopping = false;
   std::vector<int> waiting_at_failure;  // ranks alive, with no error, when the others were stopped
-  auto recorded_message = [&](int rank) -> std::string {
+  // What a rank recorded when it failed (its error file): the message and when, or nothing.
+  auto read_recorded = [&](int rank) -> std::optional<std::pair<std::string, int64_t>> {
     std::ifstream in(error_file(rank));
     try {
-      if (in) return nlohmann::json::parse(in)["message"].get<std::string>();
+      if (in) {
+        auto j = nlohmann::json::parse(in);
+        return std::make_pair(j["message"].get<std::string>(), j["time_ns"].get<int64_t>());
+      }
     } catch (const std::exception&) {
     }
-    return "";
+    return std::nullopt;
   };
   int outlived = -1;
   auto stop_others = [&](int sig) {
@@ -248,8 +253,9 @@ int launch_ranks(int nproc, const std::vector<std::string>& command) {
         if (!r.failed()) last_clean_exit = std::chrono::steady_clock::now();
         if (r.failed() && first_failed < 0) {
           first_failed = r.rank;
+          auto error = read_recorded(r.rank);
           stop_at = std::chrono::steady_clock::now() +
-                    (is_timeout_message(recorded_message(r.rank)) ? std::chrono::seconds(3) : std::chrono::seconds(0));
+                    (error && is_timeout_message(error->first) ? std::chrono::seconds(3) : std::chrono::seconds(0));
         }
       }
     }
@@ -300,16 +306,8 @@ int launch_ranks(int nproc, const std::vector<std::string>& command) {
   // links; else the earliest recorded error.
   std::map<int, std::string> recorded;  // rank -> its recorded error
   std::map<int, int64_t> recorded_at;
-  for (auto& r : ranks) {
-    std::ifstream in(error_file(r.rank));
-    if (!in) continue;
-    try {
-      auto j = nlohmann::json::parse(in);
-      recorded[r.rank] = j["message"].get<std::string>();
-      recorded_at[r.rank] = j["time_ns"].get<int64_t>();
-    } catch (const std::exception&) {
-    }
-  }
+  for (auto& r : ranks)
+    if (auto error = read_recorded(r.rank)) recorded[r.rank] = error->first, recorded_at[r.rank] = error->second;
   int culprit = first_failed;
   int64_t earliest = INT64_MAX;
   std::string message;
