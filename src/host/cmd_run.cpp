@@ -117,7 +117,7 @@ int cmd_inspect(const std::string& model) {
     LuaState lua;
     lua.call_stdlib("slapo.inspect", "main", model, 0);
   } catch (const std::exception& e) {
-    report_error(e.what());
+    report_error(bare_error_message(e.what()));  // a name that is no model: no traceback to read
     return 1;
   }
   return 0;

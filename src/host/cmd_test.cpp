@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 
 #include "dist/world.h"
 #include "host/commands.h"
@@ -68,10 +67,7 @@ void run_error_script(const fs::path& file, Tally& tally) {
     fmt::print("FAIL {}: ran without the expected error '{}'\n", file.string(), expected);
     tally.failed += 1;
   } catch (const std::exception& e) {
-    std::string msg = e.what();
-    static const std::regex location(R"(^[^:\s]+\.lua:[0-9]+: )");
-    msg = std::regex_replace(msg, location, "", std::regex_constants::format_first_only);
-    if (auto traceback = msg.find("\nstack traceback:"); traceback != std::string::npos) msg.resize(traceback);
+    std::string msg = bare_error_message(e.what());
     if (msg == expected) {
       fmt::print("ok   {} fails with '{}'\n", file.string(), expected);
       tally.passed += 1;

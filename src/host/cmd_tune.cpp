@@ -1,7 +1,6 @@
 // slapo-lua tune SCRIPT [options] [-- ARGS]: the tuner (stdlib/slapo/tune.lua) from the command
 // line; `--show DB` prints a database's leaderboard.
 #include <cstdlib>
-#include <regex>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -17,11 +16,8 @@ namespace {
 // The tuner's own refusals ("tune: the database 'x' is a directory ...") are for the user: shown
 // without the Lua location and traceback, which stay for anything else (a bug to report).
 std::string user_facing(std::string message) {
-  static const std::regex location(R"(^[^:\s]+\.lua:[0-9]+: )");
-  std::string bare = std::regex_replace(message, location, "", std::regex_constants::format_first_only);
-  if (bare.rfind("tune", 0) != 0) return message;
-  if (auto traceback = bare.find("\nstack traceback:"); traceback != std::string::npos) bare.resize(traceback);
-  return bare;
+  std::string bare = bare_error_message(message);
+  return bare.rfind("tune", 0) == 0 ? bare : message;
 }
 }  // namespace
 

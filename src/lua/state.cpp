@@ -1,6 +1,8 @@
 // Opening a Lua state: libraries, the exception bridge, package.path, slapo.core, `slapo`.
 #include "lua/state.h"
 
+#include <regex>
+
 #include "core/data_dirs.h"
 #include "core/sanitizer.h"
 #include "lua/lua_module.h"
@@ -107,6 +109,13 @@ void LuaState::run_string(const std::string& code, const std::string& chunkname)
     throw LuaError(msg);
   }
   lx_pcall(L_, 0, 0);
+}
+
+std::string bare_error_message(const std::string& message) {
+  static const std::regex location(R"(^[^:\s]+\.lua:[0-9]+: )");
+  std::string bare = std::regex_replace(message, location, "", std::regex_constants::format_first_only);
+  if (auto traceback = bare.find("\nstack traceback:"); traceback != std::string::npos) bare.resize(traceback);
+  return bare;
 }
 
 }  // namespace slapo

@@ -33,4 +33,8 @@ class LuaState {
   std::shared_ptr<bool> alive_;
 };
 
+/// A Lua error's own words: without the "file.lua:12: " of the raising line in front and the stack
+/// traceback after. For errors that are the user's input, not a bug to report.
+std::string bare_error_message(const std::string& message);
+
 }  // namespace slapo

@@ -29,6 +29,16 @@ namespace {
 // "shard on 'transformer.h.0.mlp.c_fc'": what an option error of a primitive is prefixed with.
 std::string on(const char* primitive, const Schedule& s) { return fmt::format("{} on {}", primitive, s.where()); }
 
+// A primitive given more arguments than it takes is refused, not run with the extras dropped:
+// `sub:decompose(5)` may mean something the primitive does not do. `usage` is its whole form.
+void check_no_more_args(lua_State* L, int last, const Schedule& s, const char* primitive, const char* usage) {
+  int top = lua_gettop(L);
+  while (top > last && lua_isnil(L, top)) --top;
+  if (top > last)
+    throw Error(fmt::format("{}: takes {} argument{}, got {} (the form is {})", on(primitive, s), last - 1,
+                            last - 1 == 1 ? "" : "s", top - 1, usage));
+}
+
 // The parameter name at `idx` (a number reads as its digits, and the primitive then says no such
 // parameter); anything else is an error that names the primitive, the module and its parameters.
 std::string param_name_arg(lua_State* L, int idx, const Schedule& s, const char* primitive) {
@@ -253,6 +263,7 @@ int w_Schedule_sync(lua_State* L) {
 
 int w_Schedule_checkpoint(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "checkpoint");
+  check_no_more_args(L, 2, *s, "checkpoint", "sub:checkpoint() or sub:checkpoint(subgraph)");
   const std::string caller = on("checkpoint", *s);  // option errors name the module
   if (!lua_isnoneornil(L, 2)) {  // sub:checkpoint(subgraph) -> the wrapper's schedule
     auto names = subgraph_arg(L, 2, caller.c_str());
@@ -269,6 +280,7 @@ int w_Schedule_checkpoint(lua_State* L) {
 // schedule's group
 int w_Schedule_fully_shard(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "fully_shard");
+  check_no_more_args(L, 2, *s, "fully_shard", "sub:fully_shard{reshard_after_forward = true}");
   const std::string caller = on("fully_shard", *s);  // option errors name the module
   if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2))
     throw Error(fmt::format("{}: options must be a table like {{reshard_after_forward = false}}, got {}", caller,
@@ -276,7 +288,7 @@ int w_Schedule_fully_shard(lua_State* L) {
   lx_check_option_keys(L, 2, {"reshard_after_forward"}, caller.c_str());
   FullyShardOptions options;
   options.reshard_after_forward = lx_opt_bool(L, 2, "reshard_after_forward", true, caller.c_str());
-  fully_shard(*s, options, call_site(L, *s, 2, 1));
+  fully_shard(*s, options, call_site(L, *s, 2, 2));  // the options replay as written
   lua_settop(L, 1);
   return 1;
 }
@@ -284,6 +296,7 @@ int w_Schedule_fully_shard(lua_State* L) {
 // sub:fork_rng([seed])
 int w_Schedule_fork_rng(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "fork_rng");
+  check_no_more_args(L, 2, *s, "fork_rng", "sub:fork_rng([seed])");
   const std::string caller = on("fork_rng", *s);  // option errors name the module
   if (!lua_isnoneornil(L, 2) && lua_type(L, 2) != LUA_TNUMBER)
     throw Error(fmt::format("fork_rng: the seed for {} must be an integer, got {}", s->where(), luaL_typename(L, 2)));
@@ -439,6 +452,7 @@ int w_Schedule_find(lua_State* L) {
 
 int w_Schedule_decompose(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "decompose");
+  check_no_more_args(L, 1, *s, "decompose", "sub:decompose()");
   decompose(*s, call_site(L, *s, 2, 1));
   lua_settop(L, 1);
   return 1;
@@ -491,6 +505,7 @@ int w_Graph_tostring(lua_State* L) {
 
 int w_Schedule_cut_pipeline_stage(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "cut_pipeline_stage");
+  check_no_more_args(L, 1, *s, "cut_pipeline_stage", "sub:cut_pipeline_stage()");
   cut_pipeline_stage(*s, call_site(L, *s, 2, 1));
   lua_settop(L, 1);
   return 1;

@@ -1,4 +1,5 @@
 // slapo.Tensor: the torch-like tensor subset scripts use to build inputs, compare and train.
+#include <cmath>
 #include <sstream>
 
 #include "core/error.h"
@@ -20,8 +21,12 @@ const std::vector<std::pair<std::string, at::ScalarType>>& dtype_names() {
 }
 
 int64_t check_dim(lua_State* L, int idx, const at::Tensor& t, const char* fn) {
-  int64_t d = static_cast<int64_t>(luaL_checknumber(L, idx));
   int64_t n = t.dim();
+  // NaN, fractions and 1e300 are refused with the dims there are, not truncated to some dim
+  double value = luaL_checknumber(L, idx);
+  if (!(std::abs(value) < 1e9) || value != std::floor(value))
+    lx_check_integer_value(value, "dim", static_cast<double>(-n), static_cast<double>(std::max<int64_t>(n, 1) - 1), fn);
+  auto d = static_cast<int64_t>(value);
   if (d < -n || d >= std::max<int64_t>(n, 1))
     luaL_error(L, "%s: dim %d is out of range for a %d-d tensor (valid: %d .. %d, 0-based)", fn, static_cast<int>(d),
                static_cast<int>(n), static_cast<int>(-n), static_cast<int>(n - 1));
@@ -137,7 +142,8 @@ int w_Tensor_reshape(lua_State* L) { return push(L, lx_check_tensor(L, 1).reshap
 int w_Tensor_narrow(lua_State* L) {
   auto& t = lx_check_tensor(L, 1);
   int64_t d = check_dim(L, 2, t, "Tensor:narrow");
-  auto start = static_cast<int64_t>(luaL_checknumber(L, 3)), len = static_cast<int64_t>(luaL_checknumber(L, 4));
+  int64_t start = lx_check_integer_value(luaL_checknumber(L, 3), "start", -9.0e15, 9.0e15, "Tensor:narrow");
+  int64_t len = lx_check_integer_value(luaL_checknumber(L, 4), "length", -9.0e15, 9.0e15, "Tensor:narrow");
   if (start < 0 || len < 0 || start + len > t.size(d))
     luaL_error(L, "Tensor:narrow: [%d, %d) is outside dim %d of size %d", static_cast<int>(start),
                static_cast<int>(start + len), static_cast<int>(d), static_cast<int>(t.size(d)));

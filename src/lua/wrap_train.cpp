@@ -8,6 +8,8 @@
 
 #include <map>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "lua/runtime.h"
 #include "lua/tensor_gc.h"
@@ -61,7 +63,14 @@ int w_save_tensors(lua_State* L) {
 
 // load_tensors(path) -> {name -> tensor}, {key -> string}
 int w_load_tensors(lua_State* L) {
-  auto file = read_safetensors(luaL_checkstring(L, 1));
+  if (lua_type(L, 1) != LUA_TSTRING)
+    luaL_error(L, "load_tensors: the path must be a string (a .safetensors file), got %s", luaL_typename(L, 1));
+  TensorFile file;
+  try {
+    file = read_safetensors(lua_tostring(L, 1));
+  } catch (const Error& e) {
+    throw Error(fmt::format("load_tensors: {}", e.what()));
+  }
   lx_push_named_tensors(L, file.tensors);
   lua_newtable(L);
   for (auto& [k, v] : file.metadata) {

@@ -59,6 +59,7 @@ struct Pipeline::Split {
   std::vector<std::string> my_names;                  // this rank's stages', each once
   std::vector<at::Tensor> my_params;
   std::vector<std::pair<std::string, at::Tensor>> shared;  // used by several stages, stage order
+  std::map<std::string, std::vector<int64_t>> shared_sizes;  // their whole shapes (a rank may release one)
 };
 
 namespace {
@@ -192,6 +193,7 @@ const Pipeline::Split& Pipeline::split_for(const Values& micro_inputs) {
   for (auto& [name, stages] : users)
     if (stages.size() > 1) {
       split->shared.emplace_back(name, by_name[name]);
+      split->shared_sizes[name] = by_name[name].sizes().vec();
       split->sharing[name] = stages;
       if (!runner_.meshes().empty() && !sharing_groups_.count(stages)) {  // every rank, in name order
         std::vector<int> ranks;
@@ -291,7 +293,10 @@ double Pipeline::step(const Values& inputs, const at::Tensor& labels) {
   // A parameter used by several stages (a tied embedding and LM head) gets the sum of their grads.
   std::set<std::string> mine(current_->my_names.begin(), current_->my_names.end());
   for (auto& [name, p] : current_->shared) {
-    at::Tensor g = p.grad().defined() ? p.grad().detach().clone() : torch::zeros_like(p.detach());
+    // every rank of the pipeline adds its part; a stage that does not use the parameter (released
+    // on its rank) adds zeros of the whole shape, as an all-reduce needs the same size everywhere
+    at::Tensor g = p.grad().defined() ? p.grad().detach().clone()
+                                      : torch::zeros(current_->shared_sizes.at(name), p.options());
     runner_.group()->all_reduce(g, "pipeline");
     if (mine.count(name)) p.mutable_grad() = g;
   }

@@ -204,15 +204,27 @@ function schedule_methods.replace_all(sch, type_name, make_fn)
   if type(make_fn) ~= "function" then
     error("replace_all: make_fn must be a function(path, module), got " .. type(make_fn), 2)
   end
-  local targets = {}
+  local targets, types = {}, {}
   for path, sub in sch:named_schedules() do
     if sub.mod:type() == type_name then
       table.insert(targets, sub)
     end
+    types[sub.mod:type()] = true
+  end
+  if #targets == 0 then  -- a misspelt type would otherwise replace nothing, silently
+    local names = {}
+    for name in pairs(types) do table.insert(names, name) end
+    table.sort(names)
+    local where = sch.path == "" and "the model" or ("'" .. sch.path .. "'")
+    error(("replace_all: no module of type '%s' under %s (its types: %s)"):format(type_name, where,
+      table.concat(names, ", ")), 2)
   end
   local replacements = {}
   for i, sub in ipairs(targets) do
-    local new = make_fn(sub.path, sub.mod)
+    local ok, new = pcall(make_fn, sub.path, sub.mod)
+    if not ok then  -- nothing has been swapped yet: the schedule is as it was
+      error(("replace_all: make_fn failed for '%s': %s"):format(sub.path, tostring(new)), 2)
+    end
     if getmetatable(new) ~= debug.getregistry()["slapo.Module"] then
       error(("replace_all: make_fn returned %s for '%s', not a module"):format(type(new), sub.path), 2)
     end

@@ -156,6 +156,8 @@ describe("fully_shard", function()
       s:fully_shard()
     end)
     eq(report.params, report.gradients)
+    -- the log replays the option as written, not the default
+    matches('sch%["transformer%.h%.0"%]:fully_shard%({ *reshard_after_forward = false *}%)', sch:log())
   end)
 
   it("refuses what it cannot shard, by name, and changes nothing", function()
