@@ -6,16 +6,20 @@
 namespace slapo {
 
 CheckpointReader::CheckpointReader(const std::string& dir) : dir_(dir) {
-  for (auto& path : checkpoint_files(dir)) {
-    files_.emplace_back(path);
-    for (auto& name : files_.back().names()) file_of_.emplace(name, files_.size() - 1);
+  for (auto& file : checkpoint_files(dir)) {
+    files_.emplace_back(file.path);
+    for (auto& name : files_.back().names())
+      if (file.takes(name)) file_of_.emplace(name, files_.size() - 1);
   }
 }
 
 NamedTensors CheckpointReader::views() const {
   NamedTensors out;
-  for (auto& file : files_)
-    for (auto& name : file.names()) out.emplace_back(name, file.view(name));
+  for (size_t f = 0; f < files_.size(); ++f)
+    for (auto& name : files_[f].names()) {
+      auto taken = file_of_.find(name);  // the index's file for it, else not taken
+      if (taken != file_of_.end() && taken->second == f) out.emplace_back(name, files_[f].view(name));
+    }
   return out;
 }
 

@@ -215,23 +215,25 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
   }, "save");
 }
 
-std::vector<std::string> checkpoint_files(const std::string& dir) {
+std::vector<CheckpointFile> checkpoint_files(const std::string& dir) {
   fs::path index = fs::path(dir) / "model.safetensors.index.json";
   fs::path single = fs::path(dir) / "model.safetensors";
-  if (fs::exists(single)) return {single.string()};
+  if (fs::exists(single)) return {{single.string(), {}}};
   if (!fs::exists(index))
     throw Error(fmt::format("from_pretrained: '{}' has neither model.safetensors nor model.safetensors.index.json", dir));
   json j = read_json_file(index.string(), "from_pretrained");
   if (!j.contains("weight_map") || !j["weight_map"].is_object())
     throw Error(fmt::format("from_pretrained: '{}' has no weight_map object", index.string()));
-  std::vector<std::string> shards;
+  std::vector<CheckpointFile> shards;
   for (auto& [name, file] : j["weight_map"].items()) {
     if (!file.is_string()) throw Error(fmt::format("from_pretrained: weight_map['{}'] is not a file name", name));
     auto f = file.get<std::string>();
     if (f.find('/') != std::string::npos || f == "..")
       throw Error(fmt::format("from_pretrained: weight_map['{}'] = '{}' points outside '{}'", name, f, dir));
     auto path = (fs::path(dir) / f).string();
-    if (std::find(shards.begin(), shards.end(), path) == shards.end()) shards.push_back(path);
+    auto shard = std::find_if(shards.begin(), shards.end(), [&](const CheckpointFile& c) { return c.path == path; });
+    if (shard == shards.end()) shard = shards.insert(shards.end(), CheckpointFile{path, {}});
+    shard->listed.insert(name);
   }
   return shards;
 }
@@ -239,8 +241,9 @@ std::vector<std::string> checkpoint_files(const std::string& dir) {
 NamedTensors read_checkpoint_dir(const std::string& dir) {
   NamedTensors all;
   for (auto& file : checkpoint_files(dir)) {
-    auto part = read_safetensors(file);
-    for (auto& t : part.tensors) all.push_back(std::move(t));
+    auto part = read_safetensors(file.path);
+    for (auto& t : part.tensors)
+      if (file.takes(t.first)) all.push_back(std::move(t));
   }
   return all;
 }

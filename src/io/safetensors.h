@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,10 +47,17 @@ TensorFile read_safetensors(const std::string& path);
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
+/// One file of a checkpoint directory and the tensors to take from it: those its index lists
+/// there (as transformers does, the index is the authority), or every tensor of a single file.
+struct CheckpointFile {
+  std::string path;
+  std::set<std::string> listed;  ///< empty: a single-file checkpoint, every tensor
+  bool takes(const std::string& name) const { return listed.empty() || listed.count(name) > 0; }
+};
 /// `dir`/model.safetensors, or every shard listed in `dir`/model.safetensors.index.json (checked
 /// to stay inside `dir`).
-std::vector<std::string> checkpoint_files(const std::string& dir);
-/// Reads every tensor of checkpoint_files(dir).
+std::vector<CheckpointFile> checkpoint_files(const std::string& dir);
+/// Reads every tensor checkpoint_files(dir) takes.
 NamedTensors read_checkpoint_dir(const std::string& dir);
 
 /// Writes `dir`/model.safetensors, or shards of at most `max_shard_bytes` plus the index.

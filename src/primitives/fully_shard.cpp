@@ -119,12 +119,37 @@ void reshard_after_call(std::vector<Gathered>& gathered, const Value& out, int64
   for (auto& t : needing_grad) t.register_hook([pending](const at::Tensor&) { pending->gather_again(); });
 }
 
+// A parameter tied to one outside the unit (GPT-2's embedding and LM head in different units, or
+// one in a unit and one outside all) would be used as a slice where it is not gathered: refused,
+// naming both places and the module that holds them.
+void check_not_shared_outside(const Schedule& sch, const std::unordered_map<const c10::TensorImpl*, std::string>& mine) {
+  auto top = sch.parent();
+  if (!top) return;  // the root: nothing outside
+  while (top->parent()) top = top->parent();
+  const std::string prefix = sch.path() + ".";
+  for (auto& item : top->mod()->named_parameters(/*recurse=*/true)) {
+    const std::string& name = item.key();
+    auto inside = mine.find(item.value().unsafeGetTensorImpl());
+    if (name.rfind(prefix, 0) == 0 || inside == mine.end()) continue;
+    throw Error(fmt::format("fully_shard: '{}' of {} is tied to '{}' outside it; a unit must hold every use of its "
+                            "parameters: fully_shard a module that contains both (their common parent, such as the "
+                            "root) instead",
+                            inside->second, sch.where(), name));
+  }
+}
+
 }  // namespace
 
 void fully_shard(Schedule& sch, const FullyShardOptions& options, const CallSite& site) {
   Module& root = *sch.mod();
   if (root.meta().fully_shard_root)
     throw Error(fmt::format("fully_shard: {} is already fully sharded", sch.where()));
+  // FSDP2's order: the inner units first (each layer), then what holds them (the root)
+  for (auto up = sch.parent(); up; up = up->parent())
+    if (up->mod()->meta().fully_shard_root)
+      throw Error(fmt::format("fully_shard: {} is inside {}, which is already fully sharded; apply fully_shard to the "
+                              "inner modules first (each layer, then the root)",
+                              sch.where(), up->where()));
   auto group = sch.group() ? sch.group() : dist::world();
   const int parts = group->size();
   // Step 1. Check every parameter before changing any.
@@ -134,6 +159,7 @@ void fully_shard(Schedule& sch, const FullyShardOptions& options, const CallSite
     at::Tensor tensor;
   };
   std::vector<Target> targets;
+  std::unordered_map<const c10::TensorImpl*, std::string> mine;  // by tensor, its path in the unit
   for (auto& [path, m] : managed_modules(root))
     for (auto& p : m->named_parameters(/*recurse=*/false)) {
       if (!p.value().defined() || m->meta().fully_sharded.count(p.key())) continue;
@@ -148,10 +174,12 @@ void fully_shard(Schedule& sch, const FullyShardOptions& options, const CallSite
                                 where, fmt::join(p.value().sizes(), ", "), parts,
                                 p.value().dim() ? p.value().size(0) : 0));
       targets.push_back({m, p.key(), p.value()});
+      mine.emplace(p.value().unsafeGetTensorImpl(), path.empty() ? p.key() : path + "." + p.key());
     }
   if (targets.empty())
     throw Error(fmt::format("fully_shard: {} has no parameter left to shard (none, or each managed by a fully_shard "
                             "below it)", sch.where()));
+  check_not_shared_outside(sch, mine);
   // Step 2. Keep this rank's slice in the same tensor objects (the optimizer's, ties), once each.
   std::unordered_map<c10::TensorImpl*, ShardSpec> done;
   for (auto& t : targets) {

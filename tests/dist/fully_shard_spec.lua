@@ -182,7 +182,17 @@ describe("fully_shard", function()
       pcall_err(function() sch["transformer.h.1.attn"]:fully_shard({ reshard = false }) end))
     matches("fully_shard on 'transformer.h.1.attn': options must be a table like {reshard_after_forward = false}, "
       .. "got boolean", pcall_err(function() sch["transformer.h.1.attn"]:fully_shard(false) end))
-    matches("fully_shard: 'transformer.h.1.attn' has no parameter left to shard",
-      pcall_err(function() sch["transformer.h.1.attn"]:fully_shard() end))
+    matches("fully_shard: 'transformer%.h%.1%.attn' is inside 'transformer%.h%.1', which is already fully sharded; "
+      .. "apply fully_shard to the inner modules first", pcall_err(function() sch["transformer.h.1.attn"]:fully_shard() end))
+    -- GPT-2's embedding is its LM head: a unit holding one of them alone would run the other on a slice
+    local tied = slapo.create_schedule(reference.tiny_gpt2())
+    local whole, log = sizes(tied.mod), tied:log()
+    matches("fully_shard: 'weight' of 'transformer%.wte' is tied to 'lm_head%.weight' outside it; a unit must hold "
+      .. "every use of its parameters: fully_shard a module that contains both", pcall_err(function()
+        tied["transformer.wte"]:fully_shard()
+      end))
+    eq(log, tied:log())
+    eq(whole["transformer.wte.weight"], sizes(tied.mod)["transformer.wte.weight"])
+    tied:fully_shard()  -- the root holds both
   end)
 end)
