@@ -72,16 +72,27 @@ std::string registered_function_name(lua_State* L) {
   return name;
 }
 
+}  // namespace
+
+std::string lx_type_name(lua_State* L, int idx) {
+  std::string name = luaL_typename(L, idx);
+  if (lua_type(L, idx) == LUA_TUSERDATA && lua_getmetatable(L, idx)) {
+    lua_getfield(L, -1, "__name");
+    if (lua_isstring(L, -1)) name = lua_tostring(L, -1);
+    lua_pop(L, 2);
+  }
+  if (name == "slapo.Schedule") return "a schedule (its module is sch.mod)";
+  return name;
+}
+
+namespace {
+
 template <class T>
 T* box_check(lua_State* L, int idx, const char* tname, const char* what) {
   void* p = luaL_testudata(L, idx, tname);
   if (!p) {
-    const char* got = luaL_typename(L, idx);
-    if (lua_getmetatable(L, idx)) {
-      lua_getfield(L, -1, "__name");
-      if (lua_isstring(L, -1)) got = lua_tostring(L, -1);
-      lua_pop(L, 2);
-    }
+    std::string got_name = lx_type_name(L, idx);
+    const char* got = got_name.c_str();
     std::string fn = running_function_name(L);
     if (idx < 0)  // a value taken out of a table argument: Lua's position would read "#-1"
       luaL_error(L, "%s%severy entry of the table must be a %s, got %s", fn.c_str(), fn.empty() ? "" : ": ", what, got);

@@ -45,6 +45,9 @@ int lx_tensor_gc(lua_State* L);
 void lx_push_module(lua_State* L, std::shared_ptr<Module> m);
 std::shared_ptr<Module>& lx_check_module(lua_State* L, int idx);
 bool lx_is_module(lua_State* L, int idx);
+/// What the value at `idx` is, for errors: "slapo.Tensor", "a schedule (its module is sch.mod)",
+/// or Lua's type name ("number", "nil").
+std::string lx_type_name(lua_State* L, int idx);
 
 void lx_push_schedule(lua_State* L, std::shared_ptr<Schedule> s);
 std::shared_ptr<Schedule>& lx_check_schedule(lua_State* L, int idx);

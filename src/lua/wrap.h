@@ -50,8 +50,9 @@ void lx_push_pipeline(lua_State* L, std::shared_ptr<Schedule> root, int opts);
 /// Opens everything as package.loaded["slapo.core"].
 int luaopen_slapo_core(lua_State* L);
 
-/// The group at `idx` (a slapo.Group), or the world when the argument is absent.
-std::shared_ptr<dist::Group> lx_group_arg(lua_State* L, int idx);
+/// The group at `idx` (a slapo.Group), or the world when the argument is absent; `what` names it
+/// in the error ("create_schedule: option 'group'").
+std::shared_ptr<dist::Group> lx_group_arg(lua_State* L, int idx, const std::string& what);
 
 std::string tensor_dtype_name(at::ScalarType type);
 at::ScalarType tensor_dtype_from_name(const std::string& name, const char* fn);

@@ -63,13 +63,13 @@ int w_data_parallel(lua_State* L) {
     }
   } else {
     throw Error(fmt::format("dist.data_parallel: the first argument must be a module or an array of parameters, got {}",
-                            luaL_typename(L, 1)));
+                            lx_type_name(L, 1)));
   }
   std::shared_ptr<dist::Group> group = dist::world();
   lx_check_option_keys(L, 2, {"group", "bucket_mb", "backward_passes"}, "dist.data_parallel");
   if (lua_istable(L, 2)) {
     lua_getfield(L, 2, "group");
-    if (!lua_isnil(L, -1)) group = lx_group_arg(L, lua_gettop(L));
+    if (!lua_isnil(L, -1)) group = lx_group_arg(L, lua_gettop(L), "dist.data_parallel: option 'group'");
     lua_pop(L, 1);
   }
   double mb = lx_opt_number(L, 2, "bucket_mb", 25, "dist.data_parallel");

@@ -18,12 +18,21 @@ void push_group(lua_State* L, GroupPtr g) {
   lua_setmetatable(L, -2);
 }
 
-// The group at `idx`, or the world when it is absent.
-GroupPtr group_arg(lua_State* L, int idx) {
+// The group at `idx`, or the world when it is absent; `what` names the argument in the error
+// ("dist.all_reduce: argument 2 (the group)", "create_schedule: option 'group'").
+GroupPtr group_at(lua_State* L, int idx, const std::string& what) {
   if (lua_isnoneornil(L, idx)) return dist::world();
   void* p = luaL_testudata(L, idx, "slapo.Group");
-  if (!p) luaL_error(L, "dist: argument %d must be a group from slapo.dist.new_group, got %s", idx, luaL_typename(L, idx));
+  if (!p)
+    throw Error(fmt::format("{} must be a group (slapo.dist.new_group, slapo.dist.world() or a layout's tp_group, "
+                            "dp_group, pp_group), got {}",
+                            what, lua_type(L, idx) == LUA_TSTRING ? fmt::format("the string '{}'", lua_tostring(L, idx))
+                                                                  : luaL_typename(L, idx)));
   return *static_cast<GroupPtr*>(p);
+}
+// A slapo.dist function's group argument: its form in the error
+GroupPtr group_arg(lua_State* L, int idx, const char* fn, const char* form) {
+  return group_at(L, idx, fmt::format("dist.{}: argument {} (the form is {})", fn, idx, form));
 }
 
 int w_Group_gc(lua_State* L) {
@@ -31,11 +40,11 @@ int w_Group_gc(lua_State* L) {
   return 0;
 }
 int w_Group_tostring(lua_State* L) {
-  lua_pushstring(L, group_arg(L, 1)->describe().c_str());
+  lua_pushstring(L, group_at(L, 1, "group").get()->describe().c_str());
   return 1;
 }
 int w_Group_ranks(lua_State* L) {
-  auto g = group_arg(L, 1);
+  auto g = group_at(L, 1, "group:ranks: the group");
   lua_createtable(L, g->size(), 0);
   for (int i = 0; i < g->size(); ++i) {
     lua_pushnumber(L, g->ranks()[i]);
@@ -45,22 +54,22 @@ int w_Group_ranks(lua_State* L) {
 }
 
 int w_rank(lua_State* L) {
-  lua_pushnumber(L, group_arg(L, 1)->rank());
+  lua_pushnumber(L, group_arg(L, 1, "rank", "dist.rank([group])")->rank());
   return 1;
 }
 int w_world_size(lua_State* L) {
-  lua_pushnumber(L, group_arg(L, 1)->size());
+  lua_pushnumber(L, group_arg(L, 1, "world_size", "dist.world_size([group])")->size());
   return 1;
 }
 // Each collective first checks that every rank makes the same call (Group::check_same_call).
 int w_barrier(lua_State* L) {
-  auto g = group_arg(L, 1);
+  auto g = group_arg(L, 1, "barrier", "dist.barrier([group])");
   g->check_same_call("barrier", at::Tensor());
   g->barrier();
   return 0;
 }
 int w_all_reduce(lua_State* L) {
-  auto g = group_arg(L, 2);
+  auto g = group_arg(L, 2, "all_reduce", "dist.all_reduce(tensor [, group]), a sum in place");
   auto& t = lx_check_tensor(L, 1);
   g->check_same_call("all_reduce", t);
   g->all_reduce(t);
@@ -68,25 +77,25 @@ int w_all_reduce(lua_State* L) {
   return 1;
 }
 int w_all_gather(lua_State* L) {
-  auto g = group_arg(L, 3);
+  auto g = group_arg(L, 3, "all_gather", "dist.all_gather(tensor, dim [, group])");
   auto& t = lx_check_tensor(L, 1);
-  auto dim = static_cast<int64_t>(luaL_optnumber(L, 2, 0));
+  auto dim = lx_check_integer_value(luaL_optnumber(L, 2, 0), "dim", -64, 63, "dist.all_gather");
   g->check_same_call("all_gather", t, dim);
   lx_push_tensor(L, g->all_gather(t, dim));
   return 1;
 }
 int w_reduce_scatter(lua_State* L) {
-  auto g = group_arg(L, 3);
+  auto g = group_arg(L, 3, "reduce_scatter", "dist.reduce_scatter(tensor, dim [, group])");
   auto& t = lx_check_tensor(L, 1);
-  auto dim = static_cast<int64_t>(luaL_optnumber(L, 2, 0));
+  auto dim = lx_check_integer_value(luaL_optnumber(L, 2, 0), "dim", -64, 63, "dist.reduce_scatter");
   g->check_same_call("reduce_scatter", t, dim);
   lx_push_tensor(L, g->reduce_scatter(t, dim));
   return 1;
 }
 int w_broadcast(lua_State* L) {
-  auto g = group_arg(L, 3);
+  auto g = group_arg(L, 3, "broadcast", "dist.broadcast(tensor, src [, group])");
   auto& t = lx_check_tensor(L, 1);
-  auto src = static_cast<int>(luaL_optnumber(L, 2, 0));
+  auto src = static_cast<int>(lx_check_integer_value(luaL_optnumber(L, 2, 0), "src", 0, 1 << 20, "dist.broadcast"));
   g->check_same_call("broadcast", t, src);
   g->broadcast(t, src);
   lua_settop(L, 1);
@@ -94,21 +103,21 @@ int w_broadcast(lua_State* L) {
 }
 // Differentiable collectives (Megatron's f and g and their siblings): slapo.dist.autograd.*
 int w_copy_to(lua_State* L) {
-  lx_push_tensor(L, dist::copy_to_group(lx_check_tensor(L, 1), group_arg(L, 2)));
+  lx_push_tensor(L, dist::copy_to_group(lx_check_tensor(L, 1), group_arg(L, 2, "autograd.copy_to", "dist.autograd.copy_to(tensor [, group])")));
   return 1;
 }
 int w_reduce_from(lua_State* L) {
-  lx_push_tensor(L, dist::reduce_from_group(lx_check_tensor(L, 1), group_arg(L, 2)));
+  lx_push_tensor(L, dist::reduce_from_group(lx_check_tensor(L, 1), group_arg(L, 2, "autograd.reduce_from", "dist.autograd.reduce_from(tensor [, group])")));
   return 1;
 }
 int w_gather_from(lua_State* L) {
   lx_push_tensor(L, dist::gather_from_group(lx_check_tensor(L, 1), static_cast<int64_t>(luaL_checknumber(L, 2)),
-                                            group_arg(L, 3)));
+                                            group_arg(L, 3, "autograd.gather_from", "dist.autograd.gather_from(tensor, dim [, group])")));
   return 1;
 }
 int w_scatter_to(lua_State* L) {
   lx_push_tensor(L, dist::scatter_to_group(lx_check_tensor(L, 1), static_cast<int64_t>(luaL_checknumber(L, 2)),
-                                           group_arg(L, 3)));
+                                           group_arg(L, 3, "autograd.scatter_to", "dist.autograd.scatter_to(tensor, dim [, group])")));
   return 1;
 }
 const luaL_Reg autograd_functions[] = {{"copy_to", w_copy_to},
@@ -149,7 +158,7 @@ const luaL_Reg dist_functions[] = {
 
 }  // namespace
 
-std::shared_ptr<dist::Group> lx_group_arg(lua_State* L, int idx) { return group_arg(L, idx); }
+std::shared_ptr<dist::Group> lx_group_arg(lua_State* L, int idx, const std::string& what) { return group_at(L, idx, what); }
 
 void open_dist(lua_State* L) {
   lx_new_class(L, "slapo.Group", group_methods, group_meta, nullptr);

@@ -37,6 +37,7 @@ int push(lua_State* L, std::shared_ptr<Module> m) {
 // torch.nn.Linear's reset_parameters: U(-1/sqrt(in), 1/sqrt(in)) for weight and bias.
 int w_nn_Linear(lua_State* L) {
   int64_t in = check_size(L, 1, "nn.Linear", "in_features"), out = check_size(L, 2, "nn.Linear", "out_features");
+  lx_check_option_keys(L, 3, {"bias"}, "nn.Linear");
   auto m = std::make_shared<Linear>(in, out, lx_opt_bool(L, 3, "bias", true, "nn.Linear"), layer_options());
   if (g_empty_weights) return push(L, m);
   torch::NoGradGuard no_grad;
@@ -47,6 +48,9 @@ int w_nn_Linear(lua_State* L) {
 }
 
 int w_nn_LayerNorm(lua_State* L) {
+  lx_check_option_keys(L, 2, {"eps"}, "nn.LayerNorm");
+  if (!(lx_opt_number(L, 2, "eps", 1e-5, "nn.LayerNorm") > 0))
+    throw Error(fmt::format("nn.LayerNorm: eps must be positive, got {}", lx_opt_number(L, 2, "eps", 1e-5, "nn.LayerNorm")));
   auto m = std::make_shared<LayerNorm>(check_size(L, 1, "nn.LayerNorm", "normalized_shape"),
                                        lx_opt_number(L, 2, "eps", 1e-5, "nn.LayerNorm"), layer_options());
   if (g_empty_weights) return push(L, m);
@@ -57,6 +61,9 @@ int w_nn_LayerNorm(lua_State* L) {
 }
 
 int w_nn_RMSNorm(lua_State* L) {
+  lx_check_option_keys(L, 2, {"eps"}, "nn.RMSNorm");
+  if (!(lx_opt_number(L, 2, "eps", 1e-6, "nn.RMSNorm") > 0))
+    throw Error(fmt::format("nn.RMSNorm: eps must be positive, got {}", lx_opt_number(L, 2, "eps", 1e-6, "nn.RMSNorm")));
   auto m = std::make_shared<RMSNorm>(check_size(L, 1, "nn.RMSNorm", "hidden_size"),
                                      lx_opt_number(L, 2, "eps", 1e-6, "nn.RMSNorm"), layer_options());
   if (g_empty_weights) return push(L, m);
@@ -67,10 +74,11 @@ int w_nn_RMSNorm(lua_State* L) {
 
 int w_nn_Embedding(lua_State* L) {
   c10::optional<int64_t> pad;
+  int64_t rows = check_size(L, 1, "nn.Embedding", "num_embeddings"), dim = check_size(L, 2, "nn.Embedding", "embedding_dim");
+  lx_check_option_keys(L, 3, {"padding_idx"}, "nn.Embedding");
   double p = lx_opt_number(L, 3, "padding_idx", -1, "nn.Embedding");
-  if (p >= 0) pad = static_cast<int64_t>(p);
-  auto m = std::make_shared<Embedding>(check_size(L, 1, "nn.Embedding", "num_embeddings"),
-                                       check_size(L, 2, "nn.Embedding", "embedding_dim"), pad, layer_options());
+  if (p != -1) pad = lx_check_integer_value(p, "padding_idx", 0, static_cast<double>(rows - 1), "nn.Embedding");
+  auto m = std::make_shared<Embedding>(rows, dim, pad, layer_options());
   if (g_empty_weights) return push(L, m);
   torch::NoGradGuard no_grad;
   m->param("weight").normal_();

@@ -26,7 +26,7 @@ std::vector<at::Tensor> param_list(lua_State* L, int idx, const char* fn) {
       if (p.requires_grad()) out.push_back(p);
     return out;
   }
-  if (!lua_istable(L, idx)) throw Error(fmt::format("{}: params must be a module or an array of tensors, got {}", fn, luaL_typename(L, idx)));
+  if (!lua_istable(L, idx)) throw Error(fmt::format("{}: params must be a module or an array of tensors, got {}", fn, lx_type_name(L, idx)));
   std::vector<at::Tensor> out;
   for (size_t i = 1; i <= lua_objlen(L, idx); ++i) {
     lua_rawgeti(L, idx, static_cast<int>(i));
@@ -127,10 +127,10 @@ int w_zero_adamw(lua_State* L) {
   std::shared_ptr<dist::Group> group;
   if (lua_istable(L, 2)) {
     lua_getfield(L, 2, "group");
-    group = lx_group_arg(L, lua_gettop(L));
+    group = lx_group_arg(L, lua_gettop(L), fmt::format("{}: option 'group'", fn));
     lua_pop(L, 1);
   } else {
-    group = lx_group_arg(L, 3);
+    group = lx_group_arg(L, 3, fmt::format("{}: argument 3 (the group)", fn));
   }
   void* p = lua_newuserdata(L, sizeof(ZeroPtr));
   new (p) ZeroPtr(std::make_shared<dist::ZeroAdamW>(param_list(L, 1, "optim.zero_adamw"), group, o));

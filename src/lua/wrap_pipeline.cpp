@@ -189,7 +189,7 @@ void lx_push_pipeline(lua_State* L, std::shared_ptr<Schedule> root, int opts) {
     int t = lua_gettop(L);
     if (lua_istable(L, t)) {
       lua_getfield(L, t, "group");
-      if (!lua_isnil(L, -1)) o.group = lx_group_arg(L, lua_gettop(L));
+      if (!lua_isnil(L, -1)) o.group = lx_group_arg(L, lua_gettop(L), "build: option pipeline.group");
       lua_pop(L, 1);
       lx_check_option_keys(L, t, {"group", "micro_batches", "dp_group", "bucket_mb", "release_other_stages",
                                   "schedule", "loss", "meshes"}, "build: pipeline");
@@ -201,7 +201,7 @@ void lx_push_pipeline(lua_State* L, std::shared_ptr<Schedule> root, int opts) {
         o.micro_batches = static_cast<int>(lx_check_integer_value(lx_opt_number(L, t, "micro_batches", 0, "build"),
                                                                   "pipeline.micro_batches", 1, 1 << 20, "build"));
       lua_getfield(L, t, "dp_group");
-      if (!lua_isnil(L, -1)) o.dp_group = lx_group_arg(L, lua_gettop(L));
+      if (!lua_isnil(L, -1)) o.dp_group = lx_group_arg(L, lua_gettop(L), "build: option pipeline.dp_group");
       lua_pop(L, 1);
       o.bucket_bytes = static_cast<int64_t>(lx_opt_number(L, t, "bucket_mb", 25, "build") * (1 << 20));
       o.release_other_stages = lx_opt_bool(L, t, "release_other_stages", true, "build");

@@ -196,7 +196,10 @@ int w_Schedule_replace(lua_State* L) {
   if (!lua_isnoneornil(L, 3)) return replace_subgraph_call(L, s);
   if (!lx_is_module(L, 2))
     throw Error(fmt::format("replace: the replacement for {} must be a module, got {} (build one with slapo.nn "
-                            "or slapo.nn.Module{{...}})", s->where(), luaL_typename(L, 2)));
+                            "or slapo.nn.Module{{...}})", s->where(), lx_type_name(L, 2)));
+  if (!lua_isnoneornil(L, 4))
+    throw Error(fmt::format("replace: options ({{check =, name =}}) go with a subgraph, sub:replace(m, subgraph, "
+                            "{{...}}); replacing {} whole takes none", s->where()));
   replace(*s, lx_check_module(L, 2), call_site(L, *s, 2, 2));
   lua_settop(L, 1);
   return 1;
@@ -204,6 +207,7 @@ int w_Schedule_replace(lua_State* L) {
 
 int w_Schedule_shard(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "shard");
+  check_no_more_args(L, 4, *s, "shard", "sub:shard(param, axis [, {groups = n}])");
   const std::string caller = on("shard", *s);  // option errors name the module
   std::string param = param_name_arg(L, 2, *s, "shard");
   if (lua_type(L, 3) != LUA_TNUMBER)
@@ -221,6 +225,7 @@ int w_Schedule_shard(lua_State* L) {
 // sub:sync(mode, op, {axis = N}) where op is a name, a reshard scheme or a function(value) -> value
 int w_Schedule_sync(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "sync");
+  check_no_more_args(L, 4, *s, "sync", "sub:sync(mode, op [, {axis =, grad =, params =}])");
   const std::string caller = on("sync", *s);  // option errors name the module
   if (lua_type(L, 2) != LUA_TSTRING && lua_type(L, 2) != LUA_TNUMBER)
     throw Error(fmt::format("{}: the mode must be a string (fwd_pre, fwd_post, bwd_post or bwd_params), got {}", caller,
@@ -252,7 +257,8 @@ int w_Schedule_sync(lua_State* L) {
                               "reduce_scatter and scatter)", caller));
     op = parse_sync_op(lua_tostring(L, 3), static_cast<int64_t>(axis), *s);
   } else {
-    throw Error(fmt::format("sync: op for {} must be a string or a function, got {}", s->where(), luaL_typename(L, 3)));
+    throw Error(fmt::format("sync: op for {} must be one of {}; got {}", s->where(), kSyncOps,
+                            lua_isnoneornil(L, 3) ? "nothing" : luaL_typename(L, 3)));
   }
   op.reduce_scatter_grad = grad == "reduce_scatter";
   op.params = std::move(params);
@@ -513,6 +519,7 @@ int w_Schedule_cut_pipeline_stage(lua_State* L) {
 
 int w_Schedule_annotate(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "annotate");
+  check_no_more_args(L, 4, *s, "annotate", "sub:annotate(param, key, value)");
   std::string param = param_name_arg(L, 2, *s, "annotate");
   if (lua_type(L, 3) != LUA_TSTRING && lua_type(L, 3) != LUA_TNUMBER)
     throw Error(fmt::format("{}: the key must be a string, got {}", on("annotate", *s),
@@ -535,6 +542,7 @@ int w_Schedule_annotate(lua_State* L) {
 // sch:param_info(name) -> {shape=, full_shape=, shard_axis=, annotations={...}}
 int w_Schedule_param_info(lua_State* L) {
   auto s = lx_check_schedule(L, 1);
+  check_no_more_args(L, 2, *s, "param_info", "sub:param_info(param)");
   std::string name = param_name_arg(L, 2, *s, "param_info");
   auto& m = *s->mod();
   if (!m.has_param(name)) {
@@ -651,11 +659,15 @@ int schedule_fields(lua_State* L) {
 
 // create_schedule(model, {group = g})
 int w_create_schedule(lua_State* L) {
+  int top = lua_gettop(L);
+  while (top > 2 && lua_isnil(L, top)) --top;
+  if (top > 2)
+    throw Error(fmt::format("create_schedule: takes a module and an options table ({{group = g}}), got {} arguments", top));
   lx_check_option_keys(L, 2, {"group"}, "create_schedule");
   std::shared_ptr<dist::Group> group;
   if (lua_istable(L, 2)) {
     lua_getfield(L, 2, "group");
-    if (!lua_isnil(L, -1)) group = lx_group_arg(L, lua_gettop(L));
+    if (!lua_isnil(L, -1)) group = lx_group_arg(L, lua_gettop(L), "create_schedule: option 'group'");
     lua_pop(L, 1);
   }
   auto sch = Schedule::create(lx_check_module(L, 1), group);

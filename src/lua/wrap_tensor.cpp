@@ -351,6 +351,7 @@ int w_allclose(lua_State* L) {
   refuse_value_read_while_tracing("allclose()");
   auto& a = lx_check_tensor(L, 1);
   auto& b = lx_check_tensor(L, 2);
+  lx_check_option_keys(L, 3, {"rtol", "atol"}, "allclose");
   double rtol = lx_opt_number(L, 3, "rtol", 1e-5, "allclose"), atol = lx_opt_number(L, 3, "atol", 1e-8, "allclose");
   if (a.sizes() != b.sizes())
     luaL_error(L, "allclose: shapes differ: (%s) vs (%s)", fmt::format("{}", fmt::join(a.sizes(), ", ")).c_str(),

@@ -35,7 +35,7 @@ int w_clip_grad_norm(lua_State* L) {
   auto& m = lx_check_module(L, 1);
   double max_norm = luaL_checknumber(L, 2);
   if (!(max_norm > 0)) luaL_error(L, "clip_grad_norm: max_norm must be positive, got %f", max_norm);
-  lua_pushnumber(L, clip_grad_norm(*m, max_norm, lua_isnoneornil(L, 3) ? nullptr : lx_group_arg(L, 3)));
+  lua_pushnumber(L, clip_grad_norm(*m, max_norm, lua_isnoneornil(L, 3) ? nullptr : lx_group_arg(L, 3, "clip_grad_norm: argument 3 (the group)")));
   return 1;
 }
 

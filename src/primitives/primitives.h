@@ -52,6 +52,8 @@ struct SyncOp {
 /// Parses "fwd_pre" | "fwd_post" | "bwd_post"; errors list the choices.
 SyncMode parse_sync_mode(const std::string& mode, const Schedule& sch);
 /// Parses "all_reduce" | "all_gather" | "reduce_scatter" | "scatter" | a reshard scheme.
+/// What sync's op may be, for error messages.
+extern const char* const kSyncOps;
 SyncOp parse_sync_op(const std::string& op, int64_t axis, const Schedule& sch);
 
 /// sync(mode, op): inserts a differentiable collective on the module's input (fwd_pre), output

@@ -8,10 +8,12 @@
 
 namespace slapo {
 
+const char* const kSyncOps =
+    "all_reduce, all_gather, reduce_scatter, scatter, a reshard scheme such as \"RS->SR\", or a function";
+
 namespace {
 
 const char* kModes = "fwd_pre, fwd_post, bwd_post, bwd_params";
-const char* kOps = "all_reduce, all_gather, reduce_scatter, scatter, a reshard scheme such as \"RS->SR\", or a function";
 const std::vector<std::string> kSchemes = {"RR->RR", "RR->RS", "RR->SR", "RS->RR", "RS->RS",
                                            "RS->SR", "SR->RR", "SR->RS", "SR->SR"};
 
@@ -87,7 +89,7 @@ SyncOp parse_sync_op(const std::string& op, int64_t axis, const Schedule& sch) {
   else if (std::find(kSchemes.begin(), kSchemes.end(), op) != kSchemes.end())
     out.kind = SyncOp::Reshard, out.scheme = op, needs_axis = false;
   else
-    throw Error(fmt::format("sync: unknown op '{}' for {} (choices: {}; schemes: {})", op, sch.where(), kOps,
+    throw Error(fmt::format("sync: unknown op '{}' for {} (choices: {}; schemes: {})", op, sch.where(), kSyncOps,
                             join_or_none(kSchemes)));
   if (needs_axis && axis == INT64_MIN)
     throw Error(fmt::format("sync: op '{}' for {} needs an axis: sync(mode, \"{}\", {{axis = N}})", op, sch.where(), op));

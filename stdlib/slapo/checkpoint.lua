@@ -27,6 +27,14 @@ local function exists(path)
   return sh("test -e " .. shell_quote(path))
 end
 
+--- Creates `dir` (rank 0) before any step trains, so a directory that cannot be made is refused
+--- while the model is as it was, not after a step.
+function M.prepare(dir)
+  if slapo.dist.rank() == 0 and not sh("mkdir -p " .. shell_quote(dir) .. " 2>/dev/null && test -w " .. shell_quote(dir)) then
+    error(("train: checkpoint_dir = '%s' cannot be created or written"):format(dir), 0)
+  end
+end
+
 --- Test hook: called with the name of each point of a save where a kill could land
 --- (tests/lua/train_spec.lua kills the process there).
 M.on_point = nil

@@ -6,6 +6,7 @@
 ---   local sch = slapo.create_schedule(model, { group = layout.tp_group })
 ---   ... loss:backward(); layout:all_reduce_grads(model); opt:step()
 local M = {}
+local util = require("slapo.util")
 
 local Layout = {}
 Layout.__index = Layout
@@ -62,6 +63,11 @@ function M.cut_evenly(sch, layers_path, stages)
   if type(layers_path) ~= "string" then
     error("parallel.cut_evenly: pass the path of the layer list, e.g. \"transformer.h\"", 2)
   end
+  if getmetatable(sch) ~= debug.getregistry()["slapo.Schedule"] then
+    error(("parallel.cut_evenly: the first argument must be a schedule (slapo.create_schedule(model)), got %s"):format(
+      type(sch)), 2)
+  end
+  util.check_count(stages, "the number of stages", "parallel.cut_evenly", 2)
   local layers = sch[layers_path]:children()
   if #layers < stages then
     error(("parallel.cut_evenly: %s has %d layers, too few for %d stages"):format(layers_path, #layers, stages), 2)
@@ -76,19 +82,30 @@ end
 --- gives TP {0,1} {2,3} and DP {0,2} {1,3}; TP = 2 x PP = 2 gives PP groups {0,2} {1,3}.
 --- Every rank must call this (it creates every group, in the same order).
 function M.layout(opts)
+  util.check_options(opts, { "tp", "dp", "pp" }, "parallel.layout", 2)
   opts = opts or {}
+  for _, k in ipairs({ "tp", "dp", "pp" }) do
+    if opts[k] ~= nil then
+      util.check_count(opts[k], k, "parallel.layout", 2)
+    end
+  end
   local world, rank = slapo.dist.world_size(), slapo.dist.rank()
   local pp = opts.pp or 1
-  if type(pp) ~= "number" or pp < 1 or world % pp ~= 0 then
+  if world % pp ~= 0 then
     error(("parallel.layout: pp = %s does not divide the world of %d ranks (choices: divisors of %d)"):format(
       tostring(pp), world, world), 2)
   end
-  local tp = opts.tp or world / pp
-  if type(tp) ~= "number" or tp < 1 or (world / pp) % tp ~= 0 then
+  -- tp defaults to what dp leaves of a stage's ranks (all of them when dp is not given either)
+  local tp = opts.tp or (opts.dp and (world / pp) / opts.dp) or world / pp
+  if tp < 1 or (world / pp) % tp ~= 0 then
     error(("parallel.layout: tp = %s does not divide the %d ranks of a pipeline stage (world %d / pp %d)"):format(
       tostring(tp), world / pp, world, pp), 2)
   end
   local dp = world / (tp * pp)
+  if opts.dp and opts.dp ~= dp then
+    error(("parallel.layout: tp %d x dp %d x pp %d is %d ranks; the world has %d"):format(tp, opts.dp, pp,
+      tp * opts.dp * pp, world), 2)
+  end
   local layout = setmetatable({ rank = rank, world = world, tp = tp, dp = dp, pp = pp }, Layout)
   local function rank_of(t, d, p)
     return (p * dp + d) * tp + t

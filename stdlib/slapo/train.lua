@@ -10,6 +10,7 @@
 --- Output (one line per log_every steps):
 ---   step   10 | loss 6.2143 | lr 3.00e-04 | 12,345 tok/s | 0.41 TFLOP/s | MFU 4.1% | 812 MiB
 local M = {}
+local util = require("slapo.util")
 
 local defaults = {
   steps = 100, optimizer = "adamw", lr = 3e-4, weight_decay = 0.0, warmup = 0, schedule = "cosine",
@@ -85,7 +86,21 @@ local function check_options(opts)
     error(("train: seed must be an integer >= 0 or false (leave the random stream as it is), got %s"):format(
       tostring(seed)), 3)
   end
+  -- autocast's own check, at the call rather than blamed on the first batch
+  if out.autocast then
+    local ok, err = pcall(slapo.autocast, out.autocast, function() end)
+    if not ok then
+      error("train: " .. tostring(err):gsub("^[^:]*%.lua:%d+: ", ""), 3)
+    end
+  end
+  if type(out.resume) == "string" and not util.is_directory(out.resume) then
+    error(("train: resume = '%s' is not a checkpoint directory (resume = true takes checkpoint_dir's latest)"):format(
+      out.resume), 3)
+  elseif type(out.resume) ~= "string" and type(out.resume) ~= "boolean" then
+    error(("train: resume must be true, false or a checkpoint directory, got %s"):format(type(out.resume)), 3)
+  end
   if type(out.data) == "table" then  -- synthetic batches: every size given, as a whole number
+    util.check_options(out.data, { "vocab", "batch", "seq" }, "train: data", 3)
     for _, key in ipairs({ "vocab", "batch", "seq" }) do
       local v = out.data[key]
       if type(v) ~= "number" or v ~= math.floor(v) or v < 1 then
@@ -151,7 +166,7 @@ local function json_line(fields)
   return "{" .. table.concat(parts, ", ") .. "}"
 end
 
-local with_commas = require("slapo.util").with_commas
+local with_commas = util.with_commas
 
 --- What a tuner trial reports: the median step after warm-up (the first step, and the second
 --- too in runs of 5 steps or more, pay for allocations and first-call work).
@@ -352,8 +367,15 @@ end
 -- A resumed run keeps the metrics lines of the steps before it and drops later ones (written by a
 -- run killed after its last checkpoint, and trained again now), so each step appears once.
 local function open_metrics(path, first_step)
+  local function open(name, mode)
+    local f, err = io.open(name, mode)
+    if not f then
+      error(("train: metrics = '%s' cannot be written: %s"):format(path, err), 0)
+    end
+    return f
+  end
   if first_step == 1 then
-    return assert(io.open(path, "w"))
+    return open(path, "w")
   end
   local kept = {}
   local old = io.open(path, "r")
@@ -366,11 +388,11 @@ local function open_metrics(path, first_step)
     end
     old:close()
   end
-  local tmp = assert(io.open(path .. ".tmp", "w"))
+  local tmp = open(path .. ".tmp", "w")
   tmp:write(table.concat(kept))
   tmp:close()
   assert(os.rename(path .. ".tmp", path))
-  return assert(io.open(path, "a"))
+  return open(path, "a")
 end
 
 -- The losses of steps 1..step as trainer.json keeps them (keyed by step: a run resumed from a
@@ -389,10 +411,12 @@ end
 -- fills `losses` with the steps the checkpoint recorded.
 local function resume_run(opts, model, optimizer, losses, rank0, scaler)
   local checkpoint = require("slapo.checkpoint")
-  if not (opts.checkpoint_dir and opts.resume) then
+  -- a named checkpoint resumes with or without checkpoint_dir; resume = true looks in checkpoint_dir
+  local named = type(opts.resume) == "string" and opts.resume or nil
+  if not named and not (opts.checkpoint_dir and opts.resume) then
     return 1
   end
-  local from = type(opts.resume) == "string" and opts.resume or checkpoint.latest(opts.checkpoint_dir)
+  local from = named or checkpoint.latest(opts.checkpoint_dir)
   if not from then
     return 1
   end
@@ -450,6 +474,9 @@ function M.run(user_opts)
   local checkpoint = require("slapo.checkpoint")
   -- float16's narrow range needs the loss scaled up before backward and the gradients back down
   local scaler = (opts.autocast == "fp16" or opts.autocast == "float16") and slapo.optim.grad_scaler() or nil
+  if opts.checkpoint_dir then
+    require("slapo.checkpoint").prepare(opts.checkpoint_dir)
+  end
   local first_step = resume_run(opts, model, optimizer, losses, rank0, scaler)
   local metrics = opts.metrics and rank0 and open_metrics(opts.metrics, first_step)
   model:train()

@@ -29,6 +29,33 @@ function M.is_directory(path)
   return ok == nil and code == 21
 end
 
+--- Refuses options that are not a table or hold a key not in `valid` (an array of names), naming
+--- `fn` and the valid keys: a misspelt option would otherwise be ignored. `level` as error's.
+function M.check_options(opts, valid, fn, level)
+  if opts == nil then
+    return
+  end
+  if type(opts) ~= "table" then
+    error(("%s: options must be a table like {%s = ...}, got %s"):format(fn, valid[1], type(opts)), level + 1)
+  end
+  local known = {}
+  for _, k in ipairs(valid) do
+    known[k] = true
+  end
+  for k in pairs(opts) do
+    if not known[k] then
+      error(("%s: unknown option '%s' (valid: %s)"):format(fn, tostring(k), table.concat(valid, ", ")), level + 1)
+    end
+  end
+end
+
+--- Refuses anything but a whole number of at least 1 (NaN, fractions, strings), naming it.
+function M.check_count(value, what, fn, level)
+  if type(value) ~= "number" or value ~= value or value < 1 or value ~= math.floor(value) or value > 2 ^ 31 then
+    error(("%s: %s must be a whole number of at least 1, got %s"):format(fn, what, tostring(value)), level + 1)
+  end
+end
+
 --- True when two arrays hold equal elements in the same order.
 function M.same_array(a, b)
   if #a ~= #b then
