@@ -106,7 +106,7 @@ int cmd_plot(const std::vector<std::string>& files) {
     for (auto& f : files) lua_pushstring(L, f.c_str());
     lx_pcall(L, static_cast<int>(files.size()), 0);
   } catch (const std::exception& e) {
-    report_error(e.what());
+    report_error(bare_error_message(e.what()));  // a file that is not there: no traceback to read
     return 1;
   }
   return 0;

@@ -10,6 +10,7 @@ namespace slapo {
 
 nlohmann::json read_json_file(const std::string& path, const std::string& who) {
   // a FIFO or device would block the read (or never end)
+  if (!std::filesystem::exists(path)) throw Error(fmt::format("{}: '{}' does not exist", who, path));
   if (!std::filesystem::is_regular_file(path)) throw Error(fmt::format("{}: '{}' is not a regular file", who, path));
   std::ifstream in(path);
   if (!in) throw Error(fmt::format("{}: cannot open '{}'", who, path));

@@ -334,7 +334,9 @@ int w_tensor(lua_State* L) {
   return push(L, t.requires_grad_(opts.requires_grad()));
 }
 int w_manual_seed(lua_State* L) {
-  torch::manual_seed(static_cast<uint64_t>(luaL_checknumber(L, 1)));
+  // a fraction or NaN would seed some other stream than the one written
+  torch::manual_seed(static_cast<uint64_t>(lx_check_integer_value(luaL_checknumber(L, 1), "seed", -9.0e15, 9.0e15,
+                                                                  "manual_seed")));
   return 0;
 }
 int w_cat(lua_State* L) {

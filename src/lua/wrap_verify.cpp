@@ -32,7 +32,15 @@ int w_build(lua_State* L) {
       throw Error(fmt::format("build: init_weights must be true, false or a function(path, module), got {}",
                               luaL_typename(L, -1)));
     lua_pop(L, 1);
-    o.seed = static_cast<uint64_t>(lx_opt_number(L, 2, "seed", 0, "build"));
+    o.seed = static_cast<uint64_t>(lx_check_integer_value(lx_opt_number(L, 2, "seed", 0, "build"), "seed", 0, 9.0e15, "build"));
+  }
+  if (pipeline_cuts(*s).empty() && lua_istable(L, 2)) {  // options for a pipeline the schedule never cut
+    lua_getfield(L, 2, "pipeline");
+    bool given = !lua_isnil(L, -1);
+    lua_pop(L, 1);
+    if (given)
+      throw Error("build: pipeline options were given, but the schedule has no cut_pipeline_stage; cut the stages "
+                  "first (sub:cut_pipeline_stage() or slapo.parallel.cut_evenly), or drop pipeline");
   }
   auto model = build(*s, o);
   if (pipeline_cuts(*s).empty()) lx_push_module(L, model);

@@ -40,6 +40,9 @@ local function byte_maps()
 end
 
 function M.load(dir)
+  if type(dir) ~= "string" then
+    error(("bpe.load: the directory (holding encoder.json and vocab.bpe) must be a string, got %s"):format(type(dir)), 2)
+  end
   local self = setmetatable({}, M)
   self.encoder = slapo.read_json(dir .. "/encoder.json")
   self.decoder = {}

@@ -25,6 +25,8 @@ function M.open(name)
     return slapo.load(name)
   elseif is_dir(name) then
     return slapo.models.from_pretrained(name)
+  elseif name:find("/", 1, true) then  -- a path, not a preset name
+    error(("inspect: '%s' is neither a model directory nor a .pt file (a preset name has no '/')"):format(name), 0)
   end
   return slapo.models.build(name, { device = "meta" })
 end

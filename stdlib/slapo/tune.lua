@@ -483,6 +483,11 @@ end
 function M.show(path, out)
   out = out or io.stdout
   check_db_path(path, "tune --show")
+  local f = io.open(path, "r")
+  if not f then
+    error(("tune --show: no database '%s' (tune --db writes one)"):format(path), 0)
+  end
+  f:close()
   local rows = M.read_db(path)
   if #rows == 0 then
     error(("tune --show: no trials in '%s'"):format(path), 0)

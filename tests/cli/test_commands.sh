@@ -65,4 +65,14 @@ set +e
 set -e
 expect_code 1 "$rc"
 grep -q "unknown preset 'gtp2', did you mean 'gpt2'" "$tmp/err"
+# commands that name a missing file say so, with no Lua traceback (the mistake is the path)
+for cmd in "inspect $tmp/nowhere" "plot $tmp/nowhere.jsonl" "tune --show $tmp/nowhere.jsonl"; do
+  set +e
+  # shellcheck disable=SC2086
+  "$bin" $cmd 2>"$tmp/err"; rc=$?
+  set -e
+  expect_code 1 "$rc"
+  grep -q "$tmp/nowhere" "$tmp/err" || { echo "$cmd: the message should name the path:"; cat "$tmp/err"; exit 1; }
+  if grep -q "stack traceback" "$tmp/err"; then echo "$cmd: a traceback for a missing file:"; cat "$tmp/err"; exit 1; fi
+done
 echo "cli ok"
