@@ -216,6 +216,19 @@ int w_json_decode(lua_State* L) {
   return 1;
 }
 
+// _closest_names(wanted, {names}) -> the names closest by edit distance ("did you mean" in Lua)
+int w_closest_names(lua_State* L) {
+  std::string wanted = luaL_checkstring(L, 1);
+  auto names = lx_check_strings(L, 2, "_closest_names", "names");
+  auto close = closest_names(wanted, names);
+  lua_createtable(L, static_cast<int>(close.size()), 0);
+  for (size_t i = 0; i < close.size(); ++i) {
+    lua_pushstring(L, close[i].c_str());
+    lua_rawseti(L, -2, static_cast<int>(i) + 1);
+  }
+  return 1;
+}
+
 // _set_empty_weights(on) -> the previous setting (slapo.init_empty_weights in init.lua)
 int w_set_empty_weights(lua_State* L) {
   bool before = lx_empty_weights();
@@ -247,6 +260,7 @@ void open_models(lua_State* L) {
   lx_set_func(L, "write_json", w_write_json);
   lx_set_func(L, "json_encode", w_json_encode);
   lx_set_func(L, "_set_empty_weights", w_set_empty_weights);
+  lx_set_func(L, "_closest_names", w_closest_names);
   lx_set_func(L, "json_decode", w_json_decode);
 }
 

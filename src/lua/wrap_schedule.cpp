@@ -208,6 +208,9 @@ int w_Schedule_replace(lua_State* L) {
 int w_Schedule_shard(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "shard");
   check_no_more_args(L, 4, *s, "shard", "sub:shard(param, axis [, {groups = n}])");
+  if (lua_type(L, 2) == LUA_TNUMBER && lua_type(L, 3) == LUA_TSTRING)  // the commonest slip: arguments swapped
+    throw Error(fmt::format("shard on {}: the parameter name comes first, then the axis: sub:shard(\"{}\", {})",
+                            s->where(), lua_tostring(L, 3), lua_tostring(L, 2)));
   const std::string caller = on("shard", *s);  // option errors name the module
   std::string param = param_name_arg(L, 2, *s, "shard");
   if (lua_type(L, 3) != LUA_TNUMBER)

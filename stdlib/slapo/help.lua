@@ -1,4 +1,5 @@
---- slapo.help(name) and slapo.list_primitives(): one paragraph per primitive, as in docs/primitives.md.
+--- slapo.help(name) and slapo.list_primitives(): one paragraph per primitive, as in docs/primitives.md,
+--- and per function a script calls around them (docs/lua-api.md).
 local M = {}
 
 M.primitives = {
@@ -31,6 +32,25 @@ M.primitives = {
     .. "stages as ranks interleaves v chunks per rank.",
 }
 
+-- The functions a schedule script calls around the primitives (docs/lua-api.md has them all).
+M.functions = {
+  create_schedule = "slapo.create_schedule(model, {group = g}): the schedule tree of a model; sch[\"path\"] is a "
+    .. "sub-schedule, sch.mod its module. group: the ranks shard and sync work over (default: the world).",
+  build = "slapo.build(sch, {init_weights =, seed =, pipeline = {group =, micro_batches =, schedule =}}): the "
+    .. "scheduled model to run and train; with cut_pipeline_stage cuts and pipeline options, a pipeline.",
+  verify = "slapo.verify(sch, inputs, {rtol =, atol =, backward = true, pipeline =}, fn): apply fn(sch) and compare "
+    .. "outputs and gradients with the model before it; a mismatch rolls fn's primitives back.",
+  train = "slapo.train{model =, data =, steps =, lr =, optimizer =, grad_accum =, clip =, autocast =, "
+    .. "checkpoint_dir =, ...}: the training loop (docs/lua-api.md lists every option).",
+  autoshard = "slapo.autoshard(sch, {ranks =, dp =, batch =, seq =, memory_mib =, zero =}): the planner's intra-op "
+    .. "pass (Alpa's ILP) on a layer or a model: which projections go column- or row-parallel, as a Lua schedule "
+    .. "(p.source; p:apply(layer)). `slapo-lua plan` writes a whole plan as a script (docs/planner.md).",
+  save = "slapo.save(model_or_pipeline, dir, {max_shard_size = bytes}): a Hugging Face checkpoint "
+    .. "(config.json and safetensors), gathered once from sharded ranks.",
+  from_pretrained = "slapo.models.from_pretrained(dir, {dtype =, device = \"meta\"}): a Hugging Face "
+    .. "checkpoint's model; on meta, slapo.build reads each rank's slices only.",
+}
+
 function M.list()
   local names = {}
   for name in pairs(M.primitives) do
@@ -40,13 +60,30 @@ function M.list()
   return names
 end
 
+local function function_names()
+  local names = {}
+  for name in pairs(M.functions) do
+    table.insert(names, name)
+  end
+  table.sort(names)
+  return names
+end
+
 function M.help(name)
   if name == nil then
-    return "primitives: " .. table.concat(M.list(), ", ") .. "\nslapo.help(\"shard\") describes one; see docs/primitives.md"
+    return "primitives: " .. table.concat(M.list(), ", ") .. "\nfunctions: " .. table.concat(function_names(), ", ")
+      .. "\nslapo.help(\"shard\") describes one; see docs/primitives.md and docs/lua-api.md"
   end
-  local text = M.primitives[name]
+  local text = M.primitives[name] or M.functions[name]
   if not text then
-    error(("help: no primitive '%s' (primitives: %s)"):format(tostring(name), table.concat(M.list(), ", ")), 2)
+    local all = M.list()
+    for _, f in ipairs(function_names()) do
+      table.insert(all, f)
+    end
+    local close = type(name) == "string" and slapo._closest_names(name, all) or {}
+    error(("help: no primitive or function '%s'%s (primitives: %s; functions: %s)"):format(tostring(name),
+      #close > 0 and (", did you mean '" .. close[1] .. "'?") or "", table.concat(M.list(), ", "),
+      table.concat(function_names(), ", ")), 2)
   end
   return text
 end

@@ -165,7 +165,7 @@ slapo.random = require("slapo.random")
 
 slapo.op = setmetatable({}, { __index = function(_, name) return require("slapo.op")[name] end })
 
---- slapo.help([name]) describes a primitive; slapo.list_primitives() names them all.
+--- slapo.help([name]) describes a primitive or a function around them; slapo.list_primitives() names the primitives.
 function slapo.help(name)
   return require("slapo.help").help(name)
 end

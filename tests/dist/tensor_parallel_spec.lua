@@ -78,6 +78,21 @@ describe("tensor parallel MLP", function()
   end)
 end)
 
+describe("the reference schedules", function()
+  it("refuse heads that do not split over the ranks before any shard, with the sizes that would", function()
+    local world = slapo.dist.world_size()
+    local heads = world + 1  -- never a multiple of the world (2 ranks or more)
+    local sch = slapo.create_schedule(slapo.models.gpt2({ n_embd = 8 * heads, n_head = heads, n_layer = 1,
+      vocab_size = 32, n_positions = 16 }))
+    local log = sch:log()
+    matches(("schedule: %d attention heads do not split over %d tensor%%-parallel ranks %%(the schedule's group%%); "
+      .. "valid sizes: 1"):format(heads, world), pcall_err(function()
+        require("slapo.schedules.gpt2").schedule(sch, {})
+      end))
+    eq(log, sch:log())
+  end)
+end)
+
 describe("reshard", function()
   local layouts = { "RR", "RS", "SR" }
   for _, src in ipairs(layouts) do

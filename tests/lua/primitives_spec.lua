@@ -224,3 +224,15 @@ describe("fork_rng", function()
     matches("already has its own random stream", pcall_err(function() sch["0"]:fork_rng() end))
   end)
 end)
+
+describe("help", function()
+  it("describes every primitive and the functions around them, and suggests the closest name", function()
+    for _, name in ipairs(slapo.list_primitives()) do
+      assert(#slapo.help(name) > 20, name)
+    end
+    matches("^slapo%.verify%(sch, inputs", slapo.help("verify"))
+    matches("^slapo%.train{model =", slapo.help("train"))
+    matches("functions: autoshard, build, create_schedule", slapo.help())
+    matches("help: no primitive or function 'shrad', did you mean 'shard'%?", pcall_err(function() slapo.help("shrad") end))
+  end)
+end)

@@ -63,10 +63,36 @@ end
 --- layers. Returns notes.
 ---   plan = {layers = "model.layers", layer = fn, fuse = fn, embedding = "...", head = "...",
 ---           head_bias_owner = "..."}
+-- Megatron splits attention by heads: each rank must get whole heads (and whole key/value heads).
+-- Refused before any shard, with the tensor-parallel sizes that would work.
+local function check_heads(sch, tp)
+  local config = slapo.models.config(sch.mod)
+  local heads = config and (config.n_head or config.num_attention_heads)
+  if not heads then
+    return
+  end
+  local kv = config.num_key_value_heads or heads
+  if heads % tp == 0 and kv % tp == 0 then
+    return
+  end
+  local sizes = {}
+  for n = 1, heads do
+    if heads % n == 0 and kv % n == 0 then
+      table.insert(sizes, tostring(n))
+    end
+  end
+  error(("schedule: %d attention heads%s do not split over %d tensor-parallel ranks (the schedule's group); "
+    .. "valid sizes: %s"):format(heads, kv ~= heads and (" (%d key/value heads)"):format(kv) or "", tp,
+    table.concat(sizes, ", ")), 4)
+end
+
 function M.megatron(sch, opts, plan)
   opts = opts or {}
   local notes = {}
   local layers = sch[plan.layers]:children()
+  if sch.world_size > 1 and opts.tp ~= false and not opts.layer then
+    check_heads(sch, sch.world_size)
+  end
   if sch.world_size > 1 and opts.tp ~= false then
     -- opts.layer(layer_sch): a layout of one's own for every layer (a planner's intra-op pass)
     if opts.layer ~= nil and type(opts.layer) ~= "function" then
