@@ -51,22 +51,21 @@ M.functions = {
     .. "checkpoint's model; on meta, slapo.build reads each rank's slices only.",
 }
 
-function M.list()
+local function sorted_keys(t)
   local names = {}
-  for name in pairs(M.primitives) do
+  for name in pairs(t) do
     table.insert(names, name)
   end
   table.sort(names)
   return names
 end
 
+function M.list()
+  return sorted_keys(M.primitives)
+end
+
 local function function_names()
-  local names = {}
-  for name in pairs(M.functions) do
-    table.insert(names, name)
-  end
-  table.sort(names)
-  return names
+  return sorted_keys(M.functions)
 end
 
 function M.help(name)
