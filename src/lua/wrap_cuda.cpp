@@ -1,5 +1,6 @@
 // slapo.cuda: whether this build and machine can run CUDA tensors (specs and examples branch on
 // it; a CPU LibTorch always answers no).
+#include <regex>
 #include <torch/cuda.h>
 
 #include "lua/runtime.h"
@@ -30,6 +31,10 @@ const luaL_Reg cuda_functions[] = {
 }  // namespace
 
 void lx_check_device_target(lua_State* L, const std::string& target, const char* fn) {
+  // the devices this program runs on, checked before LibTorch lists every backend it knows
+  static const std::regex device(R"((cpu|meta|cuda)(:[0-9]+)?)");
+  if (!std::regex_match(target, device))
+    luaL_error(L, "%s: unknown device '%s' (devices: cpu, cuda, cuda:N, meta)", fn, target.c_str());
   if (target.rfind("cuda", 0) == 0 && !torch::cuda::is_available())
     luaL_error(L, "%s: '%s' needs a CUDA device, and this %s (slapo.cuda.is_available() is false; devices here: cpu)",
                fn, target.c_str(),

@@ -75,9 +75,18 @@ int w_Module_is_training(lua_State* L) {
 int w_Module_to(lua_State* L) {
   auto& m = lx_check_module(L, 1);
   std::string target = luaL_checkstring(L, 2);
-  lx_check_device_target(L, target, "Module:to");
-  if (target == "cpu" || target.rfind("cuda", 0) == 0) m->to(at::Device(target));
-  else m->to(tensor_dtype_from_name(target, "Module:to"));
+  if (target == "cpu" || target == "meta" || target.rfind("cuda", 0) == 0) {
+    lx_check_device_target(L, target, "Module:to");
+    m->to(at::Device(target));
+  } else {
+    at::ScalarType dtype;
+    try {
+      dtype = tensor_dtype_from_name(target, "Module:to");
+    } catch (const Error& e) {  // neither: say both kinds of target
+      throw Error(fmt::format("{} (or a device: cpu, cuda, cuda:N)", e.what()));
+    }
+    m->to(dtype);
+  }
   lua_settop(L, 1);
   return 1;
 }

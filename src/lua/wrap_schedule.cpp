@@ -182,7 +182,7 @@ int replace_subgraph_call(lua_State* L, const std::shared_ptr<Schedule>& s) {
   if (!lx_is_module(L, 2))
     throw Error(fmt::format("replace: the replacement for a subgraph of {} must be a module or a function, got {}",
                             s->where(), luaL_typename(L, 2)));
-  auto names = subgraph_arg(L, 3, "replace");
+  auto names = subgraph_arg(L, 3, on("replace", *s).c_str());
   lx_check_option_keys(L, 4, {"check", "name"}, "replace");
   bool check = lx_opt_bool(L, 4, "check", true, "replace");
   std::string child_name = lx_opt_string(L, 4, "name", "", "replace");
@@ -235,6 +235,14 @@ int w_Schedule_sync(lua_State* L) {
                             lua_isnoneornil(L, 2) ? "nothing" : luaL_typename(L, 2)));
   SyncMode mode = parse_sync_mode(lua_tostring(L, 2), *s);
   lx_check_option_keys(L, 4, {"axis", "grad", "params"}, caller.c_str());
+  if (lua_istable(L, 4)) {  // its choices in the message, whatever the wrong value's type
+    lua_getfield(L, 4, "grad");
+    bool bad = !lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING;
+    std::string got = luaL_typename(L, -1);
+    lua_pop(L, 1);
+    if (bad)
+      throw Error(fmt::format("sync: grad for {} must be \"slice\" or \"reduce_scatter\", got a {}", s->where(), got));
+  }
   std::string grad = lx_opt_string(L, 4, "grad", "slice", caller.c_str());
   if (grad != "slice" && grad != "reduce_scatter")
     throw Error(fmt::format("sync: grad for {} must be \"slice\" or \"reduce_scatter\", got \"{}\"", s->where(), grad));
@@ -445,8 +453,8 @@ int w_Schedule_find(lua_State* L) {
     return 1;
   }
   if (lua_type(L, 2) != LUA_TSTRING)
-    throw Error(fmt::format("find: expected a regular expression over leaf paths (a string) or a pattern function, "
-                            "got {}", luaL_typename(L, 2)));
+    throw Error(fmt::format("{}: expected a regular expression over leaf paths (a string) or a pattern function, "
+                            "got {}", caller, luaL_typename(L, 2)));
   if (!lua_isnoneornil(L, 3))  // options belong to patterns: a path regex takes none
     throw Error(fmt::format("{}: a path regular expression takes no options ({{inputs =, modules =}} go with a "
                             "pattern function), got a {}", caller, luaL_typename(L, 3)));
@@ -475,7 +483,7 @@ int w_Schedule_fuse(lua_State* L) {
   if (!lua_isnoneornil(L, 2)) lx_check_option_keys(L, 3, {"compiler", "name"}, caller.c_str());
   else lx_check_option_keys(L, 3, {"compiler"}, caller.c_str());
   if (!lua_isnoneornil(L, 2)) {
-    auto names = subgraph_arg(L, 2, "fuse");
+    auto names = subgraph_arg(L, 2, on("fuse", *s).c_str());
     std::string compiler = lx_opt_string(L, 3, "compiler", "kernels", "fuse");
     std::string name = lx_opt_string(L, 3, "name", "FusedKernel", "fuse");
     std::string child = fuse_subgraph(*s, names, compiler, name, call_site(L, *s, 2, 3));
@@ -527,6 +535,11 @@ int w_Schedule_annotate(lua_State* L) {
   if (lua_type(L, 3) != LUA_TSTRING && lua_type(L, 3) != LUA_TNUMBER)
     throw Error(fmt::format("{}: the key must be a string, got {}", on("annotate", *s),
                             lua_isnoneornil(L, 3) ? "nothing" : luaL_typename(L, 3)));
+  // nothing would be stored, yet the log would say something was (a missing parameter is said first)
+  if (lua_isnoneornil(L, 4) && s->mod()->has_param(param))
+    throw Error(fmt::format("{}: the value must be a number, string, boolean or a table of those, got nothing (the "
+                            "form is sub:annotate(param, key, value))",
+                            on("annotate", *s)));
   if (lx_is_tensor(L, 4))
     throw Error(fmt::format("{}: the value must be a number, string, boolean or a table of those, got a tensor (the "
                             "schedule log replays annotations as Lua literals)",

@@ -203,8 +203,10 @@ int w_Tensor_to(lua_State* L) {
   std::string target = luaL_checkstring(L, 2);
   for (auto& [name, type] : dtype_names())
     if (name == target) return push(L, t.to(type));
-  lx_check_device_target(L, target, "Tensor:to");
-  if (target == "cpu" || target.rfind("cuda", 0) == 0 || target == "meta") return push(L, t.to(at::Device(target)));
+  if (target == "cpu" || target.rfind("cuda", 0) == 0 || target == "meta") {
+    lx_check_device_target(L, target, "Tensor:to");
+    return push(L, t.to(at::Device(target)));
+  }
   return luaL_error(L, "Tensor:to: unknown target '%s' (devices: cpu, cuda, cuda:N; dtypes: float32, float64, "
                        "float16, bfloat16, int64, int32, int8, uint8, bool)", target.c_str());
 }
