@@ -32,7 +32,8 @@ struct GradBuckets::Hook : torch::autograd::FunctionPostHook {
 GradBuckets::GradBuckets(std::vector<std::pair<std::string, at::Tensor>> params, std::shared_ptr<Group> group,
                          int64_t bucket_bytes)
     : params_(std::move(params)), group_(std::move(group)) {
-  if (bucket_bytes <= 0) throw Error(fmt::format("data_parallel: bucket size must be positive, got {} bytes", bucket_bytes));
+  if (bucket_bytes <= 0)
+    throw Error(fmt::format("data_parallel: bucket_mb must be positive, got {:g}", static_cast<double>(bucket_bytes) / (1 << 20)));
   bucket_of_.resize(params_.size());
   accumulated_.assign(params_.size(), 0);
   int64_t filled = bucket_bytes;

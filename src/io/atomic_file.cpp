@@ -29,13 +29,13 @@ void write_file_atomically(const std::string& path, const std::function<void(std
   std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(fmt::format("{}: cannot write '{}': {}", caller, tmp, std::strerror(errno)));
+    if (!out) throw Error(fmt::format("{}: cannot write '{}': {}", caller, path, std::strerror(errno)));
     write(out);
     out.flush();
     if (!out) {
       std::error_code ignored;
       fs::remove(tmp, ignored);
-      throw Error(fmt::format("{}: writing '{}' failed: {}", caller, tmp, std::strerror(errno)));
+      throw Error(fmt::format("{}: writing '{}' failed: {}", caller, path, std::strerror(errno)));
     }
   }
   sync_to_disk(tmp);

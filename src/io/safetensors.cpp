@@ -189,7 +189,7 @@ TensorFile read_safetensors(const std::string& path) {
 }
 
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+                       const std::map<std::string, std::string>& metadata, const char* caller) {
   json header = json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::vector<at::Tensor> blobs;
@@ -212,7 +212,7 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
     out.write(reinterpret_cast<const char*>(&header_len), 8);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
     for (auto& b : blobs) out.write(static_cast<const char*>(b.data_ptr()), static_cast<std::streamsize>(b.numel() * b.element_size()));
-  }, "save");
+  }, caller);
 }
 
 std::vector<CheckpointFile> checkpoint_files(const std::string& dir) {

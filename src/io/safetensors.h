@@ -45,7 +45,7 @@ TensorFile read_safetensors(const std::string& path);
 
 /// Writes tensors (contiguous CPU copies) atomically: a temporary file renamed into place.
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
-                       const std::map<std::string, std::string>& metadata = {});
+                       const std::map<std::string, std::string>& metadata = {}, const char* caller = "save");
 
 /// One file of a checkpoint directory and the tensors to take from it: those its index lists
 /// there (as transformers does, the index is the authority), or every tensor of a single file.

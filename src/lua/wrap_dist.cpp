@@ -95,7 +95,8 @@ int w_reduce_scatter(lua_State* L) {
 int w_broadcast(lua_State* L) {
   auto g = group_arg(L, 3, "broadcast", "dist.broadcast(tensor, src [, group])");
   auto& t = lx_check_tensor(L, 1);
-  auto src = static_cast<int>(lx_check_integer_value(luaL_optnumber(L, 2, 0), "src", 0, 1 << 20, "dist.broadcast"));
+  // a whole number here; Group::broadcast then says which ranks the group has
+  auto src = static_cast<int>(lx_check_integer_value(luaL_optnumber(L, 2, 0), "src", -(1 << 30), 1 << 30, "dist.broadcast"));
   g->check_same_call("broadcast", t, src);
   g->broadcast(t, src);
   lua_settop(L, 1);

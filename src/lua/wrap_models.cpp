@@ -19,14 +19,25 @@ namespace slapo {
 namespace {
 
 // Lua tables may nest without end (t.self = t); JSON documents come limited (io/json_file.h).
-nlohmann::json table_to_json(lua_State* L, int idx, int depth = 0) {
+// `who` names the caller in errors ("models: config", "write_json"), `path` the value's place.
+// NaN and infinities are refused (JSON has none), or with `lenient` written as null (json_encode:
+// the tuner's rows may carry a diverged loss).
+nlohmann::json table_to_json(lua_State* L, int idx, const char* who, bool lenient = false, const std::string& path = "",
+                             int depth = 0) {
   idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
-  if (depth > kMaxJsonDepth) luaL_error(L, "models: config tables nest deeper than %d levels (a table that contains itself?)", kMaxJsonDepth);
-  luaL_checkstack(L, 4, "models: config tables nest too deep");
+  const std::string where = path.empty() ? "the value" : "'" + path + "'";
+  if (depth > kMaxJsonDepth)
+    throw Error(fmt::format("{}: tables nest deeper than {} levels at {} (a table that contains itself?)", who,
+                            kMaxJsonDepth, where));
+  luaL_checkstack(L, 4, "tables nest too deep");
+  auto child = [&](const std::string& key) { return path.empty() ? key : path + "." + key; };
   switch (lua_type(L, idx)) {
     case LUA_TBOOLEAN: return static_cast<bool>(lua_toboolean(L, idx));
     case LUA_TNUMBER: {
       double d = lua_tonumber(L, idx);
+      if (!std::isfinite(d) && lenient) return nullptr;
+      if (!std::isfinite(d))  // JSON has no NaN or infinity: it would be written as null
+        throw Error(fmt::format("{}: {} is {}, which JSON cannot hold", who, where, d != d ? "NaN" : "infinite"));
       if (std::floor(d) == d && std::fabs(d) < 1e15) return static_cast<int64_t>(d);
       return d;
     }
@@ -36,7 +47,7 @@ nlohmann::json table_to_json(lua_State* L, int idx, int depth = 0) {
         nlohmann::json arr = nlohmann::json::array();
         for (size_t i = 1; i <= lua_objlen(L, idx); ++i) {
           lua_rawgeti(L, idx, static_cast<int>(i));
-          arr.push_back(table_to_json(L, -1, depth + 1));
+          arr.push_back(table_to_json(L, -1, who, lenient, child(std::to_string(i)), depth + 1));
           lua_pop(L, 1);
         }
         return arr;
@@ -44,16 +55,19 @@ nlohmann::json table_to_json(lua_State* L, int idx, int depth = 0) {
       nlohmann::json obj = nlohmann::json::object();
       lua_pushnil(L);
       while (lua_next(L, idx)) {
-        if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "models: config keys must be strings");
-        obj[lua_tostring(L, -2)] = table_to_json(L, -1, depth + 1);
+        if (lua_type(L, -2) != LUA_TSTRING)
+          throw Error(fmt::format("{}: keys must be strings, {} has a {} key", who, where, luaL_typename(L, -2)));
+        std::string key = lua_tostring(L, -2);
+        obj[key] = table_to_json(L, -1, who, lenient, child(key), depth + 1);
         lua_pop(L, 1);
       }
       return obj;
     }
     case LUA_TNIL: return nullptr;
-    default: luaL_error(L, "models: config values must be numbers, strings, booleans or tables, got %s", luaL_typename(L, idx));
+    default:
+      throw Error(fmt::format("{}: {} is a {}; values must be numbers, strings, booleans or tables", who, where,
+                              luaL_typename(L, idx)));
   }
-  return nullptr;
 }
 
 void push_json(lua_State* L, const nlohmann::json& j) {
@@ -104,7 +118,7 @@ ModelConfig config_arg(lua_State* L, int idx, const std::string& model_type, con
   if (lua_isnoneornil(L, idx)) return ModelConfig(nlohmann::json::object()).with_defaults(model_type);
   if (!lua_istable(L, idx))
     throw Error(fmt::format("{}: expected a preset name or a table of config.json fields, got {}", fn, luaL_typename(L, idx)));
-  auto fields = table_to_json(L, idx);
+  auto fields = table_to_json(L, idx, "models: config");
   if (fields.contains("model_type") && fields["model_type"] != model_type && !model_type.empty())
     throw Error(fmt::format("{}: config has model_type '{}'", fn, fields["model_type"].dump()));
   return ModelConfig(fields).with_defaults(model_type.empty() ? fields.value("model_type", "") : model_type);
@@ -191,7 +205,7 @@ int w_read_json(lua_State* L) {
 int w_write_json(lua_State* L) {
   std::string path = luaL_checkstring(L, 1);
   luaL_checkany(L, 2);
-  auto j = table_to_json(L, 2);
+  auto j = table_to_json(L, 2, "write_json");
   write_file_atomically(path, [&](std::ostream& out) { out << j.dump(2) << "\n"; }, "write_json");
   return 0;
 }
@@ -199,7 +213,7 @@ int w_write_json(lua_State* L) {
 // json_encode(value) -> one line of JSON; json_decode(text) -> Lua values (the tuner's database)
 int w_json_encode(lua_State* L) {
   luaL_checkany(L, 1);
-  auto text = table_to_json(L, 1).dump();
+  auto text = table_to_json(L, 1, "json_encode", /*lenient=*/true).dump();
   lua_pushlstring(L, text.data(), text.size());
   return 1;
 }

@@ -276,7 +276,9 @@ int w_Module_load_state_dict(lua_State* L) {
 // m.fc (a child), m.weight (a parameter): what a Lua forward reaches through `self`.
 int module_fields(lua_State* L) {
   auto& m = lx_check_module(L, 1);
-  if (lua_type(L, 2) != LUA_TSTRING) return luaL_error(L, "%s: index with a string name", m->type_name().c_str());
+  if (lua_type(L, 2) != LUA_TSTRING)  // h[0] in Lua is a number; the children of a list are named "0", "1", ...
+    return luaL_error(L, "%s: index children by name, a string: [\"%s\"] (or :children() for the list), got %s",
+                      m->type_name().c_str(), lua_isnumber(L, 2) ? lua_tostring(L, 2) : "name", luaL_typename(L, 2));
   std::string key = lua_tostring(L, 2);
   if (m->has_child(key)) {
     lx_push_module(L, m->child(key));

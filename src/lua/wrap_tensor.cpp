@@ -317,9 +317,16 @@ void flatten_nested(lua_State* L, int idx, std::vector<double>& values, std::vec
   size_t n = lua_objlen(L, idx);
   if (shape.size() == depth) shape.push_back(static_cast<int64_t>(n));
   else if (shape[depth] != static_cast<int64_t>(n)) luaL_error(L, "tensor: ragged nested table (rows of different lengths)");
+  bool rows = false;  // a level holds numbers or rows, never both: {1, 2, {3}} has no shape
   for (size_t i = 1; i <= n; ++i) {
     lua_rawgeti(L, idx, static_cast<int>(i));
-    if (lua_istable(L, -1)) flatten_nested(L, lua_gettop(L), values, shape, depth + 1);
+    bool row = lua_istable(L, -1);
+    if (i == 1) rows = row;
+    else if (row != rows)
+      luaL_error(L, "tensor: entry %d at depth %d is a %s where entry 1 is a %s (every entry of a level is a number, "
+                 "or every one a row)", static_cast<int>(i), static_cast<int>(depth) + 1, row ? "row" : "number",
+                 rows ? "row" : "number");
+    if (row) flatten_nested(L, lua_gettop(L), values, shape, depth + 1);
     else if (lua_isnumber(L, -1)) values.push_back(lua_tonumber(L, -1));
     else luaL_error(L, "tensor: entries must be numbers or tables, got %s", luaL_typename(L, -1));
     lua_pop(L, 1);
@@ -342,14 +349,15 @@ int w_manual_seed(lua_State* L) {
   return 0;
 }
 int w_cat(lua_State* L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
+  if (!lua_istable(L, 1) || lx_is_tensor(L, 1))
+    throw Error(fmt::format("cat: the tensors come as one array, cat({{a, b}}, dim), got {}", lx_type_name(L, 1)));
   std::vector<at::Tensor> parts;
   for (size_t i = 1; i <= lua_objlen(L, 1); ++i) {
     lua_rawgeti(L, 1, static_cast<int>(i));
     parts.push_back(lx_check_tensor(L, -1));
     lua_pop(L, 1);
   }
-  return push(L, at::cat(parts, static_cast<int64_t>(luaL_optnumber(L, 2, 0))));
+  return push(L, at::cat(parts, lx_check_integer_value(luaL_optnumber(L, 2, 0), "dim", -64, 63, "cat")));
 }
 int w_allclose(lua_State* L) {
   refuse_value_read_while_tracing("allclose()");

@@ -50,6 +50,9 @@ int w_save_tensors(lua_State* L) {
   NamedTensors tensors = lx_check_named_tensors(L, 2, "save_tensors");
   std::sort(tensors.begin(), tensors.end(), [](auto& a, auto& b) { return a.first < b.first; });
   std::map<std::string, std::string> meta;
+  if (!lua_isnoneornil(L, 3) && !lua_istable(L, 3))
+    throw Error(fmt::format("save_tensors: the metadata must be a table of strings {{key = \"value\"}}, got {}",
+                            luaL_typename(L, 3)));
   if (lua_istable(L, 3)) {
     lua_pushnil(L);
     while (lua_next(L, 3)) {
@@ -57,7 +60,7 @@ int w_save_tensors(lua_State* L) {
       lua_pop(L, 1);
     }
   }
-  write_safetensors(path, tensors, meta);
+  write_safetensors(path, tensors, meta, "save_tensors");
   return 0;
 }
 

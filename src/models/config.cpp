@@ -58,8 +58,7 @@ const json& class_defaults(const std::string& model_type) {
   if (model_type == "qwen2") return qwen2;
   if (model_type == "mistral") return mistral;
   if (model_type == "mlp") return mlp;
-  throw Error(fmt::format("config: unknown model_type '{}' (choices: bert, gpt2, llama, qwen2, mistral, mlp)",
-                          model_type));
+  throw_unknown_model_type(model_type, "config");
 }
 
 const std::vector<std::pair<std::string, json>>& presets() {
@@ -173,6 +172,14 @@ std::string ModelConfig::str(const std::string& key, const std::string& fallback
   if (!fields_[key].is_string())
     throw Error(fmt::format("config: field '{}' must be a string, got {}", key, fields_[key].dump()));
   return fields_[key].get<std::string>();
+}
+
+void throw_unknown_model_type(const std::string& model_type, const char* who) {
+  const char* choices = "bert, gpt2, llama, qwen2, mistral, mlp";
+  if (model_type.empty())
+    throw Error(fmt::format("{}: model_type is missing: name one of {} (or build with slapo.models.gpt2{{...}} and "
+                            "its siblings)", who, choices));
+  throw Error(fmt::format("{}: unknown model_type '{}' (choices: {})", who, model_type, choices));
 }
 
 }  // namespace slapo

@@ -38,4 +38,7 @@ class ModelConfig {
   nlohmann::json fields_ = nlohmann::json::object();
 };
 
+/// The error for a model_type the zoo does not build (or none), with the choices; `who` in front.
+[[noreturn]] void throw_unknown_model_type(const std::string& model_type, const char* who);
+
 }  // namespace slapo

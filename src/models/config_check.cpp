@@ -112,8 +112,7 @@ Table type_fields(const std::string& model_type) {
   if (model_type == "mlp")
     return {{"hidden_size", Kind::Size}, {"intermediate_size", Kind::OptionalSize}, {"hidden_act", Kind::Text},
             {"dropout", Kind::Probability}, {"bias", Kind::Flag}};
-  throw Error(fmt::format("config: unknown model_type '{}' (choices: bert, gpt2, llama, qwen2, mistral, mlp)",
-                          model_type));
+  throw_unknown_model_type(model_type, "config");
 }
 
 std::string range_of(Kind kind) {

@@ -18,7 +18,7 @@ std::shared_ptr<Module> build_model(const ModelConfig& config, const BuildOption
   if (type == "gpt2") return build_gpt2(config, options);
   if (type == "llama" || type == "qwen2" || type == "mistral") return build_llama(config, options);
   if (type == "mlp") return build_mlp(config, options);
-  throw Error(fmt::format("models: unknown model_type '{}' (choices: bert, gpt2, llama, qwen2, mistral, mlp)", type));
+  throw_unknown_model_type(type, "models");
 }
 
 const ModelConfig* model_config(const Module& root) {

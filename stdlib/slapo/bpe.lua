@@ -43,6 +43,14 @@ function M.load(dir)
   if type(dir) ~= "string" then
     error(("bpe.load: the directory (holding encoder.json and vocab.bpe) must be a string, got %s"):format(type(dir)), 2)
   end
+  for _, file in ipairs({ "encoder.json", "vocab.bpe" }) do
+    local f = io.open(dir .. "/" .. file, "r")
+    if not f then
+      error(("bpe.load: '%s' has no %s (a GPT-2 tokenizer directory holds encoder.json and vocab.bpe)"):format(dir,
+        file), 2)
+    end
+    f:close()
+  end
   local self = setmetatable({}, M)
   self.encoder = slapo.read_json(dir .. "/encoder.json")
   self.decoder = {}

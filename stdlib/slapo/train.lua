@@ -52,6 +52,10 @@ local function check_options(opts)
   if out.schedule ~= "cosine" and out.schedule ~= "linear" and out.schedule ~= "constant" then
     error(("train: unknown schedule '%s' (choices: cosine, linear, constant)"):format(tostring(out.schedule)), 3)
   end
+  if type(out.optimizer) ~= "string" then  -- train builds its optimizer over the model it trains
+    error(("train: optimizer is a name (adamw, sgd, zero_adamw) that train builds with lr and weight_decay, got %s")
+      :format(type(out.optimizer)), 3)
+  end
   if out.optimizer ~= "adamw" and out.optimizer ~= "sgd" and out.optimizer ~= "zero_adamw" then
     error(("train: unknown optimizer '%s' (choices: adamw, sgd, zero_adamw)"):format(tostring(out.optimizer)), 3)
   end
@@ -74,7 +78,8 @@ local function check_options(opts)
   for _, name in ipairs({ "lr", "weight_decay", "min_lr", "clip" }) do
     local v = out[name]
     if type(v) ~= "number" or not (v >= 0) or v == math.huge then
-      error(("train: %s must be a finite number >= 0, got %s"):format(name, tostring(v)), 3)
+      error(("train: %s must be a finite number >= 0, got %s"):format(name,
+        type(v) == "string" and ("the string '%s'"):format(v) or tostring(v)), 3)
     end
   end
   if out.min_lr > 0 and out.schedule ~= "cosine" then

@@ -115,7 +115,7 @@ describe("data_parallel", function()
   end)
 
   it("refuses a bucket size that is not positive", function()
-    eq("data_parallel: bucket size must be positive, got 0 bytes",
+    eq("data_parallel: bucket_mb must be positive, got 0",
       pcall_err(slapo.dist.data_parallel, model(), { bucket_mb = 0 }))
   end)
 end)
