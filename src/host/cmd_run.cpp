@@ -4,9 +4,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <cstring>
+#include <fstream>
 
 #include <torch/csrc/autograd/profiler_legacy.h>
 
+#include "core/error.h"
 #include "dist/world.h"
 #include "host/commands.h"
 #include "host/launcher.h"
@@ -74,12 +77,15 @@ int cmd_run(const std::string& script, const std::vector<std::string>& args, int
     // A chrome trace (chrome://tracing, Perfetto) of every op, with a span per module call named
     // by its type and path; each rank of a multi-rank run writes its own file.
     std::unique_ptr<torch::autograd::profiler::RecordProfile> profiler;
+    std::string path = profile;
     if (!profile.empty()) {
-      std::string path = profile;
       if (dist::world()->size() > 1) {
         auto dot = path.rfind(".json");
         path = (dot == std::string::npos ? path : path.substr(0, dot)) + fmt::format("-rank{}.json", rank);
       }
+      // LibTorch opens the file only when the run ends: a path it cannot write is refused now
+      if (!std::ofstream(path, std::ios::app))
+        throw Error(fmt::format("run: --profile '{}' cannot be written: {}", path, std::strerror(errno)));
       profiler = std::make_unique<torch::autograd::profiler::RecordProfile>(path);
     }
     LuaState lua;
@@ -87,6 +93,10 @@ int cmd_run(const std::string& script, const std::vector<std::string>& args, int
     lua.run_file(script, args);
     // a --knob the script never declared is most likely a typo: say so once
     if (rank == 0 && std::getenv("SLAPO_KNOBS")) lua.run_string("require('slapo.knobs').warn_unused()");
+    if (profiler) {
+      profiler.reset();  // writes the trace
+      fmt::print(stderr, "profile: wrote {} (open it in chrome://tracing or ui.perfetto.dev)\n", path);
+    }
   } catch (const std::exception& e) {
     if (error_file) write_error_file(error_file, rank, e.what());
     else report_error(e.what());

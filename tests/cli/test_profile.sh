@@ -11,7 +11,8 @@ local sch = slapo.create_schedule(m)
 local ids = slapo.randint(0, 64, { 2, 8 })
 m(ids, { labels = ids }):backward()
 LUA
-"$bin" run --profile "$tmp/trace.json" "$tmp/step.lua"
+"$bin" run --profile "$tmp/trace.json" "$tmp/step.lua" 2>"$tmp/err"
+grep -q "^profile: wrote $tmp/trace.json" "$tmp/err" || { echo "run --profile should say where it wrote:"; cat "$tmp/err"; exit 1; }
 /usr/bin/python3 - "$tmp/trace.json" <<'PY'
 import json, sys
 events = json.load(open(sys.argv[1]))
@@ -25,4 +26,10 @@ PY
 "$bin" run --nproc 2 --profile "$tmp/multi.json" "$tmp/step.lua"
 [ -s "$tmp/multi-rank0.json" ]
 [ -s "$tmp/multi-rank1.json" ]
+# a path LibTorch could not write at the end is refused before the script runs
+set +e
+"$bin" run --profile "$tmp/step.lua/trace.json" "$tmp/step.lua" >"$tmp/out" 2>&1; rc=$?
+set -e
+[ "$rc" -eq 1 ] || { echo "an unwritable --profile path should exit 1, got $rc"; cat "$tmp/out"; exit 1; }
+grep -q "run: --profile '$tmp/step.lua/trace.json' cannot be written" "$tmp/out" || { cat "$tmp/out"; exit 1; }
 echo "profile ok"
