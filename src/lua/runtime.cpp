@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
 #include <typeinfo>
 
 #include "core/error.h"
@@ -15,11 +18,28 @@ namespace {
 thread_local lua_State* t_current = nullptr;
 
 std::string registered_function_name(lua_State* L);
+std::string function_name_of(lua_State* L, lua_CFunction f);
 
 // A LibTorch error raised inside one of the API's functions, prefixed with the function's Lua
 // name and the shapes of the tensors it was given: "view: shape '[3, 5]' is invalid for input of
 // size 6 (tensor arguments: [2, 3])". Metamethods (a module's __call) keep ATen's message alone.
 std::string aten_error_message(lua_State* L, const char* what);
+
+// "bad argument #1 to '?' (...)" on the top of the stack -> "... to 'tensor' (...)", without the
+// traceback a message handler may have added (raising it again adds one). False: left as it was.
+bool name_unnamed_function(lua_State* L, lua_CFunction f) {
+  if (lua_type(L, -1) != LUA_TSTRING) return false;
+  std::string message = lua_tostring(L, -1);
+  auto unnamed = message.find(" to '?'");
+  if (unnamed == std::string::npos) return false;
+  std::string name = function_name_of(L, f);
+  if (name.empty()) return false;
+  message.replace(unnamed, 7, " to '" + name + "'");
+  if (auto traceback = message.find("\nstack traceback:"); traceback != std::string::npos) message.resize(traceback);
+  lua_pop(L, 1);
+  lua_pushstring(L, message.c_str());
+  return true;
+}
 
 // LuaJIT turns a C++ exception that crosses a Lua frame into the bare message "C++ exception".
 // One global wrapper (LUAJIT_MODE_WRAPCFUNC) catches it first and raises a Lua error carrying
@@ -38,6 +58,13 @@ int wrap_exceptions(lua_State* L, lua_CFunction f) {
     // errors are subclasses that already say where they come from
     bool from_libtorch = typeid(e) == typeid(std::runtime_error);
     lua_pushstring(L, from_libtorch ? aten_error_message(L, e.what()).c_str() : e.what());
+  } catch (...) {
+    // A Lua error raised inside f, or inside Lua that f called: LuaJIT lets C++ catch it, its
+    // message on the stack. Only luaL_check*'s "bad argument #1 to '?'" (f called by pcall or in
+    // a tail call has no name for Lua to give) is raised again, with the name f was registered
+    // under; anything else goes on untouched.
+    t_current = previous;
+    if (!name_unnamed_function(L, f)) throw;
   }
   t_current = previous;
   return lua_error(L);
@@ -52,22 +79,26 @@ std::string running_function_name(lua_State* L) {
   return registered_function_name(L);
 }
 
+// The name `f` was registered under (lx_set_func), else "".
+std::string function_name_of(lua_State* L, lua_CFunction f) {
+  std::string name;
+  lua_getfield(L, LUA_REGISTRYINDEX, "slapo.function_names");
+  if (lua_istable(L, -1)) {
+    lua_pushlightuserdata(L, reinterpret_cast<void*>(f));
+    lua_rawget(L, -2);
+    if (lua_isstring(L, -1)) name = lua_tostring(L, -1);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  return name;
+}
+
 // The name the running C function was registered under (lx_set_func), else "".
 std::string registered_function_name(lua_State* L) {
   lua_Debug ar;
   if (!lua_getstack(L, 0, &ar)) return "";
   std::string name;
-  if (lua_getinfo(L, "f", &ar) && lua_iscfunction(L, -1)) {
-    lua_CFunction f = lua_tocfunction(L, -1);
-    lua_getfield(L, LUA_REGISTRYINDEX, "slapo.function_names");
-    if (lua_istable(L, -1)) {
-      lua_pushlightuserdata(L, reinterpret_cast<void*>(f));
-      lua_rawget(L, -2);
-      if (lua_isstring(L, -1)) name = lua_tostring(L, -1);
-      lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
-  }
+  if (lua_getinfo(L, "f", &ar) && lua_iscfunction(L, -1)) name = function_name_of(L, lua_tocfunction(L, -1));
   lua_pop(L, 1);
   return name;
 }
@@ -119,13 +150,27 @@ void lx_install_exception_bridge(lua_State* L) {
 
 lua_State* lx_current_state(lua_State* fallback) { return t_current ? t_current : fallback; }
 
+// The message handler of lx_pcall: the message and one traceback (an error re-raised through a C
+// function already carries one), without frames that are only a C address ("[C]: at 0x55...":
+// LuaJIT's name for a wrapped C function's own frame); SLAPO_FULL_TRACEBACK=1 keeps them.
 int lx_traceback(lua_State* L) {
   const char* msg = lua_tostring(L, 1);
   if (!msg) {
     if (luaL_callmeta(L, 1, "__tostring") && lua_isstring(L, -1)) msg = lua_tostring(L, -1);
     else msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
   }
+  if (std::strstr(msg, "\nstack traceback:")) {
+    lua_pushstring(L, msg);
+    return 1;
+  }
   luaL_traceback(L, L, msg, 1);
+  const char* full = std::getenv("SLAPO_FULL_TRACEBACK");
+  if (full && std::string(full) == "1") return 1;
+  std::istringstream lines(lua_tostring(L, -1));
+  std::string line, out;
+  while (std::getline(lines, line))
+    if (line.rfind("\t[C]: at 0x", 0) != 0) out += (out.empty() ? "" : "\n") + line;
+  lua_pushstring(L, out.c_str());
   return 1;
 }
 

@@ -65,6 +65,14 @@ set +e
 set -e
 expect_code 1 "$rc"
 grep -q "unknown preset 'gtp2', did you mean 'gpt2'" "$tmp/err"
+# a traceback once, without frames that are only a C address (SLAPO_FULL_TRACEBACK=1 keeps them)
+printf 'local m = slapo.nn.Module{ type = "X", forward = function() error("in forward") end }\nslapo.no_grad(function() m(slapo.ones({ 1 })) end)\n' >"$tmp/trace.lua"
+set +e
+"$bin" run "$tmp/trace.lua" 2>"$tmp/err"
+set -e
+[ "$(grep -c 'stack traceback:' "$tmp/err")" -eq 1 ] || { echo "one traceback expected:"; cat "$tmp/err"; exit 1; }
+if grep -q '\[C\]: at 0x' "$tmp/err"; then echo "a C address in the traceback:"; cat "$tmp/err"; exit 1; fi
+grep -q "in forward" "$tmp/err" || { cat "$tmp/err"; exit 1; }
 # commands that name a missing file say so, with no Lua traceback (the mistake is the path)
 for cmd in "inspect $tmp/nowhere" "plot $tmp/nowhere.jsonl" "tune --show $tmp/nowhere.jsonl"; do
   set +e

@@ -57,6 +57,10 @@ describe("tensor", function()
       slapo.load_tensors("/nonexistent.safetensors")
     end))
     matches("load_tensors: the path must be a string", pcall_err(function() slapo.load_tensors(5) end))
+    -- a function Lua cannot name (called by pcall, or in a tail call) still names itself
+    local _, err = pcall(slapo.tensor)
+    eq("bad argument #1 to 'tensor' (table expected, got no value)", err)
+    matches("bad argument #1 to 'arange'", pcall_err(function() return slapo.arange("ten") end))
   end)
 
   it("turns LibTorch errors into Lua errors with their real message", function()
