@@ -202,7 +202,9 @@ function schedule_methods.replace_all(sch, type_name, make_fn)
     error("replace_all: type name must be a string, got " .. type(type_name), 2)
   end
   if type(make_fn) ~= "function" then
-    error("replace_all: make_fn must be a function(path, module), got " .. type(make_fn), 2)
+    error(("replace_all: make_fn must be a function(path, module) returning the new module, got %s%s"):format(
+      require("slapo.util").describe(make_fn),
+      type(make_fn) == "userdata" and " (wrap it: function(path, old) return slapo.nn.Identity() end)" or ""), 2)
   end
   local targets, types = {}, {}
   for path, sub in sch:named_schedules() do

@@ -65,7 +65,7 @@ function M.cut_evenly(sch, layers_path, stages)
   end
   if getmetatable(sch) ~= debug.getregistry()["slapo.Schedule"] then
     error(("parallel.cut_evenly: the first argument must be a schedule (slapo.create_schedule(model)), got %s"):format(
-      type(sch)), 2)
+      util.describe(sch)), 2)
   end
   util.check_count(stages, "the number of stages", "parallel.cut_evenly", 2)
   local layers = sch[layers_path]:children()

@@ -54,7 +54,7 @@ local function check_options(opts)
   end
   if type(out.optimizer) ~= "string" then  -- train builds its optimizer over the model it trains
     error(("train: optimizer is a name (adamw, sgd, zero_adamw) that train builds with lr and weight_decay, got %s")
-      :format(type(out.optimizer)), 3)
+      :format(util.describe(out.optimizer)), 3)
   end
   if out.optimizer ~= "adamw" and out.optimizer ~= "sgd" and out.optimizer ~= "zero_adamw" then
     error(("train: unknown optimizer '%s' (choices: adamw, sgd, zero_adamw)"):format(tostring(out.optimizer)), 3)

@@ -56,6 +56,16 @@ function M.check_count(value, what, fn, level)
   end
 end
 
+--- What a value is, for errors: "a module", "a schedule", "a tensor", "an optimizer", else Lua's
+--- type name ("userdata" says nothing to a user).
+function M.describe(value)
+  local meta = type(value) == "userdata" and getmetatable(value)
+  local name = meta and meta.__name
+  local kinds = { ["slapo.Module"] = "a module", ["slapo.Schedule"] = "a schedule", ["slapo.Tensor"] = "a tensor",
+    ["slapo.Optimizer"] = "an optimizer", ["slapo.Group"] = "a group" }
+  return kinds[name] or name or type(value)
+end
+
 --- True when two arrays hold equal elements in the same order.
 function M.same_array(a, b)
   if #a ~= #b then

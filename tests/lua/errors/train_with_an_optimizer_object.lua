@@ -1,4 +1,4 @@
--- expect: train: optimizer is a name (adamw, sgd, zero_adamw) that train builds with lr and weight_decay, got userdata
+-- expect: train: optimizer is a name (adamw, sgd, zero_adamw) that train builds with lr and weight_decay, got an optimizer
 -- train given an optimizer object: refused, saying it takes a name.
 local must_fail = require("slapo.must_fail")
 local model = must_fail.gpt2()
