@@ -31,9 +31,15 @@ std::string on(const char* primitive, const Schedule& s) { return fmt::format("{
 
 // A primitive given more arguments than it takes is refused, not run with the extras dropped:
 // `sub:decompose(5)` may mean something the primitive does not do. `usage` is its whole form.
-void check_no_more_args(lua_State* L, int last, const Schedule& s, const char* primitive, const char* usage) {
+// The position of the last argument given: trailing nils count as absent.
+int last_given_arg(lua_State* L) {
   int top = lua_gettop(L);
-  while (top > last && lua_isnil(L, top)) --top;
+  while (top > 0 && lua_isnil(L, top)) --top;
+  return top;
+}
+
+void check_no_more_args(lua_State* L, int last, const Schedule& s, const char* primitive, const char* usage) {
+  int top = last_given_arg(L);
   if (top > last)
     throw Error(fmt::format("{}: takes {} argument{}, got {} (the form is {})", on(primitive, s), last - 1,
                             last - 1 == 1 ? "" : "s", top - 1, usage));
@@ -675,10 +681,8 @@ int schedule_fields(lua_State* L) {
 
 // create_schedule(model, {group = g})
 int w_create_schedule(lua_State* L) {
-  int top = lua_gettop(L);
-  while (top > 2 && lua_isnil(L, top)) --top;
-  if (top > 2)
-    throw Error(fmt::format("create_schedule: takes a module and an options table ({{group = g}}), got {} arguments", top));
+  if (int given = last_given_arg(L); given > 2)
+    throw Error(fmt::format("create_schedule: takes a module and an options table ({{group = g}}), got {} arguments", given));
   lx_check_option_keys(L, 2, {"group"}, "create_schedule");
   std::shared_ptr<dist::Group> group;
   if (lua_istable(L, 2)) {
