@@ -17,6 +17,13 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// An error raised inside a module's call, its message led by the innermost scheduled module's
+/// path ("in 'transformer.h.0.mlp.c_fc': ..."). Callers that run modules (trace) add their own words.
+class ModuleCallError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// "a, b, c" or "none".
 inline std::string join_or_none(const std::vector<std::string>& names) {
   if (names.empty()) return "none";

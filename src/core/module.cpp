@@ -11,7 +11,17 @@ namespace slapo {
 
 namespace {
 std::atomic<int64_t> g_live_modules{0};
-}
+// Set while an error that already names the innermost scheduled module climbs out of its callers;
+// cleared when a call returns and when an outermost call starts.
+thread_local bool t_error_located = false;
+thread_local int t_call_depth = 0;
+struct CallDepth {
+  CallDepth() {
+    if (t_call_depth++ == 0) t_error_located = false;
+  }
+  ~CallDepth() { --t_call_depth; }
+};
+}  // namespace
 
 Module::Module(std::string type_name) : torch::nn::Module(type_name), type_name_(std::move(type_name)) {
   ++g_live_modules;
@@ -58,8 +68,33 @@ Value Module::operator()(Values args) {
   }
   // A named span in profiles (free when no profiler is recording).
   RECORD_USER_SCOPE(profile_label_.empty() ? type_name_.c_str() : profile_label_.c_str());
-  if (wrapper_) return wrapper_(*this, std::move(args), [this](Values a) { return call_unwrapped(std::move(a)); });
-  return call_unwrapped(std::move(args));
+  CallDepth depth;
+  try {
+    Value out = wrapper_ ? wrapper_(*this, std::move(args), [this](Values a) { return call_unwrapped(std::move(a)); })
+                         : call_unwrapped(std::move(args));
+    t_error_located = false;  // an error caught and handled below (a pcall in a Lua forward) is over
+    return out;
+  } catch (const c10::Error& e) {
+    rethrow_located(e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    rethrow_located(e.what());
+  }
+}
+
+std::string Module::schedule_path() const {
+  // the label is "<type> <path>", or the type alone for a schedule's root
+  if (profile_label_.size() <= type_name_.size() + 1) return "";
+  return profile_label_.substr(type_name_.size() + 1);
+}
+
+// "in 'transformer.wte': Embedding: indices must be integers": the innermost module with a path
+// names itself once; its callers pass the error on as it is.
+void Module::rethrow_located(const char* what) const {
+  std::string path = schedule_path();
+  if (t_error_located || path.empty()) throw;
+  t_error_located = true;
+  if (std::string(what).find("'" + path + "'") != std::string::npos) throw;  // it names the module already
+  throw ModuleCallError(fmt::format("in '{}': {}", path, what));
 }
 
 Value Module::call_unwrapped(Values args) {
@@ -285,6 +320,18 @@ at::Tensor tensor_arg(const Values& args, size_t i, const char* module, const ch
 c10::optional<c10::impl::GenericDict> kwargs_arg(const Values& args, size_t i) {
   if (i < args.size() && args[i].isGenericDict()) return args[i].toGenericDict();
   return c10::nullopt;
+}
+
+void check_kwargs(const c10::optional<c10::impl::GenericDict>& kw, const std::vector<std::string>& valid,
+                  const std::string& module) {
+  if (!kw) return;
+  for (const auto& entry : *kw) {
+    std::string key = entry.key().isString() ? entry.key().toStringRef() : entry.key().tagKind();
+    if (std::find(valid.begin(), valid.end(), key) != valid.end()) continue;
+    auto near = closest_names(key, valid, 1);
+    throw Error(fmt::format("{}: unknown keyword '{}'{} (valid: {})", module, key,
+                            near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near[0]), fmt::join(valid, ", ")));
+  }
 }
 
 c10::optional<at::Tensor> kwarg_tensor(const c10::optional<c10::impl::GenericDict>& kw,

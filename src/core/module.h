@@ -127,6 +127,9 @@ class Module : public torch::nn::Module {
   /// The span name this module's calls get in a profile ("GPT2Attention transformer.h.0.attn");
   /// create_schedule labels every module with its path.
   void set_profile_label(std::string label) { profile_label_ = std::move(label); }
+  /// The path create_schedule gave this module ("transformer.h.0.attn"): "" for a root or a module
+  /// no schedule holds. An error raised inside a call starts with the innermost such path.
+  std::string schedule_path() const;
 
   /// True when a call runs nothing but forward: no hooks, call wrapper (checkpoint), forward
   /// override (trace) or forked random stream. Fast paths that bypass a child's call use it.
@@ -184,6 +187,7 @@ class Module : public torch::nn::Module {
   ModuleMeta meta_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> slots_;
   Value call_unwrapped(Values args);
+  [[noreturn]] void rethrow_located(const char* what) const;
 
   CallWrapper wrapper_;
   std::function<Value(Values)> forward_override_;
@@ -229,6 +233,9 @@ std::vector<at::Tensor> tensors_in(const Value& v);
 at::Tensor tensor_arg(const Values& args, size_t i, const char* module, const char* what);
 /// The keyword table a caller passed as the last argument (`model(ids, {labels = t})`), or none.
 c10::optional<c10::impl::GenericDict> kwargs_arg(const Values& args, size_t i);
+/// Refuses a keyword not in `valid` ({lables = ...} would otherwise be ignored), naming `module`.
+void check_kwargs(const c10::optional<c10::impl::GenericDict>& kw, const std::vector<std::string>& valid,
+                  const std::string& module);
 c10::optional<at::Tensor> kwarg_tensor(const c10::optional<c10::impl::GenericDict>& kw,
                                        const std::string& key);
 

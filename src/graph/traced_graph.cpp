@@ -595,6 +595,9 @@ std::shared_ptr<TracedGraph> trace_module(Module& module, const std::string& whe
         },
         [](const at::Tensor&) { return std::string(); }, /*strict=*/false);
     graph = traced.first->graph;
+  } catch (const ModuleCallError& e) {  // a module below failed on these inputs: say both
+    clear_wrappers();
+    throw Error(fmt::format("trace: tracing {} failed: {}", where, e.what()));
   } catch (const Error&) {
     clear_wrappers();
     throw;

@@ -47,6 +47,9 @@ class ScriptModule : public ModuleBase<ScriptModule> {
 
 std::shared_ptr<Module> load_torchscript(const std::string& path) {
   if (!std::filesystem::exists(path)) throw Error(fmt::format("load: no file '{}'", path));
+  if (std::filesystem::is_directory(path))
+    throw Error(fmt::format("load: '{}' is a directory; load reads one TorchScript file (a Hugging Face checkpoint "
+                            "folder loads with slapo.from_pretrained)", path));
   torch::jit::Module m;
   try {
     m = torch::jit::load(path);

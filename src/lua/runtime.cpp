@@ -154,6 +154,11 @@ lua_State* lx_current_state(lua_State* fallback) { return t_current ? t_current 
 // function already carries one), without frames that are only a C address ("[C]: at 0x55...":
 // LuaJIT's name for a wrapped C function's own frame); SLAPO_FULL_TRACEBACK=1 keeps them.
 int lx_traceback(lua_State* L) {
+  // a command-line mistake (util.usage_error): its message alone
+  if (lua_istable(L, 1) && luaL_getmetafield(L, 1, "__slapo_no_traceback")) {
+    lua_pop(L, 1);
+    if (luaL_callmeta(L, 1, "__tostring") && lua_isstring(L, -1)) return 1;
+  }
   const char* msg = lua_tostring(L, 1);
   if (!msg) {
     if (luaL_callmeta(L, 1, "__tostring") && lua_isstring(L, -1)) msg = lua_tostring(L, -1);
@@ -333,6 +338,33 @@ void lx_push_value(lua_State* L, const Value& v) {
   } else {
     throw Error(fmt::format("value: cannot hand a {} to Lua", v.tagKind()));
   }
+}
+
+// ---- argument lists ----
+
+int lx_last_given_arg(lua_State* L) {
+  int top = lua_gettop(L);
+  while (top > 0 && lua_isnil(L, top)) --top;
+  return top;
+}
+
+void lx_check_arg_count(lua_State* L, int max, const char* fn, const char* usage) {
+  int given = lx_last_given_arg(L);
+  if (given > max)
+    throw Error(fmt::format("{}: takes {} argument{}, got {} (the form is {})", fn, max, max == 1 ? "" : "s", given,
+                            usage));
+}
+
+bool lx_check_opt_boolean(lua_State* L, int idx, bool fallback, const char* fn, const char* what) {
+  if (lua_isnoneornil(L, idx)) return fallback;
+  if (!lua_isboolean(L, idx)) {
+    int type = lua_type(L, idx);
+    std::string got = type == LUA_TSTRING ? fmt::format("the string '{}'", lua_tostring(L, idx))
+                      : type == LUA_TNUMBER ? fmt::format("the number {}", lua_tostring(L, idx))
+                                            : lx_type_name(L, idx);
+    throw Error(fmt::format("{}: {} must be true or false, got {}", fn, what, got));
+  }
+  return lua_toboolean(L, idx);
 }
 
 // ---- option tables ----

@@ -62,6 +62,15 @@ Value lx_to_value(lua_State* L, int idx);
 /// IValue -> one Lua value (tuples and lists become arrays, dicts tables).
 void lx_push_value(lua_State* L, const Value& v);
 
+/// The index of the last argument that is not nil (0 when none): trailing nils are "not given".
+int lx_last_given_arg(lua_State* L);
+/// Raises naming `fn` and its call form `usage` when an argument past `max` was given: an extra
+/// argument is a misunderstanding (F.silu(x, true), nn.ReLU(5)), never something to ignore.
+void lx_check_arg_count(lua_State* L, int max, const char* fn, const char* usage);
+/// Argument `idx` as true or false, `fallback` when nil or absent; a string or number ("yes", 1)
+/// is an error naming `fn` and `what`, not a truthy value.
+bool lx_check_opt_boolean(lua_State* L, int idx, bool fallback, const char* fn, const char* what);
+
 /// Options-table readers: nil when absent, else the typed field (errors name `fn`).
 double lx_opt_number(lua_State* L, int table, const char* key, double fallback, const char* fn);
 bool lx_opt_bool(lua_State* L, int table, const char* key, bool fallback, const char* fn);

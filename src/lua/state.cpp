@@ -113,9 +113,11 @@ void LuaState::run_string(const std::string& code, const std::string& chunkname)
 
 std::string bare_error_message(const std::string& message) {
   static const std::regex location(R"(^[^:\s]+\.lua:[0-9]+: )");
-  std::string bare = std::regex_replace(message, location, "", std::regex_constants::format_first_only);
-  if (auto traceback = bare.find("\nstack traceback:"); traceback != std::string::npos) bare.resize(traceback);
-  return bare;
+  return without_traceback(std::regex_replace(message, location, "", std::regex_constants::format_first_only));
+}
+
+std::string without_traceback(const std::string& message) {
+  return message.substr(0, message.find("\nstack traceback:"));
 }
 
 }  // namespace slapo

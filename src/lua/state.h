@@ -36,5 +36,8 @@ class LuaState {
 /// A Lua error's own words: without the "file.lua:12: " of the raising line in front and the stack
 /// traceback after. For errors that are the user's input, not a bug to report.
 std::string bare_error_message(const std::string& message);
+/// A Lua error's message with its location, without the stack traceback: for errors raised in a
+/// user's callback, where the location is theirs and the traceback runs through ours.
+std::string without_traceback(const std::string& message);
 
 }  // namespace slapo

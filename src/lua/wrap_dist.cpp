@@ -111,14 +111,26 @@ int w_reduce_from(lua_State* L) {
   lx_push_tensor(L, dist::reduce_from_group(lx_check_tensor(L, 1), group_arg(L, 2, "autograd.reduce_from", "dist.autograd.reduce_from(tensor [, group])")));
   return 1;
 }
+// The dim a gather or scatter works along: one of the tensor's, said in the caller's name.
+int64_t tensor_dim_arg(lua_State* L, int idx, const at::Tensor& t, const char* fn) {
+  if (lua_type(L, idx) != LUA_TNUMBER)
+    throw Error(fmt::format("{}: dim must be a number, got {}", fn, lx_type_name(L, idx)));
+  int64_t n = std::max<int64_t>(t.dim(), 1);
+  return lx_check_integer_value(lua_tonumber(L, idx), fmt::format("dim (of a {}-d tensor)", t.dim()).c_str(),
+                                static_cast<double>(-n), static_cast<double>(n - 1), fn);
+}
 int w_gather_from(lua_State* L) {
-  lx_push_tensor(L, dist::gather_from_group(lx_check_tensor(L, 1), static_cast<int64_t>(luaL_checknumber(L, 2)),
-                                            group_arg(L, 3, "autograd.gather_from", "dist.autograd.gather_from(tensor, dim [, group])")));
+  const char* fn = "autograd.gather_from";
+  auto& x = lx_check_tensor(L, 1);
+  lx_push_tensor(L, dist::gather_from_group(x, tensor_dim_arg(L, 2, x, fn),
+                                            group_arg(L, 3, fn, "dist.autograd.gather_from(tensor, dim [, group])")));
   return 1;
 }
 int w_scatter_to(lua_State* L) {
-  lx_push_tensor(L, dist::scatter_to_group(lx_check_tensor(L, 1), static_cast<int64_t>(luaL_checknumber(L, 2)),
-                                           group_arg(L, 3, "autograd.scatter_to", "dist.autograd.scatter_to(tensor, dim [, group])")));
+  const char* fn = "autograd.scatter_to";
+  auto& x = lx_check_tensor(L, 1);
+  lx_push_tensor(L, dist::scatter_to_group(x, tensor_dim_arg(L, 2, x, fn),
+                                           group_arg(L, 3, fn, "dist.autograd.scatter_to(tensor, dim [, group])")));
   return 1;
 }
 const luaL_Reg autograd_functions[] = {{"copy_to", w_copy_to},

@@ -20,10 +20,12 @@ namespace {
 
 // Lua tables may nest without end (t.self = t); JSON documents come limited (io/json_file.h).
 // `who` names the caller in errors ("models: config", "write_json"), `path` the value's place.
-// NaN and infinities are refused (JSON has none), or with `lenient` written as null (json_encode:
-// the tuner's rows may carry a diverged loss).
-nlohmann::json table_to_json(lua_State* L, int idx, const char* who, bool lenient = false, const std::string& path = "",
-                             int depth = 0) {
+// NaN and infinities: JSON has none, so files refuse them; json_encode writes null (the tuner's
+// rows may carry a diverged loss); a model config keeps them for its own checks, which name the
+// model and the field's valid range.
+enum class NonFinite { Refuse, Null, Keep };
+nlohmann::json table_to_json(lua_State* L, int idx, const char* who, NonFinite non_finite = NonFinite::Refuse,
+                             const std::string& path = "", int depth = 0) {
   idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
   const std::string where = path.empty() ? "the value" : "'" + path + "'";
   if (depth > kMaxJsonDepth)
@@ -35,7 +37,8 @@ nlohmann::json table_to_json(lua_State* L, int idx, const char* who, bool lenien
     case LUA_TBOOLEAN: return static_cast<bool>(lua_toboolean(L, idx));
     case LUA_TNUMBER: {
       double d = lua_tonumber(L, idx);
-      if (!std::isfinite(d) && lenient) return nullptr;
+      if (!std::isfinite(d) && non_finite == NonFinite::Null) return nullptr;
+      if (!std::isfinite(d) && non_finite == NonFinite::Keep) return d;
       if (!std::isfinite(d))  // JSON has no NaN or infinity: it would be written as null
         throw Error(fmt::format("{}: {} is {}, which JSON cannot hold", who, where, d != d ? "NaN" : "infinite"));
       if (std::floor(d) == d && std::fabs(d) < 1e15) return static_cast<int64_t>(d);
@@ -47,7 +50,7 @@ nlohmann::json table_to_json(lua_State* L, int idx, const char* who, bool lenien
         nlohmann::json arr = nlohmann::json::array();
         for (size_t i = 1; i <= lua_objlen(L, idx); ++i) {
           lua_rawgeti(L, idx, static_cast<int>(i));
-          arr.push_back(table_to_json(L, -1, who, lenient, child(std::to_string(i)), depth + 1));
+          arr.push_back(table_to_json(L, -1, who, non_finite, child(std::to_string(i)), depth + 1));
           lua_pop(L, 1);
         }
         return arr;
@@ -58,7 +61,7 @@ nlohmann::json table_to_json(lua_State* L, int idx, const char* who, bool lenien
         if (lua_type(L, -2) != LUA_TSTRING)
           throw Error(fmt::format("{}: keys must be strings, {} has a {} key", who, where, luaL_typename(L, -2)));
         std::string key = lua_tostring(L, -2);
-        obj[key] = table_to_json(L, -1, who, lenient, child(key), depth + 1);
+        obj[key] = table_to_json(L, -1, who, non_finite, child(key), depth + 1);
         lua_pop(L, 1);
       }
       return obj;
@@ -118,7 +121,7 @@ ModelConfig config_arg(lua_State* L, int idx, const std::string& model_type, con
   if (lua_isnoneornil(L, idx)) return ModelConfig(nlohmann::json::object()).with_defaults(model_type);
   if (!lua_istable(L, idx))
     throw Error(fmt::format("{}: expected a preset name or a table of config.json fields, got {}", fn, luaL_typename(L, idx)));
-  auto fields = table_to_json(L, idx, "models: config");
+  auto fields = table_to_json(L, idx, "models: config", NonFinite::Keep);
   if (fields.contains("model_type") && fields["model_type"] != model_type && !model_type.empty())
     throw Error(fmt::format("{}: config has model_type '{}'", fn, fields["model_type"].dump()));
   return ModelConfig(fields).with_defaults(model_type.empty() ? fields.value("model_type", "") : model_type);
@@ -213,7 +216,7 @@ int w_write_json(lua_State* L) {
 // json_encode(value) -> one line of JSON; json_decode(text) -> Lua values (the tuner's database)
 int w_json_encode(lua_State* L) {
   luaL_checkany(L, 1);
-  auto text = table_to_json(L, 1, "json_encode", /*lenient=*/true).dump();
+  auto text = table_to_json(L, 1, "json_encode", NonFinite::Null).dump();
   lua_pushlstring(L, text.data(), text.size());
   return 1;
 }

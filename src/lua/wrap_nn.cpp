@@ -92,23 +92,40 @@ int w_nn_Dropout(lua_State* L) {
   return push(L, std::make_shared<Dropout>(p));
 }
 
-int w_nn_ReLU(lua_State* L) { return push(L, Activation::from_hf_name("relu")); }
-int w_nn_SiLU(lua_State* L) { return push(L, Activation::from_hf_name("silu")); }
-int w_nn_Tanh(lua_State* L) { return push(L, Activation::from_hf_name("tanh")); }
+// Layers without settings take no arguments: nn.ReLU(5) or nn.ReLU(true) (PyTorch's inplace) is refused.
+int w_nn_ReLU(lua_State* L) {
+  lx_check_arg_count(L, 0, "nn.ReLU", "nn.ReLU()");
+  return push(L, Activation::from_hf_name("relu"));
+}
+int w_nn_SiLU(lua_State* L) {
+  lx_check_arg_count(L, 0, "nn.SiLU", "nn.SiLU()");
+  return push(L, Activation::from_hf_name("silu"));
+}
+int w_nn_Tanh(lua_State* L) {
+  lx_check_arg_count(L, 0, "nn.Tanh", "nn.Tanh()");
+  return push(L, Activation::from_hf_name("tanh"));
+}
 int w_nn_GELU(lua_State* L) {
+  lx_check_arg_count(L, 1, "nn.GELU", "nn.GELU([{approximate = 'none' or 'tanh'}])");
   std::string approximate = lx_opt_string(L, 1, "approximate", "none", "nn.GELU");
   if (approximate == "none") return push(L, std::make_shared<Activation>("GELU", "gelu"));
   if (approximate == "tanh") return push(L, std::make_shared<Activation>("GELU", "gelu_tanh"));
   return luaL_error(L, "nn.GELU: approximate must be 'none' or 'tanh', got '%s'", approximate.c_str());
 }
-int w_nn_Identity(lua_State* L) { return push(L, std::make_shared<Identity>()); }
+int w_nn_Identity(lua_State* L) {
+  lx_check_arg_count(L, 0, "nn.Identity", "nn.Identity()");
+  return push(L, std::make_shared<Identity>());
+}
 
 std::vector<std::shared_ptr<Module>> module_array(lua_State* L, int idx, const char* fn) {
-  luaL_checktype(L, idx, LUA_TTABLE);
+  if (!lua_istable(L, idx))  // nn.Sequential(a, b), PyTorch's spelling
+    throw Error(fmt::format("{}: the modules come as one array, {}{{a, b, ...}}, got {}", fn, fn, lx_type_name(L, idx)));
+  lx_check_arg_count(L, idx, fn, fmt::format("{}{{a, b, ...}}", fn).c_str());
   std::vector<std::shared_ptr<Module>> out;
   for (size_t i = 1; i <= lua_objlen(L, idx); ++i) {
     lua_rawgeti(L, idx, static_cast<int>(i));
-    if (!lx_is_module(L, -1)) luaL_error(L, "%s: entry %d must be a module, got %s", fn, static_cast<int>(i), luaL_typename(L, -1));
+    if (!lx_is_module(L, -1))
+      throw Error(fmt::format("{}: entry {} must be a module, got {}", fn, i, lx_type_name(L, -1)));
     out.push_back(lx_check_module(L, -1));
     lua_pop(L, 1);
   }
@@ -130,7 +147,9 @@ int w_nn_lua_module(lua_State* L) {
     lua_pushnil(L);
     while (lua_next(L, 2)) {
       if (lua_type(L, -2) != LUA_TSTRING || !lx_is_module(L, -1))
-        luaL_error(L, "nn.Module '%s': children must map names to modules", type.c_str());
+        throw Error(fmt::format("nn.Module '{}': children must map names to modules, got {} = {}", type,
+                                lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "a " + lx_type_name(L, -2) + " key",
+                                lx_type_name(L, -1)));
       children[lua_tostring(L, -2)] = lx_check_module(L, -1);
       lua_pop(L, 1);
     }
@@ -141,7 +160,9 @@ int w_nn_lua_module(lua_State* L) {
     lua_pushnil(L);
     while (lua_next(L, 3)) {
       if (lua_type(L, -2) != LUA_TSTRING || !lx_is_tensor(L, -1))
-        luaL_error(L, "nn.Module '%s': params must map names to tensors", type.c_str());
+        throw Error(fmt::format("nn.Module '{}': params must map names to tensors, got {} = {}", type,
+                                lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "a " + lx_type_name(L, -2) + " key",
+                                lx_type_name(L, -1)));
       auto t = lx_check_tensor(L, -1);
       if (!t.requires_grad() && at::isFloatingType(t.scalar_type())) t = t.detach().requires_grad_(true);
       params[lua_tostring(L, -2)] = t;

@@ -19,11 +19,15 @@ OptimizerPtr& check_optimizer(lua_State* L, int idx) {
 }
 
 // params: a module or an array of tensors
+// (an optimizer over nothing is a slip: the wrong module, or every parameter frozen)
 std::vector<at::Tensor> param_list(lua_State* L, int idx, const char* fn) {
   if (lx_is_module(L, idx)) {
     std::vector<at::Tensor> out;
     for (auto& [name, p] : unique_named_parameters(*lx_check_module(L, idx)))
       if (p.requires_grad()) out.push_back(p);
+    if (out.empty())
+      throw Error(fmt::format("{}: the module ({}) has no parameters that require grad, so nothing to optimize", fn,
+                              lx_check_module(L, idx)->type_name()));
     return out;
   }
   if (!lua_istable(L, idx)) throw Error(fmt::format("{}: params must be a module or an array of tensors, got {}", fn, lx_type_name(L, idx)));
@@ -33,6 +37,8 @@ std::vector<at::Tensor> param_list(lua_State* L, int idx, const char* fn) {
     out.push_back(lx_check_tensor(L, -1));
     lua_pop(L, 1);
   }
+  if (out.empty())
+    throw Error(fmt::format("{}: the array of parameters is empty (give a module, or an array of its tensors)", fn));
   return out;
 }
 

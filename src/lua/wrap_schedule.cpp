@@ -31,15 +31,8 @@ std::string on(const char* primitive, const Schedule& s) { return fmt::format("{
 
 // A primitive given more arguments than it takes is refused, not run with the extras dropped:
 // `sub:decompose(5)` may mean something the primitive does not do. `usage` is its whole form.
-// The position of the last argument given: trailing nils count as absent.
-int last_given_arg(lua_State* L) {
-  int top = lua_gettop(L);
-  while (top > 0 && lua_isnil(L, top)) --top;
-  return top;
-}
-
 void check_no_more_args(lua_State* L, int last, const Schedule& s, const char* primitive, const char* usage) {
-  int top = last_given_arg(L);
+  int top = lx_last_given_arg(L);
   if (top > last)
     throw Error(fmt::format("{}: takes {} argument{}, got {} (the form is {})", on(primitive, s), last - 1,
                             last - 1 == 1 ? "" : "s", top - 1, usage));
@@ -538,9 +531,12 @@ int w_Schedule_annotate(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "annotate");
   check_no_more_args(L, 4, *s, "annotate", "sub:annotate(param, key, value)");
   std::string param = param_name_arg(L, 2, *s, "annotate");
-  if (lua_type(L, 3) != LUA_TSTRING && lua_type(L, 3) != LUA_TNUMBER)
+  // a number key would be stored as its digits, unlike what was written (a missing parameter is said first)
+  if (lua_type(L, 3) != LUA_TSTRING && (lua_type(L, 3) != LUA_TNUMBER || s->mod()->has_param(param)))
     throw Error(fmt::format("{}: the key must be a string, got {}", on("annotate", *s),
-                            lua_isnoneornil(L, 3) ? "nothing" : luaL_typename(L, 3)));
+                            lua_isnoneornil(L, 3) ? "nothing"
+                            : lua_type(L, 3) == LUA_TNUMBER ? fmt::format("the number {}", lua_tostring(L, 3))
+                                                            : lx_type_name(L, 3)));
   // nothing would be stored, yet the log would say something was (a missing parameter is said first)
   if (lua_isnoneornil(L, 4) && s->mod()->has_param(param))
     throw Error(fmt::format("{}: the value must be a number, string, boolean or a table of those, got nothing (the "
@@ -681,7 +677,7 @@ int schedule_fields(lua_State* L) {
 
 // create_schedule(model, {group = g})
 int w_create_schedule(lua_State* L) {
-  if (int given = last_given_arg(L); given > 2)
+  if (int given = lx_last_given_arg(L); given > 2)
     throw Error(fmt::format("create_schedule: takes a module and an options table ({{group = g}}), got {} arguments", given));
   lx_check_option_keys(L, 2, {"group"}, "create_schedule");
   std::shared_ptr<dist::Group> group;

@@ -44,12 +44,27 @@ int push(lua_State* L, at::Tensor t) {
   return 1;
 }
 
+// A shape is one table: `t:view(2, 3)` (PyTorch's spelling) would read 2 as the shape and drop the 3.
+std::vector<int64_t> shape_arg(lua_State* L, int idx, const char* fn, const char* form) {
+  if (lua_isnumber(L, idx) && lua_isnumber(L, idx + 1)) {
+    std::vector<std::string> sizes;
+    for (int i = idx; lua_isnumber(L, i); ++i) sizes.push_back(lua_tostring(L, i));
+    throw Error(fmt::format("{}: the shape is one table, {}{{{}}}, got {} separate numbers", fn, form,
+                            fmt::join(sizes, ", "), sizes.size()));
+  }
+  return lx_check_shape(L, idx, fn);
+}
+
 // ---- metamethods ----
 // A number operand is a Scalar, as in PyTorch: `t / 8` is aten::div(Tensor, Scalar), what C++
 // models trace to (so Lua patterns match them), and an int tensor times 0.5 is a float tensor.
 // `tensor_tensor(a, b)`, `tensor_scalar(t, c)` (number on the right), `scalar_tensor(c, t)` (left).
 template <typename TT, typename TS, typename ST>
-int binary(lua_State* L, TT tensor_tensor, TS tensor_scalar, ST scalar_tensor) {
+int binary(lua_State* L, const char* op, TT tensor_tensor, TS tensor_scalar, ST scalar_tensor) {
+  for (int i = 1; i <= 2; ++i)
+    if (!lua_isnumber(L, i) && !lx_is_tensor(L, i))
+      throw Error(fmt::format("Tensor '{}': both sides must be tensors or numbers, got {} on the {}", op,
+                              lx_type_name(L, i), i == 1 ? "left" : "right"));
   if (lua_isnumber(L, 2)) return push(L, tensor_scalar(lx_check_tensor(L, 1), at::Scalar(lua_tonumber(L, 2))));
   if (lua_isnumber(L, 1)) return push(L, scalar_tensor(at::Scalar(lua_tonumber(L, 1)), lx_check_tensor(L, 2)));
   return push(L, tensor_tensor(lx_check_tensor(L, 1), lx_check_tensor(L, 2)));
@@ -57,23 +72,23 @@ int binary(lua_State* L, TT tensor_tensor, TS tensor_scalar, ST scalar_tensor) {
 using T = const at::Tensor&;
 using S = const at::Scalar&;
 int w_Tensor_add(lua_State* L) {
-  return binary(L, [](T a, T b) { return a + b; }, [](T t, S c) { return at::add(t, c); },
+  return binary(L, "+", [](T a, T b) { return a + b; }, [](T t, S c) { return at::add(t, c); },
                 [](S c, T t) { return at::add(t, c); });
 }
 int w_Tensor_sub(lua_State* L) {
-  return binary(L, [](T a, T b) { return a - b; }, [](T t, S c) { return at::sub(t, c); },
+  return binary(L, "-", [](T a, T b) { return a - b; }, [](T t, S c) { return at::sub(t, c); },
                 [](S c, T t) { return at::rsub(t, c); });
 }
 int w_Tensor_mul(lua_State* L) {
-  return binary(L, [](T a, T b) { return a * b; }, [](T t, S c) { return at::mul(t, c); },
+  return binary(L, "*", [](T a, T b) { return a * b; }, [](T t, S c) { return at::mul(t, c); },
                 [](S c, T t) { return at::mul(t, c); });
 }
 int w_Tensor_div(lua_State* L) {  // c / t as PyTorch's __rtruediv__: reciprocal(t) * c
-  return binary(L, [](T a, T b) { return a / b; }, [](T t, S c) { return at::div(t, c); },
+  return binary(L, "/", [](T a, T b) { return a / b; }, [](T t, S c) { return at::div(t, c); },
                 [](S c, T t) { return at::mul(at::reciprocal(t), c); });
 }
 int w_Tensor_pow(lua_State* L) {
-  return binary(L, [](T a, T b) { return at::pow(a, b); }, [](T t, S c) { return at::pow(t, c); },
+  return binary(L, "^", [](T a, T b) { return at::pow(a, b); }, [](T t, S c) { return at::pow(t, c); },
                 [](S c, T t) { return at::pow(c, t); });
 }
 int w_Tensor_unm(lua_State* L) { return push(L, -lx_check_tensor(L, 1)); }
@@ -116,12 +131,12 @@ int w_Tensor_matmul(lua_State* L) { return push(L, at::matmul(lx_check_tensor(L,
 int w_Tensor_sum(lua_State* L) {
   auto& t = lx_check_tensor(L, 1);
   if (lua_isnoneornil(L, 2)) return push(L, t.sum());
-  return push(L, t.sum(check_dim(L, 2, t, "Tensor:sum"), lua_toboolean(L, 3)));
+  return push(L, t.sum(check_dim(L, 2, t, "Tensor:sum"), lx_check_opt_boolean(L, 3, false, "Tensor:sum", "keepdim")));
 }
 int w_Tensor_mean(lua_State* L) {
   auto& t = lx_check_tensor(L, 1);
   if (lua_isnoneornil(L, 2)) return push(L, t.mean());
-  return push(L, t.mean(check_dim(L, 2, t, "Tensor:mean"), lua_toboolean(L, 3)));
+  return push(L, t.mean(check_dim(L, 2, t, "Tensor:mean"), lx_check_opt_boolean(L, 3, false, "Tensor:mean", "keepdim")));
 }
 int w_Tensor_abs(lua_State* L) { return push(L, lx_check_tensor(L, 1).abs()); }
 int w_Tensor_exp(lua_State* L) { return push(L, lx_check_tensor(L, 1).exp()); }
@@ -137,8 +152,10 @@ int w_Tensor_item(lua_State* L) {
   else lua_pushnumber(L, t.item<double>());
   return 1;
 }
-int w_Tensor_view(lua_State* L) { return push(L, lx_check_tensor(L, 1).view(lx_check_shape(L, 2, "Tensor:view"))); }
-int w_Tensor_reshape(lua_State* L) { return push(L, lx_check_tensor(L, 1).reshape(lx_check_shape(L, 2, "Tensor:reshape"))); }
+int w_Tensor_view(lua_State* L) { return push(L, lx_check_tensor(L, 1).view(shape_arg(L, 2, "Tensor:view", "t:view"))); }
+int w_Tensor_reshape(lua_State* L) {
+  return push(L, lx_check_tensor(L, 1).reshape(shape_arg(L, 2, "Tensor:reshape", "t:reshape")));
+}
 int w_Tensor_narrow(lua_State* L) {
   auto& t = lx_check_tensor(L, 1);
   int64_t d = check_dim(L, 2, t, "Tensor:narrow");
@@ -179,7 +196,7 @@ int w_Tensor_requires_grad(lua_State* L) {
     lua_pushboolean(L, t.requires_grad());
     return 1;
   }
-  t.requires_grad_(lua_toboolean(L, 2));
+  t.requires_grad_(lx_check_opt_boolean(L, 2, true, "Tensor:requires_grad", "the flag"));
   lua_settop(L, 1);
   return 1;
 }
@@ -200,15 +217,19 @@ int w_Tensor_zero_grad(lua_State* L) {
 }
 int w_Tensor_to(lua_State* L) {
   auto& t = lx_check_tensor(L, 1);
-  std::string target = luaL_checkstring(L, 2);
+  constexpr const char* kTargets = "devices: cpu, cuda, cuda:N; dtypes: float32, float64, float16, bfloat16, int64, "
+                                   "int32, int8, uint8, bool";
+  if (lua_type(L, 2) != LUA_TSTRING)
+    throw Error(fmt::format("Tensor:to: the target is a device or dtype name ({}), got {}", kTargets,
+                            lx_type_name(L, 2)));
+  std::string target = lua_tostring(L, 2);
   for (auto& [name, type] : dtype_names())
     if (name == target) return push(L, t.to(type));
   if (target == "cpu" || target.rfind("cuda", 0) == 0 || target == "meta") {
     lx_check_device_target(L, target, "Tensor:to");
     return push(L, t.to(at::Device(target)));
   }
-  return luaL_error(L, "Tensor:to: unknown target '%s' (devices: cpu, cuda, cuda:N; dtypes: float32, float64, "
-                       "float16, bfloat16, int64, int32, int8, uint8, bool)", target.c_str());
+  throw Error(fmt::format("Tensor:to: unknown target '{}' ({})", target, kTargets));
 }
 // In-place updates (optimizer-free training loops, gradient averaging); they return the tensor.
 int w_Tensor_mul_(lua_State* L) {
@@ -294,19 +315,32 @@ at::TensorOptions creation_options(lua_State* L, int idx, const char* fn) {
   opts = opts.device(at::Device(device));
   return opts.requires_grad(lx_opt_bool(L, idx, "requires_grad", false, fn));
 }
-int w_randn(lua_State* L) { return push(L, torch::randn(lx_check_shape(L, 1, "randn"), creation_options(L, 2, "randn"))); }
-int w_rand(lua_State* L) { return push(L, torch::rand(lx_check_shape(L, 1, "rand"), creation_options(L, 2, "rand"))); }
-int w_zeros(lua_State* L) { return push(L, torch::zeros(lx_check_shape(L, 1, "zeros"), creation_options(L, 2, "zeros"))); }
-int w_ones(lua_State* L) { return push(L, torch::ones(lx_check_shape(L, 1, "ones"), creation_options(L, 2, "ones"))); }
+// The shape is read before the options: zeros(2, 3) is a slip in the shape, not in the options.
+template <typename Make>
+int create(lua_State* L, const char* fn, const char* form, Make make) {
+  auto shape = shape_arg(L, 1, fn, form);
+  return push(L, make(shape, creation_options(L, 2, fn)));
+}
+using Shape = const std::vector<int64_t>&;
+using Options = const at::TensorOptions&;
+int w_randn(lua_State* L) { return create(L, "randn", "slapo.randn", [](Shape s, Options o) { return torch::randn(s, o); }); }
+int w_rand(lua_State* L) { return create(L, "rand", "slapo.rand", [](Shape s, Options o) { return torch::rand(s, o); }); }
+int w_zeros(lua_State* L) { return create(L, "zeros", "slapo.zeros", [](Shape s, Options o) { return torch::zeros(s, o); }); }
+int w_ones(lua_State* L) { return create(L, "ones", "slapo.ones", [](Shape s, Options o) { return torch::ones(s, o); }); }
 // A whole number argument within +-9e15 (the integers a double holds exactly), else an error
 // naming the function and the argument: NaN, fractions and 1e300 would cast to nonsense.
 int64_t whole_arg(lua_State* L, int idx, const char* fn, const char* what) {
   return lx_check_integer_value(luaL_checknumber(L, idx), what, -9.0e15, 9.0e15, fn);
 }
+// arange(end) or arange(start, end): start, start + 1, ..., end - 1 as int64
 int w_arange(lua_State* L) {
-  if (lua_isnumber(L, 2))
-    return push(L, torch::arange(whole_arg(L, 1, "arange", "start"), whole_arg(L, 2, "arange", "end"), at::kLong));
-  return push(L, torch::arange(whole_arg(L, 1, "arange", "end"), at::kLong));
+  lx_check_arg_count(L, 2, "arange", "arange(end) or arange(start, end)");
+  bool two = !lua_isnoneornil(L, 2);
+  int64_t start = two ? whole_arg(L, 1, "arange", "start") : 0;
+  int64_t end = whole_arg(L, two ? 2 : 1, "arange", "end");
+  if (end < start)
+    throw Error(fmt::format("arange: end ({}) is below start ({}); arange counts up from start to end - 1", end, start));
+  return push(L, torch::arange(start, end, at::kLong));
 }
 int w_randint(lua_State* L) {
   auto lo = whole_arg(L, 1, "randint", "low"), hi = whole_arg(L, 2, "randint", "high");

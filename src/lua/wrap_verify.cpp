@@ -4,6 +4,7 @@
 #include "core/schedule_snapshot.h"
 #include "lua/lua_module.h"
 #include "lua/runtime.h"
+#include "lua/state.h"
 #include "lua/wrap.h"
 #include "primitives/pipeline.h"
 #include "primitives/verify.h"
@@ -25,8 +26,14 @@ int w_build(lua_State* L) {
       o.init_fn = [fn](const std::string& path, std::shared_ptr<Module> m) {
         lua_State* T = fn->push("build: init_weights");
         lua_pushstring(T, path.c_str());
+        std::string type = m->type_name();
         lx_push_module(T, std::move(m));
-        lx_pcall(T, 2, 0);
+        try {
+          lx_pcall(T, 2, 0);
+        } catch (const LuaError& e) {
+          throw Error(fmt::format("build: init_weights failed on {} ({}): {}",
+                                  path.empty() ? "the root" : "'" + path + "'", type, without_traceback(e.what())));
+        }
       };
     } else if (!lua_isnil(L, -1))
       throw Error(fmt::format("build: init_weights must be true, false or a function(path, module), got {}",
@@ -63,10 +70,10 @@ VerifyOptions verify_options(lua_State* L, int idx) {
   VerifyOptions o;
   lx_check_option_keys(L, idx, {"rtol", "atol", "backward", "train", "seed", "labels", "allow_missing"}, "verify");
   o.rtol = lx_opt_number_in(L, idx, "rtol", o.rtol, 0, 1e6, "verify");
-  o.atol = lx_opt_number(L, idx, "atol", o.atol, "verify");  // negative: scaled to the values
+  o.atol = lx_opt_number_in(L, idx, "atol", o.atol, -1e6, 1e6, "verify");  // negative: scaled to the values
   o.backward = lx_opt_bool(L, idx, "backward", true, "verify");
   o.train = lx_opt_bool(L, idx, "train", false, "verify");
-  o.seed = static_cast<uint64_t>(lx_opt_number(L, idx, "seed", 0, "verify"));
+  o.seed = static_cast<uint64_t>(lx_check_integer_value(lx_opt_number(L, idx, "seed", 0, "verify"), "seed", 0, 9.0e15, "verify"));
   if (lua_istable(L, idx)) {
     lua_getfield(L, idx, "allow_missing");
     if (lua_isboolean(L, -1)) o.allow_any_missing = lua_toboolean(L, -1);

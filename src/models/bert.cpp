@@ -226,6 +226,9 @@ class BertLMHeadModel : public CausalLM<BertLMHeadModel> {
     set_child("bert", bert);
     set_child("cls", std::make_shared<BertOnlyMLMHead>(c, o, word));
   }
+
+ protected:
+  std::vector<std::string> keywords() const override { return {"labels", "attention_mask", "token_type_ids"}; }
 };
 
 }  // namespace

@@ -17,14 +17,31 @@ class CausalLM : public ModuleBase<Derived>, public HasConfig {
   // (input_ids, {labels=, attention_mask=, ...}) -> logits, or the loss with labels
   Value forward(Values args) override {
     auto ids = tensor_arg(args, 0, this->type_name().c_str(), "input_ids");
+    if (!at::isIntegralType(ids.scalar_type(), /*includeBool=*/false))
+      throw Error(fmt::format("{}: input_ids must be integer token ids (int64), got {} of shape [{}]", this->type_name(),
+                              c10::toString(ids.scalar_type()), fmt::join(ids.sizes(), ", ")));
+    auto kw = kwargs_arg(args, 1);
+    check_kwargs(kw, keywords(), this->type_name());
+    auto labels = kwarg_tensor(kw, "labels");
+    if (labels) check_labels(*labels, ids);
     Values inner{ids};
     if (args.size() > 1) inner.push_back(args[1]);
     auto logits = this->call(head_, this->call(base_, inner).toTensor());
-    if (auto labels = kwarg_tensor(kwargs_arg(args, 1), "labels")) return causal_lm_loss(logits, *labels);
+    if (labels) return causal_lm_loss(logits, *labels);
     return logits;
   }
 
+  /// The keywords a call takes: its base model's and `labels`.
+  virtual std::vector<std::string> keywords() const { return {"labels", "attention_mask"}; }
+
  private:
+  void check_labels(const at::Tensor& labels, const at::Tensor& ids) const {
+    if (!at::isIntegralType(labels.scalar_type(), /*includeBool=*/false) || labels.sizes() != ids.sizes())
+      throw Error(fmt::format("{}: labels must be integer token ids (int64) of input_ids' shape [{}], got {} of shape [{}]",
+                              this->type_name(), fmt::join(ids.sizes(), ", "), c10::toString(labels.scalar_type()),
+                              fmt::join(labels.sizes(), ", ")));
+  }
+
   std::string base_, head_;
 };
 

@@ -13,6 +13,13 @@ namespace slapo {
 
 namespace {
 
+// A field's value as written: a Lua table's NaN says NaN here, where JSON's text would say null.
+std::string value_text(const nlohmann::json& v) {
+  if (v.is_number_float() && std::isnan(v.get<double>())) return "NaN";
+  if (v.is_number_float() && std::isinf(v.get<double>())) return v.get<double>() > 0 ? "infinity" : "-infinity";
+  return v.dump();
+}
+
 using nlohmann::json;
 
 enum class Kind {
@@ -228,7 +235,7 @@ std::vector<std::string> check_config_fields(const ModelConfig& config) {
     }
     if (kind == Kind::Harmless || value.is_null()) continue;  // null: the class default
     if (!in_range(kind, value))
-      throw Error(fmt::format("config: {} field '{}' must be {}, got {}", type, name, range_of(kind), value.dump()));
+      throw Error(fmt::format("config: {} field '{}' must be {}, got {}", type, name, range_of(kind), value_text(value)));
   }
   refuse_unimplemented(config, type);
   check_padding_id(config, type);

@@ -12,6 +12,14 @@ at::Tensor new_param(at::IntArrayRef shape, const at::TensorOptions& opts) {
   return torch::empty(shape, opts).requires_grad_(true);
 }
 std::string shape_str(const at::Tensor& t) { return fmt::format("{}", fmt::join(t.sizes(), ", ")); }
+
+// A projection's input ends in the width its weight takes: said here with both numbers, before
+// ATen's "mat1 and mat2 shapes cannot be multiplied".
+void check_input_width(const at::Tensor& x, int64_t in_features, const char* layer) {
+  if (x.dim() == 0 || x.size(-1) != in_features)
+    throw Error(fmt::format("{}: the input's last dimension is {}, expected {} (in_features); input shape [{}]", layer,
+                            x.dim() ? x.size(-1) : 0, in_features, shape_str(x)));
+}
 }  // namespace
 
 // ---- Linear ----
@@ -39,6 +47,7 @@ bool Linear::row_parallel() const { return bias_after_sync(*this, 1); }
 
 Value Linear::forward(Values args) {
   auto x = tensor_arg(args, 0, "Linear", "input");
+  check_input_width(x, param("weight").size(1), "Linear");
   bool with_bias = has_param("bias") && !row_parallel();
   if (meta().decomposed) {  // separate ops, so a trace shows the bias add for fusion
     auto y = at::matmul(x, param("weight").t());
@@ -69,6 +78,7 @@ bool Conv1D::row_parallel() const { return bias_after_sync(*this, 0); }
 Value Conv1D::forward(Values args) {
   auto x = tensor_arg(args, 0, "Conv1D", "input");
   auto w = param("weight");
+  check_input_width(x, w.size(0), "Conv1D");
   auto out_shape = x.sizes().vec();
   out_shape.back() = w.size(1);
   if (meta().decomposed) {

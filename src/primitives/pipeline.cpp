@@ -8,6 +8,7 @@
 #include "dist/grad_buckets.h"
 #include "dist/world.h"
 #include "graph/pipeline_stages.h"
+#include "models/layers.h"
 #include "models/transformer_ops.h"
 #include "primitives/rng.h"
 
@@ -17,6 +18,10 @@ void cut_pipeline_stage(Schedule& sch, const CallSite& site) {
   if (!sch.parent())
     throw Error("cut_pipeline_stage: the root module cannot end a stage; cut after a layer, e.g. "
                 "sch[\"transformer.h.5\"]:cut_pipeline_stage()");
+  if (auto list = std::dynamic_pointer_cast<ModuleList>(sch.mod()); list && list->size() > 0)
+    throw Error(fmt::format("cut_pipeline_stage: {} is a ModuleList, which its parent never calls as a whole (it "
+                            "calls the layers one by one); cut after one of its layers, e.g. sch[\"{}.{}\"]",
+                            sch.where(), sch.path(), list->children_in_order()[(list->size() - 1) / 2].first));
   auto& meta = sch.mod()->meta();
   if (meta.ends_stage) throw Error(fmt::format("cut_pipeline_stage: {} already ends a stage", sch.where()));
   for (auto p = sch.parent(); p; p = p->parent())

@@ -238,4 +238,29 @@ function schedule_methods.replace_all(sch, type_name, make_fn)
   return #targets
 end
 
+-- A name slapo does not have is an error that says so where it is written, not a nil that fails a
+-- line later as "attempt to index field 'tokenizer' (a nil value)". Only misses come here.
+local module_hints = {
+  tokenizer = "GPT-2's byte-level BPE tokenizer is require('slapo.bpe')",
+  bpe = "it is a module of its own: require('slapo.bpe')",
+  parallel = "it is a module of its own: require('slapo.parallel')",
+  subgraph = "it is a module of its own: require('slapo.subgraph')",
+  knobs = "it is a module of its own: require('slapo.knobs')",
+}
+setmetatable(slapo, {
+  __index = function(_, name)
+    local hint = module_hints[name]
+    if not hint and type(name) == "string" then
+      local names = {}
+      for key in pairs(slapo) do
+        if type(key) == "string" and key:sub(1, 1) ~= "_" then table.insert(names, key) end
+      end
+      local close = slapo._closest_names(name, names)
+      hint = #close > 0 and ("did you mean slapo." .. close[1] .. "?") or nil
+    end
+    error(("slapo has no field '%s'%s (slapo.help() lists its functions)"):format(tostring(name),
+      hint and ("; " .. hint) or ""), 2)
+  end,
+})
+
 return slapo

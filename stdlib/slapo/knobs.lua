@@ -136,7 +136,8 @@ function M.knob(name, choices, default, opts)
   if wanted ~= nil then
     local ok, v = value_in(choices, wanted)
     if not ok then
-      error(("knob '%s': %s is not one of the choices %s"):format(name, literal(wanted), choices_text(choices)), 2)
+      require("slapo.util").usage_error(("knob '%s': %s is not one of the choices %s (from --knob %s=%s)"):format(name,
+        literal(wanted), choices_text(choices), name, literal(wanted)), 2)
     end
     value = v
   end

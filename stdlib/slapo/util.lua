@@ -56,6 +56,20 @@ function M.check_count(value, what, fn, level)
   end
 end
 
+local usage_error_meta = {
+  __slapo_no_traceback = true,  -- src/lua/runtime.cpp's lx_traceback reads it
+  __tostring = function(e) return e.message end,
+}
+
+--- Raises `message` at `level` (as error() does) as a mistake on the command line: reported without a
+--- stack traceback, which would run through slapo's own files and say nothing about the mistake.
+--- Lua code that catches it gets a table; tostring() gives the message.
+function M.usage_error(message, level)
+  local info = debug.getinfo(level + 1, "Sl")
+  local where = info and info.currentline > 0 and (info.short_src .. ":" .. info.currentline .. ": ") or ""
+  error(setmetatable({ message = where .. message }, usage_error_meta), 0)
+end
+
 --- What a value is, for errors: "a module", "a schedule", "a tensor", "an optimizer", else Lua's
 --- type name ("userdata" says nothing to a user).
 function M.describe(value)

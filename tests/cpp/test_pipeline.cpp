@@ -77,17 +77,19 @@ TEST_CASE("split_stages: the stages chained on one rank give the model's logits 
   CHECK(torch::allclose(model->named_parameters()["transformer.wte.weight"].grad(), wte_grad, 1e-5, 1e-6));
 }
 
-TEST_CASE("cut_pipeline_stage: the root, a second cut and nested cuts are refused, leaving the log alone") {
+TEST_CASE("cut_pipeline_stage: the root, a layer list, a second cut and nested cuts are refused, leaving the log alone") {
   auto sch = Schedule::create(tiny_gpt2());
   CHECK(error_of([&] { cut_pipeline_stage(*sch, {"test", {}}); }).find("the root module cannot end a stage") !=
         std::string::npos);
-  cut_pipeline_stage(*sch->at("transformer.h.1"), {"test", {}});
-  CHECK(error_of([&] { cut_pipeline_stage(*sch->at("transformer.h.1"), {"test", {}}); })
-            .find("'transformer.h.1' already ends a stage") != std::string::npos);
   CHECK(error_of([&] { cut_pipeline_stage(*sch->at("transformer.h"), {"test", {}}); })
-            .find("contains 'transformer.h.1', which already ends a stage") != std::string::npos);
+            .find("'transformer.h' is a ModuleList, which its parent never calls as a whole") != std::string::npos);
+  cut_pipeline_stage(*sch->at("transformer.h.1.mlp"), {"test", {}});
   CHECK(error_of([&] { cut_pipeline_stage(*sch->at("transformer.h.1.mlp"), {"test", {}}); })
-            .find("is inside 'transformer.h.1'") != std::string::npos);
+            .find("'transformer.h.1.mlp' already ends a stage") != std::string::npos);
+  CHECK(error_of([&] { cut_pipeline_stage(*sch->at("transformer.h.1"), {"test", {}}); })
+            .find("contains 'transformer.h.1.mlp', which already ends a stage") != std::string::npos);
+  CHECK(error_of([&] { cut_pipeline_stage(*sch->at("transformer.h.1.mlp.c_fc"), {"test", {}}); })
+            .find("is inside 'transformer.h.1.mlp'") != std::string::npos);
   CHECK(sch->log().size() == 1);
 }
 

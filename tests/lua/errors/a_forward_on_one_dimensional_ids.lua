@@ -1,4 +1,4 @@
--- expect: GPT2Model: input_ids must be token ids [batch, seq], got a tensor of shape [4]
+-- expect: in 'transformer': GPT2Model: input_ids must be token ids [batch, seq], got a tensor of shape [4]
 -- A forward on one-dimensional ids: refused, and the schedule, its log and its parameters unchanged.
 local must_fail = require("slapo.must_fail")
 local sch = must_fail.gpt2_schedule()
