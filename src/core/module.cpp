@@ -327,7 +327,11 @@ void check_kwargs(const c10::optional<c10::impl::GenericDict>& kw, const std::ve
   if (!kw) return;
   for (const auto& entry : *kw) {
     std::string key = entry.key().isString() ? entry.key().toStringRef() : entry.key().tagKind();
-    if (std::find(valid.begin(), valid.end(), key) != valid.end()) continue;
+    if (std::find(valid.begin(), valid.end(), key) != valid.end()) {
+      if (!entry.value().isTensor() && !entry.value().isNone())
+        throw Error(fmt::format("{}: keyword '{}' must be a tensor, got {}", module, key, entry.value().tagKind()));
+      continue;
+    }
     auto near = closest_names(key, valid, 1);
     throw Error(fmt::format("{}: unknown keyword '{}'{} (valid: {})", module, key,
                             near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near[0]), fmt::join(valid, ", ")));

@@ -33,8 +33,10 @@ int64_t check_dim(lua_State* L, int idx, const at::Tensor& t, const char* fn) {
   return d;
 }
 
-at::Tensor check_operand(lua_State* L, int idx, const at::Tensor& like) {
+at::Tensor check_operand(lua_State* L, int idx, const at::Tensor& like, const char* fn) {
   if (lua_isnumber(L, idx)) return torch::scalar_tensor(lua_tonumber(L, idx), like.options().requires_grad(false));
+  if (!lx_is_tensor(L, idx))
+    throw Error(fmt::format("{}: the operand must be a tensor or a number, got {}", fn, lx_type_name(L, idx)));
   return lx_check_tensor(L, idx);
 }
 
@@ -59,15 +61,26 @@ std::vector<int64_t> shape_arg(lua_State* L, int idx, const char* fn, const char
 // A number operand is a Scalar, as in PyTorch: `t / 8` is aten::div(Tensor, Scalar), what C++
 // models trace to (so Lua patterns match them), and an int tensor times 0.5 is a float tensor.
 // `tensor_tensor(a, b)`, `tensor_scalar(t, c)` (number on the right), `scalar_tensor(c, t)` (left).
+std::string operand_text(lua_State* L, int idx) {
+  if (lx_is_tensor(L, idx)) return fmt::format("[{}]", fmt::join(lx_check_tensor(L, idx).sizes(), ", "));
+  return lua_tostring(L, idx);
+}
 template <typename TT, typename TS, typename ST>
 int binary(lua_State* L, const char* op, TT tensor_tensor, TS tensor_scalar, ST scalar_tensor) {
   for (int i = 1; i <= 2; ++i)
     if (!lua_isnumber(L, i) && !lx_is_tensor(L, i))
       throw Error(fmt::format("Tensor '{}': both sides must be tensors or numbers, got {} on the {}", op,
                               lx_type_name(L, i), i == 1 ? "left" : "right"));
-  if (lua_isnumber(L, 2)) return push(L, tensor_scalar(lx_check_tensor(L, 1), at::Scalar(lua_tonumber(L, 2))));
-  if (lua_isnumber(L, 1)) return push(L, scalar_tensor(at::Scalar(lua_tonumber(L, 1)), lx_check_tensor(L, 2)));
-  return push(L, tensor_tensor(lx_check_tensor(L, 1), lx_check_tensor(L, 2)));
+  at::Tensor out;
+  try {
+    if (lua_isnumber(L, 2)) out = tensor_scalar(lx_check_tensor(L, 1), at::Scalar(lua_tonumber(L, 2)));
+    else if (lua_isnumber(L, 1)) out = scalar_tensor(at::Scalar(lua_tonumber(L, 1)), lx_check_tensor(L, 2));
+    else out = tensor_tensor(lx_check_tensor(L, 1), lx_check_tensor(L, 2));
+  } catch (const c10::Error& e) {  // shapes that do not broadcast: the operator and both operands
+    throw Error(fmt::format("Tensor '{}': {} (operands {} and {})", op, e.what_without_backtrace(),
+                            operand_text(L, 1), operand_text(L, 2)));
+  }
+  return push(L, std::move(out));
 }
 using T = const at::Tensor&;
 using S = const at::Scalar&;
@@ -234,13 +247,13 @@ int w_Tensor_to(lua_State* L) {
 // In-place updates (optimizer-free training loops, gradient averaging); they return the tensor.
 int w_Tensor_mul_(lua_State* L) {
   auto& t = lx_check_tensor(L, 1);
-  t.mul_(check_operand(L, 2, t));
+  t.mul_(check_operand(L, 2, t, "Tensor:mul_"));
   lua_settop(L, 1);
   return 1;
 }
 int w_Tensor_add_(lua_State* L) {
   auto& t = lx_check_tensor(L, 1);
-  t.add_(check_operand(L, 2, t), luaL_optnumber(L, 3, 1.0));
+  t.add_(check_operand(L, 2, t, "Tensor:add_"), luaL_optnumber(L, 3, 1.0));
   lua_settop(L, 1);
   return 1;
 }
@@ -257,7 +270,7 @@ int w_Tensor_zero_(lua_State* L) {
 int w_Tensor_float(lua_State* L) { return push(L, lx_check_tensor(L, 1).to(at::kFloat)); }
 int w_Tensor_double(lua_State* L) { return push(L, lx_check_tensor(L, 1).to(at::kDouble)); }
 int w_Tensor_long(lua_State* L) { return push(L, lx_check_tensor(L, 1).to(at::kLong)); }
-int w_Tensor_eq(lua_State* L) { auto& t = lx_check_tensor(L, 1); return push(L, t.eq(check_operand(L, 2, t))); }
+int w_Tensor_eq(lua_State* L) { auto& t = lx_check_tensor(L, 1); return push(L, t.eq(check_operand(L, 2, t, "Tensor:eq"))); }
 int w_Tensor_equal(lua_State* L) {
   refuse_value_read_while_tracing("Tensor:equal()");
   lua_pushboolean(L, torch::equal(lx_check_tensor(L, 1), lx_check_tensor(L, 2)));

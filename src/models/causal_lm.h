@@ -20,6 +20,9 @@ class CausalLM : public ModuleBase<Derived>, public HasConfig {
     if (!at::isIntegralType(ids.scalar_type(), /*includeBool=*/false))
       throw Error(fmt::format("{}: input_ids must be integer token ids (int64), got {} of shape [{}]", this->type_name(),
                               c10::toString(ids.scalar_type()), fmt::join(ids.sizes(), ", ")));
+    if (args.size() > 1 && !args[1].isNone() && !args[1].isGenericDict())
+      throw Error(fmt::format("{}: the second argument is a table of keywords ({}), got {}", this->type_name(),
+                              fmt::format("{} =", fmt::join(keywords(), " =, ")), args[1].tagKind()));
     auto kw = kwargs_arg(args, 1);
     check_kwargs(kw, keywords(), this->type_name());
     auto labels = kwarg_tensor(kw, "labels");

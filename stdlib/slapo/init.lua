@@ -250,6 +250,14 @@ local module_hints = {
 setmetatable(slapo, {
   __index = function(_, name)
     local hint = module_hints[name]
+    if not hint and type(name) == "string" then  -- one level down: slapo.from_pretrained is slapo.models'
+      local homes = {}
+      for key, value in pairs(slapo) do
+        if type(value) == "table" and rawget(value, name) ~= nil then table.insert(homes, "slapo." .. key .. "." .. name) end
+      end
+      table.sort(homes)
+      hint = #homes > 0 and ("it is " .. table.concat(homes, " or ")) or nil
+    end
     if not hint and type(name) == "string" then
       local names = {}
       for key in pairs(slapo) do
