@@ -348,8 +348,8 @@ int lx_last_given_arg(lua_State* L) {
   return top;
 }
 
-void lx_check_arg_count(lua_State* L, int max, const char* fn, const char* usage) {
-  int given = lx_last_given_arg(L);
+void lx_check_arg_count(lua_State* L, int max, const char* fn, const char* usage, int self) {
+  int given = lx_last_given_arg(L) - self;
   if (given > max)
     throw Error(fmt::format("{}: takes {} argument{}, got {} (the form is {})", fn, max, max == 1 ? "" : "s", given,
                             usage));

@@ -66,7 +66,8 @@ void lx_push_value(lua_State* L, const Value& v);
 int lx_last_given_arg(lua_State* L);
 /// Raises naming `fn` and its call form `usage` when an argument past `max` was given: an extra
 /// argument is a misunderstanding (F.silu(x, true), nn.ReLU(5)), never something to ignore.
-void lx_check_arg_count(lua_State* L, int max, const char* fn, const char* usage);
+/// `self` is 1 for methods (sub:decompose()): the receiver is not counted.
+void lx_check_arg_count(lua_State* L, int max, const char* fn, const char* usage, int self = 0);
 /// Argument `idx` as true or false, `fallback` when nil or absent; a string or number ("yes", 1)
 /// is an error naming `fn` and `what`, not a truthy value.
 bool lx_check_opt_boolean(lua_State* L, int idx, bool fallback, const char* fn, const char* what);

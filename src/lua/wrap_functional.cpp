@@ -70,16 +70,14 @@ int w_F_linear(lua_State* L) {
   return push(L, at::linear(lx_check_tensor(L, 1), lx_check_tensor(L, 2), opt_tensor(L, 3)));
 }
 
-// Ids a lookup table of `rows` rows cannot hold, said with the first offender and the valid range.
-// Asked only after ATen refused them, so a correct call pays for no scan.
-void explain_out_of_range(const at::Tensor& ids, int64_t rows, int64_t ignored, const char* fn, const char* what) {
-  auto flat = ids.detach().to(at::kCPU).reshape({-1});
-  auto bad = (flat.lt(0) & flat.ne(ignored)) | flat.ge(rows);
-  if (!bad.any().item<bool>()) return;
-  int64_t first = flat.index({bad}).select(0, 0).item<int64_t>();
-  throw Error(fmt::format("{}: {} {} is out of range for {} {} (valid: 0 .. {}{})", fn, what, first, rows,
-                          std::string(what) == "id" ? "rows of the table" : "classes", rows - 1,
-                          ignored < 0 ? fmt::format(", or {} to ignore", ignored) : ""));
+// The first id a table of `rows` rows cannot hold, with the valid range; asked only after ATen
+// refused the call.
+void explain_out_of_range(const at::Tensor& ids, int64_t rows, c10::optional<int64_t> ignored, const char* fn,
+                          const char* what, const char* table) {
+  auto bad = id_out_of_range(ids, rows, ignored);
+  if (!bad) return;
+  throw Error(fmt::format("{}: {} {} is out of range for {} {} (valid: 0 .. {}{})", fn, what, *bad, rows, table,
+                          rows - 1, ignored ? fmt::format(", or {} to ignore", *ignored) : ""));
 }
 void check_integer_ids(const at::Tensor& ids, const char* fn, const char* what) {
   if (!at::isIntegralType(ids.scalar_type(), /*includeBool=*/false))
@@ -96,7 +94,7 @@ int w_F_embedding(lua_State* L) {
   try {
     return push(L, at::embedding(weight, ids));
   } catch (const c10::Error&) {
-    if (weight.dim() == 2) explain_out_of_range(ids, weight.size(0), /*ignored=*/0, "F.embedding", "id");
+    if (weight.dim() == 2) explain_out_of_range(ids, weight.size(0), c10::nullopt, "F.embedding", "id", "rows of the table");
     throw;
   }
 }
@@ -113,7 +111,7 @@ int w_F_cross_entropy(lua_State* L) {
     return push(L, at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), target.reshape({-1}), {},
                                           at::Reduction::Mean, -100));
   } catch (const c10::Error&) {
-    explain_out_of_range(target, logits.size(-1), /*ignored=*/-100, "F.cross_entropy", "target");
+    explain_out_of_range(target, logits.size(-1), -100, "F.cross_entropy", "target", "classes");
     throw;
   }
 }

@@ -32,10 +32,7 @@ std::string on(const char* primitive, const Schedule& s) { return fmt::format("{
 // A primitive given more arguments than it takes is refused, not run with the extras dropped:
 // `sub:decompose(5)` may mean something the primitive does not do. `usage` is its whole form.
 void check_no_more_args(lua_State* L, int last, const Schedule& s, const char* primitive, const char* usage) {
-  int top = lx_last_given_arg(L);
-  if (top > last)
-    throw Error(fmt::format("{}: takes {} argument{}, got {} (the form is {})", on(primitive, s), last - 1,
-                            last - 1 == 1 ? "" : "s", top - 1, usage));
+  lx_check_arg_count(L, last - 1, on(primitive, s).c_str(), usage, /*self=*/1);
 }
 
 // The parameter name at `idx` (a number reads as its digits, and the primitive then says no such

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "models/transformer_ops.h"
 
 namespace slapo {
 
@@ -160,8 +161,9 @@ Value Embedding::forward(Values args) {
     return at::embedding(param("weight"), ids, padding_idx.value_or(-1));
   } catch (const c10::IndexError&) {  // CPU: name the id and the table size rather than "in self"
     int64_t rows = param("weight").size(0);
-    int64_t bad = ids.max().item<int64_t>() >= rows ? ids.max().item<int64_t>() : ids.min().item<int64_t>();
-    throw Error(fmt::format("Embedding: token id {} is out of range for a table of {} rows (ids from 0 to {})", bad,
+    auto bad = id_out_of_range(ids, rows);
+    if (!bad) throw;
+    throw Error(fmt::format("Embedding: token id {} is out of range for a table of {} rows (ids from 0 to {})", *bad,
                             rows, rows - 1));
   }
 }

@@ -116,6 +116,15 @@ void check_sequence_fits(const at::Tensor& ids, int64_t rows, const char* who, c
 // Position t predicts label t + 1. The labels shift (padded with the ignored index at the end),
 // not the logits: a shifted copy of the logits is a vocabulary-wide tensor in forward and again in
 // backward. The mean runs over the same positions either way.
+c10::optional<int64_t> id_out_of_range(const at::Tensor& ids, int64_t rows, c10::optional<int64_t> ignored) {
+  auto flat = ids.detach().reshape({-1});
+  if (ignored) flat = flat.index({flat.ne(*ignored)});
+  if (flat.numel() == 0) return c10::nullopt;
+  if (int64_t hi = flat.max().item<int64_t>(); hi >= rows) return hi;
+  if (int64_t lo = flat.min().item<int64_t>(); lo < 0) return lo;
+  return c10::nullopt;
+}
+
 at::Tensor causal_lm_loss(const at::Tensor& logits, const at::Tensor& labels) {
   auto targets = at::constant_pad_nd(labels.narrow(1, 1, labels.size(1) - 1), {0, 1}, /*value=*/-100);
   auto flat = logits.reshape({-1, logits.size(-1)});

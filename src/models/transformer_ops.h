@@ -49,4 +49,9 @@ void check_sequence_fits(const at::Tensor& ids, int64_t positions, const char* w
 /// Causal-LM loss: logits[:, :-1] predict labels[:, 1:]; label -100 is ignored.
 at::Tensor causal_lm_loss(const at::Tensor& logits, const at::Tensor& labels);
 
+/// The id furthest outside [0, rows) (the largest when one is too large, else the smallest), ids equal
+/// to `ignored` aside; nullopt when every id fits. For errors after ATen refused a lookup, so a
+/// correct call pays for no scan.
+c10::optional<int64_t> id_out_of_range(const at::Tensor& ids, int64_t rows, c10::optional<int64_t> ignored = {});
+
 }  // namespace slapo
