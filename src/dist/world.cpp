@@ -20,6 +20,8 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "dist/net_address.h"
+#include "dist/store_client.h"
 
 namespace slapo::dist {
 
@@ -48,16 +50,32 @@ int env_int(const char* name, int fallback) {
   return static_cast<int>(n);
 }
 
+// This host's address toward the master (once per process: every group binds the same one).
+std::string gloo_address(const WorldOptions& o) {
+  static std::string address;
+  if (address.empty()) {
+    try {
+      address = source_address_toward(o.master_addr);
+    } catch (const std::exception& e) {
+      throw Error(fmt::format("dist: rank {} cannot choose Gloo's address toward MASTER_ADDR={}: {} (GLOO_SOCKET_IFNAME "
+                              "names an interface instead)",
+                              o.rank, o.master_addr, e.what()));
+    }
+  }
+  return address;
+}
+
 c10::intrusive_ptr<CollectiveBackend> make_gloo(const std::string& prefix, int rank, int size) {
   auto& s = state();
   auto opts = c10d::ProcessGroupGloo::Options::create(s.options.timeout);
   // GLOO_SOCKET_IFNAME (as PyTorch reads it) names the interface; else local runs bind to
-  // loopback and multi-node runs to this host's own address.
-  bool local = s.options.master_addr == "127.0.0.1" || s.options.master_addr == "localhost";
+  // loopback and multi-node runs to this host's address on the route to the master, never to
+  // every interface.
   const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
   if (ifname && *ifname) opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
-  else if (local) opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-  else opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  else if (is_loopback(s.options.master_addr))
+    opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  else opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(gloo_address(s.options)));
   return c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>(prefix, s.store), rank,
                                                      size, opts);
 }
@@ -141,9 +159,17 @@ c10::intrusive_ptr<c10d::Store> open_store(const WorldOptions& options) {
                               options.store_file, e.what()));
     }
   }
+  if (options.launcher_store) {
+    try {
+      auto store = c10::make_intrusive<StoreClient>(options.master_addr, options.master_port, options.timeout);
+      return c10::make_intrusive<c10d::PrefixStore>("ranks", store);  // beside the launchers' own keys
+    } catch (const std::exception& e) {
+      throw Error(fmt::format("dist: rank {} could not reach the launcher's store: {}", options.rank, e.what()));
+    }
+  }
   c10d::TCPStoreOptions so;
   so.port = static_cast<uint16_t>(options.master_port);
-  so.isServer = options.rank == 0;
+  so.isServer = options.rank == 0 && !options.agent_store;
   so.numWorkers = options.world_size;
   so.timeout = options.timeout;
   try {
@@ -166,6 +192,8 @@ WorldOptions options_from_env() {
   if (const char* addr = std::getenv("MASTER_ADDR")) o.master_addr = addr;
   o.master_port = env_int("MASTER_PORT", 29500);
   if (const char* file = std::getenv("SLAPO_STORE_FILE")) o.store_file = file;
+  o.launcher_store = std::getenv("SLAPO_LAUNCHER_STORE") != nullptr;
+  if (const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE")) o.agent_store = std::string(agent) == "True";
   o.timeout = timeout_from_env();
   if (const char* backend = std::getenv("SLAPO_DIST_BACKEND")) o.backend = backend;
   if (o.backend != "auto" && o.backend != "gloo" && o.backend != "nccl")

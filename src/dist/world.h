@@ -1,4 +1,5 @@
-// The process-wide distributed context: rendezvous through c10d's TCPStore with torchrun's
+// The process-wide distributed context: rendezvous (a FileStore on one node, the launcher's store
+// across nodes, c10d's TCPStore under torchrun) with torchrun's
 // environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), the world group and sub-groups.
 #pragma once
 
@@ -21,6 +22,12 @@ struct WorldOptions {
   /// master_addr:master_port. The one-machine launcher sets it (in its private 0700 directory), so
   /// a local job listens on no network address.
   std::string store_file;
+  /// SLAPO_LAUNCHER_STORE: rendezvous through the store a multi-node launcher serves at
+  /// master_addr:master_port (on that address alone).
+  bool launcher_store = false;
+  /// TORCHELASTIC_USE_AGENT_STORE=True: torchrun's agent already serves the TCPStore at
+  /// master_addr:master_port, so rank 0 joins it as a client instead of serving one.
+  bool agent_store = false;
   std::chrono::milliseconds timeout{std::chrono::seconds(120)};  ///< store and collectives
   /// "auto": Gloo for CPU tensors, plus NCCL for CUDA tensors when this is a CUDA build and every
   /// rank has its own GPU; "gloo": Gloo only (CUDA tensors staged through the CPU); "nccl": NCCL

@@ -58,17 +58,18 @@ void record_failing_exits(lua_State* L, const std::string& error_file, int rank)
 }
 }  // namespace
 
-int cmd_run(const std::string& script, const std::vector<std::string>& args, int nproc, const std::string& profile) {
+int cmd_run(const std::string& script, const std::vector<std::string>& args, const LaunchOptions& launch,
+            const std::string& profile) {
   if (!std::filesystem::exists(script)) {
     report_error(fmt::format("run: no script '{}'", script));
     return 2;
   }
-  if (nproc > 1 && !std::getenv("RANK")) {
+  if (launch.nproc * launch.nnodes > 1 && !std::getenv("RANK")) {
     std::vector<std::string> command{"run"};
     if (!profile.empty()) command.insert(command.end(), {"--profile", profile});
     command.push_back(script);
     command.insert(command.end(), args.begin(), args.end());
-    return launch_ranks(nproc, command);
+    return launch_ranks(launch, command);
   }
   const char* error_file = std::getenv("SLAPO_ERROR_FILE");
   int rank = 0;

@@ -80,11 +80,11 @@ void run_error_script(const fs::path& file, Tally& tally) {
 
 }  // namespace
 
-int cmd_test(const std::vector<std::string>& paths, int nproc) {
-  if (nproc > 1 && !std::getenv("RANK")) {
+int cmd_test(const std::vector<std::string>& paths, const LaunchOptions& launch) {
+  if (launch.nproc * launch.nnodes > 1 && !std::getenv("RANK")) {
     std::vector<std::string> command{"test"};
     command.insert(command.end(), paths.begin(), paths.end());
-    return launch_ranks(nproc, command);
+    return launch_ranks(launch, command);
   }
   // Ranks join the world first; only rank 0 prints passes and the summary.
   bool quiet = false;

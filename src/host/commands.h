@@ -4,14 +4,16 @@
 #include <string>
 #include <vector>
 
+#include "host/launcher.h"
+
 namespace slapo {
 
-/// Runs a script; with nproc > 1 (and no RANK in the environment) launches that many ranks.
+/// Runs a script; with several ranks (and no RANK in the environment) launches this node's.
 /// `profile`: write a chrome trace of the run there.
-int cmd_run(const std::string& script, const std::vector<std::string>& args, int nproc = 1,
+int cmd_run(const std::string& script, const std::vector<std::string>& args, const LaunchOptions& launch = {},
             const std::string& profile = "");
-/// Runs spec files; with nproc > 1 every rank runs them (multi-rank specs) and rank 0 reports.
-int cmd_test(const std::vector<std::string>& paths, int nproc = 1);
+/// Runs spec files; with several ranks every rank runs them (multi-rank specs) and rank 0 reports.
+int cmd_test(const std::vector<std::string>& paths, const LaunchOptions& launch = {});
 int cmd_inspect(const std::string& model);
 /// Runs a script again in a fresh Lua state whenever a .lua file beside it changes.
 int cmd_watch(const std::string& script, const std::vector<std::string>& args);

@@ -25,6 +25,7 @@
 
 #include "dist/world.h"
 #include "host/commands.h"
+#include "host/node_rendezvous.h"
 
 namespace slapo {
 
@@ -99,8 +100,15 @@ bool drain(int& fd, std::string& buf) {
   return false;
 }
 
-pid_t spawn(int rank, int nproc, int port, const std::string& error_file, const std::vector<std::string>& command,
-            int out_pipe[2], int err_pipe[2]) {
+// torchrun's variables for the rank `local_rank` of this node.
+struct RankEnv {
+  int rank, local_rank;
+  const LaunchOptions& launch;
+  int port;  // one node: the free port MASTER_PORT names
+  std::string error_file, store_file;  // store_file: one node's rendezvous
+};
+
+pid_t spawn(const RankEnv& e, const std::vector<std::string>& command, int out_pipe[2], int err_pipe[2]) {
   pid_t pid = ::fork();
   if (pid != 0) return pid;
   // Child: only async-signal-safe work until exec. A rank dies with its launcher (killed by a
@@ -110,17 +118,26 @@ pid_t spawn(int rank, int nproc, int port, const std::string& error_file, const 
   ::dup2(err_pipe[1], STDERR_FILENO);
   ::close(out_pipe[0]);
   ::close(err_pipe[0]);
-  std::string r = std::to_string(rank), n = std::to_string(nproc), p = std::to_string(port);
-  ::setenv("RANK", r.c_str(), 1);
-  ::setenv("LOCAL_RANK", r.c_str(), 1);
-  ::setenv("WORLD_SIZE", n.c_str(), 1);
-  ::setenv("LOCAL_WORLD_SIZE", n.c_str(), 1);
-  ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-  ::setenv("MASTER_PORT", p.c_str(), 1);
-  ::setenv("SLAPO_ERROR_FILE", error_file.c_str(), 1);
-  // rendezvous through a file in the launcher's private directory: nothing listens on the network
-  std::string store_file = fs::path(error_file).parent_path() / "store";
-  ::setenv("SLAPO_STORE_FILE", store_file.c_str(), 1);
+  const LaunchOptions& o = e.launch;
+  auto set = [](const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); };
+  set("RANK", std::to_string(e.rank));
+  set("LOCAL_RANK", std::to_string(e.local_rank));
+  set("WORLD_SIZE", std::to_string(o.nproc * o.nnodes));
+  set("LOCAL_WORLD_SIZE", std::to_string(o.nproc));
+  set("GROUP_RANK", std::to_string(o.node_rank));
+  set("SLAPO_ERROR_FILE", e.error_file);
+  if (o.multi_node()) {
+    // the store node 0's launcher serves on the master address
+    set("MASTER_ADDR", o.master_addr);
+    set("MASTER_PORT", std::to_string(o.master_port));
+    set("SLAPO_LAUNCHER_STORE", "1");
+  } else {
+    // rendezvous through a file in the launcher's private directory: nothing listens on the network
+    set("MASTER_ADDR", "127.0.0.1");
+    set("MASTER_PORT", std::to_string(e.port));
+    set("SLAPO_STORE_FILE", e.store_file);
+  }
+  int nproc = o.nproc;
   if (!::getenv("OMP_NUM_THREADS")) {
     unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     std::string threads = std::to_string(std::max(1u, cores / static_cast<unsigned>(nproc)));
@@ -166,7 +183,8 @@ void write_error_file(const std::string& path, int rank, const std::string& mess
   fs::rename(tmp, path);
 }
 
-int launch_ranks(int nproc, const std::vector<std::string>& command) {
+int launch_ranks(const LaunchOptions& options, const std::vector<std::string>& command) {
+  const int nproc = options.nproc, world = options.nproc * options.nnodes;
   std::chrono::seconds timeout;  // read before any rank starts: a malformed value stops nothing half-way
   try {
     timeout = dist::timeout_from_env();
@@ -180,6 +198,18 @@ int launch_ranks(int nproc, const std::vector<std::string>& command) {
     return 1;
   }
   std::string dir = dir_template;
+  // Several nodes meet at node 0's launcher before any rank starts.
+  std::unique_ptr<NodeRendezvous> nodes;
+  if (options.multi_node()) {
+    try {
+      // a silent node is declared lost well before its peers' collectives time out, so it is named
+      nodes = std::make_unique<NodeRendezvous>(options, std::max(timeout / 2, std::chrono::seconds(5)));
+    } catch (const std::exception& e) {
+      report_error(e.what());
+      fs::remove_all(dir);
+      return 1;
+    }
+  }
   // where each rank records its failure
   auto error_file = [&](int rank) { return fmt::format("{}/rank-{}.json", dir, rank); };
   int port = free_port();
@@ -191,12 +221,14 @@ int launch_ranks(int nproc, const std::vector<std::string>& command) {
       report_error("run: cannot create pipes for the ranks");
       return 1;
     }
-    pid_t pid = spawn(k, nproc, port, error_file(k), command, out_pipe, err_pipe);
+    int rank = options.node_rank * nproc + k;
+    RankEnv env{rank, k, options, port, error_file(rank), dir + "/store"};
+    pid_t pid = spawn(env, command, out_pipe, err_pipe);
     ::close(out_pipe[1]);
     ::close(err_pipe[1]);
     ::fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
     ::fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
-    Rank r{k, pid, out_pipe[0], err_pipe[0], "", "", false, 0};
+    Rank r{rank, pid, out_pipe[0], err_pipe[0], "", "", false, 0};
     r.exit_fd = open_pidfd(pid);
     ranks.push_back(r);
   }
@@ -224,6 +256,8 @@ int launch_ranks(int nproc, const std::vector<std::string>& command) {
     return std::nullopt;
   };
   int outlived = -1;
+  auto rank_at = [&](int rank) -> Rank& { return ranks.at(rank - options.node_rank * nproc); };
+  std::optional<std::string> failed_elsewhere;  // another node's failure, which stopped this node's ranks
   auto stop_others = [&](int sig) {
     for (auto& other : ranks)
       if (!other.exited) {
@@ -271,6 +305,11 @@ int launch_ranks(int nproc, const std::vector<std::string>& command) {
         stop_others(SIGTERM);
       }
     }
+    if (nodes && first_failed < 0 && !failed_elsewhere && (failed_elsewhere = nodes->failure_elsewhere())) {
+      stopping = true;
+      failed_at = std::chrono::steady_clock::now();
+      stop_others(SIGTERM);
+    }
     bool all_exited = std::all_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.exited; });
     if (all_exited && !open_pipes) break;
     if (first_failed < 0 && outlived < 0 && !all_exited &&
@@ -287,71 +326,84 @@ int launch_ranks(int nproc, const std::vector<std::string>& command) {
       stop_others(SIGKILL);
       killed = true;
     }
-    if (all_exited && open_pipes && first_failed >= 0 && killed) break;  // a grandchild holds a pipe
+    bool failing = first_failed >= 0 || failed_elsewhere;
+    if (all_exited && open_pipes && failing && killed) break;  // a grandchild holds a pipe
   }
 
-  if (first_failed < 0) {
+  if (first_failed < 0 && !failed_elsewhere) {
+    if (nodes) nodes->finish(static_cast<int>(timeout.count()));
     fs::remove_all(dir);
     return 0;
   }
-  if (outlived >= 0) {
-    report_error(fmt::format("rank {} of {} was still running {} s after every other rank had finished, so it was "
-                             "stopped (SLAPO_DIST_TIMEOUT sets how long a rank may outlive the others)",
-                             outlived, nproc, timeout.count()));
-    fs::remove_all(dir);
-    return 1;
-  }
-  // The root cause: a rank that ended on its own (a signal it did not get from the launcher, or an
-  // exit without a recorded error) caused the others' failures, which they notice later as closed
-  // links; else the earliest recorded error.
-  std::map<int, std::string> recorded;  // rank -> its recorded error
-  std::map<int, int64_t> recorded_at;
-  for (auto& r : ranks)
-    if (auto error = read_recorded(r.rank)) recorded[r.rank] = error->first, recorded_at[r.rank] = error->second;
-  int culprit = first_failed;
-  int64_t earliest = INT64_MAX;
+  // What failed, in one line: this node's root cause, or the other node's that stopped it.
+  auto summary = [&]() -> std::string {
+    if (outlived >= 0) {
+      return fmt::format("rank {} of {} was still running {} s after every other rank had finished, so it was "
+                         "stopped (SLAPO_DIST_TIMEOUT sets how long a rank may outlive the others)",
+                         outlived, world, timeout.count());
+    }
+    // The root cause: a rank that ended on its own (a signal it did not get from the launcher, or an
+    // exit without a recorded error) caused the others' failures, which they notice later as closed
+    // links; else the earliest recorded error.
+    std::map<int, std::string> recorded;  // rank -> its recorded error
+    std::map<int, int64_t> recorded_at;
+    for (auto& r : ranks)
+      if (auto error = read_recorded(r.rank)) recorded[r.rank] = error->first, recorded_at[r.rank] = error->second;
+    int culprit = first_failed;
+    int64_t earliest = INT64_MAX;
+    std::string message;
+    for (auto& r : ranks)
+      if (r.failed() && !r.stopped && !recorded.count(r.rank) && r.exit_ns < earliest)
+        earliest = r.exit_ns, culprit = r.rank;
+    if (earliest != INT64_MAX && !recorded.empty()) {
+      std::vector<int> victims;
+      for (auto& [rank, _] : recorded) victims.push_back(rank);
+      auto first = recorded.begin();
+      return fmt::format("rank {} of {} failed: {} (rank{} {} failed after it, having lost a peer; rank {}: {})",
+                         culprit, world, describe_exit(rank_at(culprit).status), victims.size() > 1 ? "s" : "",
+                         fmt::join(victims, ", "), first->first, first->second);
+    }
+    // The earliest recorded error that is not a lost peer (a rank that lost a peer only noticed
+    // another's end: the timeout that peer recorded, even a moment later, is the cause); else the
+    // earliest of all.
+    if (earliest == INT64_MAX) {
+      auto earliest_of = [&](bool peer_loss) {
+        int who = -1;
+        int64_t when = INT64_MAX;
+        for (auto& [rank, at] : recorded_at)
+          if (is_peer_loss_message(recorded[rank]) == peer_loss && at < when) when = at, who = rank;
+        return who;
+      };
+      int who = earliest_of(false);
+      if (who < 0) who = earliest_of(true);
+      if (who >= 0) culprit = who, message = recorded[who];
+    }
+    if (message.empty()) message = describe_exit(rank_at(culprit).status);
+    // A collective that timed out waited for a rank that never came: that rank is the cause.
+    if (is_timeout_message(message) && !waiting_at_failure.empty() &&
+        std::find(waiting_at_failure.begin(), waiting_at_failure.end(), culprit) == waiting_at_failure.end()) {
+      bool one = waiting_at_failure.size() == 1;
+      return fmt::format("rank{} {} of {} never reached the collective that rank {} timed out in ({} still "
+                         "running, with no error); rank {}: {}",
+                         one ? "" : "s", fmt::join(waiting_at_failure, ", "), world, culprit,
+                         one ? "it was" : "they were", culprit, message);
+    }
+    return fmt::format("rank {} of {} failed: {}", culprit, world, message);
+  };
   std::string message;
-  for (auto& r : ranks)
-    if (r.failed() && !r.stopped && !recorded.count(r.rank) && r.exit_ns < earliest)
-      earliest = r.exit_ns, culprit = r.rank;
-  if (earliest != INT64_MAX && !recorded.empty()) {
-    std::vector<int> victims;
-    for (auto& [rank, _] : recorded) victims.push_back(rank);
-    auto first = recorded.begin();
-    report_error(fmt::format("rank {} of {} failed: {} (rank{} {} failed after it, having lost a peer; rank {}: {})",
-                             culprit, nproc, describe_exit(ranks[culprit].status), victims.size() > 1 ? "s" : "",
-                             fmt::join(victims, ", "), first->first, first->second));
-    fs::remove_all(dir);
-    return 1;
+  if (failed_elsewhere) {
+    message = fmt::format("node {} stopped its ranks: {}", options.node_rank, *failed_elsewhere);
+  } else {
+    message = summary();
+    if (nodes) {
+      // A node whose ranks only lost their peers names the node that failed first, when it said so.
+      auto earlier = nodes->failure_elsewhere(/*at_once=*/true);
+      if (earlier) message = fmt::format("node {} stopped its ranks: {}; then {}", options.node_rank, *earlier, message);
+      else nodes->report_failure(message);
+    }
   }
-  // The earliest recorded error that is not a lost peer (a rank that lost a peer only noticed
-  // another's end: the timeout that peer recorded, even a moment later, is the cause); else the
-  // earliest of all.
-  if (earliest == INT64_MAX) {
-    auto earliest_of = [&](bool peer_loss) {
-      int who = -1;
-      int64_t when = INT64_MAX;
-      for (auto& [rank, at] : recorded_at)
-        if (is_peer_loss_message(recorded[rank]) == peer_loss && at < when) when = at, who = rank;
-      return who;
-    };
-    int who = earliest_of(false);
-    if (who < 0) who = earliest_of(true);
-    if (who >= 0) culprit = who, message = recorded[who];
-  }
-  if (message.empty()) message = describe_exit(ranks[culprit].status);
-  // A collective that timed out waited for a rank that never came: that rank is the cause.
-  if (is_timeout_message(message) && !waiting_at_failure.empty() &&
-      std::find(waiting_at_failure.begin(), waiting_at_failure.end(), culprit) == waiting_at_failure.end()) {
-    bool one = waiting_at_failure.size() == 1;
-    report_error(fmt::format("rank{} {} of {} never reached the collective that rank {} timed out in ({} still "
-                             "running, with no error); rank {}: {}",
-                             one ? "" : "s", fmt::join(waiting_at_failure, ", "), nproc, culprit,
-                             one ? "it was" : "they were", culprit, message));
-    fs::remove_all(dir);
-    return 1;
-  }
-  report_error(fmt::format("rank {} of {} failed: {}", culprit, nproc, message));
+  report_error(message);
+  if (nodes) nodes->finish(5);
   fs::remove_all(dir);
   return 1;
 }

@@ -16,6 +16,40 @@ namespace {
 // arguments that look like options ("--tp 2"). Returns the index of SCRIPT in argv, or argc.
 // `slapo-lua tune [OPTIONS] SCRIPT -- ARGS`: the script's arguments follow "--", which is at the
 // returned index (SCRIPT is an ordinary positional there).
+bool takes_value(const std::string& option) {
+  for (const char* name : {"--nproc", "--profile", "--knob", "--nnodes", "--node-rank", "--master-addr", "--master-port",
+                           "--rdzv-timeout"})
+    if (option == name) return true;
+  return false;
+}
+
+// torchrun's launch options, for `run` and `test`.
+void add_launch_options(CLI::App* cmd, slapo::LaunchOptions& o, const std::string& ranks_do) {
+  cmd->add_option("--nproc", o.nproc, "spawn N ranks on this node (Gloo on CPU) that " + ranks_do)
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--nnodes", o.nnodes, "nodes in the run, one launcher each (torchrun's meaning)")
+      ->check(CLI::Range(1, 65536));
+  cmd->add_option("--node-rank", o.node_rank, "this node's rank, 0 .. nnodes - 1; node 0 serves the rendezvous")
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--master-addr", o.master_addr,
+                  "node 0's address, as every node reaches it; node 0's launcher listens there alone");
+  cmd->add_option("--master-port", o.master_port, "the rendezvous port on --master-addr (default 29500)")
+      ->check(CLI::Range(1, 65535));
+  cmd->add_option("--rdzv-timeout", o.rdzv_timeout_s, "seconds a launcher waits for the other nodes (default 300)")
+      ->check(CLI::Range(1, 86400));
+}
+
+// What is wrong with a launch's options, or "".
+std::string launch_error(const std::string& command, const slapo::LaunchOptions& o) {
+  if (o.node_rank >= o.nnodes)
+    return fmt::format("{}: --node-rank {} is outside --nnodes {} (valid: 0 .. {})", command, o.node_rank, o.nnodes,
+                       o.nnodes - 1);
+  if (o.multi_node() && o.master_addr.empty())
+    return fmt::format("{}: --nnodes {} needs --master-addr, node 0's address as every node reaches it", command,
+                       o.nnodes);
+  return "";
+}
+
 int script_position(int argc, char** argv) {
   int i = 1;
   while (i < argc && argv[i][0] == '-') ++i;  // global flags (--help, --version)
@@ -28,7 +62,7 @@ int script_position(int argc, char** argv) {
   for (++i; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--") return i + 1 < argc ? i + 1 : argc;
-    if (a == "--nproc" || a == "--profile" || a == "--knob") ++i;  // the option's value
+    if (takes_value(a)) ++i;  // the option's value
     else if (a.empty() || a[0] != '-') return i;
   }
   return argc;
@@ -43,9 +77,8 @@ int main(int argc, char** argv) {
 
   std::string script;
   auto* run = app.add_subcommand("run", "Run a Lua script: slapo-lua run SCRIPT.lua [ARGS...]");
-  int nproc = 1;
-  run->add_option("--nproc", nproc, "spawn N local ranks (Gloo on CPU) that all run the script")
-      ->check(CLI::Range(1, 1024));
+  slapo::LaunchOptions run_launch;
+  add_launch_options(run, run_launch, "all run the script");
   std::string profile;
   run->add_option("--profile", profile, "write a chrome trace (spans per module path) to this .json file");
   bool watch = false;
@@ -56,8 +89,8 @@ int main(int argc, char** argv) {
 
   std::vector<std::string> test_paths;
   auto* test = app.add_subcommand("test", "Run Lua spec files (*_spec.lua) and must-fail scripts (errors/*.lua)");
-  int test_nproc = 1;
-  test->add_option("--nproc", test_nproc, "run the specs on N local ranks (multi-rank specs)")->check(CLI::Range(1, 1024));
+  slapo::LaunchOptions test_launch;
+  add_launch_options(test, test_launch, "all run the specs (multi-rank specs)");
   test->add_option("paths", test_paths, "spec files or directories")->required();
 
   std::string model;
@@ -162,9 +195,17 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
 
+  for (auto [cmd, launch] : {std::pair{run, &run_launch}, std::pair{test, &test_launch}}) {
+    std::string error = *cmd ? launch_error(cmd->get_name(), *launch) : "";
+    if (!error.empty()) {
+      fmt::print(stderr, "slapo-lua: {}\n", error);
+      return 2;
+    }
+  }
   if (*run && watch) {
-    if (nproc > 1) {
-      fmt::print(stderr, "slapo-lua: run: --watch runs one process; it cannot be combined with --nproc {}\n", nproc);
+    if (run_launch.nproc * run_launch.nnodes > 1) {
+      fmt::print(stderr, "slapo-lua: run: --watch runs one process; it cannot be combined with --nproc {}{}\n",
+                 run_launch.nproc, run_launch.multi_node() ? fmt::format(" --nnodes {}", run_launch.nnodes) : "");
       return 2;
     }
     return slapo::cmd_watch(script, script_args);
@@ -176,7 +217,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (*run) return slapo::cmd_run(script, script_args, nproc, profile);
+  if (*run) return slapo::cmd_run(script, script_args, run_launch, profile);
   if (*tune) {
     if (tune_args.show.empty() && tune_args.script.empty()) {
       fmt::print(stderr, "slapo-lua: tune: give a SCRIPT to tune, or --show DB\n");
@@ -185,7 +226,7 @@ int main(int argc, char** argv) {
     if (is_tune) tune_args.args = script_args;
     return slapo::cmd_tune(tune_args);
   }
-  if (*test) return slapo::cmd_test(test_paths, test_nproc);
+  if (*test) return slapo::cmd_test(test_paths, test_launch);
   if (*inspect) return slapo::cmd_inspect(model);
   if (*repl) return slapo::cmd_repl(repl_script);
   if (*plot) return slapo::cmd_plot(plot_args);

@@ -2,6 +2,7 @@
 # run --nproc: rank-prefixed output, one failure report, the other ranks stopped within seconds.
 set -euo pipefail
 bin="$1"
+source "$(dirname "$0")/lib.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -111,4 +112,47 @@ RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port + 1)) SLAPO_DIST_T
   timeout 30 "$bin" run "$tmp/who.lua" 2>"$tmp/err"; rc=$?
 set -e
 [ $rc -eq 1 ] || { echo "a missing peer should fail with 1, got $rc"; cat "$tmp/err"; exit 1; }
+
+# Several nodes on loopback (tests/cli/test_multinode.sh runs them on two network namespaces):
+# the launchers meet, and each mistake is named. expect_refusal CODE TEXT COMMAND...: the
+# command exits with CODE and says TEXT.
+expect_refusal() {
+  local want=$1 text=$2
+  shift 2
+  set +e
+  timeout 60 "$@" >"$tmp/out" 2>"$tmp/err"
+  local got=$?
+  set -e
+  expect_code "$want" "$got" "$* said: $(cat "$tmp/err")"
+  grep -qF "$text" "$tmp/err" || { echo "$* did not say '$text':"; cat "$tmp/err"; exit 1; }
+}
+nodes=(--nnodes 2 --master-addr 127.0.0.1 --master-port $((port + 2)) --nproc 1)
+"$bin" run "${nodes[@]}" --node-rank 1 "$tmp/who.lua" >"$tmp/n1" &
+"$bin" run "${nodes[@]}" --node-rank 0 "$tmp/who.lua" >"$tmp/n0"
+wait
+[ "$(cat "$tmp/n0")" = "0	2" ] || { echo "node 0's rank: $(cat "$tmp/n0")"; exit 1; }
+[ "$(cat "$tmp/n1")" = "[rank 1] 1	2" ] || { echo "node 1's rank: $(cat "$tmp/n1")"; exit 1; }
+expect_refusal 2 "run: --nnodes 2 needs --master-addr" "$bin" run --nnodes 2 "$tmp/who.lua"
+expect_refusal 2 "run: --node-rank 2 is outside --nnodes 2 (valid: 0 .. 1)" \
+  "$bin" run --nnodes 2 --node-rank 2 --master-addr 127.0.0.1 "$tmp/who.lua"
+expect_refusal 1 "node 1 of 2 did not join at 127.0.0.1:$((port + 3)) within 2 s (--rdzv-timeout)" \
+  "$bin" run --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 --master-port $((port + 3)) --rdzv-timeout 2 "$tmp/who.lua"
+expect_refusal 1 "cannot listen on 192.0.2.1:$((port + 4)): Cannot assign requested address" \
+  "$bin" run --nnodes 2 --node-rank 0 --master-addr 192.0.2.1 --master-port $((port + 4)) "$tmp/who.lua"
+# nodes 0 and 1 of 3 wait for node 2; a second node 0, a second node 1 and a node 2 with another
+# --nproc are refused by name
+three=(--nnodes 3 --master-addr 127.0.0.1 --master-port $((port + 5)))
+"$bin" run "${three[@]}" --node-rank 0 --rdzv-timeout 30 "$tmp/who.lua" >/dev/null 2>&1 &
+waiting=($!)
+"$bin" run "${three[@]}" --node-rank 1 --rdzv-timeout 30 "$tmp/who.lua" >/dev/null 2>&1 &
+waiting+=($!)
+sleep 1
+expect_refusal 1 "run: node 0 serves the rendezvous store on --master-addr: cannot listen on 127.0.0.1" \
+  "$bin" run "${three[@]}" --node-rank 0 "$tmp/who.lua"
+expect_refusal 1 "run: --node-rank 1 is already taken by the launcher on $(hostname)" \
+  "$bin" run "${three[@]}" --node-rank 1 "$tmp/who.lua"
+expect_refusal 1 "runs --nnodes 3 --nproc 1, this node --nnodes 3 --nproc 2; every node needs the same values" \
+  "$bin" run "${three[@]}" --node-rank 2 --nproc 2 "$tmp/who.lua"
+kill "${waiting[@]}" 2>/dev/null || true
+wait "${waiting[@]}" 2>/dev/null || true
 echo "launcher ok"
