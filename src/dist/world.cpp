@@ -189,6 +189,13 @@ WorldOptions options_from_env() {
   o.world_size = env_int("WORLD_SIZE", 1);
   o.rank = env_int("RANK", 0);
   o.local_rank = env_int("LOCAL_RANK", o.rank);
+  o.local_world_size = env_int("LOCAL_WORLD_SIZE", o.world_size);
+  if (o.local_world_size < 1 || o.local_world_size > o.world_size || o.local_rank < 0 ||
+      o.local_rank >= o.local_world_size)
+    throw Error(fmt::format("dist: LOCAL_RANK={} and LOCAL_WORLD_SIZE={} do not fit a world of WORLD_SIZE={} (valid: "
+                            "0 <= LOCAL_RANK < LOCAL_WORLD_SIZE <= WORLD_SIZE)",
+                            o.local_rank, o.local_world_size, o.world_size));
+  o.node_rank = env_int("GROUP_RANK", o.rank / o.local_world_size);
   if (const char* addr = std::getenv("MASTER_ADDR")) o.master_addr = addr;
   o.master_port = env_int("MASTER_PORT", 29500);
   if (const char* file = std::getenv("SLAPO_STORE_FILE")) o.store_file = file;
@@ -206,6 +213,8 @@ WorldOptions options_from_env() {
 }
 
 bool initialized() { return !state().groups.empty(); }
+
+const WorldOptions& options() { return state().options; }
 
 std::string device() {
   if (!initialized()) return "cpu";  // a world of one joined lazily is Gloo's

@@ -16,6 +16,8 @@ struct WorldOptions {
   int rank = 0;
   int local_rank = 0;  ///< this rank's GPU under NCCL (LOCAL_RANK; RANK when unset)
   int world_size = 1;
+  int local_world_size = 1;  ///< ranks on this node (LOCAL_WORLD_SIZE; the world when unset)
+  int node_rank = 0;         ///< this node (GROUP_RANK; rank / local_world_size when unset)
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   /// SLAPO_STORE_FILE: rendezvous through c10d's FileStore at this path instead of a TCPStore at
@@ -47,6 +49,8 @@ WorldOptions options_from_env();
 /// is used, LOCAL_RANK's GPU becomes the current device.
 void init(const WorldOptions& options);
 bool initialized();
+/// What this process joined with (a world of one before any init).
+const WorldOptions& options();
 /// Where this rank's tensors go for its fastest collectives: "cuda:<LOCAL_RANK>" where the world
 /// uses NCCL, else "cpu".
 std::string device();

@@ -155,6 +155,26 @@ int w_group(lua_State* L) {
   return 1;
 }
 // "cuda:<LOCAL_RANK>" under NCCL, else "cpu": where a rank puts the tensors its collectives take.
+// The node layout, as torchrun's variables gave it (a world of one: rank 0 of one node).
+int w_local_rank(lua_State* L) {
+  lx_check_arg_count(L, 0, "dist.local_rank", "dist.local_rank()");
+  dist::world();
+  lua_pushnumber(L, dist::options().local_rank);
+  return 1;
+}
+int w_node_rank(lua_State* L) {
+  lx_check_arg_count(L, 0, "dist.node_rank", "dist.node_rank()");
+  dist::world();
+  lua_pushnumber(L, dist::options().node_rank);
+  return 1;
+}
+int w_local_world_size(lua_State* L) {
+  lx_check_arg_count(L, 0, "dist.local_world_size", "dist.local_world_size()");
+  dist::world();
+  lua_pushnumber(L, dist::options().local_world_size);
+  return 1;
+}
+
 int w_device(lua_State* L) {
   lua_pushstring(L, dist::device().c_str());
   return 1;
@@ -167,7 +187,8 @@ const luaL_Reg dist_functions[] = {
     {"rank", w_rank},           {"world_size", w_world_size}, {"barrier", w_barrier},
     {"all_reduce", w_all_reduce}, {"all_gather", w_all_gather}, {"reduce_scatter", w_reduce_scatter},
     {"broadcast", w_broadcast}, {"new_group", w_new_group},   {"world", w_group},
-    {"device", w_device},       {nullptr, nullptr}};
+    {"device", w_device},       {"local_rank", w_local_rank}, {"node_rank", w_node_rank},
+    {"local_world_size", w_local_world_size}, {nullptr, nullptr}};
 
 }  // namespace
 

@@ -106,6 +106,14 @@ function M.layout(opts)
     error(("parallel.layout: tp %d x dp %d x pp %d is %d ranks; the world has %d"):format(tp, opts.dp, pp,
       tp * opts.dp * pp, world), 2)
   end
+  -- Ranks of a node are consecutive and tp varies fastest, so a tp that divides the ranks per node
+  -- keeps each tensor-parallel group inside a node (what the planner assumes); say so when it cannot.
+  local per_node = slapo.dist.local_world_size()
+  if per_node < world and per_node % tp ~= 0 and rank == 0 then
+    io.stderr:write(("slapo-lua: warning: parallel.layout: tp = %d does not divide the %d ranks per node, so tensor-"
+      .. "parallel groups cross nodes and their all-reduces the network (tp dividing %d keeps them inside a node)\n")
+      :format(tp, per_node, per_node))
+  end
   local layout = setmetatable({ rank = rank, world = world, tp = tp, dp = dp, pp = pp }, Layout)
   local function rank_of(t, d, p)
     return (p * dp + d) * tp + t

@@ -8,6 +8,8 @@ assert(d.world_size() == 4, "4 ranks, got " .. d.world_size())
 local per_node = tonumber(os.getenv("LOCAL_WORLD_SIZE"))
 local layout = require("slapo.parallel").layout({ tp = 2 })
 local node = math.floor(d.rank() / per_node)
+assert(d.node_rank() == node and d.local_rank() == d.rank() % per_node and d.local_world_size() == 2,
+  ("rank %d: node %d, local rank %d of %d"):format(d.rank(), d.node_rank(), d.local_rank(), d.local_world_size()))
 for _, r in ipairs(layout.tp_ranks) do
   assert(math.floor(r / per_node) == node, ("rank %d's tp group {%s} leaves node %d"):format(d.rank(),
     table.concat(layout.tp_ranks, ", "), node))

@@ -6,6 +6,14 @@ describe("dist", function()
     assert(world >= 2, "run these specs with --nproc 2 or more")
   end)
 
+  it("knows the node layout the launcher gave: one node holds every rank of --nproc", function()
+    eq(rank, slapo.dist.local_rank())
+    eq(0, slapo.dist.node_rank())
+    eq(world, slapo.dist.local_world_size())
+    eq("dist.local_rank: takes 0 arguments, got 1 (the form is dist.local_rank())",
+      pcall_err(slapo.dist.local_rank, 1))
+  end)
+
   it("all_reduce sums in place", function()
     local t = slapo.ones({ 3 }) * (rank + 1)
     eq(t, slapo.dist.all_reduce(t))
