@@ -156,23 +156,20 @@ int w_group(lua_State* L) {
 }
 // "cuda:<LOCAL_RANK>" under NCCL, else "cpu": where a rank puts the tensors its collectives take.
 // The node layout, as torchrun's variables gave it (a world of one: rank 0 of one node).
-int w_local_rank(lua_State* L) {
-  lx_check_arg_count(L, 0, "dist.local_rank", "dist.local_rank()");
+int push_node_layout(lua_State* L, const char* fn, const char* usage, int dist::WorldOptions::*field) {
+  lx_check_arg_count(L, 0, fn, usage);
   dist::world();
-  lua_pushnumber(L, dist::options().local_rank);
+  lua_pushnumber(L, dist::options().*field);
   return 1;
+}
+int w_local_rank(lua_State* L) {
+  return push_node_layout(L, "dist.local_rank", "dist.local_rank()", &dist::WorldOptions::local_rank);
 }
 int w_node_rank(lua_State* L) {
-  lx_check_arg_count(L, 0, "dist.node_rank", "dist.node_rank()");
-  dist::world();
-  lua_pushnumber(L, dist::options().node_rank);
-  return 1;
+  return push_node_layout(L, "dist.node_rank", "dist.node_rank()", &dist::WorldOptions::node_rank);
 }
 int w_local_world_size(lua_State* L) {
-  lx_check_arg_count(L, 0, "dist.local_world_size", "dist.local_world_size()");
-  dist::world();
-  lua_pushnumber(L, dist::options().local_world_size);
-  return 1;
+  return push_node_layout(L, "dist.local_world_size", "dist.local_world_size()", &dist::WorldOptions::local_world_size);
 }
 
 int w_device(lua_State* L) {
