@@ -162,7 +162,8 @@ c10::intrusive_ptr<c10d::Store> open_store(const WorldOptions& options) {
   if (options.launcher_store) {
     try {
       auto store = c10::make_intrusive<StoreClient>(options.master_addr, options.master_port, options.timeout);
-      return c10::make_intrusive<c10d::PrefixStore>("ranks", store);  // beside the launchers' own keys
+      // beside the launchers' own keys, and apart from an earlier attempt's before a restart
+      return c10::make_intrusive<c10d::PrefixStore>(fmt::format("ranks/{}", options.restart_count), store);
     } catch (const std::exception& e) {
       throw Error(fmt::format("dist: rank {} could not reach the launcher's store: {}", options.rank, e.what()));
     }
@@ -200,6 +201,7 @@ WorldOptions options_from_env() {
   o.master_port = env_int("MASTER_PORT", 29500);
   if (const char* file = std::getenv("SLAPO_STORE_FILE")) o.store_file = file;
   o.launcher_store = std::getenv("SLAPO_LAUNCHER_STORE") != nullptr;
+  o.restart_count = env_int("TORCHELASTIC_RESTART_COUNT", 0);
   if (const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE")) o.agent_store = std::string(agent) == "True";
   o.timeout = timeout_from_env();
   if (const char* backend = std::getenv("SLAPO_DIST_BACKEND")) o.backend = backend;

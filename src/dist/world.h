@@ -27,6 +27,7 @@ struct WorldOptions {
   /// SLAPO_LAUNCHER_STORE: rendezvous through the store a multi-node launcher serves at
   /// master_addr:master_port (on that address alone).
   bool launcher_store = false;
+  int restart_count = 0;  ///< TORCHELASTIC_RESTART_COUNT: each attempt rendezvous under keys of its own
   /// TORCHELASTIC_USE_AGENT_STORE=True: torchrun's agent already serves the TCPStore at
   /// master_addr:master_port, so rank 0 joins it as a client instead of serving one.
   bool agent_store = false;

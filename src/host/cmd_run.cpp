@@ -64,7 +64,7 @@ int cmd_run(const std::string& script, const std::vector<std::string>& args, con
     report_error(fmt::format("run: no script '{}'", script));
     return 2;
   }
-  if (launch.nproc * launch.nnodes > 1 && !std::getenv("RANK")) {
+  if (launch.needs_launcher() && !std::getenv("RANK")) {
     std::vector<std::string> command{"run"};
     if (!profile.empty()) command.insert(command.end(), {"--profile", profile});
     command.push_back(script);

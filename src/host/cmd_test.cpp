@@ -81,7 +81,7 @@ void run_error_script(const fs::path& file, Tally& tally) {
 }  // namespace
 
 int cmd_test(const std::vector<std::string>& paths, const LaunchOptions& launch) {
-  if (launch.nproc * launch.nnodes > 1 && !std::getenv("RANK")) {
+  if (launch.needs_launcher() && !std::getenv("RANK")) {
     std::vector<std::string> command{"test"};
     command.insert(command.end(), paths.begin(), paths.end());
     return launch_ranks(launch, command);

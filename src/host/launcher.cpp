@@ -103,6 +103,7 @@ bool drain(int& fd, std::string& buf) {
 // torchrun's variables for the rank `local_rank` of this node.
 struct RankEnv {
   int rank, local_rank;
+  int attempt;  // 0, then 1, 2, ... after each restart
   const LaunchOptions& launch;
   int port;  // one node: the free port MASTER_PORT names
   std::string error_file, store_file;  // store_file: one node's rendezvous
@@ -125,6 +126,8 @@ pid_t spawn(const RankEnv& e, const std::vector<std::string>& command, int out_p
   set("WORLD_SIZE", std::to_string(o.nproc * o.nnodes));
   set("LOCAL_WORLD_SIZE", std::to_string(o.nproc));
   set("GROUP_RANK", std::to_string(o.node_rank));
+  set("TORCHELASTIC_RESTART_COUNT", std::to_string(e.attempt));
+  set("TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts));
   set("SLAPO_ERROR_FILE", e.error_file);
   if (o.multi_node()) {
     // the store node 0's launcher serves on the master address
@@ -150,6 +153,12 @@ pid_t spawn(const RankEnv& e, const std::vector<std::string>& command, int out_p
   argv.push_back(nullptr);
   ::execv("/proc/self/exe", argv.data());
   ::_exit(127);
+}
+
+// Ends the ranks already started when the others cannot be.
+void stop_started(const std::vector<Rank>& ranks) {
+  for (const auto& r : ranks) ::kill(r.pid, SIGKILL);
+  for (const auto& r : ranks) ::waitpid(r.pid, nullptr, 0);
 }
 
 std::string describe_exit(int status) {
@@ -183,33 +192,18 @@ void write_error_file(const std::string& path, int rank, const std::string& mess
   fs::rename(tmp, path);
 }
 
-int launch_ranks(const LaunchOptions& options, const std::vector<std::string>& command) {
+namespace {
+
+// One attempt at running this node's ranks: `dir` is the attempt's own directory (error files,
+// the one-node store file). The outcome: whether every rank ended cleanly and, if not, why.
+struct Outcome {
+  bool ok = true;
+  std::string message;  // one line (and a traceback) that names the cause
+};
+
+Outcome run_attempt(const LaunchOptions& options, const std::vector<std::string>& command, const std::string& dir,
+                    int attempt, std::chrono::seconds timeout, NodeRendezvous* nodes) {
   const int nproc = options.nproc, world = options.nproc * options.nnodes;
-  std::chrono::seconds timeout;  // read before any rank starts: a malformed value stops nothing half-way
-  try {
-    timeout = dist::timeout_from_env();
-  } catch (const std::exception& e) {
-    report_error(fmt::format("run: {}", e.what()));
-    return 1;
-  }
-  char dir_template[] = "/tmp/slapo-run-XXXXXX";
-  if (!::mkdtemp(dir_template)) {
-    report_error(fmt::format("run: cannot create a temporary directory: {}", std::strerror(errno)));
-    return 1;
-  }
-  std::string dir = dir_template;
-  // Several nodes meet at node 0's launcher before any rank starts.
-  std::unique_ptr<NodeRendezvous> nodes;
-  if (options.multi_node()) {
-    try {
-      // a silent node is declared lost well before its peers' collectives time out, so it is named
-      nodes = std::make_unique<NodeRendezvous>(options, std::max(timeout / 2, std::chrono::seconds(5)));
-    } catch (const std::exception& e) {
-      report_error(e.what());
-      fs::remove_all(dir);
-      return 1;
-    }
-  }
   // where each rank records its failure
   auto error_file = [&](int rank) { return fmt::format("{}/rank-{}.json", dir, rank); };
   int port = free_port();
@@ -218,11 +212,11 @@ int launch_ranks(const LaunchOptions& options, const std::vector<std::string>& c
   for (int k = 0; k < nproc; ++k) {
     int out_pipe[2], err_pipe[2];
     if (::pipe(out_pipe) != 0 || ::pipe(err_pipe) != 0) {
-      report_error("run: cannot create pipes for the ranks");
-      return 1;
+      stop_started(ranks);
+      return {false, "run: cannot create pipes for the ranks"};
     }
     int rank = options.node_rank * nproc + k;
-    RankEnv env{rank, k, options, port, error_file(rank), dir + "/store"};
+    RankEnv env{rank, k, attempt, options, port, error_file(rank), dir + "/store"};
     pid_t pid = spawn(env, command, out_pipe, err_pipe);
     ::close(out_pipe[1]);
     ::close(err_pipe[1]);
@@ -330,11 +324,7 @@ int launch_ranks(const LaunchOptions& options, const std::vector<std::string>& c
     if (all_exited && open_pipes && failing && killed) break;  // a grandchild holds a pipe
   }
 
-  if (first_failed < 0 && !failed_elsewhere) {
-    if (nodes) nodes->finish(static_cast<int>(timeout.count()));
-    fs::remove_all(dir);
-    return 0;
-  }
+  if (first_failed < 0 && !failed_elsewhere) return {};
   // What failed, in one line: this node's root cause, or the other node's that stopped it.
   auto summary = [&]() -> std::string {
     if (outlived >= 0) {
@@ -390,22 +380,72 @@ int launch_ranks(const LaunchOptions& options, const std::vector<std::string>& c
     }
     return fmt::format("rank {} of {} failed: {}", culprit, world, message);
   };
-  std::string message;
-  if (failed_elsewhere) {
-    message = fmt::format("node {} stopped its ranks: {}", options.node_rank, *failed_elsewhere);
-  } else {
-    message = summary();
-    if (nodes) {
-      // A node whose ranks only lost their peers names the node that failed first, when it said so.
-      auto earlier = nodes->failure_elsewhere(/*at_once=*/true);
-      if (earlier) message = fmt::format("node {} stopped its ranks: {}; then {}", options.node_rank, *earlier, message);
-      else nodes->report_failure(message);
+  if (failed_elsewhere) return {false, fmt::format("node {} stopped its ranks: {}", options.node_rank, *failed_elsewhere)};
+  std::string message = summary();
+  if (nodes) {
+    // A node whose ranks only lost their peers names the node that failed first, when it said so.
+    auto earlier = nodes->failure_elsewhere(/*at_once=*/true);
+    if (earlier) message = fmt::format("node {} stopped its ranks: {}; then {}", options.node_rank, *earlier, message);
+    else nodes->report_failure(message);
+  }
+  return {false, message};
+}
+
+}  // namespace
+
+int launch_ranks(const LaunchOptions& options, const std::vector<std::string>& command) {
+  const int nproc = options.nproc, world = options.nproc * options.nnodes;
+  std::chrono::seconds timeout;  // read before any rank starts: a malformed value stops nothing half-way
+  try {
+    timeout = dist::timeout_from_env();
+  } catch (const std::exception& e) {
+    report_error(fmt::format("run: {}", e.what()));
+    return 1;
+  }
+  char dir_template[] = "/tmp/slapo-run-XXXXXX";
+  if (!::mkdtemp(dir_template)) {
+    report_error(fmt::format("run: cannot create a temporary directory: {}", std::strerror(errno)));
+    return 1;
+  }
+  std::string dir = dir_template;
+  // Several nodes meet at node 0's launcher before any rank starts.
+  std::unique_ptr<NodeRendezvous> nodes;
+  if (options.multi_node()) {
+    try {
+      // a silent node is declared lost well before its peers' collectives time out, so it is named
+      nodes = std::make_unique<NodeRendezvous>(options, std::max(timeout / 2, std::chrono::seconds(5)));
+    } catch (const std::exception& e) {
+      report_error(e.what());
+      fs::remove_all(dir);
+      return 1;
     }
   }
-  report_error(message);
-  if (nodes) nodes->finish(5);
+  // --max-restarts: after a failure every rank of every node starts again (torchrun's meaning);
+  // a lost node ends the run, since the world is fixed.
+  int code = 1;
+  for (int attempt = 0;; ++attempt) {
+    std::string attempt_dir = fmt::format("{}/attempt-{}", dir, attempt);
+    fs::create_directories(attempt_dir);
+    if (nodes) nodes->begin_attempt(attempt);
+    Outcome outcome = run_attempt(options, command, attempt_dir, attempt, timeout, nodes.get());
+    if (outcome.ok) {
+      code = 0;
+      break;
+    }
+    bool restart = attempt < options.max_restarts;
+    std::string why;
+    if (restart && nodes) restart = nodes->agree_to_restart(why);
+    if (!restart) {
+      report_error(why.empty() ? outcome.message : fmt::format("{} ({})", outcome.message, why));
+      break;
+    }
+    report_error(fmt::format("{}\nrestarting every rank (restart {} of {}, --max-restarts)", outcome.message,
+                             attempt + 1, options.max_restarts));
+  }
+  if (nodes) nodes->finish(code == 0 ? static_cast<int>(timeout.count()) : 5);
   fs::remove_all(dir);
-  return 1;
+  return code;
 }
+
 
 }  // namespace slapo

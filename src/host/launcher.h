@@ -16,7 +16,10 @@ struct LaunchOptions {
   std::string master_addr;  ///< node 0's address, as every node reaches it (several nodes only)
   int master_port = 29500;
   int rdzv_timeout_s = 300;  ///< how long a launcher waits for the other nodes to join
+  int max_restarts = 0;      ///< after a failure, start every rank again this many times at most
   bool multi_node() const { return nnodes > 1; }
+  /// Whether the ranks need a supervisor: several of them, or restarts to perform.
+  bool needs_launcher() const { return nproc * nnodes > 1 || max_restarts > 0; }
 };
 
 /// Spawns the node's ranks (exec of this program with torchrun's environment), forwards their

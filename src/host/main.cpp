@@ -18,7 +18,7 @@ namespace {
 // returned index (SCRIPT is an ordinary positional there).
 bool takes_value(const std::string& option) {
   for (const char* name : {"--nproc", "--profile", "--knob", "--nnodes", "--node-rank", "--master-addr", "--master-port",
-                           "--rdzv-timeout"})
+                           "--rdzv-timeout", "--max-restarts"})
     if (option == name) return true;
   return false;
 }
@@ -37,6 +37,9 @@ void add_launch_options(CLI::App* cmd, slapo::LaunchOptions& o, const std::strin
       ->check(CLI::Range(1, 65535));
   cmd->add_option("--rdzv-timeout", o.rdzv_timeout_s, "seconds a launcher waits for the other nodes (default 300)")
       ->check(CLI::Range(1, 86400));
+  cmd->add_option("--max-restarts", o.max_restarts,
+                  "after a rank fails, start every rank of every node again, this many times at most (default 0)")
+      ->check(CLI::Range(0, 1000000));
 }
 
 // What is wrong with a launch's options, or "".

@@ -59,7 +59,8 @@ void NodeRendezvous::meet() {
     throw Error(fmt::format("run: node {} cannot join the run at {} (--master-addr, --master-port): {}", o.node_rank,
                             where, e.what()));
   }
-  nlohmann::json me = {{"host", host_name()}, {"pid", ::getpid()}, {"nnodes", o.nnodes}, {"nproc", o.nproc}};
+  nlohmann::json me = {{"host", host_name()}, {"pid", ::getpid()}, {"nnodes", o.nnodes}, {"nproc", o.nproc},
+                       {"max_restarts", o.max_restarts}};
   std::string mine = me.dump();
   std::string holder = text(store_->compareSet(node_key(o.node_rank), {}, bytes(mine)));
   if (holder != mine) {
@@ -84,17 +85,18 @@ void NodeRendezvous::meet() {
   }
   for (int n = 0; n < o.nnodes; ++n) {
     auto other = nlohmann::json::parse(text(store_->get(node_key(n))), nullptr, false);
-    int nnodes = other.value("nnodes", -1), nproc = other.value("nproc", -1);
-    if (nnodes != o.nnodes || nproc != o.nproc)
-      throw Error(fmt::format("run: node {} ({}) runs --nnodes {} --nproc {}, this node --nnodes {} --nproc {}; every "
-                              "node needs the same values",
-                              n, other.value("host", "?"), nnodes, nproc, o.nnodes, o.nproc));
+    int nnodes = other.value("nnodes", -1), nproc = other.value("nproc", -1), restarts = other.value("max_restarts", -1);
+    if (nnodes != o.nnodes || nproc != o.nproc || restarts != o.max_restarts)
+      throw Error(fmt::format("run: node {} ({}) runs --nnodes {} --nproc {} --max-restarts {}, this node --nnodes {} "
+                              "--nproc {} --max-restarts {}; every node needs the same values",
+                              n, other.value("host", "?"), nnodes, nproc, restarts, o.nnodes, o.nproc,
+                              o.max_restarts));
   }
 }
 
 void NodeRendezvous::report_failure(const std::string& message) {
   try {
-    store_->compareSet("failed", {}, bytes(fmt::format("node {}: {}", options_.node_rank, message)));
+    store_->compareSet(failed_key(), {}, bytes(fmt::format("node {}: {}", options_.node_rank, message)));
   } catch (const std::exception&) {
     // the store is gone with node 0: the other nodes learn of it from their own links
   }
@@ -106,7 +108,7 @@ std::optional<std::string> NodeRendezvous::failure_elsewhere(bool at_once) {
   next_check_ = now + std::chrono::milliseconds(500);
   try {
     store_->add(fmt::format("beats/{}", options_.node_rank), 1);
-    if (store_->check({"failed"})) return text(store_->get("failed"));
+    if (store_->check({failed_key()})) return text(store_->get(failed_key()));
     if (!server_) return std::nullopt;
     for (int n = 1; n < options_.nnodes; ++n) {
       if (store_->check({fmt::format("done/{}", n)})) continue;  // its ranks ended: it beats no more
@@ -134,6 +136,37 @@ std::optional<std::string> NodeRendezvous::failure_elsewhere(bool at_once) {
   } catch (const std::exception& e) {
     lost_[0] = true;
     return fmt::format("node 0 is lost: {} (a cut link, or node 0's launcher ended)", e.what());
+  }
+}
+
+void NodeRendezvous::begin_attempt(int attempt) { attempt_ = attempt; }
+
+bool NodeRendezvous::agree_to_restart(std::string& why) {
+  for (int n = 0; n < options_.nnodes; ++n)
+    if (lost_[n]) {
+      why = fmt::format("no restart: node {} is lost, and the world of a run is fixed", n);
+      return false;
+    }
+  auto key = [&](int n) { return fmt::format("attempts/{}/stopped/{}", attempt_, n); };
+  try {
+    store_->set(key(options_.node_rank), bytes("1"));
+    std::vector<std::string> keys;
+    for (int n = 0; n < options_.nnodes; ++n) keys.push_back(key(n));
+    store_->wait(keys, std::max(silence_limit_, std::chrono::seconds(10)));
+    return true;
+  } catch (const std::exception& e) {
+    std::vector<int> missing;
+    for (int n = 0; n < options_.nnodes; ++n) {
+      try {
+        if (!store_->check({key(n)})) missing.push_back(n);
+      } catch (const std::exception&) {
+        why = fmt::format("no restart: node 0 is lost: {}", e.what());
+        return false;
+      }
+    }
+    why = fmt::format("no restart: node{} {} did not stop for it", missing.size() == 1 ? "" : "s",
+                      fmt::join(missing, ", "));
+    return false;
   }
 }
 

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "dist/store_client.h"
 #include "dist/store_server.h"
 #include "host/launcher.h"
@@ -22,6 +24,11 @@ class NodeRendezvous {
   /// never came, nodes that disagree on --nnodes or --nproc.
   NodeRendezvous(const LaunchOptions& options, std::chrono::seconds silence_limit);
 
+  /// Starts attempt `attempt` (0, then one per restart): failures are recorded per attempt.
+  void begin_attempt(int attempt);
+  /// After a failed attempt: waits for every node's launcher to have stopped its ranks too, so all
+  /// start the next attempt together. False, with `why`, when a node is lost or never arrives.
+  bool agree_to_restart(std::string& why);
   /// Records this node's failure for the others (the first one recorded wins).
   void report_failure(const std::string& message);
   /// Why this node must stop although its own ranks are well, or nothing while all is well: a
@@ -41,6 +48,8 @@ class NodeRendezvous {
   std::unique_ptr<dist::StoreServer> server_;  // node 0 only
   c10::intrusive_ptr<dist::StoreClient> store_;
   std::chrono::seconds silence_limit_;
+  int attempt_ = 0;
+  std::string failed_key() const { return fmt::format("attempts/{}/failed", attempt_); }
   std::chrono::steady_clock::time_point next_check_;
   // node 0: each node's last heartbeat count and when it last changed
   std::vector<std::pair<int64_t, std::chrono::steady_clock::time_point>> beats_;

@@ -151,8 +151,25 @@ expect_refusal 1 "run: node 0 serves the rendezvous store on --master-addr: cann
   "$bin" run "${three[@]}" --node-rank 0 "$tmp/who.lua"
 expect_refusal 1 "run: --node-rank 1 is already taken by the launcher on $(hostname)" \
   "$bin" run "${three[@]}" --node-rank 1 "$tmp/who.lua"
-expect_refusal 1 "runs --nnodes 3 --nproc 1, this node --nnodes 3 --nproc 2; every node needs the same values" \
+expect_refusal 1 "runs --nnodes 3 --nproc 1 --max-restarts 0, this node --nnodes 3 --nproc 2 --max-restarts 0; every node needs the same values" \
   "$bin" run "${three[@]}" --node-rank 2 --nproc 2 "$tmp/who.lua"
 kill "${waiting[@]}" 2>/dev/null || true
 wait "${waiting[@]}" 2>/dev/null || true
+# --max-restarts on one machine: a rank that fails once is started again with every other rank,
+# TORCHELASTIC_RESTART_COUNT counting the attempts; a run that keeps failing stops after the last
+cat > "$tmp/flaky.lua" <<'LUA'
+slapo.dist.barrier()
+local attempt = tonumber(os.getenv("TORCHELASTIC_RESTART_COUNT"))
+if slapo.dist.rank() == 1 and attempt < tonumber(arg[1]) then error("flaky on attempt " .. attempt) end
+print("attempt " .. attempt .. " of " .. os.getenv("TORCHELASTIC_MAX_RESTARTS") .. " restarts")
+LUA
+"$bin" run --nproc 2 --max-restarts 2 "$tmp/flaky.lua" 1 >"$tmp/out" 2>"$tmp/err"
+grep -q "^attempt 1 of 2 restarts$" "$tmp/out" || { echo "no second attempt:"; cat "$tmp/out" "$tmp/err"; exit 1; }
+grep -q "restarting every rank (restart 1 of 2, --max-restarts)" "$tmp/err" || { cat "$tmp/err"; exit 1; }
+expect_refusal 1 "rank 1 of 2 failed: $tmp/flaky.lua:3: flaky on attempt 1" \
+  "$bin" run --nproc 2 --max-restarts 1 "$tmp/flaky.lua" 5
+grep -c "restarting every rank" "$tmp/err" | grep -qx 1 || { echo "one restart, then the end:"; cat "$tmp/err"; exit 1; }
+# one process with restarts runs under the launcher too
+"$bin" run --max-restarts 1 "$tmp/flaky.lua" 0 >"$tmp/out" 2>&1
+grep -q "^attempt 0 of 1 restarts$" "$tmp/out" || { cat "$tmp/out"; exit 1; }
 echo "launcher ok"

@@ -3,7 +3,9 @@
 # that exist only inside them, and one launcher in each (`run --nnodes 2 --node-rank R
 # --master-addr 10.213.47.1 --nproc 2`). GPT-2 trains at TP = 2 inside each node x DP = 2 across
 # them with the losses of one process on all rows, and while the job runs every socket it holds in
-# LISTEN state is bound to its node's own address or to loopback, never to every interface. Then
+# LISTEN state is bound to its node's own address or to loopback, never to every interface. With
+# --max-restarts 1, a rank that exits mid-training makes both launchers start every rank again,
+# and slapo.train resumes from its last checkpoint with the losses of the uninterrupted run. Then
 # the faults, each bounded by the collective timeout plus 10 s and named by both launchers: node
 # 1's launcher killed with SIGKILL, and the link cut mid-training.
 # Needs root (CI runs as root); skips, saying why, where namespaces cannot be made.
@@ -83,16 +85,31 @@ wait_for() {
   return 1
 }
 show() { for n in 0 1; do echo "--- node $n"; cat "$tmp/node$n.out"; done; }
-# stop_cleanly WHAT: lets the held job finish; both processes must exit 0
-stop_cleanly() {
-  local n code
-  touch "$tmp/stop"
+# ended_within SECONDS: waits at most SECONDS for both processes to end and leaves their exit
+# codes in codes[0] and codes[1]; false, with both still running, when time is up
+codes=()
+ended_within() {
+  local start=$SECONDS n
   for n in 0 1; do
-    code=0
-    wait "${pids[$n]}" || code=$?
-    expect_code 0 "$code" "$1, node $n: $(cat "$tmp/node$n.out")"
+    while kill -0 "${pids[$n]}" 2>/dev/null && [ $((SECONDS - start)) -le "$1" ]; do sleep 0.2; done
+    if kill -0 "${pids[$n]}" 2>/dev/null; then return 1; fi
+  done
+  for n in 0 1; do
+    codes[$n]=0
+    wait "${pids[$n]}" || codes[$n]=$?
   done
   pids=()
+}
+# expect_clean_end WHAT SECONDS: both processes end within SECONDS, with exit code 0
+expect_clean_end() {
+  local n
+  ended_within "$2" || { echo "$1: still running $2 s later"; show; exit 1; }
+  for n in 0 1; do expect_code 0 "${codes[$n]}" "$1, node $n: $(cat "$tmp/node$n.out")"; done
+}
+# stop_cleanly WHAT: lets the held job finish; both processes must exit 0
+stop_cleanly() {
+  touch "$tmp/stop"
+  expect_clean_end "$1" 60
   rm -f "$tmp/ready" "$tmp/stop"
 }
 
@@ -131,31 +148,37 @@ grep -q "multinode ok" "$tmp/node0.out" || { echo "no result from rank 0"; show;
 grep -o "multinode ok.*" "$tmp/node0.out"
 echo "two nodes: trained as one process, listening only on their own addresses"
 
+# expect_said NODE TEXT: the node's launcher said TEXT
+expect_said() {
+  grep -qF "$2" "$tmp/node$1.out" || { echo "node $1 did not say '$2':"; show; exit 1; }
+}
+
+# --max-restarts 1: the last rank exits after step 5 of 8; both nodes restart and resume from the
+# step-4 checkpoint (on the filesystem both namespaces share), and the losses still match
+port=$((port + 1))
+MULTINODE_HOLD= MULTINODE_CHECKPOINTS=$tmp/ck MULTINODE_FAIL_AT=5 launch 0 "$ns0" --max-restarts 1 "$here/multinode_gpt2.lua" 8
+MULTINODE_HOLD= MULTINODE_CHECKPOINTS=$tmp/ck MULTINODE_FAIL_AT=5 launch 1 "$ns1" --max-restarts 1 "$here/multinode_gpt2.lua" 8
+expect_clean_end "the restarted job" 300
+for n in 0 1; do expect_said $n "restarting every rank (restart 1 of 1, --max-restarts)"; done
+expect_said 1 "rank 3 of 4 failed: exited with code 3"
+grep -q "multinode ok: .* (attempt 1)" "$tmp/node0.out" || { echo "no resumed result from rank 0"; show; exit 1; }
+echo "a rank lost mid-training: both nodes restarted and resumed with the same losses"
+
 # fault NAME ACTION: starts a long training, runs ACTION mid-training, then checks that both
 # launchers end non-zero within the collective timeout plus 10 s; their messages are left in
 # $tmp/node0.out and $tmp/node1.out.
 fault() {
-  local name=$1 action=$2 start n code left
+  local name=$1 action=$2 start n
   port=$((port + 1)) timeout=15
   MULTINODE_READY_AT=3 launch 0 "$ns0" "$here/multinode_gpt2.lua" 1000000
   MULTINODE_READY_AT=3 launch 1 "$ns1" "$here/multinode_gpt2.lua" 1000000
   wait_for "$tmp/ready" 300 || { echo "$name: the job never started training"; show; exit 1; }
   start=$SECONDS
   eval "$action"
-  for n in 0 1; do
-    while kill -0 "${pids[$n]}" 2>/dev/null && [ $((SECONDS - start)) -le $((timeout + 10)) ]; do sleep 0.2; done
-    if kill -0 "${pids[$n]}" 2>/dev/null; then echo "$name: node $n still runs $((timeout + 10)) s later"; show; exit 1; fi
-    code=0
-    wait "${pids[$n]}" || code=$?
-    [ "$code" -ne 0 ] || { echo "$name: node $n exited 0"; show; exit 1; }
-  done
+  ended_within $((timeout + 10)) || { echo "$name: still running $((timeout + 10)) s later"; show; exit 1; }
+  for n in 0 1; do [ "${codes[$n]}" -ne 0 ] || { echo "$name: node $n exited 0"; show; exit 1; }; done
   echo "$name: both nodes ended within $((SECONDS - start)) s"
-  pids=()
   rm -f "$tmp/ready"
-}
-# expect_said NODE TEXT: the node's launcher said TEXT
-expect_said() {
-  grep -qF "$2" "$tmp/node$1.out" || { echo "node $1 did not say '$2':"; show; exit 1; }
 }
 
 fault "node 1's launcher killed" 'kill -9 "${pids[1]}"'
