@@ -2,7 +2,7 @@
 ---
 --- Example usage (4 ranks, TP = 2):
 ---   local layout = require("slapo.parallel").layout({ tp = 2 })
----   print(layout)          -- rank 0: tp group {0, 1} (tp rank 0), dp group {0, 2} (dp rank 0)
+---   print(layout)          -- tp group {0, 1} (tp rank 0), dp group {0, 2} (dp rank 0)
 ---   local sch = slapo.create_schedule(model, { group = layout.tp_group })
 ---   ... loss:backward(); layout:all_reduce_grads(model); opt:step()
 local M = {}
@@ -11,8 +11,10 @@ local util = require("slapo.util")
 local Layout = {}
 Layout.__index = Layout
 
+-- Without the rank itself: the launcher marks every line of ranks other than 0 with "[rank k] ",
+-- and rank 0's lines are the unmarked ones.
 function Layout:__tostring()
-  local s = ("rank %d: tp group {%s} (tp rank %d), dp group {%s} (dp rank %d)"):format(self.rank,
+  local s = ("tp group {%s} (tp rank %d), dp group {%s} (dp rank %d)"):format(
     table.concat(self.tp_ranks, ", "), self.tp_rank, table.concat(self.dp_ranks, ", "), self.dp_rank)
   if self.pp > 1 then
     s = s .. (", pp group {%s} (stage %d)"):format(table.concat(self.pp_ranks, ", "), self.pp_rank)
@@ -28,8 +30,8 @@ function StageLayout:__tostring()
   for _, m in ipairs(self.meshes) do
     table.insert(meshes, ("%dx%d"):format(m.tp, m.dp))
   end
-  return ("rank %d: stage %d of meshes (tp x dp) %s, tp group {%s} (tp rank %d), dp group {%s} (dp rank %d)"):format(
-    self.rank, self.stage, table.concat(meshes, " "), table.concat(self.tp_ranks, ", "), self.tp_rank,
+  return ("stage %d of meshes (tp x dp) %s, tp group {%s} (tp rank %d), dp group {%s} (dp rank %d)"):format(
+    self.stage, table.concat(meshes, " "), table.concat(self.tp_ranks, ", "), self.tp_rank,
     table.concat(self.dp_ranks, ", "), self.dp_rank)
 end
 
