@@ -35,10 +35,10 @@ int luaopen_slapo_core(lua_State* L) {
   lua_setfield(L, -2, "version");
   lua_pushboolean(L, kAddressSanitizer);  // slapo.sanitized: an AddressSanitizer build (scripts/sanitize)
   lua_setfield(L, -2, "sanitized");
-  // The checkout the stdlib came from (data/ lives there): slapo.source_dir()
+  // The checkout the stdlib came from (data/ lives there): slapo._source_dir()
   lua_pushstring(L, (stdlib_dir() + "/..").c_str());
   lua_pushcclosure(L, [](lua_State* T) { lua_pushvalue(T, lua_upvalueindex(1)); return 1; }, 1);
-  lua_setfield(L, -2, "source_dir");
+  lua_setfield(L, -2, "_source_dir");
   return 1;
 }
 

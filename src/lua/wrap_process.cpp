@@ -1,5 +1,5 @@
 // Child processes for the tuner: slapo.run_process runs a command in its own process group with
-// a time limit, its output into a log file; slapo.executable, slapo.machine and slapo.file_hash
+// a time limit, its output into a log file; slapo._executable, slapo._machine and slapo._file_hash (internal: the stdlib's)
 // say what ran where.
 #include <fcntl.h>
 #include <signal.h>
@@ -178,9 +178,9 @@ int w_file_hash(lua_State* L) {
 
 void open_process(lua_State* L) {
   lx_set_func(L, "run_process", w_run_process);
-  lx_set_func(L, "executable", w_executable);
-  lx_set_func(L, "machine", w_machine);
-  lx_set_func(L, "file_hash", w_file_hash);
+  lx_set_func(L, "_executable", w_executable);
+  lx_set_func(L, "_machine", w_machine);
+  lx_set_func(L, "_file_hash", w_file_hash);
 }
 
 }  // namespace slapo

@@ -8,7 +8,7 @@
 local M = {}
 
 local function data_dir()
-  return os.getenv("SLAPO_DATA_DIR") or (slapo.source_dir and slapo.source_dir() .. "/data") or "data"
+  return os.getenv("SLAPO_DATA_DIR") or (slapo._source_dir and slapo._source_dir() .. "/data") or "data"
 end
 M.data_dir = data_dir
 

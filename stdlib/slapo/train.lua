@@ -319,7 +319,7 @@ end
 
 -- At a step boundary: has the schedule file changed? Rank 0 decides for every rank.
 local function schedule_changed(opts, state)
-  local mtime = slapo.file_mtime(opts.schedule_file) or state.mtime
+  local mtime = slapo._file_mtime(opts.schedule_file) or state.mtime
   local flag = slapo.tensor({ (slapo.dist.rank() == 0 and mtime ~= state.mtime) and 1 or 0 })
   slapo.dist.all_reduce(flag)
   state.mtime = mtime
@@ -450,7 +450,7 @@ function M.run(user_opts)
   local swap_state
   if opts.schedule_file then
     local sch = scheduled_model(opts)
-    swap_state = { sch = sch, mtime = slapo.file_mtime(opts.schedule_file) }
+    swap_state = { sch = sch, mtime = slapo._file_mtime(opts.schedule_file) }
     opts.model = sch.mod
   end
   local model = opts.model
@@ -472,7 +472,7 @@ function M.run(user_opts)
   if swap_state then
     swap_state.optimizer = optimizer
   end
-  local terminal = slapo.stdout_is_terminal() and not opts.quiet
+  local terminal = slapo._stdout_is_terminal() and not opts.quiet
   local peak = slapo.measure_peak_flops()
   local params = model:num_params()
   local losses, grad_norms = {}, {}

@@ -180,7 +180,7 @@ local function run_trial(opts, config, order, k)
   os.remove(report_path)
   local log = ("%s.logs/trial-%03d.log"):format(opts.db, k)
   os.remove(log)
-  local argv = { slapo.executable(), "run" }
+  local argv = { slapo._executable(), "run" }
   if opts.nproc > 1 then
     table.insert(argv, "--nproc")
     table.insert(argv, tostring(opts.nproc))
@@ -320,8 +320,8 @@ function M.run(opts)
   end
   check_db_path(opts.db, "tune")
   os.execute(("mkdir -p %q"):format(opts.db .. ".logs"))  -- each trial's output goes there
-  opts.hash = slapo.file_hash(opts.script)
-  opts.machine = slapo.machine()
+  opts.hash = slapo._file_hash(opts.script)
+  opts.machine = slapo._machine()
   local say = opts.quiet and function() end or function(...) print(string.format(...)) io.stdout:flush() end
 
   local measured, rows = {}, {}

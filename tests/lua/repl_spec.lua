@@ -33,4 +33,16 @@ describe("repl completion", function()
     eq({ "transformer.h.0", "transformer.h.1", "transformer.h.2" }, { unpack(layers, 1, 3) })  -- module order
     eq({}, repl.complete("nothing_here.x", "nothing_here.x"))
   end)
+
+  it("offers slapo's public names, not the host helpers the stdlib uses", function()
+    local offered = {}
+    for _, name in ipairs(repl.complete("slapo.", "slapo.")) do
+      offered[name] = true
+    end
+    assert(offered["slapo.build"] and offered["slapo.train"] and offered["slapo.dist"], "the public API is offered")
+    for _, internal in ipairs({ "executable", "machine", "file_hash", "file_mtime", "source_dir", "stdout_is_terminal",
+      "_verify", "_executable" }) do
+      assert(not offered["slapo." .. internal], "slapo." .. internal .. " is offered")
+    end
+  end)
 end)

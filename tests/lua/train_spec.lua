@@ -267,7 +267,7 @@ slapo.train({ model = model, steps = 4, lr = 3e-2, quiet = true, checkpoint_dir 
   resume = false, data = { vocab = 64, batch = 2, seq = 8 } })
 ]]):format(at, dir))
       f:close()
-      local r = slapo.run_process({ slapo.executable(), "run", script }, { timeout = 120 })
+      local r = slapo.run_process({ slapo._executable(), "run", script }, { timeout = 120 })
       eq("signaled", r.status, "killed at '" .. at .. "'")
       eq(9, r.signal)
       local latest = require("slapo.checkpoint").latest(dir)
