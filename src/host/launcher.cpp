@@ -140,10 +140,9 @@ pid_t spawn(const RankEnv& e, const std::vector<std::string>& command, int out_p
     set("MASTER_PORT", std::to_string(e.port));
     set("SLAPO_STORE_FILE", e.store_file);
   }
-  int nproc = o.nproc;
   if (!::getenv("OMP_NUM_THREADS")) {
     unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    std::string threads = std::to_string(std::max(1u, cores / static_cast<unsigned>(nproc)));
+    std::string threads = std::to_string(std::max(1u, cores / static_cast<unsigned>(o.nproc)));
     ::setenv("OMP_NUM_THREADS", threads.c_str(), 1);
   }
   std::vector<std::string> argv_s{"slapo-lua"};
@@ -394,7 +393,6 @@ Outcome run_attempt(const LaunchOptions& options, const std::vector<std::string>
 }  // namespace
 
 int launch_ranks(const LaunchOptions& options, const std::vector<std::string>& command) {
-  const int nproc = options.nproc, world = options.nproc * options.nnodes;
   std::chrono::seconds timeout;  // read before any rank starts: a malformed value stops nothing half-way
   try {
     timeout = dist::timeout_from_env();
@@ -446,6 +444,5 @@ int launch_ranks(const LaunchOptions& options, const std::vector<std::string>& c
   fs::remove_all(dir);
   return code;
 }
-
 
 }  // namespace slapo

@@ -12,10 +12,7 @@
 
 namespace {
 
-// `slapo-lua run [OPTIONS] SCRIPT [ARGS...]`: everything after SCRIPT belongs to the script, even
-// arguments that look like options ("--tp 2"). Returns the index of SCRIPT in argv, or argc.
-// `slapo-lua tune [OPTIONS] SCRIPT -- ARGS`: the script's arguments follow "--", which is at the
-// returned index (SCRIPT is an ordinary positional there).
+// The options of `run` that take a value (the value may look like a script name).
 bool takes_value(const std::string& option) {
   for (const char* name : {"--nproc", "--profile", "--knob", "--nnodes", "--node-rank", "--master-addr", "--master-port",
                            "--rdzv-timeout", "--max-restarts"})
@@ -53,6 +50,10 @@ std::string launch_error(const std::string& command, const slapo::LaunchOptions&
   return "";
 }
 
+// `slapo-lua run [OPTIONS] SCRIPT [ARGS...]`: everything after SCRIPT belongs to the script, even
+// arguments that look like options ("--tp 2"). Returns the index of SCRIPT in argv, or argc.
+// `slapo-lua tune [OPTIONS] SCRIPT -- ARGS`: the script's arguments follow "--", which is at the
+// returned index (SCRIPT is an ordinary positional there).
 int script_position(int argc, char** argv) {
   int i = 1;
   while (i < argc && argv[i][0] == '-') ++i;  // global flags (--help, --version)

@@ -8,13 +8,14 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "dist/store_protocol.h"
 
 namespace slapo {
 
 namespace {
 
-std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
-std::string text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
+using dist::store_protocol::text;
+std::vector<uint8_t> bytes(const std::string& s) { return dist::store_protocol::field(s); }
 std::string node_key(int node) { return fmt::format("nodes/{}", node); }
 
 std::string host_name() {
