@@ -278,6 +278,22 @@ std::unordered_map<c10::TensorImpl*, const ShardSpec*> shard_specs_by_tensor(con
   return out;
 }
 
+std::unordered_map<c10::TensorImpl*, Splits> splits_by_tensor(const Module& root) {
+  // a tie is recorded under each of its names, with equal specs: the first of each kind counts
+  std::unordered_map<c10::TensorImpl*, const ShardSpec*> by_shard, by_fully_shard;
+  std::function<void(const Module&)> visit = [&](const Module& m) {
+    for (auto& [name, spec] : m.meta().shards)
+      if (m.has_param(name)) by_shard.emplace(m.param(name).unsafeGetTensorImpl(), &spec);  // not a buffer
+    for (auto& [name, spec] : m.meta().fully_sharded) by_fully_shard.emplace(m.param(name).unsafeGetTensorImpl(), &spec);
+    for (auto& [name, child] : m.children_in_order()) visit(*child);
+  };
+  visit(root);
+  std::unordered_map<c10::TensorImpl*, Splits> out;
+  for (auto& [impl, spec] : by_shard) out[impl].push_back(spec);
+  for (auto& [impl, spec] : by_fully_shard) out[impl].push_back(spec);  // of shard's slice
+  return out;
+}
+
 at::Tensor ShardSpec::local(const at::Tensor& full) const {
   int64_t section = full.size(axis) / groups, part = section / parts;
   std::vector<at::Tensor> pieces;

@@ -24,6 +24,7 @@ struct ShardSpec {
   int parts;
   int rank;
   int groups = 1;
+  int group_id = 0;  ///< the dist group whose ranks hold the parts (0: the world)
 
   /// This rank's part of a full-size tensor.
   at::Tensor local(const at::Tensor& full) const;
@@ -225,6 +226,13 @@ std::vector<std::pair<std::string, at::Tensor>> unique_named_parameters(const to
 
 /// The shard spec of every sharded parameter below `root`, by tensor (ties included).
 std::unordered_map<c10::TensorImpl*, const ShardSpec*> shard_specs_by_tensor(const Module& root);
+
+/// How a parameter is split, outermost first: shard's tensor-parallel slice of the whole tensor,
+/// then fully_shard's slice of that (2-D: TP inside, fully sharded DP across). Empty: whole.
+using Splits = std::vector<const ShardSpec*>;
+
+/// The splits of every split parameter below `root`, by tensor (ties included).
+std::unordered_map<c10::TensorImpl*, Splits> splits_by_tensor(const Module& root);
 
 /// The tensors inside a value (a tensor, or tuples, lists and dicts of them), in order.
 std::vector<at::Tensor> tensors_in(const Value& v);

@@ -13,6 +13,7 @@
 #include "io/atomic_file.h"
 #include "io/checkpoint_reader.h"
 #include "dist/world.h"
+#include "dist/split_tensors.h"
 #include "io/json_file.h"
 #include "io/safetensors.h"
 
@@ -184,13 +185,13 @@ void write_pretrained(const Module& model, const std::string& dir, const NamedTe
 
 NamedTensors gather_shards(Schedule& sch, const std::vector<std::pair<std::string, at::Tensor>>& params,
                            const char* caller) {
-  auto specs = shard_specs_by_tensor(*sch.mod());
+  auto splits = splits_by_tensor(*sch.mod());
   NamedTensors full;
   for (auto& [name, param] : params) {
-    auto spec = specs.find(param.unsafeGetTensorImpl());
+    auto found = splits.find(param.unsafeGetTensorImpl());
     at::Tensor value = param.detach();
-    if (spec != specs.end())  // a collective: every rank walks the parameters in the same order
-      value = spec->second->regroup(sch.group()->all_gather(value, spec->second->axis, caller));
+    if (found != splits.end())  // a collective: every rank walks the parameters in the same order
+      value = gather_whole(found->second, value, caller);
     full.emplace_back(name, value);
   }
   return full;

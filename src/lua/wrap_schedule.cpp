@@ -289,18 +289,23 @@ int w_Schedule_checkpoint(lua_State* L) {
   return 1;
 }
 
-// sub:fully_shard{reshard_after_forward = true}: fully sharded data parallelism over the
-// schedule's group
+// sub:fully_shard{reshard_after_forward = true, group = dp_group}: fully sharded data
+// parallelism over `group` (default: the schedule's group)
 int w_Schedule_fully_shard(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "fully_shard");
-  check_no_more_args(L, 2, *s, "fully_shard", "sub:fully_shard{reshard_after_forward = true}");
+  check_no_more_args(L, 2, *s, "fully_shard", "sub:fully_shard{reshard_after_forward = true, group = dp_group}");
   const std::string caller = on("fully_shard", *s);  // option errors name the module
   if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2))
     throw Error(fmt::format("{}: options must be a table like {{reshard_after_forward = false}}, got {}", caller,
                             luaL_typename(L, 2)));
-  lx_check_option_keys(L, 2, {"reshard_after_forward"}, caller.c_str());
+  lx_check_option_keys(L, 2, {"reshard_after_forward", "group"}, caller.c_str());
   FullyShardOptions options;
   options.reshard_after_forward = lx_opt_bool(L, 2, "reshard_after_forward", true, caller.c_str());
+  if (lua_istable(L, 2)) {
+    lua_getfield(L, 2, "group");
+    if (!lua_isnil(L, -1)) options.group = lx_group_arg(L, lua_gettop(L), caller + ": option 'group'");
+    lua_pop(L, 1);
+  }
   fully_shard(*s, options, call_site(L, *s, 2, 2));  // the options replay as written
   lua_settop(L, 1);
   return 1;

@@ -30,12 +30,14 @@ int w_clock(lua_State* L) {
   return 1;
 }
 
-// clip_grad_norm(model, max_norm [, group]) -> norm before clipping
+// clip_grad_norm(model, max_norm [, group]) -> norm before clipping. Each split records the group
+// it is summed over; a group argument (once required) is still checked, then not needed.
 int w_clip_grad_norm(lua_State* L) {
   auto& m = lx_check_module(L, 1);
   double max_norm = luaL_checknumber(L, 2);
   if (!(max_norm > 0)) luaL_error(L, "clip_grad_norm: max_norm must be positive, got %f", max_norm);
-  lua_pushnumber(L, clip_grad_norm(*m, max_norm, lua_isnoneornil(L, 3) ? nullptr : lx_group_arg(L, 3, "clip_grad_norm: argument 3 (the group)")));
+  if (!lua_isnoneornil(L, 3)) lx_group_arg(L, 3, "clip_grad_norm: argument 3 (the group)");
+  lua_pushnumber(L, clip_grad_norm(*m, max_norm));
   return 1;
 }
 

@@ -2,6 +2,7 @@
 // reduce-scatters their gradients.
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -34,6 +35,13 @@ struct GatherSlices : public torch::autograd::Function<GatherSlices> {
     return {part.div(group->size()), at::Tensor()};
   }
 };
+
+// How many ranks two groups have in common (one: this rank alone, as a TP group and a DP group).
+size_t shared_ranks(const dist::Group& a, const dist::Group& b) {
+  return std::count_if(a.ranks().begin(), a.ranks().end(), [&](int r) {
+    return std::find(b.ranks().begin(), b.ranks().end(), r) != b.ranks().end();
+  });
+}
 
 // The modules whose parameters a fully_shard at `root` manages, with their paths below it: its
 // subtree without the subtrees of fully_shard roots below it.
@@ -150,7 +158,11 @@ void fully_shard(Schedule& sch, const FullyShardOptions& options, const CallSite
       throw Error(fmt::format("fully_shard: {} is inside {}, which is already fully sharded; apply fully_shard to the "
                               "inner modules first (each layer, then the root)",
                               sch.where(), up->where()));
-  auto group = sch.group() ? sch.group() : dist::world();
+  auto group = options.group ? options.group : sch.group();
+  if (group->rank() < 0)
+    throw Error(fmt::format("fully_shard: rank {} is not in {}, the group given for {}; every rank that calls it must "
+                            "be one of the group's",
+                            dist::world()->rank(), group->describe(), sch.where()));
   const int parts = group->size();
   // Step 1. Check every parameter before changing any.
   struct Target {
@@ -164,10 +176,20 @@ void fully_shard(Schedule& sch, const FullyShardOptions& options, const CallSite
     for (auto& p : m->named_parameters(/*recurse=*/false)) {
       if (!p.value().defined() || m->meta().fully_sharded.count(p.key())) continue;
       std::string where = fmt::format("'{}{}' of {}", path.empty() ? "" : path + ".", p.key(), sch.where());
-      if (m->meta().shards.count(p.key()))
-        throw Error(fmt::format("fully_shard: {} is already split by shard over the same ranks; fully_shard the "
-                                "modules that shard leaves whole, or shard over a group of its own",
-                                where));
+      if (auto split = m->meta().shards.find(p.key()); split != m->meta().shards.end()) {
+        // 2-D: shard's slice is split again across the ranks that hold the same one
+        auto tp = dist::group_by_id(split->second.group_id);
+        if (tp->id() == group->id())
+          throw Error(fmt::format("fully_shard: {} is already split by shard over the same ranks ({}); fully_shard "
+                                  "the modules that shard leaves whole, or fully shard across the data-parallel "
+                                  "ranks, which hold the same slice (group = layout.dp_group of slapo.parallel.layout)",
+                                  where, tp->describe()));
+        if (shared_ranks(*tp, *group) > 1)
+          throw Error(fmt::format("fully_shard: {} is split by shard over {}; fully_shard's group, {}, shares ranks "
+                                  "with it, so it is not a data-parallel group: pass the ranks that hold the same "
+                                  "slice (group = layout.dp_group of slapo.parallel.layout)",
+                                  where, tp->describe(), group->describe()));
+      }
       if (p.value().dim() == 0 || p.value().size(0) % parts != 0)
         throw Error(fmt::format("fully_shard: {} has shape [{}]; its first axis must divide into the group's {} "
                                 "ranks (valid group sizes divide {})",
@@ -184,7 +206,7 @@ void fully_shard(Schedule& sch, const FullyShardOptions& options, const CallSite
   std::unordered_map<c10::TensorImpl*, ShardSpec> done;
   for (auto& t : targets) {
     auto found = done.find(t.tensor.unsafeGetTensorImpl());
-    ShardSpec spec{0, t.tensor.sizes().vec(), parts, group->rank(), 1};
+    ShardSpec spec{0, t.tensor.sizes().vec(), parts, group->rank(), 1, group->id()};
     if (found == done.end()) {
       torch::NoGradGuard no_grad;
       t.tensor.set_data(spec.local(t.tensor).clone());

@@ -7,19 +7,9 @@
 #include "core/error.h"
 #include "graph/traced_graph.h"
 #include "io/checkpoint_reader.h"
+#include "dist/split_tensors.h"
 
 namespace slapo {
-
-namespace {
-
-// This rank's part of `whole` as the module keeps `name`: a shard, a fully sharded slice, or all.
-at::Tensor kept_part(const Module& m, const std::string& name, const at::Tensor& whole) {
-  if (auto s = m.meta().shards.find(name); s != m.meta().shards.end()) return s->second.local(whole);
-  if (auto f = m.meta().fully_sharded.find(name); f != m.meta().fully_sharded.end()) return f->second.local(whole);
-  return whole;
-}
-
-}  // namespace
 
 int read_pretrained_slices(const std::shared_ptr<Module>& root) {
   std::vector<std::pair<std::string, Module*>> mods;
@@ -38,7 +28,7 @@ int read_pretrained_slices(const std::shared_ptr<Module>& root) {
       if (!meta.defined() || !meta.device().is_meta()) continue;
       auto& values = fresh[meta.unsafeGetTensorImpl()];
       if (!values.defined()) {
-        at::Tensor part = kept_part(*m, name, source.reader->view(source.key));
+        at::Tensor part = local_part(splits_of(*m, name), source.reader->view(source.key));
         if (part.sizes() != meta.sizes())
           throw Error(fmt::format("build: '{}{}' is [{}] but its slice of '{}' in '{}' is [{}]", path.empty() ? "" : path + ".",
                                   name, fmt::join(meta.sizes(), ", "), source.key, source.reader->dir(),

@@ -110,6 +110,7 @@ void fork_rng(Schedule& sch, int64_t seed, const CallSite& site);
 /// group does not divide.
 struct FullyShardOptions {
   bool reshard_after_forward = true;
+  std::shared_ptr<dist::Group> group;  ///< the data-parallel ranks; default: the schedule's group
 };
 void fully_shard(Schedule& sch, const FullyShardOptions& options, const CallSite& site);
 

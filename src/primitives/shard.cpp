@@ -99,7 +99,7 @@ void shard(Schedule& sch, const std::string& param, int64_t axis, const CallSite
                             param, sch.where(), axis, t.size(axis) / groups,
                             groups > 1 ? fmt::format(" (each of {} sections)", groups) : "", parts));
   // Step 5. Keep this rank's slice in the same tensor object (ties and references survive).
-  ShardSpec spec{axis, t.sizes().vec(), parts, sch.rank(), groups};
+  ShardSpec spec{axis, t.sizes().vec(), parts, sch.rank(), groups, sch.group()->id()};
   {
     torch::NoGradGuard no_grad;
     t.set_data(spec.local(t).clone());

@@ -9,8 +9,10 @@
 #include "core/error.h"
 #include "graph/traced_graph.h"
 #include "dist/group.h"
+#include "dist/world.h"
 #include "models/zoo.h"
 #include "primitives/pretrained_slices.h"
+#include "dist/split_tensors.h"
 
 namespace slapo {
 
@@ -124,8 +126,10 @@ std::shared_ptr<Module> build(Schedule& sch, const ScheduleBuildOptions& options
     collect(full, "", copy);
     for (size_t i = 0; i < copy.size(); ++i) {
       auto& m = *copy[i].second;
-      for (auto& [name, spec] : m.meta().shards)
-        if (m.has_param(name)) m.param(name).set_data(torch::empty(spec.full_shape, m.param(name).options()));
+      for (auto& p : m.named_parameters(/*recurse=*/false)) {
+        Splits splits = splits_of(m, p.key());
+        if (!splits.empty()) p.value().set_data(torch::empty(splits[0]->full_shape, p.value().options()));
+      }
     }
     torch::manual_seed(options.seed);
     if (auto* c = model_config(*root))  // a zoo model: HF's _init_weights
@@ -137,9 +141,7 @@ std::shared_ptr<Module> build(Schedule& sch, const ScheduleBuildOptions& options
       auto& m = *live[i].second;
       for (auto& p : m.named_parameters(/*recurse=*/false)) {
         at::Tensor value = copy[i].second->param(p.key());
-        auto spec = m.meta().shards.find(p.key());
-        if (spec != m.meta().shards.end()) value = spec->second.local(value);
-        p.value().copy_(value);
+        p.value().copy_(local_part(splits_of(m, p.key()), value));
       }
     }
     meta = first_meta_parameter(*root);
@@ -159,9 +161,19 @@ void refuse_meta(const Module& m, const char* which) {
                               which, name));
 }
 
+// The ranks one verify spans: the schedule's group, or the world when a parameter is split over
+// another group too (2-D: fully sharded across data-parallel ranks of other tensor-parallel groups).
+std::shared_ptr<dist::Group> verify_group(Schedule& sch, const std::unordered_map<c10::TensorImpl*, Splits>& splits) {
+  for (auto& [impl, chain] : splits)
+    for (const ShardSpec* spec : chain)
+      if (spec->group_id != sch.group()->id()) return dist::world();
+  return sch.group();
+}
+
 VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inputs, const VerifyOptions& o) {
-  auto group = sch.group();
   auto scheduled = sch.mod();
+  const auto splits = splits_by_tensor(*scheduled);
+  auto group = verify_group(sch, splits);
   auto reference = std::dynamic_pointer_cast<Module>(reference_module.shared_from_this());
   refuse_meta(*scheduled, "scheduled");
   refuse_meta(*reference, "reference");
@@ -224,7 +236,6 @@ VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inpu
   if (!sch_roots.empty()) torch::autograd::backward(sch_roots, grads_out);
 
   // Compare every gradient (gathering sharded ones: a collective, so every rank walks them all).
-  auto specs = shard_specs_by_tensor(*scheduled);
   auto ref_params = reference->named_parameters();
   for (auto& [name, param] : unique_named_parameters(*scheduled)) {
     ++report.params;
@@ -243,11 +254,9 @@ VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inpu
     }
     at::Tensor g = param.grad();
     at::Tensor rg = ref->grad();
-    auto found = specs.find(param.unsafeGetTensorImpl());
-    const ShardSpec* spec = found == specs.end() ? nullptr : found->second;
-    if (spec) {  // every rank gathers, with zeros standing in for a missing gradient
-      at::Tensor gathered = spec->regroup(
-          group->all_gather(g.defined() ? g : torch::zeros_like(param), spec->axis, "verify"));
+    auto found = splits.find(param.unsafeGetTensorImpl());
+    if (found != splits.end()) {  // every rank gathers, with zeros standing in for a missing gradient
+      at::Tensor gathered = gather_whole(found->second, g.defined() ? g : torch::zeros_like(param), "verify");
       if (g.defined()) g = gathered;
     }
     if (!rg.defined() && !g.defined()) ++report.no_gradient;

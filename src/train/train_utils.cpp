@@ -5,50 +5,39 @@
 
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <unordered_set>
 
 #include "core/error.h"
 #include "dist/group.h"
 #include "dist/world.h"
+#include "dist/split_tensors.h"
 
 namespace slapo {
 
-namespace {
-// The group a model's slices are summed over when the caller names none: the world, when every
-// sharded parameter is split into world-size parts (no other group has that many ranks); else
-// which group is meant cannot be told, and the caller must say.
-std::shared_ptr<dist::Group> default_shard_group(Module& model,
-                                                 const std::unordered_map<c10::TensorImpl*, const ShardSpec*>& sharded) {
-  auto world = dist::world();
-  for (auto& [name, p] : unique_named_parameters(model)) {
-    auto found = sharded.find(p.unsafeGetTensorImpl());
-    if (found == sharded.end() || found->second->parts == 1 || found->second->parts == world->size()) continue;
-    throw Error(fmt::format("clip_grad_norm: '{}' is split into {} parts but the world has {} ranks, so its norm "
-                            "needs the group it is split over: clip_grad_norm(model, max_norm, group) (in "
-                            "slapo.train: group = or layout =)",
-                            name, found->second->parts, world->size()));
-  }
-  return world;
-}
-}  // namespace
-
-double clip_grad_norm(Module& model, double max_norm, std::shared_ptr<dist::Group> group) {
-  auto sharded = shard_specs_by_tensor(model);
-  if (!group && !sharded.empty()) group = default_shard_group(model, sharded);
-  double replicated_sq = 0, sharded_sq = 0;
+double clip_grad_norm(Module& model, double max_norm) {
+  // Squares summed by the groups a gradient's slices are spread over (shard's, fully_shard's):
+  // each sum goes over those groups once, so every slice counts once and replicas not at all.
+  auto splits = splits_by_tensor(model);
+  std::map<std::vector<int>, double> squares;  // by group ids; {}: whole on every rank
   std::vector<at::Tensor> grads;
   for (auto& [name, p] : unique_named_parameters(model)) {
+    auto found = splits.find(p.unsafeGetTensorImpl());
+    double& sq = squares[found == splits.end() ? std::vector<int>{} : split_group_ids(found->second)];
     if (!p.grad().defined()) continue;
-    double sq = p.grad().detach().to(at::kDouble).pow(2).sum().item<double>();
-    (sharded.count(p.unsafeGetTensorImpl()) ? sharded_sq : replicated_sq) += sq;
+    sq += p.grad().detach().to(at::kDouble).pow(2).sum().item<double>();
     grads.push_back(p.grad());
   }
-  if (group && group->size() > 1) {
-    at::Tensor s = torch::full({1}, sharded_sq, at::kDouble);
-    group->all_reduce(s, "clip_grad_norm");
-    sharded_sq = s.item<double>();
+  double total = 0;
+  for (auto& [ids, sq] : squares) {  // in the same order on every rank
+    at::Tensor s = torch::full({1}, sq, at::kDouble);
+    for (int id : ids) {
+      auto over = dist::group_by_id(id);
+      if (over->size() > 1) over->all_reduce(s, "clip_grad_norm");
+    }
+    total += s.item<double>();
   }
-  double norm = std::sqrt(replicated_sq + sharded_sq);
+  double norm = std::sqrt(total);
   double scale = max_norm / (norm + 1e-6);
   if (scale < 1.0) {
     torch::NoGradGuard no_grad;

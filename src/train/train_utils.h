@@ -12,10 +12,9 @@ class Group;
 }
 
 /// Clips the gradients of `model` to a total L2 norm of `max_norm` and returns the norm before
-/// clipping. Sharded parameters (ModuleMeta::shards, fully_sharded) count once across `group`:
-/// their squared norms are summed over the group, replicated ones are counted once. Without a
-/// group, the world when every split parameter has world-size parts; else an error that asks for it.
-double clip_grad_norm(Module& model, double max_norm, std::shared_ptr<dist::Group> group);
+/// clipping. A split parameter's slices (shard's, fully_shard's, or both) count once: their
+/// squared norms are summed over the groups each split records; replicated ones count once.
+double clip_grad_norm(Module& model, double max_norm);
 
 /// Measured float32 matmul throughput of this process (FLOP/s), the denominator of MFU.
 double measure_peak_flops();

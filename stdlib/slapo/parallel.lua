@@ -45,16 +45,28 @@ end
 
 --- Averages gradients over the data-parallel group (after backward, before the optimizer step),
 --- one all-reduce per parameter; data_parallel overlaps them with backward instead.
---- `model` is a module or a pipeline (whose parameters() are its stage's).
-function Layout:all_reduce_grads(model)
+--- `model` is a module or a pipeline (whose parameters() are its stage's). `skip`, a set of
+--- parameter names (a module's), leaves those out: fully_shard's backward averaged them already.
+function Layout:all_reduce_grads(model, skip)
   if self.dp == 1 then
     return
   end
-  for _, p in ipairs(model:parameters()) do
+  local function average(p)
     local g = p.grad
     if g then
       slapo.dist.all_reduce(g, self.dp_group)
       g:mul_(1 / self.dp)
+    end
+  end
+  if skip then
+    for name, p in model:named_parameters() do
+      if not skip[name] then
+        average(p)
+      end
+    end
+  else
+    for _, p in ipairs(model:parameters()) do
+      average(p)
     end
   end
 end

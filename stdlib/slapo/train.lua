@@ -235,7 +235,7 @@ end
 -- `skip` (fully_shard's backward averaged them already).
 local function average_gradients(opts, model, group, replicas, skip)
   if opts.layout then
-    return opts.layout:all_reduce_grads(model)
+    return opts.layout:all_reduce_grads(model, skip)
   end
   for name, p in model:named_parameters() do
     if p.grad and not (skip and skip[name]) then
@@ -454,12 +454,9 @@ function M.run(user_opts)
     opts.model = sch.mod
   end
   local model = opts.model
-  -- fully_shard: data parallelism over the world, its gradients averaged by its own backward
+  -- fully_shard: data parallelism over the world (or a layout's dp_group), its gradients averaged
+  -- by its own backward
   local fully_sharded = fully_sharded_of(model)
-  if fully_sharded and opts.layout then
-    error("train: layout = with a fully sharded model is not supported yet (fully_shard shards over the world; "
-      .. "pass no layout)", 0)
-  end
   if fully_sharded and opts.optimizer == "zero_adamw" then
     error("train: zero_adamw on a fully sharded model: its AdamW state is already 1/N of each parameter; "
       .. "use optimizer = \"adamw\"", 0)

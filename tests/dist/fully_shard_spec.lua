@@ -178,7 +178,7 @@ describe("fully_shard", function()
     sch["transformer.h.1"]:fully_shard()
     matches("fully_shard: 'transformer.h.1' is already fully sharded",
       pcall_err(function() sch["transformer.h.1"]:fully_shard() end))
-    matches("fully_shard on 'transformer.h.1.attn': unknown option 'reshard' %(valid: reshard_after_forward%)",
+    matches("fully_shard on 'transformer.h.1.attn': unknown option 'reshard' %(valid: reshard_after_forward, group%)",
       pcall_err(function() sch["transformer.h.1.attn"]:fully_shard({ reshard = false }) end))
     matches("fully_shard on 'transformer.h.1.attn': options must be a table like {reshard_after_forward = false}, "
       .. "got boolean", pcall_err(function() sch["transformer.h.1.attn"]:fully_shard(false) end))
@@ -194,5 +194,82 @@ describe("fully_shard", function()
     eq(log, tied:log())
     eq(whole["transformer.wte.weight"], sizes(tied.mod)["transformer.wte.weight"])
     tied:fully_shard()  -- the root holds both
+  end)
+end)
+
+describe("fully_shard across a layout's data-parallel ranks, tensor parallelism inside (2-D)", function()
+  local function needs_four()
+    if world ~= 4 then
+      skip("TP 2 x fully sharded DP 2 needs 4 ranks (scripts/test runs this file on 4)")
+    end
+  end
+
+  -- Megatron's tensor parallelism over the layout's tp group, then each block and the root fully
+  -- sharded over its dp group: each rank keeps half of its TP slice.
+  local function two_d(sch, layout)
+    require("slapo.schedules.gpt2").schedule(sch, { fork_rng = false })
+    for _, block in ipairs(sch["transformer.h"]:children()) do
+      block:fully_shard({ group = layout.dp_group })
+    end
+    sch:fully_shard({ group = layout.dp_group })
+  end
+
+  it("keeps half of each TP slice and verifies outputs and gathered gradients against the unsharded model", function()
+    needs_four()
+    local layout = require("slapo.parallel").layout({ tp = 2 })
+    local full = sizes(reference.tiny_gpt2())
+    local sch = slapo.create_schedule(reference.tiny_gpt2(), { group = layout.tp_group })
+    slapo.manual_seed(5)
+    local ids = slapo.randint(0, 64, { 2, 8 })
+    -- atol as the TP specs: a row-parallel sum adds in another order
+    local report = slapo.verify(sch, { ids }, { rtol = 1e-5, atol = 1e-5 }, function(s) two_d(s, layout) end)
+    eq(report.params, report.gradients, "every gradient compared, gathered over dp then tp")
+    local mine, fc, wpe = sizes(sch.mod), full["transformer.h.0.mlp.c_fc.weight"], full["transformer.wpe.weight"]
+    eq({ fc[1] / 2, fc[2] / 2 }, mine["transformer.h.0.mlp.c_fc.weight"], "column-parallel, then half its rows")
+    eq({ wpe[1] / 2, wpe[2] }, mine["transformer.wpe.weight"], "whole under TP, then half its rows")
+    matches("fully_shard%(args%[1%]%)", sch:log(), "a group is not Lua source: the log replays it from args")
+  end)
+
+  it("trains under slapo.train as one rank on all rows: losses and clipped norms over 5 AdamW steps", function()
+    needs_four()
+    local layout = require("slapo.parallel").layout({ tp = 2 })
+    local all = reference.rows():narrow(0, 0, 2 * layout.dp)
+    local mine = all:narrow(0, 2 * layout.dp_rank, 2)
+    local ref, ref_losses, ref_norms = reference.train(all, 5, 0.5, layout.dp)
+    local sch = slapo.create_schedule(reference.tiny_gpt2(), { group = layout.tp_group })
+    two_d(sch, layout)
+    local result = slapo.train({ model = sch.mod, steps = 5, lr = 1e-2, schedule = "constant", clip = 0.5,
+      quiet = true, layout = layout, data = function() return mine end })
+    reference.check_steps(result, ref_losses, ref_norms)
+    local dir = "/tmp/slapo-2d-" .. os.getenv("MASTER_PORT")
+    slapo.save(sch, dir)  -- gathered over dp, then tp: the whole model
+    slapo.dist.barrier()
+    local theirs = slapo.models.from_pretrained(dir):state_dict()
+    for name, p in pairs(ref:state_dict()) do
+      close(p, theirs[name], { rtol = 1e-4, atol = 5e-5 })
+    end
+    slapo.dist.barrier()
+    if rank == 0 then os.execute("rm -rf " .. dir) end
+  end)
+
+  it("refuses a group that shares ranks with shard's, by name, changing nothing", function()
+    needs_four()
+    local layout = require("slapo.parallel").layout({ tp = 2 })
+    local sch = slapo.create_schedule(reference.tiny_gpt2(), { group = layout.tp_group })
+    require("slapo.schedules.gpt2").schedule(sch, { fork_rng = false })
+    local before, log = sizes(sch.mod), sch:log()
+    matches("fully_shard: '[%w_.]+' of 'transformer%.h%.0' is already split by shard over the same ranks %(group %d+ "
+      .. "%(ranks [%d, ]+%)%); fully_shard the modules that shard leaves whole, or fully shard across the "
+      .. "data%-parallel ranks", pcall_err(function()
+        sch["transformer.h.0"]:fully_shard({ group = layout.tp_group })
+      end))
+    matches("fully_shard: '[%w_.]+' of 'transformer%.h%.0' is split by shard over group %d+ %(ranks [%d, ]+%); "
+      .. "fully_shard's group, the world %(4 ranks%), shares ranks with it, so it is not a data%-parallel group",
+      pcall_err(function() sch["transformer.h.0"]:fully_shard({ group = slapo.dist.world() }) end))
+    matches("fully_shard on 'transformer.h.0': option 'group'", pcall_err(function()
+      sch["transformer.h.0"]:fully_shard({ group = 2 })
+    end))
+    eq(before, sizes(sch.mod))
+    eq(log, sch:log())
   end)
 end)

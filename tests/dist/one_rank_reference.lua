@@ -19,12 +19,12 @@ function M.rows()
 end
 
 -- `steps` steps of AdamW (lr 1e-2, no weight decay: slapo.train's default), with clip_grad_norm
--- `clip` unless it is false, on the mean of the ranks' losses: the loss on all rows, its gradient
--- summed in data parallelism's order (AdamW's first steps move each weight by about
--- lr * sign(gradient), which amplifies a change in the order of summation). Returns the model,
--- losses and norms.
-function M.train(all, steps, clip)
-  local world = slapo.dist.world_size()
+-- `clip` unless it is false, on the mean of the replicas' losses (`replicas`, default one a rank,
+-- two rows each): the loss on all rows, its gradient summed in data parallelism's order (AdamW's
+-- first steps move each weight by about lr * sign(gradient), which amplifies a change in the
+-- order of summation). Returns the model, losses and norms.
+function M.train(all, steps, clip, replicas)
+  local world = replicas or slapo.dist.world_size()
   local ref = M.tiny_gpt2()
   local whole = ref(all, { labels = all }):item()
   local adamw = slapo.optim.adamw(ref, { lr = 1e-2, weight_decay = 0 })

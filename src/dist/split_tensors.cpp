@@ -1,0 +1,35 @@
+// Whole tensors from the slices shard and fully_shard keep, and slices from whole tensors.
+#include "dist/split_tensors.h"
+
+#include "dist/group.h"
+#include "dist/world.h"
+
+namespace slapo {
+
+Splits splits_of(const Module& m, const std::string& name) {
+  Splits out;
+  if (auto s = m.meta().shards.find(name); s != m.meta().shards.end()) out.push_back(&s->second);
+  if (auto f = m.meta().fully_sharded.find(name); f != m.meta().fully_sharded.end()) out.push_back(&f->second);
+  return out;
+}
+
+at::Tensor gather_whole(const Splits& splits, at::Tensor local, const char* caller) {
+  for (auto it = splits.rbegin(); it != splits.rend(); ++it) {
+    const ShardSpec& spec = **it;
+    local = spec.regroup(dist::group_by_id(spec.group_id)->all_gather(local, spec.axis, caller));
+  }
+  return local;
+}
+
+at::Tensor local_part(const Splits& splits, at::Tensor whole) {
+  for (const ShardSpec* spec : splits) whole = spec->local(whole);
+  return whole;
+}
+
+std::vector<int> split_group_ids(const Splits& splits) {
+  std::vector<int> ids;
+  for (const ShardSpec* spec : splits) ids.push_back(spec->group_id);
+  return ids;
+}
+
+}  // namespace slapo

@@ -1,0 +1,21 @@
+// Whole tensors from the slices shard and fully_shard keep, and slices from whole tensors.
+#pragma once
+
+#include "core/module.h"
+
+namespace slapo {
+
+/// How `m` keeps its parameter `name` (own records; ties are recorded under each name).
+Splits splits_of(const Module& m, const std::string& name);
+
+/// The whole tensor from every rank's `local` slice (a parameter, or its gradient): fully_shard's
+/// slices gathered over its group, then shard's over its own. A collective over each group.
+at::Tensor gather_whole(const Splits& splits, at::Tensor local, const char* caller);
+
+/// This rank's slice of `whole`, as the splits keep it.
+at::Tensor local_part(const Splits& splits, at::Tensor whole);
+
+/// The groups a split tensor's slices are spread over, outermost first (their ids).
+std::vector<int> split_group_ids(const Splits& splits);
+
+}  // namespace slapo
