@@ -278,6 +278,13 @@ std::unordered_map<c10::TensorImpl*, const ShardSpec*> shard_specs_by_tensor(con
   return out;
 }
 
+Splits splits_of(const Module& m, const std::string& name) {
+  Splits out;
+  if (auto s = m.meta().shards.find(name); s != m.meta().shards.end()) out.push_back(&s->second);
+  if (auto f = m.meta().fully_sharded.find(name); f != m.meta().fully_sharded.end()) out.push_back(&f->second);
+  return out;
+}
+
 std::unordered_map<c10::TensorImpl*, Splits> splits_by_tensor(const Module& root) {
   // a tie is recorded under each of its names, with equal specs: the first of each kind counts
   std::unordered_map<c10::TensorImpl*, const ShardSpec*> by_shard, by_fully_shard;

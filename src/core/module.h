@@ -231,6 +231,9 @@ std::unordered_map<c10::TensorImpl*, const ShardSpec*> shard_specs_by_tensor(con
 /// then fully_shard's slice of that (2-D: TP inside, fully sharded DP across). Empty: whole.
 using Splits = std::vector<const ShardSpec*>;
 
+/// How `m` keeps its parameter or buffer `name` (its own records; a tie is recorded under each name).
+Splits splits_of(const Module& m, const std::string& name);
+
 /// The splits of every split parameter below `root`, by tensor (ties included).
 std::unordered_map<c10::TensorImpl*, Splits> splits_by_tensor(const Module& root);
 

@@ -6,13 +6,6 @@
 
 namespace slapo {
 
-Splits splits_of(const Module& m, const std::string& name) {
-  Splits out;
-  if (auto s = m.meta().shards.find(name); s != m.meta().shards.end()) out.push_back(&s->second);
-  if (auto f = m.meta().fully_sharded.find(name); f != m.meta().fully_sharded.end()) out.push_back(&f->second);
-  return out;
-}
-
 at::Tensor gather_whole(const Splits& splits, at::Tensor local, const char* caller) {
   for (auto it = splits.rbegin(); it != splits.rend(); ++it) {
     const ShardSpec& spec = **it;

@@ -5,9 +5,6 @@
 
 namespace slapo {
 
-/// How `m` keeps its parameter `name` (own records; ties are recorded under each name).
-Splits splits_of(const Module& m, const std::string& name);
-
 /// The whole tensor from every rank's `local` slice (a parameter, or its gradient): fully_shard's
 /// slices gathered over its group, then shard's over its own. A collective over each group.
 at::Tensor gather_whole(const Splits& splits, at::Tensor local, const char* caller);

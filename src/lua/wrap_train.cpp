@@ -16,6 +16,7 @@
 #include "lua/wrap.h"
 
 #include "io/safetensors.h"
+#include "io/sharded_checkpoint.h"
 #include "primitives/rng.h"
 #include "train/autocast.h"
 #include "train/tensor_memory.h"
@@ -83,6 +84,39 @@ int w_load_tensors(lua_State* L) {
     lua_setfield(L, -2, k.c_str());
   }
   return 2;
+}
+
+// _write_pieces(model, path, {name -> tensor}): this rank's tensors as pieces that reshard
+// (io/sharded_checkpoint.h); checkpoint.lua's save
+int w_write_pieces(lua_State* L) {
+  auto& model = lx_check_module(L, 1);
+  std::string path = luaL_checkstring(L, 2);
+  NamedTensors tensors = lx_check_named_tensors(L, 3, "checkpoint");
+  std::sort(tensors.begin(), tensors.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  write_pieces(*model, path, tensors);
+  return 0;
+}
+
+// _write_piece_index(dir, {file, ...}): dir/index.json from the files' piece lists
+int w_write_piece_index(lua_State* L) {
+  std::string dir = luaL_checkstring(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  std::vector<std::string> files;
+  for (int i = 1; i <= static_cast<int>(lua_objlen(L, 2)); ++i) {
+    lua_rawgeti(L, 2, i);
+    files.emplace_back(luaL_checkstring(L, -1));
+    lua_pop(L, 1);
+  }
+  write_piece_index(dir, files);
+  return 0;
+}
+
+// _read_pieces(dir, section, model) -> {name -> tensor}: this rank's slices for the model's layout
+int w_read_pieces(lua_State* L) {
+  std::string dir = luaL_checkstring(L, 1), section = luaL_checkstring(L, 2);
+  auto& model = lx_check_module(L, 3);
+  lx_push_named_tensors(L, ShardedCheckpoint(dir).read(section, *model));
+  return 1;
 }
 
 int w_rng_state(lua_State* L) {
@@ -204,6 +238,9 @@ const luaL_Reg train_functions[] = {{"tensor_gc_stats", w_tensor_gc_stats},
                                     {"peak_tensor_mib", w_peak_tensor_mib},
                                     {"_stdout_is_terminal", w_stdout_is_terminal},
                                     {"save_tensors", w_save_tensors},
+                                    {"_write_pieces", w_write_pieces},
+                                    {"_write_piece_index", w_write_piece_index},
+                                    {"_read_pieces", w_read_pieces},
                                     {"autocast", w_autocast},
                                     {"_file_mtime", w_file_mtime},
                                     {"load_tensors", w_load_tensors},

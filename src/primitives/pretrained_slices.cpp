@@ -18,6 +18,7 @@ int read_pretrained_slices(const std::shared_ptr<Module>& root) {
     for (auto& [name, child] : m.children_in_order()) visit(*child, path.empty() ? name : path + "." + name);
   };
   visit(*root, "");
+  const auto splits = splits_by_tensor(*root);
   std::unordered_map<const c10::TensorImpl*, at::Tensor> fresh;  // meta tensor -> its values (ties once)
   int read = 0;
   torch::NoGradGuard no_grad;
@@ -28,7 +29,8 @@ int read_pretrained_slices(const std::shared_ptr<Module>& root) {
       if (!meta.defined() || !meta.device().is_meta()) continue;
       auto& values = fresh[meta.unsafeGetTensorImpl()];
       if (!values.defined()) {
-        at::Tensor part = local_part(splits_of(*m, name), source.reader->view(source.key));
+        auto kept = splits.find(meta.unsafeGetTensorImpl());  // by tensor: a tie is split under every name
+        at::Tensor part = local_part(kept == splits.end() ? Splits{} : kept->second, source.reader->view(source.key));
         if (part.sizes() != meta.sizes())
           throw Error(fmt::format("build: '{}{}' is [{}] but its slice of '{}' in '{}' is [{}]", path.empty() ? "" : path + ".",
                                   name, fmt::join(meta.sizes(), ", "), source.key, source.reader->dir(),

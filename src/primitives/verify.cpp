@@ -124,26 +124,26 @@ std::shared_ptr<Module> build(Schedule& sch, const ScheduleBuildOptions& options
     std::vector<std::pair<std::string, std::shared_ptr<Module>>> live, copy;
     collect(root, "", live);
     collect(full, "", copy);
-    for (size_t i = 0; i < copy.size(); ++i) {
-      auto& m = *copy[i].second;
-      for (auto& p : m.named_parameters(/*recurse=*/false)) {
-        Splits splits = splits_of(m, p.key());
-        if (!splits.empty()) p.value().set_data(torch::empty(splits[0]->full_shape, p.value().options()));
+    // by tensor, so a tie split under one name only (GPT-2's lm_head.weight) is split alike
+    const auto splits = splits_by_tensor(*root);
+    auto splits_of_live = [&](size_t i, const std::string& name) {
+      auto found = splits.find(live[i].second->param(name).unsafeGetTensorImpl());
+      return found == splits.end() ? Splits{} : found->second;
+    };
+    for (size_t i = 0; i < copy.size(); ++i)
+      for (auto& p : copy[i].second->named_parameters(/*recurse=*/false)) {
+        Splits kept = splits_of_live(i, p.key());
+        if (!kept.empty()) p.value().set_data(torch::empty(kept[0]->full_shape, p.value().options()));
       }
-    }
     torch::manual_seed(options.seed);
     if (auto* c = model_config(*root))  // a zoo model: HF's _init_weights
       init_weights_hf(*full, c->number("initializer_range", 0.02));
     else  // anything else: each layer's own PyTorch initialisation
       init_weights_torch(*full);
     torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < live.size(); ++i) {
-      auto& m = *live[i].second;
-      for (auto& p : m.named_parameters(/*recurse=*/false)) {
-        at::Tensor value = copy[i].second->param(p.key());
-        p.value().copy_(local_part(splits_of(m, p.key()), value));
-      }
-    }
+    for (size_t i = 0; i < live.size(); ++i)
+      for (auto& p : live[i].second->named_parameters(/*recurse=*/false))
+        p.value().copy_(local_part(splits_of_live(i, p.key()), copy[i].second->param(p.key())));
     meta = first_meta_parameter(*root);
     if (!meta.empty())  // a buffer: no initialiser knows its values
       throw Error(fmt::format("build: '{}' of {} is on the meta device and is not a parameter, so build cannot "

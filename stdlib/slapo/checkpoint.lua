@@ -3,8 +3,14 @@
 --- place, so a kill at any point of a save never loses the last good checkpoint and `latest` always
 --- names a complete one.
 ---
---- Layout:  DIR/step-000100/{model-rank0.safetensors, optimizer-rank0.safetensors, trainer.json, schedule.lua}
+--- Layout:  DIR/step-000100/{model-rank0.safetensors, optimizer-rank0.safetensors, rng-rank0.safetensors,
+---                             index.json, trainer.json, schedule.lua}
 ---          DIR/latest  (the name of the newest complete checkpoint)
+---
+--- Each rank writes the slices it holds as pieces that know their place in the whole tensor, and
+--- index.json lists them all (src/io/sharded_checkpoint.h), so a checkpoint written on one layout
+--- resumes on another: other ranks, tensor-parallel, fully sharded or whole. zero_adamw's moments
+--- are flat slices of its own and resume only on as many ranks as wrote them.
 local M = {}
 
 local function write_file(path, text)
@@ -158,6 +164,10 @@ local function restore_rng(state, model)
   state["rng.cpu"] = nil
 end
 
+local function is_zero(optimizer)
+  return getmetatable(optimizer) == debug.getregistry()["slapo.ZeroOptimizer"]
+end
+
 --- Saves a checkpoint of `step`; every rank calls it. `log` is the schedule log (Lua source);
 --- `trainer` holds more fields for trainer.json (slapo.train's losses so far, the float16 loss
 --- scaler's state).
@@ -170,23 +180,36 @@ function M.save(dir, step, model, optimizer, log, trainer)
       "checkpoint: cannot create " .. tmp)
   end
   slapo.dist.barrier()
-  local model_file = ("%s/model-rank%d.safetensors"):format(tmp, rank)
-  local optimizer_file = ("%s/optimizer-rank%d.safetensors"):format(tmp, rank)
-  slapo.save_tensors(model_file, model:state_dict())
-  local state = optimizer:state_tensors(model)
-  for key, t in pairs(rng_tensors(model)) do
-    state[key] = t
+  local files = {
+    model = ("%s/model-rank%d.safetensors"):format(tmp, rank),
+    optimizer = ("%s/optimizer-rank%d.safetensors"):format(tmp, rank),
+    rng = ("%s/rng-rank%d.safetensors"):format(tmp, rank),
+  }
+  slapo._write_pieces(model, files.model, model:state_dict())
+  if is_zero(optimizer) then  -- its own flat slices: saved as they are
+    slapo.save_tensors(files.optimizer, optimizer:state_tensors(model))
+  else
+    slapo._write_pieces(model, files.optimizer, optimizer:state_tensors(model))
   end
-  slapo.save_tensors(optimizer_file, state)
-  fsync({ model_file, optimizer_file })
+  slapo.save_tensors(files.rng, rng_tensors(model))
+  fsync({ files.model, files.optimizer, files.rng })
+  slapo.dist.barrier()
   if rank == 0 then
-    local fields = { step = step, world_size = world, lr = optimizer:lr() }
+    local pieces = {}
+    for r = 0, world - 1 do
+      table.insert(pieces, ("model-rank%d.safetensors"):format(r))
+      if not is_zero(optimizer) then
+        table.insert(pieces, ("optimizer-rank%d.safetensors"):format(r))
+      end
+    end
+    slapo._write_piece_index(tmp, pieces)
+    local fields = { step = step, world_size = world, lr = optimizer:lr(), zero_optimizer = is_zero(optimizer) }
     for k, v in pairs(trainer or {}) do
       fields[k] = v
     end
     write_file(tmp .. "/trainer.json", slapo.json_encode(fields) .. "\n")
     write_file(tmp .. "/schedule.lua", log or "")
-    fsync({ tmp .. "/trainer.json", tmp .. "/schedule.lua", tmp })
+    fsync({ tmp .. "/index.json", tmp .. "/trainer.json", tmp .. "/schedule.lua", tmp })
   end
   slapo.dist.barrier()
   if rank == 0 then
@@ -203,22 +226,46 @@ function M.latest(dir)
   return name and dir .. "/" .. name
 end
 
+-- A checkpoint written before pieces (no index.json): each rank's whole files, same layout only.
+local function load_rank_files(path, model, optimizer)
+  local rank = slapo.dist.rank()
+  model:load_state_dict((slapo.load_tensors(("%s/model-rank%d.safetensors"):format(path, rank))))
+  local state = slapo.load_tensors(("%s/optimizer-rank%d.safetensors"):format(path, rank))
+  restore_rng(state, model)
+  optimizer:load_state_tensors(model, state)
+end
+
 --- Loads a checkpoint into `model` and `optimizer` (and the random streams); returns its step and
---- the fields of its trainer.json.
+--- the fields of its trainer.json. Each rank reads its slices of every tensor for this model's
+--- layout, whatever layout wrote them.
 function M.load(path, model, optimizer)
   local text = read_file(path .. "/trainer.json")
   if not text then
     error(("resume: '%s' is not a checkpoint (no trainer.json)"):format(path), 2)
   end
   local trainer = slapo.json_decode(text)
-  if trainer.world_size ~= slapo.dist.world_size() then
-    error(("resume: '%s' was written by %s ranks, this run has %d"):format(path, tostring(trainer.world_size),
-      slapo.dist.world_size()), 2)
+  local world, rank = slapo.dist.world_size(), slapo.dist.rank()
+  local same_world = trainer.world_size == world
+  local pieces = exists(path .. "/index.json")
+  if not same_world and (not pieces or trainer.zero_optimizer) then
+    error(("resume: '%s' was written by %s ranks, this run has %d%s"):format(path, tostring(trainer.world_size), world,
+      pieces and " (zero_adamw's moments are flat slices of its own: resume it on as many ranks, or train on "
+        .. "with optimizer = \"adamw\" from the weights alone)" or ""), 2)
   end
-  local rank = slapo.dist.rank()
-  model:load_state_dict((slapo.load_tensors(("%s/model-rank%d.safetensors"):format(path, rank))))
-  local state = slapo.load_tensors(("%s/optimizer-rank%d.safetensors"):format(path, rank))
-  restore_rng(state, model)
+  if not pieces then
+    load_rank_files(path, model, optimizer)
+    return trainer.step, trainer
+  end
+  model:load_state_dict(slapo._read_pieces(path, "model", model))
+  local state = trainer.zero_optimizer and slapo.load_tensors(("%s/optimizer-rank%d.safetensors"):format(path, rank))
+    or slapo._read_pieces(path, "optimizer", model)
+  -- the random streams are each rank's own: they carry over when the ranks are the same ones
+  if same_world then
+    restore_rng(slapo.load_tensors(("%s/rng-rank%d.safetensors"):format(path, rank)), model)
+  elseif rank == 0 then
+    print(("resume: the random streams start afresh: '%s' was written by %d ranks, this run has %d"):format(path,
+      trainer.world_size, world))
+  end
   optimizer:load_state_tensors(model, state)
   return trainer.step, trainer
 end
