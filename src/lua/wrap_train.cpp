@@ -119,6 +119,35 @@ int w_read_pieces(lua_State* L) {
   return 1;
 }
 
+// _rng_stream(key) -> its state or nil; _set_rng_stream(key, state or nil); _rng_stream_keys(prefix)
+// -> {key, ...}: slapo.random's trackers keep their streams in primitives/rng's named_streams
+int w_rng_stream(lua_State* L) {
+  auto& streams = named_streams();
+  auto found = streams.find(luaL_checkstring(L, 1));
+  if (found == streams.end()) lua_pushnil(L);
+  else lx_push_value(L, found->second);
+  return 1;
+}
+
+int w_set_rng_stream(lua_State* L) {
+  std::string key = luaL_checkstring(L, 1);
+  if (lua_isnoneornil(L, 2)) named_streams().erase(key);
+  else named_streams()[key] = lx_to_value(L, 2);
+  return 0;
+}
+
+int w_rng_stream_keys(lua_State* L) {
+  std::string prefix = luaL_checkstring(L, 1);
+  lua_newtable(L);
+  int i = 0;
+  for (auto& [key, state] : named_streams())
+    if (key.rfind(prefix, 0) == 0) {
+      lua_pushstring(L, key.c_str());
+      lua_rawseti(L, -2, ++i);
+    }
+  return 1;
+}
+
 int w_rng_state(lua_State* L) {
   lx_push_tensor(L, cpu_rng_state().clone());
   return 1;
@@ -245,6 +274,9 @@ const luaL_Reg train_functions[] = {{"tensor_gc_stats", w_tensor_gc_stats},
                                     {"_file_mtime", w_file_mtime},
                                     {"load_tensors", w_load_tensors},
                                     {"rng_state", w_rng_state},
+                                    {"_rng_stream", w_rng_stream},
+                                    {"_set_rng_stream", w_set_rng_stream},
+                                    {"_rng_stream_keys", w_rng_stream_keys},
                                     {"set_rng_state", w_set_rng_state},
                                     {"cuda_rng_states", w_cuda_rng_states},
                                     {"held_tensor_mib", w_held_tensor_mib},

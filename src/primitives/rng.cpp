@@ -54,10 +54,16 @@ void set_cuda_rng_states(const std::vector<at::Tensor>& states) {
 #endif
 }
 
+NamedStreams& named_streams() {
+  static NamedStreams streams;
+  return streams;
+}
+
 RngSnapshot RngSnapshot::capture(Module& root) {
   RngSnapshot s;
   s.cpu_ = cpu_rng_state();
   s.cuda_ = cuda_rng_states();
+  s.streams_ = named_streams();  // the states are replaced, never changed in place: sharing them is a copy
   std::function<void(Module&)> visit = [&](Module& m) {
     if (m.meta().rng_state) s.forked_.emplace_back(m.meta().rng_state, m.meta().rng_state->clone());
     for (auto& [name, child] : m.children_in_order()) visit(*child);
@@ -69,6 +75,7 @@ RngSnapshot RngSnapshot::capture(Module& root) {
 void RngSnapshot::restore() const {
   set_cpu_rng_state(cpu_);
   set_cuda_rng_states(cuda_);
+  named_streams() = streams_;
   for (auto& [slot, state] : forked_) *slot = state.clone();
 }
 

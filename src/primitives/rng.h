@@ -3,15 +3,23 @@
 
 #include <torch/torch.h>
 
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/module.h"
 
 namespace slapo {
 
-/// The default CPU (and CUDA, in CUDA builds) generator states plus the fork_rng states of a
-/// module tree, captured so a recomputation draws the same random numbers.
+/// slapo.random's named streams (the states its trackers fork to, Megatron's RNG tracker), by
+/// "<tracker>/<stream>". They live here, not in Lua, so that checkpoint's recomputation replays
+/// a stream drawn from inside a checkpointed module as it replays the default generator.
+using NamedStreams = std::map<std::string, c10::IValue>;
+NamedStreams& named_streams();
+
+/// The default CPU (and CUDA, in CUDA builds) generator states, the named streams, and the
+/// fork_rng states of a module tree, captured so a recomputation draws the same random numbers.
 class RngSnapshot {
  public:
   static RngSnapshot capture(Module& root);
@@ -20,6 +28,7 @@ class RngSnapshot {
  private:
   at::Tensor cpu_;
   std::vector<at::Tensor> cuda_;
+  NamedStreams streams_;
   std::vector<std::pair<std::shared_ptr<at::Tensor>, at::Tensor>> forked_;
 };
 

@@ -14,20 +14,37 @@ local function pack(...)
   return { n = select("#", ...), ... }
 end
 
+-- The streams' states live in the host (slapo._rng_stream), under "<tracker>/<name>", so that
+-- checkpoint's recomputation replays a stream drawn from inside a checkpointed module as it
+-- replays the default one (Megatron's checkpoint restores its tracker's states the same way).
+local trackers = 0
+
 --- A tracker with no streams.
 function M.tracker()
-  return setmetatable({ states = {}, seeds = {} }, Tracker)
+  trackers = trackers + 1
+  return setmetatable({ prefix = ("tracker%d/"):format(trackers), seeds = {} }, Tracker)
+end
+
+function Tracker:state(name)
+  return slapo._rng_stream(self.prefix .. name)
+end
+
+function Tracker:set_state(name, state)
+  slapo._set_rng_stream(self.prefix .. name, state)
 end
 
 function Tracker:reset()
-  self.states, self.seeds = {}, {}
+  for _, key in ipairs(slapo._rng_stream_keys(self.prefix)) do
+    slapo._set_rng_stream(key, nil)
+  end
+  self.seeds = {}
 end
 
 --- name -> generator state (a copy)
 function Tracker:get_states()
   local out = {}
-  for name, state in pairs(self.states) do
-    out[name] = state
+  for _, key in ipairs(slapo._rng_stream_keys(self.prefix)) do
+    out[key:sub(#self.prefix + 1)] = slapo._rng_stream(key)
   end
   return out
 end
@@ -36,9 +53,11 @@ function Tracker:set_states(states)
   if type(states) ~= "table" then
     error("rng tracker: set_states takes a table name -> state, got " .. type(states), 2)
   end
-  self.states = {}
+  for _, key in ipairs(slapo._rng_stream_keys(self.prefix)) do
+    slapo._set_rng_stream(key, nil)
+  end
   for name, state in pairs(states) do
-    self.states[name] = state
+    self:set_state(name, state)
   end
 end
 
@@ -50,7 +69,7 @@ function Tracker:add(name, seed)
   if type(seed) ~= "number" or seed ~= math.floor(seed) or seed < 0 then
     error(("rng tracker: the seed of '%s' must be an integer >= 0, got %s"):format(name, tostring(seed)), 2)
   end
-  if self.states[name] then
+  if self:state(name) ~= nil then
     error(("rng tracker: a stream named '%s' exists already"):format(name), 2)
   end
   for other, s in pairs(self.seeds) do
@@ -60,7 +79,7 @@ function Tracker:add(name, seed)
   end
   local saved = slapo.rng_state()
   slapo.manual_seed(seed)
-  self.states[name] = slapo.rng_state()
+  self:set_state(name, slapo.rng_state())
   self.seeds[name] = seed
   slapo.set_rng_state(saved)
 end
@@ -71,9 +90,12 @@ function Tracker:fork(name, fn, ...)
   if type(name) == "function" then
     return self:fork("model-parallel-rng", name, fn, ...)
   end
-  if not self.states[name] then
+  if type(name) ~= "string" then
+    error(("rng tracker: fork takes a stream name and a function, got %s"):format(type(name)), 2)
+  end
+  if self:state(name) == nil then
     local names = {}
-    for n in pairs(self.states) do
+    for n in pairs(self:get_states()) do
       table.insert(names, n)
     end
     table.sort(names)
@@ -81,9 +103,9 @@ function Tracker:fork(name, fn, ...)
       #names > 0 and table.concat(names, ", ") or "none; add one first"), 2)
   end
   local saved = slapo.rng_state()
-  slapo.set_rng_state(self.states[name])
+  slapo.set_rng_state(self:state(name))
   local results = pack(pcall(fn, ...))
-  self.states[name] = slapo.rng_state()
+  self:set_state(name, slapo.rng_state())
   slapo.set_rng_state(saved)
   if not results[1] then
     error(results[2], 0)

@@ -586,6 +586,44 @@ describe("test_random.py", function()
     matches("no stream named 'nope' %(streams: state2%)", pcall_err(tracker.fork, tracker, "nope", function() end))
   end)
 
+  it("test_activation_checkpoint_with_rng_states: a checkpointed module recomputes the tracker's dropout mask",
+    function()
+      -- Slapo's test: dropout drawn from the tracker's stream inside a checkpointed module; the
+      -- recomputation must draw the same mask, or the gradients are another model's
+      local function run(checkpointed)
+        slapo.random.model_parallel_seed(2013, 0)
+        slapo.manual_seed(1)
+        local model = slapo.nn.Module({
+          type = "TrackedDropout",
+          children = { linear1 = slapo.nn.Linear(16, 16), linear2 = slapo.nn.Linear(16, 16) },
+          forward = function(self, x)
+            local h = self.linear1(x)
+            h = slapo.random.get_tracker():fork(function() return slapo.F.dropout(h, 0.5, true) end)
+            return self.linear2(h)
+          end,
+        })
+        local top = slapo.nn.Sequential({ model })
+        local sch = slapo.create_schedule(top)
+        if checkpointed then
+          sch["0"]:checkpoint()
+        end
+        local x = slapo.randn({ 8, 16 })
+        local out = top(x)
+        local after_forward = slapo.random.get_tracker():get_states()["model-parallel-rng"]
+        out:sum():backward()
+        local grads = {}
+        for name, p in top:named_parameters() do grads[name] = p.grad end
+        return grads, out, after_forward, slapo.random.get_tracker():get_states()["model-parallel-rng"]
+      end
+      local plain, plain_out = run(false)
+      local grads, out, after_forward, after_backward = run(true)
+      eq(true, plain_out:equal(out))
+      for name, g in pairs(plain) do
+        eq(true, g:equal(grads[name]), name .. "'s gradient, with the mask recomputed")
+      end
+      eq(true, after_forward:equal(after_backward), "the stream goes on from where the forward left it")
+    end)
+
   it("test_model_parallel_seed: the default stream has the seed, the forked one seed + 2718 + rank", function()
     slapo.manual_seed(5)
     assert(slapo.initial_seed() ~= 123)
