@@ -152,14 +152,6 @@ std::shared_ptr<Module> build(Schedule& sch, const ScheduleBuildOptions& options
   return root;
 }
 
-// A model built on the meta device has shapes but no values: nothing to compare yet.
-void refuse_meta(const Module& m, const char* which) {
-  for (auto& [name, p] : unique_named_parameters(m))
-    if (p.device().is_meta())
-      throw Error(fmt::format("verify: the {} model's parameter '{}' is on the meta device (shapes, no values); "
-                              "materialise it first with slapo.build(sch), or build the model on cpu or cuda",
-                              which, name));
-}
 
 // The ranks one verify spans: the schedule's group, or the world when a parameter is split over
 // another group too (2-D: fully sharded across data-parallel ranks of other tensor-parallel groups).
@@ -172,11 +164,23 @@ std::shared_ptr<dist::Group> verify_group(Schedule& sch, const std::unordered_ma
 
 VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inputs, const VerifyOptions& o) {
   auto scheduled = sch.mod();
-  const auto splits = splits_by_tensor(*scheduled);
-  auto group = verify_group(sch, splits);
   auto reference = std::dynamic_pointer_cast<Module>(reference_module.shared_from_this());
-  refuse_meta(*scheduled, "scheduled");
-  refuse_meta(*reference, "reference");
+  // Both made under init_empty_weights (Slapo's Verify of an empty model): both get the values
+  // build gives them from its seed, the scheduled model each rank's slices of the same full tensors.
+  const std::string scheduled_meta = first_meta_parameter(*scheduled), reference_meta = first_meta_parameter(*reference);
+  if (!scheduled_meta.empty() && !reference_meta.empty()) {
+    build(sch, ScheduleBuildOptions{});
+    build(*Schedule::create(reference, sch.group()), ScheduleBuildOptions{});
+  } else if (!scheduled_meta.empty() || !reference_meta.empty()) {
+    bool mine = !scheduled_meta.empty();
+    throw Error(fmt::format("verify: the {} model's '{}' is on the meta device (shapes, no values) but the {} model "
+                            "has values, so the two cannot be compared; verify an empty model before slapo.build "
+                            "(verify gives both build's values), or build both",
+                            mine ? "scheduled" : "original", mine ? scheduled_meta : reference_meta,
+                            mine ? "original" : "scheduled"));
+  }
+  const auto splits = splits_by_tensor(*scheduled);  // by tensor: after build replaced the meta ones
+  auto group = verify_group(sch, splits);
   check_same_weights(*reference, group);
   for (auto& v : inputs) v = same_on_all_ranks(v, group);
   bool was_training = scheduled->is_training();

@@ -91,6 +91,27 @@ describe("the reference schedules", function()
       end))
     eq(log, sch:log())
   end)
+
+  it("verify a model made under init_empty_weights: both get build's values, the slices of the same tensors",
+    function()
+      -- Slapo's test_meta_distributed and test_reshard verify TP schemes on empty models
+      local model = slapo.init_empty_weights(function()
+        return slapo.models.gpt2({ n_embd = 32, n_layer = 2, n_head = 2, vocab_size = 64, n_positions = 16,
+          resid_pdrop = 0, embd_pdrop = 0, attn_pdrop = 0 })
+      end)
+      local sch = slapo.create_schedule(model)
+      slapo.manual_seed(2)
+      local ids = slapo.randint(0, 64, { 2, 8 })
+      local report = slapo.verify(sch, { ids }, { rtol = 1e-4, atol = 1e-5 }, function(s)
+        require("slapo.schedules.gpt2").schedule(s, { fork_rng = false })
+      end)
+      eq(1, report.outputs)
+      eq(report.params, report.gradients, "every gradient compared, gathered")
+      eq("cpu", sch.mod.transformer.wte.weight:device(), "materialised for the comparison, as build does")
+      -- and build afterwards keeps those values
+      local before = sch.mod.transformer.wpe.weight:clone()
+      assert(before:equal(slapo.build(sch).transformer.wpe.weight), "build keeps what verify materialised")
+    end)
 end)
 
 describe("reshard", function()
