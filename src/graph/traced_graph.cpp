@@ -344,9 +344,11 @@ std::string TracedGraph::str() const {
 
 namespace {
 
-// Functional activations a pattern may also match as module calls (find{modules = true}).
-const std::map<std::string, std::string> kFunctionalModules = {
-    {"aten::relu", "ReLU"}, {"aten::silu", "SiLU"}, {"aten::tanh", "Tanh"}, {"aten::sigmoid", "Sigmoid"}};
+// Functional activations (and dropout) a pattern may also match as module calls
+// (find{modules = true}); the module's own settings stand for the function's other arguments.
+const std::map<std::string, std::string> kFunctionalModules = {{"aten::relu", "ReLU"},       {"aten::silu", "SiLU"},
+                                                               {"aten::tanh", "Tanh"},       {"aten::sigmoid", "Sigmoid"},
+                                                               {"aten::dropout", "Dropout"}};
 
 // The pattern with the activations picked by `mask` (bits over `candidates`) turned into calls of
 // a leaf of the matching module type.

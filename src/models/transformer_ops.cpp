@@ -97,6 +97,9 @@ at::Tensor attention_probs(const at::Tensor& q, const at::Tensor& k, const c10::
   auto scores = scale ? at::matmul(q, k.transpose(-1, -2)) * *scale
                       : at::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(q.size(-1)));
   if (mask) scores = scores + *mask;
+  if (scores.scalar_type() == at::kFloat) return at::softmax(scores, -1);
+  // float16 and bfloat16 scores: softmax in float32, as HF's eager attention; cast only then, so a
+  // float32 trace holds no no-op cast between softmax and the next matmul (find's patterns)
   return at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
 }
 

@@ -355,6 +355,22 @@ describe("test_trace.py", function()
   end)
 end)
 
+describe("test_subgraph.py (attention)", function()
+  it("test_efficient_attn: the 6-node scaled dot-product pattern is found in the traced attention", function()
+    local sch = slapo.create_schedule(slapo.models.bert(bert_cfg))
+    local sub = sch["bert.encoder.layer.0.attention.self"]
+    sub:trace({ inputs = { slapo.randn({ 2, 8, 32 }) } })
+    -- the model's dropout is a module: F.dropout matches it with {modules = true}, Slapo's default
+    local found = sub:find(function(q, k, v)
+      local scores = q:matmul(k:transpose(-1, -2)) / math.sqrt(16)
+      return slapo.F.dropout(slapo.F.softmax(scores, -1), 0.1, true):matmul(v)
+    end, { modules = true })
+    eq(1, #found)
+    eq(6, #found[1])
+    eq("aten::transpose aten::matmul aten::div aten::softmax slapo::call_module(dropout) aten::matmul", ops(found[1]))
+  end)
+end)
+
 describe("test_trace.py (recursive)", function()
   it("test_hf_bert: tracing the attention traces attention.self and attention.output too; the rest stays", function()
     local sch = slapo.create_schedule(slapo.models.bert(bert_cfg))
