@@ -33,10 +33,15 @@ function Tracker:set_state(name, state)
   slapo._set_rng_stream(self.prefix .. name, state)
 end
 
-function Tracker:reset()
+-- Drops every stream of this tracker.
+local function drop_streams(self)
   for _, key in ipairs(slapo._rng_stream_keys(self.prefix)) do
     slapo._set_rng_stream(key, nil)
   end
+end
+
+function Tracker:reset()
+  drop_streams(self)
   self.seeds = {}
 end
 
@@ -53,9 +58,7 @@ function Tracker:set_states(states)
   if type(states) ~= "table" then
     error("rng tracker: set_states takes a table name -> state, got " .. type(states), 2)
   end
-  for _, key in ipairs(slapo._rng_stream_keys(self.prefix)) do
-    slapo._set_rng_stream(key, nil)
-  end
+  drop_streams(self)
   for name, state in pairs(states) do
     self:set_state(name, state)
   end
