@@ -27,14 +27,14 @@ using torch::autograd::variable_list;
 #define ON_DEVICE(t, fn) cpu::fn
 #endif
 
+bool is_training_float(at::ScalarType type) {
+  return type == at::kFloat || type == at::kDouble || type == at::kBFloat16 || type == at::kHalf;
+}
+
 void check_float(const at::Tensor& t, const char* op, const char* what) {
-  if (!t.defined() || !at::isFloatingType(t.scalar_type()) ||
-      (t.scalar_type() != at::kFloat && t.scalar_type() != at::kDouble))
-    throw Error(fmt::format("{}: {} must be a float32 or float64 tensor", op, what));
+  if (!t.defined() || !is_training_float(t.scalar_type()))
+    throw Error(fmt::format("{}: {} must be a float32, float64, bfloat16 or float16 tensor", op, what));
 #ifdef SLAPO_CUDA_OPS
-  if (t.is_cuda() && t.scalar_type() != at::kFloat)
-    throw Error(fmt::format("{}: {} is a CUDA {} tensor; the CUDA kernels take float32", op, what,
-                            c10::toString(t.scalar_type())));
   if (!t.device().is_cpu() && !t.is_cuda())
     throw Error(fmt::format("{}: {} is on {}; the kernels run on CPU and CUDA", op, what, t.device().str()));
 #else
@@ -42,6 +42,48 @@ void check_float(const at::Tensor& t, const char* op, const char* what) {
     throw Error(fmt::format("{}: {} is on {}; this build has the CPU kernels only", op, what, t.device().str()));
 #endif
 }
+
+// The hand-written kernels take float32, and float64 on CPU. Other dtypes (bfloat16 and float16
+// weights, or activations under autocast) run the op's meaning in ATen's ops (aten_math below), with
+// ATen's autograd and autocast rules: a fused schedule trains in every precision, as fast as the
+// unfused model there until kernels for those dtypes exist.
+bool kernel_takes(const at::Tensor& t) {
+  return t.scalar_type() == at::kFloat || (t.scalar_type() == at::kDouble && t.device().is_cpu());
+}
+
+namespace aten_math {
+
+at::Tensor bias_gelu(const at::Tensor& x, const at::Tensor& bias, bool tanh_approx) {
+  return at::gelu(x + bias, tanh_approx ? "tanh" : "none");
+}
+
+// LLaMA's: the statistics in float32, the normalised value back in the input's dtype, then the weight
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  auto x32 = x.to(at::kFloat);
+  auto normed = x32 * at::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return weight * normed.to(x.scalar_type());
+}
+
+at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) { return at::silu(gate) * up; }
+
+at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  const int64_t half = x.size(-1) / 2;
+  auto rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);  // rotate_half(x) = [-x2, x1]
+  return x * cos.unsqueeze(1) + rotated * sin.unsqueeze(1);  // cos, sin [B, S, D] over every head
+}
+
+at::Tensor masked_softmax(const at::Tensor& scores, const at::Tensor& mask, double scale) {
+  return at::softmax(scores * scale + mask.to(scores.scalar_type()), -1);
+}
+
+at::Tensor bias_dropout_add_layer_norm(const at::Tensor& x, const at::Tensor& bias, const at::Tensor& residual,
+                                       const at::Tensor& weight, const at::Tensor& ln_bias, double p, bool training,
+                                       double eps) {
+  auto h = at::dropout(x + bias, p, training) + residual;
+  return at::layer_norm(h, {x.size(-1)}, weight, ln_bias, eps);
+}
+
+}  // namespace aten_math
 
 // Every tensor input of one call shares the first one's device and (except masks, which are
 // converted) its dtype: a CPU helper tensor handed to a CUDA kernel would be read from host memory.
@@ -169,11 +211,13 @@ struct BiasDropoutAddLayerNormFn : public torch::autograd::Function<BiasDropoutA
 };
 
 at::Tensor masked_softmax_autograd(const at::Tensor& scores, const at::Tensor& mask, double scale) {
+  if (!kernel_takes(scores)) return aten_math::masked_softmax(scores, mask, scale);
   return MaskedSoftmaxFn::apply(scores, mask, scale);
 }
 at::Tensor bias_dropout_add_layer_norm_autograd(const at::Tensor& x, const at::Tensor& bias, const at::Tensor& residual,
                                                 const at::Tensor& weight, const at::Tensor& ln_bias, double p,
                                                 bool training, double eps) {
+  if (!kernel_takes(x)) return aten_math::bias_dropout_add_layer_norm(x, bias, residual, weight, ln_bias, p, training, eps);
   return BiasDropoutAddLayerNormFn::apply(x, bias, residual, weight, ln_bias, p, training, eps);
 }
 
@@ -207,17 +251,24 @@ at::Tensor attention_autograd(const at::Tensor& q, const at::Tensor& k, const at
     return at::scaled_dot_product_attention(q, k, v, visible, 0.0, false);
   }
 #endif
+  if (!kernel_takes(q)) return attention_math(q, k, v, causal);
   return AttentionFn::apply(q, k, v, causal);
 }
 
 at::Tensor bias_gelu_autograd(const at::Tensor& x, const at::Tensor& bias, bool tanh_approx) {
+  if (!kernel_takes(x)) return aten_math::bias_gelu(x, bias, tanh_approx);
   return BiasGeluFn::apply(x, bias, tanh_approx);
 }
 at::Tensor rms_norm_autograd(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  if (!kernel_takes(x)) return aten_math::rms_norm(x, weight, eps);
   return RmsNormFn::apply(x, weight, eps);
 }
-at::Tensor swiglu_autograd(const at::Tensor& gate, const at::Tensor& up) { return SwigluFn::apply(gate, up); }
+at::Tensor swiglu_autograd(const at::Tensor& gate, const at::Tensor& up) {
+  if (!kernel_takes(gate)) return aten_math::swiglu(gate, up);
+  return SwigluFn::apply(gate, up);
+}
 at::Tensor rope_autograd(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  if (!kernel_takes(x)) return aten_math::rope(x, cos, sin);
   return RopeFn::apply(x, cos, sin);
 }
 

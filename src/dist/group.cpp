@@ -19,6 +19,14 @@ Group::Group(int id, int rank, std::vector<int> global_ranks, c10::intrusive_ptr
     : id_(id), rank_(rank), ranks_(std::move(global_ranks)), cpu_(std::move(cpu)), cuda_(std::move(cuda)),
       device_(device), pending_(std::make_shared<PendingSends>()) {}
 
+void Group::shutdown() {
+#if TORCH_VERSION_MAJOR >= 2
+  if (cuda_) cuda_->shutdown();  // NCCL's orderly end; its destructor would abort the communicators
+#endif
+  cuda_.reset();
+  cpu_.reset();
+}
+
 // CUDA tensors go to NCCL and CPU tensors to Gloo where the group has both; a tensor whose kind of
 // backend is missing goes to the other, staged through its device.
 Group::Route Group::route(const at::Tensor& t) const {

@@ -54,6 +54,9 @@ class Group {
   /// This rank's part of t split evenly along `dim` (no communication).
   at::Tensor local_slice(const at::Tensor& t, int64_t dim, const char* caller = "scatter") const;
   void barrier();
+  /// Ends the backends' connections now (NCCL's communicators while CUDA is still up, as
+  /// destroy_process_group does); the group takes no collective after.
+  void shutdown();
   /// Raises on every rank alike unless every rank of the group makes the same call: collective
   /// `caller` on a tensor of the same dtype and shape (`t` undefined: none), with the same `arg`
   /// (a dim or a root). Costs one small all-gather. Lua's collectives check first, so ranks that

@@ -216,6 +216,31 @@ WorldOptions options_from_env() {
 
 bool initialized() { return !state().groups.empty(); }
 
+void shutdown() {
+  auto& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  for (auto& group : s.groups)
+    if (group) group->shutdown();
+  s.groups.clear();
+  s.store.reset();
+}
+
+namespace {
+// Registered after init has touched CUDA, so it runs before the CUDA runtime's own exit handler
+// (atexit runs last-registered first), and before State's destructor.
+void shutdown_at_exit() {
+  try {
+    shutdown();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "slapo-lua: leaving the process group at exit: {}\n", e.what());
+  }
+}
+void shutdown_at_exit_once() {
+  static bool registered = false;
+  if (!registered) registered = std::atexit(shutdown_at_exit) == 0;
+}
+}  // namespace
+
 const WorldOptions& options() { return state().options; }
 
 std::string device() {
@@ -237,6 +262,7 @@ void init(const WorldOptions& options) {
     // no communication; NCCL asked for by name runs on one rank over an in-process store
     if (s.nccl) s.store = c10::make_intrusive<c10d::HashStore>();
     s.groups.push_back(make_group(0, 0, all));
+    shutdown_at_exit_once();
     return;
   }
   s.store = open_store(options);
@@ -245,6 +271,7 @@ void init(const WorldOptions& options) {
     use_local_gpu(options);
   }
   s.groups.push_back(make_group(0, options.rank, all));
+  shutdown_at_exit_once();
 }
 
 std::shared_ptr<Group> world() {

@@ -50,6 +50,9 @@ WorldOptions options_from_env();
 /// is used, LOCAL_RANK's GPU becomes the current device.
 void init(const WorldOptions& options);
 bool initialized();
+/// Leaves the world: every group's connections end (init registers this to run at exit, before
+/// the CUDA runtime unloads: NCCL's communicators cannot end after it).
+void shutdown();
 /// What this process joined with (a world of one before any init).
 const WorldOptions& options();
 /// Where this rank's tensors go for its fastest collectives: "cuda:<LOCAL_RANK>" where the world

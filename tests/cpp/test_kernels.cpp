@@ -97,7 +97,7 @@ TEST_CASE("kernels: bad inputs raise errors naming the op") {
                     doctest::Contains("bias_gelu: bias must be 1-d with x's last size 4"));
   CHECK_THROWS_WITH(slapo::kernels::swiglu(x, torch::randn({4, 2})), doctest::Contains("swiglu: gate [2, 4] and up [4, 2]"));
   CHECK_THROWS_WITH(slapo::kernels::rms_norm(x.to(at::kLong), torch::ones({4}), 1e-6),
-                    doctest::Contains("rms_norm: x must be a float32 or float64 tensor"));
+                    doctest::Contains("rms_norm: x must be a float32, float64, bfloat16 or float16 tensor"));
 }
 
 TEST_CASE("kernels: memory-efficient attention matches softmax(q k^T / sqrt(d)) v, forward and backward") {
