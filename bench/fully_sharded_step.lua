@@ -1,7 +1,10 @@
 -- Step time on 2 ranks, fully sharded against plain data parallelism, on a model that fits both
 -- ways: GPT-2-small width with 4 layers (bench/timing.lua's gpt2; the vocabulary padded to 50304,
 -- as nanoGPT and Megatron pad it, since fully_shard splits rows evenly), batch 2 x 128 tokens a rank,
--- AdamW, the median of 5 steps after 2. Rank 0 prints one table row per mode, all from one run.
+-- AdamW. Every mode's model is built first; then each round runs one step of each (the order turning
+-- round by round, so none always goes first), 2 rounds to warm up and 7 timed. Rank 0 prints the
+-- median step of each mode and the median over rounds of its ratio to the first mode's step in
+-- the same round, and the same for prefetch on against off: ratios in one run, as this machine is noisy.
 --   slapo-lua run --nproc 2 bench/fully_sharded_step.lua
 package.path = "bench/?.lua;" .. package.path
 local timing = require("timing")
@@ -18,10 +21,11 @@ local function setup(mode)
   if mode:match("^fully sharded") then
     local sch = slapo.create_schedule(model)
     local keep = mode:match("kept") ~= nil
+    local prefetch = mode:match("no prefetch") == nil
     for _, block in ipairs(sch["transformer.h"]:children()) do
-      block:fully_shard({ reshard_after_forward = not keep })
+      block:fully_shard({ reshard_after_forward = not keep, prefetch = prefetch })
     end
-    sch:fully_shard({ reshard_after_forward = not keep })
+    sch:fully_shard({ reshard_after_forward = not keep, prefetch = prefetch })
   end
   local optimizer = slapo.optim.adamw(model, { lr = 1e-4 })
   local dp = mode == "data parallel, 25 MiB buckets" and layout:data_parallel(model, { bucket_mb = 25 })
@@ -38,20 +42,39 @@ local function setup(mode)
 end
 
 local modes = { "data parallel, per parameter", "data parallel, 25 MiB buckets",
-  "fully sharded (reshard after forward)", "fully sharded (kept to backward)" }
-local rows, base = {}, nil
+  "fully sharded (reshard after forward)", "fully sharded (reshard, no prefetch)", "fully sharded (kept to backward)" }
+local steps, params, times = {}, {}, {}
 for i, mode in ipairs(modes) do
+  steps[i], params[i] = setup(mode)
+  times[i] = {}
+end
+local function median(xs)
+  local sorted = { unpack(xs) }
+  table.sort(sorted)
+  return sorted[math.floor((#sorted + 1) / 2)]
+end
+local warmup, rounds = 2, 7
+for round = 1, warmup + rounds do
   if slapo.dist.rank() == 0 then
-    io.stderr:write(("[%d/%d] %s ...\n"):format(i, #modes, mode))
+    io.stderr:write(("round %d/%d%s\n"):format(round, warmup + rounds, round <= warmup and " (warm-up)" or ""))
   end
-  local step, params = setup(mode)
-  local seconds = timing.time(step, 2, 5)
-  base = base or seconds
-  table.insert(rows, ("| %s | %.1f M | %.3f s | %.2f |"):format(mode, params / 1e6, seconds, seconds / base))
-  collectgarbage()
+  for k = 0, #modes - 1 do
+    local i = (round + k) % #modes + 1
+    local started = slapo.clock()
+    steps[i]()
+    if round > warmup then times[i][round - warmup] = slapo.clock() - started end
+  end
+end
+local function ratio(i, j)  -- the median over rounds of mode i's step / mode j's
+  local r = {}
+  for round = 1, rounds do r[round] = times[i][round] / times[j][round] end
+  return median(r)
 end
 if slapo.dist.rank() == 0 then
-  print("| mode | parameters held a rank | median step | vs data parallel, per parameter |")
+  print("| mode | parameters held a rank | median step | vs data parallel, per parameter (median of rounds) |")
   print("|---|---|---|---|")
-  print(table.concat(rows, "\n"))
+  for i, mode in ipairs(modes) do
+    print(("| %s | %.1f M | %.3f s | %.2f |"):format(mode, params[i] / 1e6, median(times[i]), ratio(i, 1)))
+  end
+  print(("prefetch on / off, median of rounds: %.2f"):format(ratio(3, 4)))
 end

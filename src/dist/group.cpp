@@ -160,6 +160,11 @@ void Group::check_same_call(const char* caller, const at::Tensor& t, int64_t arg
 }
 
 at::Tensor& Group::all_gather_into(at::Tensor& out, const at::Tensor& t, const char* caller) {
+  all_gather_into_async(out, t, caller)();
+  return out;
+}
+
+std::function<void()> Group::all_gather_into_async(at::Tensor out, const at::Tensor& t, const char* caller) {
   check_member(caller);
   if (!out.is_contiguous() || out.dim() != t.dim() || out.size(0) != t.size(0) * size())
     throw Error(fmt::format("dist.{}: the output must be a contiguous [{} x {}, ...] tensor, got [{}]", caller, size(),
@@ -173,12 +178,12 @@ at::Tensor& Group::all_gather_into(at::Tensor& out, const at::Tensor& t, const c
   if (!in_place) {  // one rank, or staged through another device or dtype
     auto slices = all_gather_slices(t, caller);
     for (int r = 0; r < size(); ++r) parts[r].copy_(slices[r]);
-    return out;
+    return [] {};
   }
   std::vector<at::Tensor> input{on_wire(t, to.device, false)};
   std::vector<std::vector<at::Tensor>> outputs{parts};
-  to.backend->allgather(outputs, input)->wait();
-  return out;
+  auto work = to.backend->allgather(outputs, input);
+  return [work, input, out] { work->wait(); };
 }
 
 at::Tensor& Group::broadcast(at::Tensor& t, int src, const char* caller) {

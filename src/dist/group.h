@@ -47,6 +47,11 @@ class Group {
   /// the backend writes each rank's part in place where it takes out as it is, with no whole-size
   /// temporary (fully_shard gathers parameters with it). Returns out.
   at::Tensor& all_gather_into(at::Tensor& out, const at::Tensor& t, const char* caller = "all_gather");
+  /// all_gather_into, started: returns the wait, after which `out` holds every rank's slice (both
+  /// tensors stay alive until then). Where the gather is staged (one rank, another device or dtype)
+  /// it completes before this returns.
+  std::function<void()> all_gather_into_async(at::Tensor out, const at::Tensor& t,
+                                              const char* caller = "all_gather");
   /// Copies `src`'s tensor (group-local rank) into t on every rank; returns t.
   at::Tensor& broadcast(at::Tensor& t, int src, const char* caller = "broadcast");
   /// The sum over the group, split along `dim`; this rank's part (emulated: all_reduce + narrow).

@@ -289,18 +289,19 @@ int w_Schedule_checkpoint(lua_State* L) {
   return 1;
 }
 
-// sub:fully_shard{reshard_after_forward = true, group = dp_group}: fully sharded data
+// sub:fully_shard{reshard_after_forward = true, prefetch = true, group = dp_group}: fully sharded data
 // parallelism over `group` (default: the schedule's group)
 int w_Schedule_fully_shard(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "fully_shard");
-  check_no_more_args(L, 2, *s, "fully_shard", "sub:fully_shard{reshard_after_forward = true, group = dp_group}");
+  check_no_more_args(L, 2, *s, "fully_shard", "sub:fully_shard{reshard_after_forward = true, prefetch = true, group = dp_group}");
   const std::string caller = on("fully_shard", *s);  // option errors name the module
   if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2))
     throw Error(fmt::format("{}: options must be a table like {{reshard_after_forward = false}}, got {}", caller,
                             luaL_typename(L, 2)));
-  lx_check_option_keys(L, 2, {"reshard_after_forward", "group"}, caller.c_str());
+  lx_check_option_keys(L, 2, {"reshard_after_forward", "prefetch", "group"}, caller.c_str());
   FullyShardOptions options;
   options.reshard_after_forward = lx_opt_bool(L, 2, "reshard_after_forward", true, caller.c_str());
+  options.prefetch = lx_opt_bool(L, 2, "prefetch", true, caller.c_str());
   if (lua_istable(L, 2)) {
     lua_getfield(L, 2, "group");
     if (!lua_isnil(L, -1)) options.group = lx_group_arg(L, lua_gettop(L), caller + ": option 'group'");
@@ -721,6 +722,19 @@ const luaL_Reg schedule_methods[] = {{"log", w_Schedule_log},
                                      {"children", w_Schedule_children},
                                      {nullptr, nullptr}};
 
+// _fully_shard_prefetches() -> {used =, stale =, backward =} (internal: tests/dist/fully_shard_spec.lua)
+int w_fully_shard_prefetches(lua_State* L) {
+  auto counts = fully_shard_prefetch_counts();
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, static_cast<lua_Integer>(counts.backward));
+  lua_setfield(L, -2, "backward");
+  lua_pushinteger(L, static_cast<lua_Integer>(counts.used));
+  lua_setfield(L, -2, "used");
+  lua_pushinteger(L, static_cast<lua_Integer>(counts.stale));
+  lua_setfield(L, -2, "stale");
+  return 1;
+}
+
 const luaL_Reg schedule_meta[] = {
     {"__gc", w_Schedule_gc}, {"__tostring", w_Schedule_tostring}, {"__eq", w_Schedule_eq}, {nullptr, nullptr}};
 
@@ -734,6 +748,7 @@ void open_schedule(lua_State* L) {
   lua_setfield(L, LUA_REGISTRYINDEX, "slapo.log_args");
   lx_new_class(L, "slapo.Schedule", schedule_methods, schedule_meta, schedule_fields);
   lx_set_func(L, "create_schedule", w_create_schedule);
+  lx_set_func(L, "_fully_shard_prefetches", w_fully_shard_prefetches);
   lua_newtable(L);
   lx_set_func(L, "call_module", w_pattern_call_module);
   lx_set_func(L, "module", w_pattern_module);

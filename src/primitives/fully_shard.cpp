@@ -17,11 +17,14 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// The whole parameter from every rank's slice along axis 0; backward gives each slice its part
-// of the gradient summed over the group and divided by its size: the data-parallel average.
+// The whole parameter from every rank's slice along axis 0 (or the one a prefetch gathered);
+// backward gives each slice its part of the gradient summed over the group and divided by its
+// size: the data-parallel average.
 struct GatherSlices : public torch::autograd::Function<GatherSlices> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& slice, int64_t group) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& slice, int64_t group,
+                            const at::Tensor* prefetched) {
     ctx->saved_data["group"] = group;
+    if (prefetched) return *prefetched;
     auto g = dist::group_by_id(static_cast<int>(group));
     auto sizes = slice.sizes().vec();
     sizes[0] *= g->size();
@@ -32,7 +35,7 @@ struct GatherSlices : public torch::autograd::Function<GatherSlices> {
     auto group = dist::group_by_id(static_cast<int>(ctx->saved_data["group"].toInt()));
     at::Tensor part = group->reduce_scatter(grads[0].contiguous(), 0, "fully_shard (backward)");
     // a new tensor, not a view: the slice's gradient must not keep the whole reduced buffer alive
-    return {part.div(group->size()), at::Tensor()};
+    return {part.div(group->size()), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -78,22 +81,48 @@ struct Gathered {
   size_t nbytes = 0;  // its storage's size while it holds memory
 };
 
+PrefetchCounts& prefetch_counts() {
+  static PrefetchCounts counts;
+  return counts;
+}
+
 // Reshard after forward (FSDP's default). Autograd keeps the whole parameters of a call for its
 // backward; when the call returns their storage is freed in place (the tensors autograd holds stay,
 // empty), and when backward reaches the module (its outputs' gradients are ready) every rank
 // gathers them again into the same storage. Writes go through an alias with a version counter of
-// its own, so autograd sees no in-place change of what it saved.
+// its own, so autograd sees no in-place change of what it saved. With prefetch, a unit's gather in
+// backward also starts the gather of the call that returned before it (backward runs the calls in
+// reverse order of their returns: the root first, then the last layer), as FSDP2's backward prefetch.
 class Resharded {
  public:
-  Resharded(std::vector<Gathered> gathered, int64_t group_id) : gathered_(std::move(gathered)), group_id_(group_id) {
+  Resharded(std::vector<Gathered> gathered, int64_t group_id, bool prefetch)
+      : gathered_(std::move(gathered)), group_id_(group_id), prefetch_(prefetch) {
     for (auto& g : gathered_) {
       g.nbytes = g.full.storage().nbytes();
       g.full.storage().unsafeGetStorageImpl()->reset();
     }
   }
 
+  // The call that returned before this one, whose gathers this one's backward starts.
+  std::weak_ptr<Resharded> returned_before;
+
   void gather_again() {
-    if (gathered_.empty()) return;  // another output's hook came first
+    if (state_ == State::Done) return;  // another output's hook came first
+    const bool prefetched = state_ == State::Gathering;
+    start();
+    for (auto& wait : waits_) wait();
+    waits_.clear();
+    gathered_.clear();  // autograd's saved tensors own the memory now and free it as backward goes
+    state_ = State::Done;
+    if (prefetched) ++prefetch_counts().backward;
+    if (prefetch_)
+      if (auto before = returned_before.lock()) before->start();
+  }
+
+ private:
+  // Gives each whole tensor its memory back and starts gathering into it.
+  void start() {
+    if (state_ != State::Freed) return;
     torch::NoGradGuard no_grad;
     auto group = dist::group_by_id(static_cast<int>(group_id_));
     for (auto& g : gathered_) {
@@ -103,18 +132,27 @@ class Resharded {
       storage->set_nbytes(g.nbytes);
       at::Tensor alias = at::empty({0}, g.full.options().requires_grad(false));
       alias.set_(g.full.storage(), g.full.storage_offset(), g.full.sizes(), g.full.strides());
-      group->all_gather_into(alias, g.slice.detach(), "fully_shard (backward)");
+      waits_.push_back(group->all_gather_into_async(alias, g.slice.detach(), "fully_shard (backward)"));
     }
-    gathered_.clear();  // autograd's saved tensors own the memory now and free it as backward goes
+    state_ = State::Gathering;
   }
 
- private:
+  enum class State { Freed, Gathering, Done };
+  State state_ = State::Freed;
   std::vector<Gathered> gathered_;
+  std::vector<std::function<void()>> waits_;
   int64_t group_id_;
+  bool prefetch_;
 };
 
+// The call that returned last, of every unit: the next one to return links to it.
+std::weak_ptr<Resharded>& last_returned() {
+  static std::weak_ptr<Resharded> last;
+  return last;
+}
+
 // After a call: free the whole parameters until backward needs them, when that is safe.
-void reshard_after_call(std::vector<Gathered>& gathered, const Value& out, int64_t group_id) {
+void reshard_after_call(std::vector<Gathered>& gathered, const Value& out, int64_t group_id, bool prefetch) {
   std::vector<at::Tensor> needing_grad;
   for (auto& t : tensors_in(out)) {
     if (!t.defined()) continue;
@@ -123,8 +161,88 @@ void reshard_after_call(std::vector<Gathered>& gathered, const Value& out, int64
       if (t.storage().is_alias_of(g.full.storage())) return;
   }
   if (!at::GradMode::is_enabled() || needing_grad.empty()) return;  // no backward will come through here
-  auto pending = std::make_shared<Resharded>(std::move(gathered), group_id);
+  auto pending = std::make_shared<Resharded>(std::move(gathered), group_id, prefetch);
+  pending->returned_before = last_returned();
+  last_returned() = pending;
   for (auto& t : needing_grad) t.register_hook([pending](const at::Tensor&) { pending->gather_again(); });
+}
+
+// One fully sharded unit's calls: the slices swapped out and the whole tensors gathered for the
+// call in progress, and the gathers a prefetch started for its next call.
+struct UnitCall {
+  Module* module = nullptr;  // valid while the unit's hooks (which own this) live
+  int64_t group_id = 0;
+  Swaps swaps;
+  std::vector<Gathered> gathered;
+  std::weak_ptr<UnitCall> next;  // the unit called after this one: its gathers start early
+  struct Pending {
+    at::Tensor slice, whole;
+    int64_t version;  // the slice's, when the gather started: an optimizer step since makes it stale
+    std::function<void()> wait;
+  };
+  std::vector<Pending> pending;
+};
+
+// Every unit by its module, so a fully sharded root can chain the units below it.
+std::unordered_map<const Module*, std::weak_ptr<UnitCall>>& units() {
+  static std::unordered_map<const Module*, std::weak_ptr<UnitCall>> by_module;
+  return by_module;
+}
+
+// The root's call prefetches the first unit below it, each unit the next one in the tree's order
+// (FSDP2's usage: layers, then the model that runs them in order). A unit already chained by a
+// fully_shard between the two keeps its link.
+void link_prefetch(Module& root, const std::shared_ptr<UnitCall>& call) {
+  units()[&root] = call;
+  std::vector<std::shared_ptr<UnitCall>> below;
+  std::vector<std::string> nested;
+  for (auto& item : root.named_modules("", /*include_self=*/false)) {
+    auto* m = dynamic_cast<Module*>(item.value().get());
+    if (!m || !m->meta().fully_shard_root) continue;
+    const std::string& path = item.key();
+    bool inside = std::any_of(nested.begin(), nested.end(),
+                              [&](const std::string& p) { return path.rfind(p + ".", 0) == 0; });
+    if (inside) continue;
+    nested.push_back(path);
+    auto found = units().find(m);
+    if (found != units().end())
+      if (auto unit = found->second.lock()) below.push_back(unit);
+  }
+  std::shared_ptr<UnitCall> previous = call;
+  for (auto& unit : below) {
+    if (previous->next.expired()) previous->next = unit;
+    previous = unit;
+  }
+}
+
+// Starts the all-gather of every slice the unit's next call needs (a tie once).
+void start_gathers(UnitCall& unit) {
+  auto group = dist::group_by_id(static_cast<int>(unit.group_id));
+  std::unordered_map<c10::TensorImpl*, bool> started;
+  for (auto& [path, m] : managed_modules(*unit.module))
+    for (auto& [name, spec] : m->meta().fully_sharded) {
+      at::Tensor slice = m->param(name);
+      if (!started.emplace(slice.unsafeGetTensorImpl(), true).second) continue;
+      auto sizes = slice.sizes().vec();
+      sizes[0] *= group->size();
+      at::Tensor whole = at::empty(sizes, slice.options().requires_grad(false));
+      auto wait = group->all_gather_into_async(whole, slice.detach(), "fully_shard (prefetch)");
+      unit.pending.push_back({slice, whole, slice._version(), std::move(wait)});
+    }
+}
+
+// The prefetched whole tensors by slice, each gather waited for; one whose slice changed since it
+// started (an optimizer step between the calls) is dropped and gathered again.
+std::unordered_map<c10::TensorImpl*, at::Tensor> take_prefetched(UnitCall& unit) {
+  std::unordered_map<c10::TensorImpl*, at::Tensor> ready;
+  for (auto& p : unit.pending) {
+    p.wait();
+    bool fresh = p.slice._version() == p.version;
+    if (fresh) ready.emplace(p.slice.unsafeGetTensorImpl(), p.whole);
+    ++(fresh ? prefetch_counts().used : prefetch_counts().stale);
+  }
+  unit.pending.clear();
+  return ready;
 }
 
 // A parameter tied to one outside the unit (GPT-2's embedding and LM head in different units, or
@@ -218,38 +336,48 @@ void fully_shard(Schedule& sch, const FullyShardOptions& options, const CallSite
     }
     t.module->meta().fully_sharded[t.name] = spec;
   }
-  // Step 3. Each call gathers the whole parameters (a tie once) and puts the slices back after.
-  struct Call {
-    Swaps swaps;
-    std::vector<Gathered> gathered;
-  };
-  auto call = std::make_shared<Call>();
-  const int64_t group_id = group->id();
-  root.add_forward_pre_hook([call, group_id](Module& self, Values&) {
+  // Step 3. Each call gathers the whole parameters (a tie once) and puts the slices back after;
+  // with prefetch it starts the next unit's gathers first.
+  auto call = std::make_shared<UnitCall>();
+  call->module = &root;
+  call->group_id = group->id();
+  link_prefetch(root, call);
+  const bool prefetch = options.prefetch;
+  root.add_forward_pre_hook([call, prefetch](Module& self, Values&) {
     restore(call->swaps);  // a call that failed half-way left whole tensors in place
     call->gathered.clear();
+    auto ready = take_prefetched(*call);
     std::unordered_map<c10::TensorImpl*, at::Tensor> whole;
     for (auto& [path, m] : managed_modules(self))
       for (auto& [name, spec] : m->meta().fully_sharded) {
         at::Tensor slice = m->param(name);
         auto& full = whole[slice.unsafeGetTensorImpl()];
         if (!full.defined()) {
-          full = GatherSlices::apply(slice, group_id);
+          auto found = ready.find(slice.unsafeGetTensorImpl());
+          full = GatherSlices::apply(slice, call->group_id, found == ready.end() ? nullptr : &found->second);
           call->gathered.push_back({full, slice});
         }
         call->swaps.emplace_back(m, name, slice);
         m->set_param(name, full);
       }
+    // not from checkpoint's recomputation in backward (a call with gradients there), where the next
+    // unit in forward order is not the next one called
+    bool recomputing = self.meta().checkpointed && at::GradMode::is_enabled();
+    if (prefetch && !recomputing)
+      if (auto next = call->next.lock(); next && next->pending.empty()) start_gathers(*next);
   });
   const bool reshard = options.reshard_after_forward;
-  root.add_forward_post_hook([call, group_id, reshard](Module& self, const Values&, Value& out) {
+  const int64_t group_id = group->id();
+  root.add_forward_post_hook([call, group_id, reshard, prefetch](Module& self, const Values&, Value& out) {
     restore(call->swaps);
     // under checkpoint a call with gradients is the recomputation, and its backward follows at once
-    if (reshard && !self.meta().checkpointed) reshard_after_call(call->gathered, out, group_id);
+    if (reshard && !self.meta().checkpointed) reshard_after_call(call->gathered, out, group_id, prefetch);
     call->gathered.clear();
   });
   root.meta().fully_shard_root = true;
   sch.log().append({"fully_shard", sch.path(), site.lua_args, site.source});
 }
+
+PrefetchCounts fully_shard_prefetch_counts() { return prefetch_counts(); }
 
 }  // namespace slapo

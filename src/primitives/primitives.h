@@ -106,13 +106,24 @@ void fork_rng(Schedule& sch, int64_t seed, const CallSite& site);
 /// gradient, averaged over the group as data parallelism averages, onto the slice. An optimizer
 /// built over the model then holds 1/N of its state too. With `reshard_after_forward` the whole
 /// tensors autograd keeps for backward give their memory back when the call returns and are
-/// gathered again when backward reaches the module. Errors name the parameter whose first axis the
-/// group does not divide.
+/// gathered again when backward reaches the module. With `prefetch`, a unit's call starts the
+/// all-gather of the unit called after it (the fully sharded modules below a fully sharded root,
+/// in the tree's order) before its own compute, as FSDP2's forward prefetch; in backward, a unit's
+/// gather starts that of the call which returned before it. Errors name the
+/// parameter whose first axis the group does not divide.
 struct FullyShardOptions {
   bool reshard_after_forward = true;
+  bool prefetch = true;
   std::shared_ptr<dist::Group> group;  ///< the data-parallel ranks; default: the schedule's group
 };
 void fully_shard(Schedule& sch, const FullyShardOptions& options, const CallSite& site);
+/// Whole tensors prefetched so far in this process: `used` by the call they were gathered for,
+/// `stale` dropped because their slice changed before that call; `backward`: calls whose gathers in
+/// backward (after a reshard) a later call's backward had started (tests read these).
+struct PrefetchCounts {
+  int64_t used = 0, stale = 0, backward = 0;
+};
+PrefetchCounts fully_shard_prefetch_counts();
 
 /// trace{inputs, leaves, flatten}: the module's forward becomes a traced graph (aten ops, its
 /// parameters as inputs) run with autograd; leaves stay calls through their parent's slot.

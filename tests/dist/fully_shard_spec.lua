@@ -160,6 +160,42 @@ describe("fully_shard", function()
     matches('sch%["transformer%.h%.0"%]:fully_shard%({ *reshard_after_forward = false *}%)', sch:log())
   end)
 
+  it("prefetches each block while the call before it computes, in forward and backward, with the losses of no prefetch, bit for bit", function()
+    local function train(prefetch)
+      local sch = slapo.create_schedule(reference.tiny_gpt2())
+      for _, block in ipairs(sch["transformer.h"]:children()) do block:fully_shard({ prefetch = prefetch }) end
+      sch:fully_shard({ prefetch = prefetch })
+      local opt = slapo.optim.adamw(sch.mod, { lr = 1e-2 })
+      slapo.manual_seed(7 + rank)
+      local losses = {}
+      for step = 1, 3 do
+        local ids = slapo.randint(0, 64, { 2, 8 })
+        opt:zero_grad()
+        local loss = sch.mod(ids, { labels = ids })
+        loss:backward()
+        opt:step()
+        losses[step] = loss:item()
+      end
+      return losses, sch
+    end
+    local before = slapo._fully_shard_prefetches()
+    local off = train(false)
+    eq(before.used, slapo._fully_shard_prefetches().used, "prefetch = false prefetched")
+    eq(before.backward, slapo._fully_shard_prefetches().backward, "prefetch = false prefetched in backward")
+    local on, sch = train(true)
+    local after = slapo._fully_shard_prefetches()
+    -- each step the root's call prefetches block 0's parameters, block k's call block k + 1's
+    local per_step, blocks = 0, #sch["transformer.h"]:children()
+    for _, block in ipairs(sch["transformer.h"]:children()) do
+      for _ in block.mod:named_parameters() do per_step = per_step + 1 end
+    end
+    eq(3 * per_step, after.used - before.used)
+    eq(0, after.stale - before.stale, "a prefetch outlived an optimizer step")
+    -- in backward the root's gather starts the last block's, block k's block k - 1's
+    eq(3 * blocks, after.backward - before.backward)
+    eq(off, on)
+  end)
+
   it("refuses what it cannot shard, by name, and changes nothing", function()
     slapo.manual_seed(3)
     local sch = slapo.create_schedule(slapo.models.gpt2({ n_embd = 32, n_layer = 2, n_head = 2, vocab_size = 64,
@@ -178,7 +214,7 @@ describe("fully_shard", function()
     sch["transformer.h.1"]:fully_shard()
     matches("fully_shard: 'transformer.h.1' is already fully sharded",
       pcall_err(function() sch["transformer.h.1"]:fully_shard() end))
-    matches("fully_shard on 'transformer.h.1.attn': unknown option 'reshard' %(valid: reshard_after_forward, group%)",
+    matches("fully_shard on 'transformer.h.1.attn': unknown option 'reshard' %(valid: reshard_after_forward, prefetch, group%)",
       pcall_err(function() sch["transformer.h.1.attn"]:fully_shard({ reshard = false }) end))
     matches("fully_shard on 'transformer.h.1.attn': options must be a table like {reshard_after_forward = false}, "
       .. "got boolean", pcall_err(function() sch["transformer.h.1.attn"]:fully_shard(false) end))
