@@ -14,6 +14,7 @@ int push(lua_State* L, at::Tensor t) {
 
 // bias_gelu(x, bias, {approximate = "none" | "tanh"})
 int w_bias_gelu(lua_State* L) {
+  lx_check_option_keys(L, 3, {"approximate"}, "kernels.bias_gelu");
   std::string approximate = lx_opt_string(L, 3, "approximate", "none", "kernels.bias_gelu");
   if (approximate != "none" && approximate != "tanh")
     luaL_error(L, "kernels.bias_gelu: approximate must be 'none' or 'tanh', got '%s'", approximate.c_str());
@@ -29,6 +30,7 @@ int w_rope(lua_State* L) {
 
 // attention(q, k, v, {causal = false})
 int w_attention(lua_State* L) {
+  lx_check_option_keys(L, 4, {"causal"}, "kernels.attention");
   bool causal = lx_opt_bool(L, 4, "causal", false, "kernels.attention");
   return push(L, kernels::attention(lx_check_tensor(L, 1), lx_check_tensor(L, 2), lx_check_tensor(L, 3), causal));
 }
@@ -41,6 +43,7 @@ int w_masked_softmax(lua_State* L) {
 // bias_dropout_add_layer_norm(x, bias, residual, weight, ln_bias, {p = 0, training = false, eps = 1e-5})
 int w_bias_dropout_add_layer_norm(lua_State* L) {
   const char* fn = "kernels.bias_dropout_add_layer_norm";
+  lx_check_option_keys(L, 6, {"p", "training", "eps"}, fn);
   return push(L, kernels::bias_dropout_add_layer_norm(lx_check_tensor(L, 1), lx_check_tensor(L, 2), lx_check_tensor(L, 3),
                                                       lx_check_tensor(L, 4), lx_check_tensor(L, 5),
                                                       lx_opt_number(L, 6, "p", 0.0, fn), lx_opt_bool(L, 6, "training", false, fn),
