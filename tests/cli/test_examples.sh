@@ -21,6 +21,9 @@ out=$("$bin" run examples/fuse_llama.lua)
 echo "$out" | grep -q "^verify: outputs match"
 falls "$("$bin" run --nproc 2 examples/pipeline_gpt2.lua)"
 "$bin" run examples/inspect_bert.lua >/dev/null
+# the tutorial's REPL start: the script's globals stay at the prompt
+out=$(printf 'print(sch["transformer.h.0.attn"].path)\n' | "$bin" repl examples/explore_gpt2.lua)
+echo "$out" | grep -q "^slapo> transformer.h.0.attn" || { echo "$out"; exit 1; }
 "$bin" run examples/tour.lua >/dev/null
 "$bin" run --nproc 2 examples/tour.lua >/dev/null  # shards after a backward whose loss is still alive
 echo "examples ok"
