@@ -1,6 +1,6 @@
--- Slapo's own multi-rank tests (awslabs/slapo, tests/), ported to slapo-lua's Lua API: one `it`
--- per Slapo test function, named "<file>::<function>". Where a test needs a model slapo-lua does
--- not have (Conv2d, BatchNorm2d), docs/slapo-suite.md says so instead of a weaker port here.
+-- Slapo's own multi-rank tests (awslabs/slapo, tests/), ported to slapo-lua's Lua API: a `describe`
+-- per Slapo file, an `it` per test function starting with its name. docs/slapo-suite.md lists every
+-- Slapo test, where each lives here and those not ported, with why.
 local world = slapo.dist.world_size()
 local rank = slapo.dist.rank()
 

@@ -1,8 +1,6 @@
--- Slapo's own single-process tests (awslabs/slapo, tests/), ported to slapo-lua's Lua API: one
--- `it` per Slapo test function, named "<file>::<function>". A model slapo-lua lacks (Conv2d in
--- test_exact_match and test_vertical_fusion, BatchNorm1d in test_vertical_replacement) is swapped
--- for the nearest layer it has, where the test is about the primitive and not the layer; the
--- cases that need missing features are listed in docs/slapo-suite.md, not weakened here.
+-- Slapo's own single-process tests (awslabs/slapo, tests/), ported to slapo-lua's Lua API: a
+-- `describe` per Slapo file, an `it` per test function starting with its name. docs/slapo-suite.md
+-- lists every Slapo test, where each lives here (some in other specs) and those not ported, with why.
 
 local function ops(subgraph)
   local t = {}
