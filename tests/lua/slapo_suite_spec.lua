@@ -70,7 +70,7 @@ describe("test_subgraph.py (module patterns)", function()
     eq("relu", subgraph[2].target)
   end)
 
-  -- LeNet5's classifier (its convolutional layers need Conv2d, which slapo-lua lacks)
+  -- LeNet5's classifier, where Slapo's test_linear_relu finds its two Linear-ReLU pairs
   it("test_linear_relu: Linear then ReLU, by module type, found twice", function()
     local m = slapo.nn.Module({ type = "LeNet5Classifier",
       children = { fc = slapo.nn.Linear(400, 120), relu = slapo.nn.ReLU(), fc1 = slapo.nn.Linear(120, 84),
