@@ -34,6 +34,13 @@ std::string script_header(const Plan& plan) {
   return out;
 }
 
+// `phase(text)`: the script says what it does now, so a long check is not silence.
+constexpr const char* kPhaseSource = R"(-- what the script is doing now, from rank 0 on stderr (checking a large model takes a while)
+local function phase(text)
+  if slapo.dist.rank() == 0 then io.stderr:write("plan: ", text, "\n") end
+end
+)";
+
 // `local function shard_layer(layer) ... end` from the intra-op pass, the layout the predictions
 // price; `local shard_layer = nil` (the reference schedule's layout) without it.
 // With sequence parallelism, the layout expects its layer's tokens split: the first layer of each
@@ -53,6 +60,7 @@ std::string shard_layer_source(const Plan& plan) {
         "-- `local shard_layer = nil` in its place runs the reference schedule's (Megatron's) layout.\n"
         "local function shard_layer(layer)\n{}end\n",
         plan.layer_layout_note, plan.layer_layout);
+  out += kPhaseSource;
   out += fmt::format(R"(local shard_layer_splits_tokens = {}  -- it was written for sequence parallelism
 if plan.tp > 1 and plan.sequence ~= (shard_layer ~= nil and shard_layer_splits_tokens) then
   error(("plan.sequence = %s, but the layers' layout (shard_layer) %s the tokens: plan again with the other, or set "
@@ -75,6 +83,7 @@ end
 std::string pipeline_steps_source() {
   return R"(collectgarbage()  -- the verified copies go before memory is measured
 -- tensor memory per rank: the stage's weights, and the most the steps held on top
+phase(("training %d steps"):format(plan.steps))
 local loss, times = nil, {}
 local peak_mib = slapo.peak_tensor_mib(function()
   for step = 1, plan.steps do
@@ -171,9 +180,11 @@ assert(replica_batch * plan.dp == plan.batch and replica_batch % plan.micro_batc
 {}
 -- the pipeline is checked against the unscheduled model (loss and gradients) before training;
 -- a verified pipeline keeps only its stage's weights, so training builds the model again
+phase(("building the model on %d ranks, %d stages"):format(slapo.dist.world_size(), pp))
 local sch, vocab = make_schedule()
 slapo.manual_seed(1)
 local example = slapo.randint(0, vocab, {{ replica_batch, plan.seq }})
+phase("checking the pipeline against the unscheduled model: loss and gradients")
 local report = slapo.verify(sch, {{ example }}, {{ pipeline = {{ group = layout.pp_group,
   micro_batches = plan.micro_batches }} }}, apply)
 if slapo.dist.rank() == 0 then
@@ -283,7 +294,7 @@ local function sequence_parallel(layers, first, last)
   layers[first]:sync("fwd_pre", "scatter", {{ axis = 1 }})
   layers[last]:sync("fwd_post", "all_gather", {{ axis = 1 }})
 end
-
+{phase}
 {}
 -- the pipeline is checked against the unscheduled model (loss and gradients) before training, on the
 -- fewest rows that every stage's replicas divide; a verified pipeline keeps only its stage's weights,
@@ -291,6 +302,7 @@ end
 local sch, vocab = make_schedule()
 slapo.manual_seed(1)
 local example = slapo.randint(0, vocab, {{ plan.micro_batches * rows, plan.seq }})
+phase("checking the pipeline against the unscheduled model: loss and gradients")
 local report = slapo.verify(sch, {{ example }}, {{ pipeline = {{ meshes = layout.meshes, dp_group = layout.dp_group,
   micro_batches = plan.micro_batches }} }}, apply)
 if slapo.dist.rank() == 0 then
@@ -309,7 +321,7 @@ local opt = mine.zero and slapo.optim.zero_adamw(pipe:parameters(), {{ lr = plan
 {})",
                      plan.model_source, stages, c.micro_batches, plan.work.batch, plan.work.seq, steps,
                      plan.work.dtype, mesh_layouts_source(plan), stages_schedule_source(model),
-                     pipeline_steps_source());
+                     pipeline_steps_source(), fmt::arg("phase", kPhaseSource));
   return out;
 }
 
@@ -391,6 +403,7 @@ local vocab = slapo.models.config(model).vocab_size
 -- the schedule is checked against the unscheduled model (outputs and gradients) before training
 slapo.manual_seed(1)
 local example = slapo.randint(0, vocab, {{ micro_batch, plan.seq }})
+phase("checking the schedule against the unscheduled model: outputs and gradients")
 local report = slapo.verify(sch, {{ example }}, {{}}, function(s)
   for _, note in ipairs(require("slapo.schedules.{}").schedule(s, {{ checkpoint = plan.checkpoint,
     layer = shard_layer }})) do
@@ -405,6 +418,7 @@ end
 local built = slapo.build(sch)
 collectgarbage()  -- the verified copies go before memory is measured
 -- tensor memory per rank: the weights, and the most the steps held on top (gradients, AdamW, activations)
+phase(("training %d steps"):format(plan.steps))
 local peak_mib, result = slapo.peak_tensor_mib(slapo.train, {{
   model = built, layout = layout, optimizer = plan.zero and "zero_adamw" or "adamw",
   data = {{ vocab = vocab, batch = micro_batch, seq = plan.seq }}, grad_accum = plan.micro_batches,
