@@ -83,6 +83,16 @@ at::Tensor bias_dropout_add_layer_norm(const at::Tensor& x, const at::Tensor& bi
   return at::layer_norm(h, {x.size(-1)}, weight, ln_bias, eps);
 }
 
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal) {
+  auto scores = at::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(q.size(-1)));
+  if (causal) {
+    const int64_t sq = q.size(-2), sk = k.size(-2);
+    auto hidden = at::ones({sq, sk}, q.options().dtype(at::kBool)).triu(sk - sq + 1);  // bottom-right aligned
+    scores = scores.masked_fill(hidden, -std::numeric_limits<double>::infinity());
+  }
+  return at::matmul(at::softmax(scores, -1), v);
+}
+
 }  // namespace aten_math
 
 // Every tensor input of one call shares the first one's device and (except masks, which are
@@ -226,19 +236,9 @@ at::Tensor bias_dropout_add_layer_norm_autograd(const at::Tensor& x, const at::T
 // matmul + softmax + matmul, with ATen's autograd.
 constexpr int64_t kCpuTiledAttentionMinKeys = 192;
 
-at::Tensor attention_math(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal) {
-  auto scores = at::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(q.size(-1)));
-  if (causal) {
-    const int64_t sq = q.size(-2), sk = k.size(-2);
-    auto hidden = at::ones({sq, sk}, q.options().dtype(at::kBool)).triu(sk - sq + 1);  // bottom-right aligned
-    scores = scores.masked_fill(hidden, -std::numeric_limits<double>::infinity());
-  }
-  return at::matmul(at::softmax(scores, -1), v);
-}
-
 at::Tensor attention_autograd(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal) {
   check_inputs("attention", {{&q, "q"}, {&k, "k"}, {&v, "v"}});  // every path below
-  if (q.device().is_cpu() && k.size(-2) < kCpuTiledAttentionMinKeys) return attention_math(q, k, v, causal);
+  if (q.device().is_cpu() && k.size(-2) < kCpuTiledAttentionMinKeys) return aten_math::attention(q, k, v, causal);
 #if defined(SLAPO_CUDA_OPS) && TORCH_VERSION_MAJOR >= 2
   // On CUDA, LibTorch 2.x's scaled_dot_product_attention (flash, memory-efficient or cuDNN) ran
   // 28x faster than this project's kernel at S = 2048 on an H100: the op keeps its meaning, ATen
@@ -251,7 +251,7 @@ at::Tensor attention_autograd(const at::Tensor& q, const at::Tensor& k, const at
     return at::scaled_dot_product_attention(q, k, v, visible, 0.0, false);
   }
 #endif
-  if (!kernel_takes(q)) return attention_math(q, k, v, causal);
+  if (!kernel_takes(q)) return aten_math::attention(q, k, v, causal);
   return AttentionFn::apply(q, k, v, causal);
 }
 

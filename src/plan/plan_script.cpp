@@ -60,7 +60,6 @@ std::string shard_layer_source(const Plan& plan) {
         "-- `local shard_layer = nil` in its place runs the reference schedule's (Megatron's) layout.\n"
         "local function shard_layer(layer)\n{}end\n",
         plan.layer_layout_note, plan.layer_layout);
-  out += kPhaseSource;
   out += fmt::format(R"(local shard_layer_splits_tokens = {}  -- it was written for sequence parallelism
 if plan.tp > 1 and plan.sequence ~= (shard_layer ~= nil and shard_layer_splits_tokens) then
   error(("plan.sequence = %s, but the layers' layout (shard_layer) %s the tokens: plan again with the other, or set "
@@ -177,6 +176,7 @@ assert(replica_batch * plan.dp == plan.batch and replica_batch % plan.micro_batc
   ("plan: batch %d does not split into %d replicas x %d micro-batches"):format(plan.batch, plan.dp, plan.micro_batches))
 
 {}
+{phase}
 {}
 -- the pipeline is checked against the unscheduled model (loss and gradients) before training;
 -- a verified pipeline keeps only its stage's weights, so training builds the model again
@@ -202,7 +202,7 @@ local opt = plan.zero and slapo.optim.zero_adamw(pipe:parameters(), {{ lr = plan
 {})",
                      plan.model_source, c.tp, schedules_of(model), c.dp, c.zero ? "true" : "false", stages,
                      c.micro_batches, c.sequence ? "true" : "false", plan.work.batch, plan.work.seq, steps, plan.work.dtype, shard_layer_source(plan),
-                     stages_schedule_source(model), pipeline_steps_source());
+                     stages_schedule_source(model), pipeline_steps_source(), fmt::arg("phase", kPhaseSource));
   return out;
 }
 
@@ -400,6 +400,7 @@ local model = type(plan.model) == "string" and plan.model:find("/") and slapo.mo
 local sch = slapo.create_schedule(model, {{ group = layout.tp_group }})
 local vocab = slapo.models.config(model).vocab_size
 {}
+{phase}
 -- the schedule is checked against the unscheduled model (outputs and gradients) before training
 slapo.manual_seed(1)
 local example = slapo.randint(0, vocab, {{ micro_batch, plan.seq }})
@@ -432,7 +433,8 @@ end
 )",
                      model_source, c.tp, schedules, c.dp, c.checkpoint ? "1.0" : "0.0", c.zero ? "true" : "false",
                      c.micro_batches, c.sequence ? "true" : "false", work.batch, work.seq, steps, work.dtype, cluster.devices(), fmt::join(tp_choices, ", "),
-                     fmt::join(micro_choices, ", "), predictions, shard_layer_source(*this), schedules, layers_path(model));
+                     fmt::join(micro_choices, ", "), predictions, shard_layer_source(*this), schedules, layers_path(model),
+                     fmt::arg("phase", kPhaseSource));
   return out;
 }
 

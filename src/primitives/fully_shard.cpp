@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "dist/group.h"
@@ -17,6 +18,13 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// An uninitialised tensor of the whole parameter's shape: the group's slices stacked along axis 0.
+at::Tensor empty_whole(const at::Tensor& slice, const dist::Group& group) {
+  auto sizes = slice.sizes().vec();
+  sizes[0] *= group.size();
+  return at::empty(sizes, slice.options().requires_grad(false));
+}
+
 // The whole parameter from every rank's slice along axis 0 (or the one a prefetch gathered);
 // backward gives each slice its part of the gradient summed over the group and divided by its
 // size: the data-parallel average.
@@ -26,9 +34,7 @@ struct GatherSlices : public torch::autograd::Function<GatherSlices> {
     ctx->saved_data["group"] = group;
     if (prefetched) return *prefetched;
     auto g = dist::group_by_id(static_cast<int>(group));
-    auto sizes = slice.sizes().vec();
-    sizes[0] *= g->size();
-    at::Tensor whole = at::empty(sizes, slice.options().requires_grad(false));
+    at::Tensor whole = empty_whole(slice, *g);
     return g->all_gather_into(whole, slice.detach(), "fully_shard");
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -46,26 +52,27 @@ size_t shared_ranks(const dist::Group& a, const dist::Group& b) {
   });
 }
 
-// The modules whose parameters a fully_shard at `root` manages, with their paths below it: its
-// subtree without the subtrees of fully_shard roots below it.
-std::vector<std::pair<std::string, Module*>> managed_modules(Module& root) {
-  std::vector<std::pair<std::string, Module*>> out;
-  std::vector<std::string> nested;  // path prefixes of fully_shard roots below
+// A unit's subtree in two parts: the modules whose parameters a fully_shard at `root` manages, with
+// their paths below it, and the fully_shard roots directly below it, whose subtrees are theirs.
+struct UnitTree {
+  std::vector<std::pair<std::string, Module*>> managed, nested;
+};
+
+UnitTree unit_tree(Module& root) {
+  UnitTree out;
   for (auto& item : root.named_modules("", /*include_self=*/true)) {
     const std::string& path = item.key();
     auto* m = dynamic_cast<Module*>(item.value().get());
     if (!m) continue;
-    bool inside = std::any_of(nested.begin(), nested.end(),
-                              [&](const std::string& p) { return path.rfind(p + ".", 0) == 0; });
+    bool inside = std::any_of(out.nested.begin(), out.nested.end(),
+                              [&](const auto& unit) { return path.rfind(unit.first + ".", 0) == 0; });
     if (inside) continue;
-    if (!path.empty() && m->meta().fully_shard_root) {
-      nested.push_back(path);
-      continue;
-    }
-    out.emplace_back(path, m);
+    (!path.empty() && m->meta().fully_shard_root ? out.nested : out.managed).emplace_back(path, m);
   }
   return out;
 }
+
+std::vector<std::pair<std::string, Module*>> managed_modules(Module& root) { return unit_tree(root).managed; }
 
 // Parameters swapped in for one call: (module, name, its slice), restored after.
 using Swaps = std::vector<std::tuple<Module*, std::string, at::Tensor>>;
@@ -195,15 +202,7 @@ std::unordered_map<const Module*, std::weak_ptr<UnitCall>>& units() {
 void link_prefetch(Module& root, const std::shared_ptr<UnitCall>& call) {
   units()[&root] = call;
   std::vector<std::shared_ptr<UnitCall>> below;
-  std::vector<std::string> nested;
-  for (auto& item : root.named_modules("", /*include_self=*/false)) {
-    auto* m = dynamic_cast<Module*>(item.value().get());
-    if (!m || !m->meta().fully_shard_root) continue;
-    const std::string& path = item.key();
-    bool inside = std::any_of(nested.begin(), nested.end(),
-                              [&](const std::string& p) { return path.rfind(p + ".", 0) == 0; });
-    if (inside) continue;
-    nested.push_back(path);
+  for (auto& [path, m] : unit_tree(root).nested) {
     auto found = units().find(m);
     if (found != units().end())
       if (auto unit = found->second.lock()) below.push_back(unit);
@@ -218,14 +217,12 @@ void link_prefetch(Module& root, const std::shared_ptr<UnitCall>& call) {
 // Starts the all-gather of every slice the unit's next call needs (a tie once).
 void start_gathers(UnitCall& unit) {
   auto group = dist::group_by_id(static_cast<int>(unit.group_id));
-  std::unordered_map<c10::TensorImpl*, bool> started;
+  std::unordered_set<c10::TensorImpl*> started;
   for (auto& [path, m] : managed_modules(*unit.module))
     for (auto& [name, spec] : m->meta().fully_sharded) {
       at::Tensor slice = m->param(name);
-      if (!started.emplace(slice.unsafeGetTensorImpl(), true).second) continue;
-      auto sizes = slice.sizes().vec();
-      sizes[0] *= group->size();
-      at::Tensor whole = at::empty(sizes, slice.options().requires_grad(false));
+      if (!started.insert(slice.unsafeGetTensorImpl()).second) continue;
+      at::Tensor whole = empty_whole(slice, *group);
       auto wait = group->all_gather_into_async(whole, slice.detach(), "fully_shard (prefetch)");
       unit.pending.push_back({slice, whole, slice._version(), std::move(wait)});
     }
@@ -367,11 +364,10 @@ void fully_shard(Schedule& sch, const FullyShardOptions& options, const CallSite
       if (auto next = call->next.lock(); next && next->pending.empty()) start_gathers(*next);
   });
   const bool reshard = options.reshard_after_forward;
-  const int64_t group_id = group->id();
-  root.add_forward_post_hook([call, group_id, reshard, prefetch](Module& self, const Values&, Value& out) {
+  root.add_forward_post_hook([call, reshard, prefetch](Module& self, const Values&, Value& out) {
     restore(call->swaps);
     // under checkpoint a call with gradients is the recomputation, and its backward follows at once
-    if (reshard && !self.meta().checkpointed) reshard_after_call(call->gathered, out, group_id, prefetch);
+    if (reshard && !self.meta().checkpointed) reshard_after_call(call->gathered, out, call->group_id, prefetch);
     call->gathered.clear();
   });
   root.meta().fully_shard_root = true;

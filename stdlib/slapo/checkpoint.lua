@@ -13,13 +13,8 @@
 --- are flat slices of its own and resume only on as many ranks as wrote them.
 local M = {}
 
-local function write_file(path, text)
-  local f = assert(io.open(path, "w"))
-  f:write(text)
-  f:close()
-end
-
-local read_file = require("slapo.util").read_file
+local util = require("slapo.util")
+local read_file, write_file = util.read_file, util.write_file
 
 local function shell_quote(s)
   return "'" .. s:gsub("'", "'\\''") .. "'"

@@ -18,6 +18,13 @@ function M.read_file(path)
   return text
 end
 
+--- Writes `text` as the whole file (raises when it cannot be opened).
+function M.write_file(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+end
+
 --- True when `path` names a directory: it opens, but reading it fails with EISDIR (21).
 function M.is_directory(path)
   local f = io.open(path, "r")

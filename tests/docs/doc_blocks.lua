@@ -11,17 +11,11 @@
 -- "file:line" contains it.
 local root, filter = assert(arg[1], "usage: doc_blocks.lua ROOT [FILTER]"), arg[2]
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local text = f:read("*a")
-  f:close()
-  return text
-end
+local util = require("slapo.util")
+local write = util.write_file
 
-local function write(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
+local function read(path)
+  return assert(util.read_file(path), "doc_blocks: cannot read " .. path)
 end
 
 -- {file, line, code, nproc, continues, spec} for each ```lua block of one markdown file
