@@ -1,0 +1,168 @@
+-- slapo-lua plan: gpt2 on 1 x 8 NVIDIA H100 80GB HBM3, batch 16 x seq 1024
+-- Run it: slapo-lua run --nproc 8 plan.lua   (edit the plan table and run again)
+--
+-- Predicted (step seconds, GiB per rank), the best plans considered:
+--   tp 2 x dp 4, sequence, zero-1                           0.0623 s    6.30 GiB  picked, 33% slower
+--   tp 1 x dp 8, zero-1                                     0.0470 s    5.81 GiB  the planner's choice
+--   tp 1 x dp 8, 2 micro, zero-1                            0.0470 s    3.42 GiB  0% slower
+--   tp 1 x dp 8                                             0.0470 s    6.62 GiB  0% slower
+--   tp 1 x dp 8, 2 micro                                    0.0470 s    4.23 GiB  0% slower
+--   tp 1 x dp 8, checkpoint, zero-1                         0.0578 s    2.21 GiB  23% slower
+--   tp 1 x dp 8, 2 micro, checkpoint, zero-1                0.0578 s    1.62 GiB  23% slower
+--   tp 1 x dp 8, checkpoint                                 0.0578 s    3.01 GiB  23% slower
+--   tp 1 x dp 8, 2 micro, checkpoint                        0.0578 s    2.43 GiB  23% slower
+--   tp 2 x dp 4, zero-1                                     0.0623 s    6.62 GiB  33% slower
+--   tp 2 x dp 4                                             0.0623 s    7.07 GiB  33% slower
+--   tp 2 x dp 4, sequence                                   0.0623 s    6.75 GiB  33% slower
+--   tp 2 x dp 4, 2 micro, zero-1                            0.0628 s    3.69 GiB  34% slower
+--   tp 2 x dp 4, 2 micro, sequence, zero-1                  0.0628 s    3.53 GiB  34% slower
+--   tp 2 x dp 4, 2 micro                                    0.0628 s    4.14 GiB  34% slower
+--   tp 2 x dp 4, 2 micro, sequence                          0.0628 s    3.98 GiB  34% slower
+--   tp 2 x dp 4, 4 micro, zero-1                            0.0637 s    2.22 GiB  36% slower
+--   tp 2 x dp 4, 4 micro, sequence, zero-1                  0.0637 s    2.14 GiB  36% slower
+--   tp 2 x dp 4, 4 micro                                    0.0637 s    2.67 GiB  36% slower
+--   tp 2 x dp 4, 4 micro, sequence                          0.0637 s    2.59 GiB  36% slower
+--   ... and 154 more
+--   tp 1 x dp 8, zero-1                                     0.0470 s    5.81 GiB  the same as the chosen plan
+
+local plan = {
+  model = "gpt2",  -- a preset name, a Hugging Face directory or a table of config fields
+  tp = 2,           -- tensor parallel ranks (Megatron layout from slapo.schedules.gpt2)
+  dp = 4,           -- data parallel replicas
+  checkpoint = 0.0,  -- fraction of layers whose activations are recomputed in backward
+  zero = true,     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
+  micro_batches = 1,  -- each replica's batch in this many parts, their gradients accumulated
+  sequence = true,  -- sequence parallelism: each layer's tokens split over the tp ranks between its projections
+  batch = 16, seq = 1024, steps = 2, lr = 1e-4,
+  dtype = "float32",  -- "bfloat16": bf16 autocast (float32 weights and AdamW state, bf16 matmuls)
+}
+
+-- `slapo-lua tune plan.lua --nproc 8` runs the plans above as knobs, the best predicted first
+-- (a plain run keeps the table's values).
+local function knob(name, choices, default)
+  for _, c in ipairs(choices) do
+    if c == default then
+      return slapo.knob(name, choices, default)
+    end
+  end
+  table.insert(choices, default)  -- an edited table: its value is a choice too
+  return slapo.knob(name, choices, default)
+end
+local devices = plan.tp * plan.dp
+plan.tp = knob("tp", { 1, 2, 4 }, plan.tp)
+plan.dp = math.floor(devices / plan.tp)
+plan.checkpoint = knob("checkpoint", { 0.0, 1.0 }, plan.checkpoint)
+plan.zero = knob("zero", { false, true }, plan.zero)
+plan.micro_batches = knob("micro_batches", { 1, 2, 4, 8 }, plan.micro_batches)
+local micro_batch = math.floor(plan.batch / plan.dp / plan.micro_batches)
+assert(micro_batch >= 1 and micro_batch * plan.dp * plan.micro_batches == plan.batch,
+  ("plan: batch %d does not split into %d replicas x %d micro-batches"):format(plan.batch, plan.dp, plan.micro_batches))
+slapo.predict({
+  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = true, step_s = 0.0622817, peak_gib = 6.3 },
+  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = true, step_s = 0.0469828, peak_gib = 5.81 },
+  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = true, step_s = 0.0469828, peak_gib = 3.42 },
+  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = false, step_s = 0.0470094, peak_gib = 6.62 },
+  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = false, step_s = 0.0470094, peak_gib = 4.23 },
+  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = true, step_s = 0.0577696, peak_gib = 2.21 },
+  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = true, step_s = 0.0577696, peak_gib = 1.62 },
+  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = false, step_s = 0.0577961, peak_gib = 3.01 },
+  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = false, step_s = 0.0577961, peak_gib = 2.43 },
+  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = false, step_s = 0.0623013, peak_gib = 6.75 },
+  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = true, step_s = 0.0627617, peak_gib = 3.53 },
+  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = false, step_s = 0.0627813, peak_gib = 3.98 },
+  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = true, step_s = 0.0637217, peak_gib = 2.14 },
+  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = false, step_s = 0.0637413, peak_gib = 2.59 },
+  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = true, step_s = 0.0750672, peak_gib = 2.76 },
+  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = false, step_s = 0.0750868, peak_gib = 3.22 },
+  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = true, step_s = 0.0757872, peak_gib = 1.76 },
+  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = false, step_s = 0.0758068, peak_gib = 2.21 },
+  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = true, step_s = 0.0772272, peak_gib = 1.26 },
+  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = false, step_s = 0.0772468, peak_gib = 1.71 },
+  { tp = 4, micro_batches = 1, checkpoint = 0.0, zero = true, step_s = 0.0810299, peak_gib = 8.22 },
+  { tp = 4, micro_batches = 1, checkpoint = 0.0, zero = false, step_s = 0.081054, peak_gib = 8.6 },
+  { tp = 4, micro_batches = 2, checkpoint = 0.0, zero = true, step_s = 0.0868957, peak_gib = 4.68 },
+  { tp = 4, micro_batches = 2, checkpoint = 0.0, zero = false, step_s = 0.0869198, peak_gib = 5.06 },
+  { tp = 4, micro_batches = 4, checkpoint = 0.0, zero = true, step_s = 0.0883357, peak_gib = 2.91 },
+  { tp = 4, micro_batches = 4, checkpoint = 0.0, zero = false, step_s = 0.0883598, peak_gib = 3.29 },
+  { tp = 4, micro_batches = 8, checkpoint = 0.0, zero = true, step_s = 0.0912157, peak_gib = 2.03 },
+  { tp = 4, micro_batches = 8, checkpoint = 0.0, zero = false, step_s = 0.0912398, peak_gib = 2.41 },
+  { tp = 4, micro_batches = 1, checkpoint = 1.0, zero = true, step_s = 0.0931414, peak_gib = 4.83 },
+  { tp = 4, micro_batches = 1, checkpoint = 1.0, zero = false, step_s = 0.0931655, peak_gib = 5.21 },
+  { tp = 4, micro_batches = 2, checkpoint = 1.0, zero = true, step_s = 0.100497, peak_gib = 2.98 },
+  { tp = 4, micro_batches = 2, checkpoint = 1.0, zero = false, step_s = 0.100521, peak_gib = 3.37 },
+  { tp = 4, micro_batches = 4, checkpoint = 1.0, zero = true, step_s = 0.102657, peak_gib = 2.06 },
+  { tp = 4, micro_batches = 4, checkpoint = 1.0, zero = false, step_s = 0.102681, peak_gib = 2.44 },
+  { tp = 4, micro_batches = 8, checkpoint = 1.0, zero = true, step_s = 0.106977, peak_gib = 1.91 },
+  { tp = 4, micro_batches = 8, checkpoint = 1.0, zero = false, step_s = 0.107001, peak_gib = 1.98 },
+})
+
+assert(slapo.dist.world_size() == plan.tp * plan.dp,
+  ("this plan needs %d ranks: slapo-lua run --nproc %d"):format(plan.tp * plan.dp, plan.tp * plan.dp))
+local layout = require("slapo.parallel").layout({ tp = plan.tp })
+slapo.manual_seed(0)
+local model = type(plan.model) == "string" and plan.model:find("/") and slapo.models.from_pretrained(plan.model)
+  or slapo.models.build(plan.model)
+local sch = slapo.create_schedule(model, { group = layout.tp_group })
+local vocab = slapo.models.config(model).vocab_size
+
+-- Each layer's tensor parallelism, from the intra-op pass: the cbc ILP on one layer for 2 x 4 ranks (tp x dp, its tokens split between projections), 4 of its 4 projections sharded (125 variables, 334 constraints).
+-- The predictions above price this layout. Edit a line (keep a projection whole, say) and run again;
+-- `local shard_layer = nil` in its place runs the reference schedule's (Megatron's) layout.
+local function shard_layer(layer)
+  layer["attn.c_attn"]:shard("weight", 1, { groups = 3 }):shard("bias", 0, { groups = 3 }):sync("fwd_pre", "all_gather", { axis = 1, grad = "reduce_scatter" })
+  layer["attn.c_proj"]:shard("weight", 0):sync("fwd_post", "reduce_scatter", { axis = 1 }):sync("bwd_params", "all_reduce", { params = { "bias" } })
+  layer["mlp.c_fc"]:shard("weight", 1):shard("bias", 0):sync("fwd_pre", "all_gather", { axis = 1, grad = "reduce_scatter" })
+  layer["mlp.c_proj"]:shard("weight", 0):sync("fwd_post", "reduce_scatter", { axis = 1 }):sync("bwd_params", "all_reduce", { params = { "bias" } })
+  layer["ln_1"]:sync("bwd_params", "all_reduce")
+  layer["ln_2"]:sync("bwd_params", "all_reduce")
+  layer["attn.attn_dropout"]:fork_rng()
+  layer["attn.resid_dropout"]:fork_rng()
+  layer["mlp.dropout"]:fork_rng()
+end
+local shard_layer_splits_tokens = true  -- it was written for sequence parallelism
+if plan.tp > 1 and plan.sequence ~= (shard_layer ~= nil and shard_layer_splits_tokens) then
+  error(("plan.sequence = %s, but the layers' layout (shard_layer) %s the tokens: plan again with the other, or set "
+    .. "sequence = %s"):format(tostring(plan.sequence), plan.sequence and "keeps whole" or "splits",
+    tostring(not plan.sequence)))
+end
+-- sequence parallelism: layers first..last take their tokens split over the tp ranks, and hand them on whole
+local function sequence_parallel(layers, first, last)
+  if not plan.sequence or plan.tp < 2 then return end
+  layers[first]:sync("fwd_pre", "scatter", { axis = 1 })
+  layers[last]:sync("fwd_post", "all_gather", { axis = 1 })
+end
+
+-- what the script is doing now, from rank 0 on stderr (checking a large model takes a while)
+local function phase(text)
+  if slapo.dist.rank() == 0 then io.stderr:write("plan: ", text, "\n") end
+end
+
+-- the schedule is checked against the unscheduled model (outputs and gradients) before training
+slapo.manual_seed(1)
+local example = slapo.randint(0, vocab, { micro_batch, plan.seq })
+phase("checking the schedule against the unscheduled model: outputs and gradients")
+local report = slapo.verify(sch, { example }, {}, function(s)
+  for _, note in ipairs(require("slapo.schedules.gpt2").schedule(s, { checkpoint = plan.checkpoint,
+    layer = shard_layer })) do
+    if slapo.dist.rank() == 0 then print("note: " .. note) end
+  end
+  local layers = s["transformer.h"]:children()
+  sequence_parallel(layers, 1, #layers)
+end)
+if slapo.dist.rank() == 0 then
+  print(("verify: %d output(s) and %d gradients match the unscheduled model"):format(report.outputs, report.gradients))
+end
+local built = slapo.build(sch)
+collectgarbage()  -- the verified copies go before memory is measured
+-- tensor memory per rank: the weights, and the most the steps held on top (gradients, AdamW, activations)
+phase(("training %d steps"):format(plan.steps))
+local peak_mib, result = slapo.peak_tensor_mib(slapo.train, {
+  model = built, layout = layout, optimizer = plan.zero and "zero_adamw" or "adamw",
+  data = { vocab = vocab, batch = micro_batch, seq = plan.seq }, grad_accum = plan.micro_batches,
+  steps = plan.steps, lr = plan.lr, autocast = plan.dtype == "bfloat16" and "bf16" or nil,
+})
+local fullest = math.max(unpack(slapo.dist.all_gather(slapo.tensor({ built:num_params() * 4 / 2 ^ 20 + peak_mib })):tolist()))
+if slapo.dist.rank() == 0 then
+  print(("plan: %d steps, final loss %.4f, %.4f s/step, %.0f MiB of tensors on the fullest rank"):format(plan.steps,
+    result.final_loss, result.step_s or 0, fullest))
+end

@@ -1,0 +1,144 @@
+-- slapo-lua plan: gpt3-6.7b on 2 x 8 NVIDIA H100 80GB HBM3, batch 64 x seq 2048
+-- Run it: slapo-lua run --nproc 16 plan.lua   (edit the plan table and run again)
+--
+-- Predicted (step seconds, GiB per rank), the best plans considered:
+--   tp 1 x dp 8 x pp 2 (16+16), 8 micro, zero-1             0.7374 s   46.07 GiB  chosen
+--   tp 2 x dp 4 x pp 2 (16+16), 16 micro, sequence, zero-1    0.7428 s   32.43 GiB  1% slower
+--   tp 2 x dp 4 x pp 2 (16+16), 16 micro, sequence          0.7533 s   55.81 GiB  2% slower
+--   tp 2 x dp 4 x pp 2 (16+16), 16 micro, zero-1            0.7552 s   26.58 GiB  2% slower
+--   tp 2 x dp 4 x pp 2 (16+16), 16 micro                    0.7617 s   40.96 GiB  3% slower
+--   tp 2 x dp 2 x pp 4 (8+8+8+8), 32 micro, sequence, zero-1    0.7715 s   27.73 GiB  5% slower
+--   tp 2 x dp 2 x pp 4 (8+8+8+8), 32 micro, sequence        0.7752 s   35.81 GiB  5% slower
+--   tp 4 x dp 2 x pp 2 (16+16), 32 micro, sequence, zero-1    0.7759 s   34.48 GiB  5% slower
+--   tp 1 x dp 4 x pp 4 (8+8+8+8), 16 micro, zero-1          0.7797 s   40.37 GiB  6% slower
+--   tp 2 x dp 4 x pp 2 (16+16), 8 micro, sequence, zero-1    0.7806 s   46.68 GiB  6% slower
+--   tp 4 x dp 2 x pp 2 (16+16), 32 micro, sequence          0.7821 s   45.98 GiB  6% slower
+--   tp 4 x dp 2 x pp 2 (16+16), 16 micro, sequence, zero-1    0.7821 s   37.24 GiB  6% slower
+--   tp 1 x dp 4 x pp 4 (8+8+8+8), 16 micro                  0.7866 s   55.62 GiB  7% slower
+--   tp 4 x dp 2 x pp 2 (16+16), 16 micro, sequence          0.7883 s   51.03 GiB  7% slower
+--   tp 2 x dp 4 x pp 2 (16+16), 8 micro, sequence           0.7911 s   70.06 GiB  7% slower
+--   tp 2 x dp 4 x pp 2 (16+16), 8 micro, zero-1             0.7917 s   41.98 GiB  7% slower
+--   tp 2 x dp 2 x pp 4 (8+8+8+8), 32 micro, zero-1          0.7919 s   23.88 GiB  7% slower
+--   tp 2 x dp 2 x pp 4 (8+8+8+8), 32 micro                  0.7942 s   28.96 GiB  8% slower
+--   tp 4 x dp 1 x pp 4 (8+8+8+8), 64 micro, sequence        0.7974 s   25.91 GiB  8% slower
+--   tp 2 x dp 4 x pp 2 (16+16), 8 micro                     0.7982 s   56.36 GiB  8% slower
+--   ... and 406 more
+--   tp 1 x dp 8 x pp 2 (16+16), 8 micro, zero-1             0.7374 s   46.07 GiB  the same as the chosen plan
+--
+-- The chosen pipeline, stage by stage (micro-batch seconds, GiB per rank):
+--   stage 0: layers 0..15, 0.0747 s, 46.07 GiB
+--   stage 1: layers 16..31, 0.0773 s, 32.21 GiB
+
+local plan = {
+  model = "gpt3-6.7b",  -- a preset name, a Hugging Face directory or a table of config fields
+  tp = 1,           -- tensor parallel ranks in every stage (Megatron layout from slapo.schedules.gpt2)
+  dp = 8,           -- data parallel replicas of the pipeline
+  zero = true,     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
+  stages = {        -- pipeline stages in order: how many layers each holds, and whether they are recomputed
+    { layers = 16, checkpoint = false },
+    { layers = 16, checkpoint = false },
+  },
+  micro_batches = 8,  -- 1F1B: each replica's batch is cut into this many
+  sequence = false,  -- sequence parallelism: each layer's tokens split over the tp ranks between its projections
+  batch = 64, seq = 2048, steps = 2, lr = 1e-4,
+  dtype = "bfloat16",  -- "bfloat16": bf16 autocast (float32 weights and AdamW state, bf16 matmuls)
+}
+
+local pp = #plan.stages
+assert(slapo.dist.world_size() == plan.tp * plan.dp * pp,
+  ("this plan needs %d ranks: slapo-lua run --nproc %d"):format(plan.tp * plan.dp * pp, plan.tp * plan.dp * pp))
+local parallel = require("slapo.parallel")
+local layout = parallel.layout({ tp = plan.tp, pp = pp })
+local replica_batch = math.floor(plan.batch / plan.dp)
+assert(replica_batch * plan.dp == plan.batch and replica_batch % plan.micro_batches == 0,
+  ("plan: batch %d does not split into %d replicas x %d micro-batches"):format(plan.batch, plan.dp, plan.micro_batches))
+
+
+-- each layer's tensor parallelism: the reference schedule's (Megatron's) layout
+local shard_layer = nil
+local shard_layer_splits_tokens = false  -- it was written for sequence parallelism
+if plan.tp > 1 and plan.sequence ~= (shard_layer ~= nil and shard_layer_splits_tokens) then
+  error(("plan.sequence = %s, but the layers' layout (shard_layer) %s the tokens: plan again with the other, or set "
+    .. "sequence = %s"):format(tostring(plan.sequence), plan.sequence and "keeps whole" or "splits",
+    tostring(not plan.sequence)))
+end
+-- sequence parallelism: layers first..last take their tokens split over the tp ranks, and hand them on whole
+local function sequence_parallel(layers, first, last)
+  if not plan.sequence or plan.tp < 2 then return end
+  layers[first]:sync("fwd_pre", "scatter", { axis = 1 })
+  layers[last]:sync("fwd_post", "all_gather", { axis = 1 })
+end
+
+-- what the script is doing now, from rank 0 on stderr (checking a large model takes a while)
+local function phase(text)
+  if slapo.dist.rank() == 0 then io.stderr:write("plan: ", text, "\n") end
+end
+
+local function make_schedule()
+  slapo.manual_seed(0)
+  local model = type(plan.model) == "string" and plan.model:find("/") and slapo.models.from_pretrained(plan.model)
+    or slapo.models.build(plan.model)
+  return slapo.create_schedule(model, { group = layout.tp_group }), slapo.models.config(model).vocab_size
+end
+
+-- the tensor parallelism (over this rank's tp group), then each stage's checkpointing and the cuts
+local function apply(s)
+  for _, note in ipairs(require("slapo.schedules.gpt2").schedule(s, { checkpoint = 0, layer = shard_layer })) do
+    if slapo.dist.rank() == 0 then print("note: " .. note) end
+  end
+  local layers, placed = s["transformer.h"]:children(), 0
+  for i, stage in ipairs(plan.stages) do
+    for l = placed + 1, placed + stage.layers do
+      if stage.checkpoint then layers[l]:checkpoint() end
+    end
+    sequence_parallel(layers, placed + 1, placed + stage.layers)
+    placed = placed + stage.layers
+    if i < #plan.stages then layers[placed]:cut_pipeline_stage() end
+  end
+  assert(placed == #layers, ("plan.stages hold %d layers; the model has %d"):format(placed, #layers))
+end
+
+-- the pipeline is checked against the unscheduled model (loss and gradients) before training;
+-- a verified pipeline keeps only its stage's weights, so training builds the model again
+phase(("building the model on %d ranks, %d stages"):format(slapo.dist.world_size(), pp))
+local sch, vocab = make_schedule()
+slapo.manual_seed(1)
+local example = slapo.randint(0, vocab, { replica_batch, plan.seq })
+phase("checking the pipeline against the unscheduled model: loss and gradients")
+local report = slapo.verify(sch, { example }, { pipeline = { group = layout.pp_group,
+  micro_batches = plan.micro_batches } }, apply)
+if slapo.dist.rank() == 0 then
+  print(("verify: the pipeline's loss and %d gradients match the unscheduled model"):format(report.gradients))
+end
+sch = make_schedule()
+apply(sch)
+local pipe = slapo.build(sch, { pipeline = { group = layout.pp_group, micro_batches = plan.micro_batches,
+  schedule = "1f1b", dp_group = not plan.zero and layout.dp_group or nil } })
+slapo.manual_seed(100 + layout.dp_rank)  -- each data-parallel replica its own batch
+local ids = slapo.randint(0, vocab, { replica_batch, plan.seq })
+pipe:prepare(ids)
+local opt = plan.zero and slapo.optim.zero_adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0,
+  group = layout.dp_group }) or slapo.optim.adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0 })
+collectgarbage()  -- the verified copies go before memory is measured
+-- tensor memory per rank: the stage's weights, and the most the steps held on top
+phase(("training %d steps"):format(plan.steps))
+local loss, times = nil, {}
+local peak_mib = slapo.peak_tensor_mib(function()
+  for step = 1, plan.steps do
+    local start = slapo.clock()
+    opt:zero_grad()
+    if plan.dtype == "bfloat16" then
+      loss = slapo.autocast("bf16", function() return pipe:step(ids, { labels = ids }) end)
+    else
+      loss = pipe:step(ids, { labels = ids })
+    end
+    opt:step()
+    if step > 1 then table.insert(times, slapo.clock() - start) end  -- the first step allocates
+  end
+end)
+table.sort(times)
+local fullest = math.max(unpack(slapo.dist.all_gather(slapo.tensor({ pipe:num_params() * 4 / 2 ^ 20 + peak_mib })):tolist()))
+if slapo.dist.rank() == 0 then
+  print(("plan: %d steps, final loss %.4f, %.4f s/step, %.0f MiB of tensors on the fullest rank"):format(plan.steps,
+    loss, times[math.floor((#times + 1) / 2)] or 0, fullest))
+end

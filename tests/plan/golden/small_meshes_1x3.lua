@@ -1,0 +1,149 @@
+-- slapo-lua plan: gpt2 on 1 x 3 pipeline-friendly, batch 12 x seq 32
+-- Run it: slapo-lua run --nproc 3 plan.lua   (edit the plan table and run again)
+--
+-- Predicted (step seconds, GiB per rank), the best plans considered:
+--   pp 2 on tp x dp 1x1,1x2 (2+2 layers), 6 micro           0.0099 s    0.00 GiB  chosen
+--   tp 1 x dp 3                                             0.0100 s    0.01 GiB  1% slower
+--   tp 1 x dp 3, 2 micro                                    0.0100 s    0.01 GiB  1% slower
+--   tp 1 x dp 3, 4 micro                                    0.0100 s    0.01 GiB  1% slower
+--   tp 1 x dp 3, checkpoint                                 0.0113 s    0.01 GiB  14% slower
+--   tp 1 x dp 3, 2 micro, checkpoint                        0.0113 s    0.01 GiB  14% slower
+--   tp 1 x dp 3, 4 micro, checkpoint                        0.0113 s    0.01 GiB  14% slower
+--   tp 1 x dp 3, zero-1                                     0.0119 s    0.01 GiB  20% slower
+--   tp 1 x dp 3, 2 micro, zero-1                            0.0119 s    0.01 GiB  20% slower
+--   tp 1 x dp 3, 4 micro, zero-1                            0.0119 s    0.01 GiB  20% slower
+--   tp 1 x dp 3, checkpoint, zero-1                         0.0132 s    0.01 GiB  33% slower
+--   tp 1 x dp 3, 2 micro, checkpoint, zero-1                0.0132 s    0.01 GiB  33% slower
+--   tp 1 x dp 3, 4 micro, checkpoint, zero-1                0.0132 s    0.01 GiB  33% slower
+--   tp 1 x dp 1 x pp 3 (1+1+2), 12 micro                    0.0139 s    0.00 GiB  40% slower
+--   tp 1 x dp 1 x pp 3 (1+1+2), 6 micro                     0.0144 s    0.01 GiB  46% slower
+--   tp 1 x dp 1 x pp 3 (1+1+2), 4 micro                     0.0150 s    0.01 GiB  51% slower
+--   tp 1 x dp 1 x pp 3 (1+1+2), 3 micro                     0.0156 s    0.01 GiB  57% slower
+--   tp 1 x dp 1 x pp 3 (1c+1c+2c), 12 micro                 0.0160 s    0.00 GiB  62% slower
+--   tp 1 x dp 1 x pp 3 (1+1+2), 2 micro                     0.0167 s    0.01 GiB  68% slower
+--   tp 1 x dp 1 x pp 3 (1c+1c+2c), 6 micro                  0.0167 s    0.00 GiB  69% slower
+--   ... and 5 more
+--   pp 2 on tp x dp 1x1,1x2 (2+2 layers), 6 micro           0.0099 s    0.00 GiB  the same as the chosen plan
+--
+-- The chosen pipeline, stage by stage, each on ranks of its own (micro-batch seconds, GiB per rank):
+--   stage 0: layers 0..1 on tp 1 x dp 1 (ranks 0..0), 0.0011 s, 0.00 GiB
+--   stage 1: layers 2..3 on tp 1 x dp 2 (ranks 1..2), 0.0011 s, 0.00 GiB
+
+local plan = {
+  model = { ["activation_function"] = "gelu_new", ["architectures"] = { "GPT2LMHeadModel" }, ["attn_pdrop"] = 0.1, ["embd_pdrop"] = 0.1, ["initializer_range"] = 0.02, ["layer_norm_epsilon"] = 1e-05, ["model_type"] = "gpt2", ["n_embd"] = 64, ["n_head"] = 4, ["n_layer"] = 4, ["n_positions"] = 64, ["resid_pdrop"] = 0.1, ["tie_word_embeddings"] = true, ["vocab_size"] = 2048 },  -- a preset name, a Hugging Face directory or a table of config fields
+  -- pipeline stages in order, each on ranks of its own: how many layers it holds, its mesh (tp ranks
+  -- x dp replicas), whether its layers are recomputed, ZeRO-1 over its replicas, sequence parallelism
+  stages = {
+    { layers = 2, tp = 1, dp = 1, checkpoint = false, zero = false, sequence = false },
+    { layers = 2, tp = 1, dp = 2, checkpoint = false, zero = false, sequence = false },
+  },
+  micro_batches = 6,  -- 1F1B: the batch is cut into this many; each stage's replicas split every one
+  batch = 12, seq = 32, steps = 2, lr = 1e-4,
+  dtype = "float32",  -- "bfloat16": bf16 autocast (float32 weights and AdamW state, bf16 matmuls)
+}
+
+local meshes, ranks = {}, 0
+for i, stage in ipairs(plan.stages) do
+  meshes[i] = { tp = stage.tp, dp = stage.dp }
+  ranks = ranks + stage.tp * stage.dp
+end
+assert(slapo.dist.world_size() == ranks, ("this plan needs %d ranks: slapo-lua run --nproc %d"):format(ranks, ranks))
+local layout = require("slapo.parallel").stage_layout(meshes)
+local mine = plan.stages[layout.stage + 1]  -- this rank's stage
+local micro_batch, rows = math.floor(plan.batch / plan.micro_batches), 1  -- rows: the fewest all replicas divide
+for i, stage in ipairs(plan.stages) do
+  assert(micro_batch * plan.micro_batches == plan.batch and micro_batch % stage.dp == 0,
+    ("plan: batch %d does not split into %d micro-batches that stage %d's %d replicas divide"):format(plan.batch,
+      plan.micro_batches, i - 1, stage.dp))
+  local a, b = rows, stage.dp
+  while b > 0 do a, b = b, a % b end
+  rows = rows * stage.dp / a
+end
+
+-- Each stage mesh's layer layout (tensor parallelism), by tp x dp: the reference schedule's (Megatron's).
+local shard_layers = {}
+local shard_layer = shard_layers[("%dx%d%s"):format(mine.tp, mine.dp, mine.sequence and ", sequence" or "")]
+if mine.tp > 1 and mine.sequence and not shard_layer then
+  error(("plan: stage %d has sequence = true, but no layer layout splits the tokens on tp %d x dp %d: plan again, or "
+    .. "set sequence = false"):format(layout.stage, mine.tp, mine.dp))
+end
+-- sequence parallelism on this rank's mesh: layers first..last take their tokens split over its tp ranks
+local function sequence_parallel(layers, first, last)
+  if not mine.sequence or mine.tp < 2 then return end
+  layers[first]:sync("fwd_pre", "scatter", { axis = 1 })
+  layers[last]:sync("fwd_post", "all_gather", { axis = 1 })
+end
+-- what the script is doing now, from rank 0 on stderr (checking a large model takes a while)
+local function phase(text)
+  if slapo.dist.rank() == 0 then io.stderr:write("plan: ", text, "\n") end
+end
+
+local function make_schedule()
+  slapo.manual_seed(0)
+  local model = type(plan.model) == "string" and plan.model:find("/") and slapo.models.from_pretrained(plan.model)
+    or slapo.models.build(plan.model)
+  return slapo.create_schedule(model, { group = layout.tp_group }), slapo.models.config(model).vocab_size
+end
+
+-- the tensor parallelism (over this rank's tp group), then each stage's checkpointing and the cuts
+local function apply(s)
+  for _, note in ipairs(require("slapo.schedules.gpt2").schedule(s, { checkpoint = 0, layer = shard_layer })) do
+    if slapo.dist.rank() == 0 then print("note: " .. note) end
+  end
+  local layers, placed = s["transformer.h"]:children(), 0
+  for i, stage in ipairs(plan.stages) do
+    for l = placed + 1, placed + stage.layers do
+      if stage.checkpoint then layers[l]:checkpoint() end
+    end
+    sequence_parallel(layers, placed + 1, placed + stage.layers)
+    placed = placed + stage.layers
+    if i < #plan.stages then layers[placed]:cut_pipeline_stage() end
+  end
+  assert(placed == #layers, ("plan.stages hold %d layers; the model has %d"):format(placed, #layers))
+end
+
+-- the pipeline is checked against the unscheduled model (loss and gradients) before training, on the
+-- fewest rows that every stage's replicas divide; a verified pipeline keeps only its stage's weights,
+-- so training builds the model again
+local sch, vocab = make_schedule()
+slapo.manual_seed(1)
+local example = slapo.randint(0, vocab, { plan.micro_batches * rows, plan.seq })
+phase("checking the pipeline against the unscheduled model: loss and gradients")
+local report = slapo.verify(sch, { example }, { pipeline = { meshes = layout.meshes, dp_group = layout.dp_group,
+  micro_batches = plan.micro_batches } }, apply)
+if slapo.dist.rank() == 0 then
+  print(("verify: the pipeline's loss and %d gradients match the unscheduled model"):format(report.gradients))
+end
+sch = make_schedule()
+apply(sch)
+-- each replica's gradients are its rows' part: dp_group sums them, or ZeRO-1's step does
+local pipe = slapo.build(sch, { pipeline = { meshes = layout.meshes, micro_batches = plan.micro_batches,
+  schedule = "1f1b", dp_group = not mine.zero and layout.dp_group or nil } })
+slapo.manual_seed(100)  -- the whole batch on every rank; each stage's replicas take their rows of it
+local ids = slapo.randint(0, vocab, { plan.batch, plan.seq })
+pipe:prepare(ids)
+local opt = mine.zero and slapo.optim.zero_adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0,
+  group = layout.dp_group, average = false }) or slapo.optim.adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0 })
+collectgarbage()  -- the verified copies go before memory is measured
+-- tensor memory per rank: the stage's weights, and the most the steps held on top
+phase(("training %d steps"):format(plan.steps))
+local loss, times = nil, {}
+local peak_mib = slapo.peak_tensor_mib(function()
+  for step = 1, plan.steps do
+    local start = slapo.clock()
+    opt:zero_grad()
+    if plan.dtype == "bfloat16" then
+      loss = slapo.autocast("bf16", function() return pipe:step(ids, { labels = ids }) end)
+    else
+      loss = pipe:step(ids, { labels = ids })
+    end
+    opt:step()
+    if step > 1 then table.insert(times, slapo.clock() - start) end  -- the first step allocates
+  end
+end)
+table.sort(times)
+local fullest = math.max(unpack(slapo.dist.all_gather(slapo.tensor({ pipe:num_params() * 4 / 2 ^ 20 + peak_mib })):tolist()))
+if slapo.dist.rank() == 0 then
+  print(("plan: %d steps, final loss %.4f, %.4f s/step, %.0f MiB of tensors on the fullest rank"):format(plan.steps,
+    loss, times[math.floor((#times + 1) / 2)] or 0, fullest))
+end
