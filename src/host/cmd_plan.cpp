@@ -9,49 +9,28 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/data_dirs.h"
 #include "core/error.h"
 #include "dist/group.h"
 #include "dist/link_profile.h"
 #include "dist/world.h"
 #include "host/commands.h"
 #include "host/launcher.h"
-#include "io/json_file.h"
-#include "plan/layer_layouts.h"
+#include "lua/plan_record.h"
 #include "plan/planner.h"
 #include "plan/profile_device.h"
 
 namespace slapo {
 
-namespace {
-
-// A preset name, or a Hugging Face directory's config.json.
-ModelConfig config_of(const std::string& model) {
-  namespace fs = std::filesystem;
-  if (!fs::is_directory(model)) return ModelConfig::preset(model);
-  return ModelConfig(read_json_file((fs::path(model) / "config.json").string(), "plan"));
-}
-
-}  // namespace
-
 int cmd_plan(const PlanArgs& a) {
   try {
-    auto config = config_of(a.model);
-    auto shape = plan::ModelShape::from_config(config, a.model);
-    auto cluster = plan::Cluster::parse(a.cluster, devices_dir());
-    plan::Workload work{a.batch, a.seq, a.dtype};
-    auto pricing = plan::price_layers(a.layer_costs, config, shape, cluster, work);
-    shape.layouts = pricing.layouts;
-    auto result = plan::plan_parallel(shape, cluster, work, {a.max_stages, true});
-    if (!a.pick.empty()) result.pick(a.pick);
-    plan::lay_out_layers(result, pricing);
-    // the script runs from anywhere (a tuner's trials, another directory): the absolute path
-    if (std::filesystem::is_directory(a.model))
-      result.model_source = nlohmann::json(std::filesystem::absolute(a.model).lexically_normal().string()).dump();
+    plan::PlanRequest request;
+    request.model = a.model, request.cluster = a.cluster, request.work = {a.batch, a.seq, a.dtype};
+    request.search.max_stages = a.max_stages, request.pick = a.pick, request.layer_costs = a.layer_costs;
+    auto result = plan::make_plan(request);
     fmt::print("{}", result.summary());
     if (!a.out.empty()) {
-      std::ofstream(a.out) << result.lua_source(a.steps);
-      fmt::print("wrote {}: slapo-lua run --nproc {} {}\n", a.out, cluster.devices(), a.out);
+      std::ofstream(a.out) << write_plan_script(result, a.steps);
+      fmt::print("wrote {}: slapo-lua run --nproc {} {}\n", a.out, result.cluster.devices(), a.out);
     }
   } catch (const std::exception& e) {
     report_error(e.what());

@@ -7,6 +7,7 @@
 #include <string>
 
 #include <c10/core/ScalarType.h>
+#include <nlohmann/json.hpp>
 
 #include <memory>
 
@@ -53,6 +54,9 @@ int luaopen_slapo_core(lua_State* L);
 /// The group at `idx` (a slapo.Group), or the world when the argument is absent; `what` names it
 /// in the error ("create_schedule: option 'group'").
 std::shared_ptr<dist::Group> lx_group_arg(lua_State* L, int idx, const std::string& what);
+
+/// A JSON value as a Lua value: objects as tables with string keys, arrays as sequences, null as nil.
+void lx_push_json(lua_State* L, const nlohmann::json& j);
 
 std::string tensor_dtype_name(at::ScalarType type);
 at::ScalarType tensor_dtype_from_name(const std::string& name, const char* fn);

@@ -73,26 +73,6 @@ nlohmann::json table_to_json(lua_State* L, int idx, const char* who, NonFinite n
   }
 }
 
-void push_json(lua_State* L, const nlohmann::json& j) {
-  luaL_checkstack(L, 4, "read_json: JSON nests too deep");
-  if (j.is_null()) lua_pushnil(L);
-  else if (j.is_boolean()) lua_pushboolean(L, j.get<bool>());
-  else if (j.is_number()) lua_pushnumber(L, j.get<double>());
-  else if (j.is_string()) lua_pushstring(L, j.get<std::string>().c_str());
-  else if (j.is_array()) {
-    lua_createtable(L, static_cast<int>(j.size()), 0);
-    for (size_t i = 0; i < j.size(); ++i) {
-      push_json(L, j[i]);
-      lua_rawseti(L, -2, static_cast<int>(i + 1));
-    }
-  } else {
-    lua_newtable(L);
-    for (auto& [k, v] : j.items()) {
-      push_json(L, v);
-      lua_setfield(L, -2, k.c_str());
-    }
-  }
-}
 
 // {device = "meta" | "cpu" | "cuda", dtype = "float32" | ..., init = true}; `checkpoint_dtype`:
 // dtype may also be "auto" (the default), the checkpoint's own.
@@ -160,7 +140,7 @@ int w_models_presets(lua_State* L) {
 int w_models_config(lua_State* L) {
   const ModelConfig* c = model_config(*lx_check_module(L, 1));
   if (!c) lua_pushnil(L);
-  else push_json(L, c->json());
+  else lx_push_json(L, c->json());
   return 1;
 }
 
@@ -199,7 +179,7 @@ int w_save(lua_State* L) {
 // read_json(path) -> the file's JSON as Lua values (objects become tables, arrays 1-based)
 int w_read_json(lua_State* L) {
   auto j = read_json_file(luaL_checkstring(L, 1), "read_json");
-  push_json(L, j);
+  lx_push_json(L, j);
   return 1;
 }
 
@@ -229,7 +209,7 @@ int w_json_decode(lua_State* L) {
   } catch (const std::exception& e) {
     throw Error(fmt::format("json_decode: not valid JSON: {}", e.what()));
   }
-  push_json(L, j);
+  lx_push_json(L, j);
   return 1;
 }
 
@@ -266,6 +246,27 @@ const luaL_Reg models_functions[] = {
     {"config", w_models_config},   {"from_pretrained", w_models_from_pretrained}, {nullptr, nullptr}};
 
 }  // namespace
+
+void lx_push_json(lua_State* L, const nlohmann::json& j) {
+  luaL_checkstack(L, 4, "read_json: JSON nests too deep");
+  if (j.is_null()) lua_pushnil(L);
+  else if (j.is_boolean()) lua_pushboolean(L, j.get<bool>());
+  else if (j.is_number()) lua_pushnumber(L, j.get<double>());
+  else if (j.is_string()) lua_pushstring(L, j.get<std::string>().c_str());
+  else if (j.is_array()) {
+    lua_createtable(L, static_cast<int>(j.size()), 0);
+    for (size_t i = 0; i < j.size(); ++i) {
+      lx_push_json(L, j[i]);
+      lua_rawseti(L, -2, static_cast<int>(i + 1));
+    }
+  } else {
+    lua_newtable(L);
+    for (auto& [k, v] : j.items()) {
+      lx_push_json(L, v);
+      lua_setfield(L, -2, k.c_str());
+    }
+  }
+}
 
 void open_models(lua_State* L) {
   lua_newtable(L);

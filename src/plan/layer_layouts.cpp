@@ -99,12 +99,12 @@ LayerPricing price_layers(const std::string& how, const ModelConfig& config, con
 
 namespace {
 
-// The pass's layer layout on tp x dp ranks as a function body, and a note saying what it is.
-std::pair<std::string, std::string> pass_layout(const PassLayouts& pass, int tp, int dp, bool sequence) {
+// The pass's layer layout on tp x dp ranks, and a note saying what it is.
+std::pair<IntraOpPlan, std::string> pass_layout(const PassLayouts& pass, int tp, int dp, bool sequence) {
   IntraOpPlan result = pass.plan_for(tp, dp, sequence);
   int sharded = 0, total = 0;
   for (auto& [path, style] : result.strategy) ++total, sharded += style != "replicated";
-  return {result.lua_body("layer"),
+  return {result,
           fmt::format("the {} ILP on one layer for {} x {} ranks (tp x dp{}), {} of its {} projections sharded ({} "
                       "variables, {} constraints)", result.solver, tp, dp,
                       sequence ? ", its tokens split between projections" : "", sharded, total, result.variables,
@@ -115,7 +115,7 @@ std::pair<std::string, std::string> pass_layout(const PassLayouts& pass, int tp,
 
 void lay_out_layers(Plan& plan, const LayerPricing& pricing) {
   plan.trace_s = pricing.layouts ? pricing.layouts->trace_s() : 0.0;
-  plan.layer_layout.clear();
+  plan.layer_layout.reset();
   plan.mesh_layouts.clear();
   plan.layer_layout_note = pricing.note;
   const Candidate& c = plan.chosen().candidate;
@@ -126,8 +126,8 @@ void lay_out_layers(Plan& plan, const LayerPricing& pricing) {
         return m.tp == s.tp && m.dp == s.dp && m.sequence == s.sequence;
       });
       if (s.tp < 2 || known) continue;
-      auto [body, note] = pass_layout(*pricing.layouts, s.tp, s.dp, s.sequence);
-      plan.mesh_layouts.push_back({s.tp, s.dp, s.sequence, body, note});
+      auto [layout, note] = pass_layout(*pricing.layouts, s.tp, s.dp, s.sequence);
+      plan.mesh_layouts.push_back({s.tp, s.dp, s.sequence, std::move(layout), note});
     }
     return;
   }

@@ -1,12 +1,17 @@
-// The searches combined and ranked, a pick among them, and the planner's table.
+// The searches combined and ranked, a pick among them, the planner's table, and the one entry
+// point that does all of it for a request.
 #include "plan/planner.h"
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <optional>
 
+#include "core/data_dirs.h"
 #include "core/error.h"
+#include "io/json_file.h"
 #include "plan/inter_op.h"
+#include "plan/layer_layouts.h"
 
 namespace slapo::plan {
 
@@ -31,7 +36,7 @@ namespace {
 Plan empty_plan(const ModelShape& model, const Cluster& cluster, const Workload& work) {
   Plan plan;
   plan.model = model, plan.cluster = cluster, plan.work = work;
-  plan.model_source = fmt::format("\"{}\"", model.name);
+  plan.model_source = model.name;
   return plan;
 }
 
@@ -181,6 +186,29 @@ std::string Plan::summary() const {
     out += fmt::format("  searched in {:.2f} s{}\n", search_s,
                        trace_s > 0 ? fmt::format(", after tracing one layer in {:.2f} s", trace_s) : "");
   return out;
+}
+
+std::string layers_path(const ModelShape& model) {
+  return model.type == "gpt2" ? "transformer.h" : model.type == "bert" ? "bert.encoder.layer" : "model.layers";
+}
+
+Plan make_plan(const PlanRequest& request) {
+  namespace fs = std::filesystem;
+  const bool directory = !request.config && fs::is_directory(request.model);
+  ModelConfig config = request.config ? *request.config
+                       : directory    ? ModelConfig(read_json_file((fs::path(request.model) / "config.json").string(), "plan"))
+                                      : ModelConfig::preset(request.model);
+  auto shape = ModelShape::from_config(config, request.model);
+  auto cluster = Cluster::parse(request.cluster, devices_dir());
+  auto pricing = price_layers(request.layer_costs, config, shape, cluster, request.work);
+  shape.layouts = pricing.layouts;
+  Plan plan = plan_parallel(shape, cluster, request.work, request.search);
+  if (request.config) plan.model_source = config.json();
+  // the script runs from anywhere (a tuner's trials, another directory): the absolute path
+  else if (directory) plan.model_source = fs::absolute(request.model).lexically_normal().string();
+  if (!request.pick.empty()) plan.pick(request.pick);
+  lay_out_layers(plan, pricing);
+  return plan;
 }
 
 }  // namespace slapo::plan

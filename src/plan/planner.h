@@ -1,13 +1,18 @@
 // The planner: Megatron's uniform plans (TP x PP x DP, micro-batches, checkpointing, ZeRO-1) and
 // the inter-op pass's pipelines (inter_op.h) costed by the model in cost_model.h, the fastest that
-// fits chosen, and the plan written as a Lua schedule script a person reads, edits and runs with
-// `slapo-lua run --nproc N`.
+// fits chosen. It returns a record (Plan); stdlib/slapo/plan_script.lua writes it as the Lua
+// schedule script a person reads, edits and runs with `slapo-lua run --nproc N`.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "models/config.h"
 #include "plan/cost_model.h"
+#include "plan/intra_op_plan.h"
 
 namespace slapo::plan {
 
@@ -22,9 +27,9 @@ struct Ranked {
 
 struct Plan {
   ModelShape model;
-  /// The plan script's `model` field: a quoted preset name or directory (default), or a Lua
-  /// table of config fields for a model built from a config.
-  std::string model_source;
+  /// What the plan script builds: a preset name or a directory's absolute path (a string), or a
+  /// model's config fields (an object).
+  nlohmann::json model_source;
   Cluster cluster;
   Workload work;
   std::vector<Ranked> ranked;  ///< the chosen plan first, then the others by predicted step time
@@ -33,16 +38,18 @@ struct Plan {
   std::vector<Ranked> unrestricted;
   double search_s = 0;  ///< wall time of the search (the layer layouts' solves included)
   double trace_s = 0;   ///< wall time of building and tracing the layer the pass prices (layer_layouts.h)
-  /// The intra-op pass's shard and sync calls for one layer (on `layer`), the layout the
-  /// predictions price; empty without tensor parallelism or the pass (lay_out_layers). The note
+  /// The intra-op pass's layout of one layer (its paths below the first layer's), the layout the
+  /// predictions price; none without tensor parallelism or the pass (lay_out_layers). The note
   /// says what it chose, or what priced the layers instead.
-  std::string layer_layout, layer_layout_note;
+  std::optional<IntraOpPlan> layer_layout;
+  std::string layer_layout_note;
   /// A chosen plan whose stages have meshes of their own gets a layer layout per stage mesh of
   /// tp >= 2 instead (the same, by its tp x dp and sequence parallelism).
   struct MeshLayout {
     int tp = 1, dp = 1;
     bool sequence = false;
-    std::string body, note;
+    IntraOpPlan layout;
+    std::string note;
   };
   std::vector<MeshLayout> mesh_layouts;
   const Ranked& chosen() const { return ranked.front(); }
@@ -51,9 +58,6 @@ struct Plan {
   /// so the script is written for it; the planner's own choice stays in the list. Throws naming
   /// the closest descriptions when none matches.
   void pick(const std::string& name);
-  /// A Lua script that builds the model, applies the plan with the reference schedules, checks it
-  /// and trains `steps` steps; comments give the prediction and the alternatives.
-  std::string lua_source(int steps) const;
   /// The table `slapo-lua plan` prints.
   std::string summary() const;
 };
@@ -86,5 +90,22 @@ struct SearchOptions {
 };
 Plan plan_parallel(const ModelShape& model, const Cluster& cluster, const Workload& work,
                    const SearchOptions& options = {});
+
+/// What `slapo-lua plan` and `slapo.plan` ask for.
+struct PlanRequest {
+  /// A preset name or a Hugging Face directory (its config.json is read); with `config`, the name
+  /// the table prints for that model.
+  std::string model;
+  std::optional<ModelConfig> config;  ///< a zoo model's own config (slapo.plan(model))
+  std::string cluster = "1x1:cpu";    ///< Cluster::parse's spec
+  Workload work;
+  SearchOptions search;
+  std::string pick;                   ///< Plan::pick's name; empty: the planner's choice
+  std::string layer_costs = "ilp";    ///< price_layers' choice: "ilp" or "megatron"
+};
+
+/// The planner's one entry point: prices the layers, searches, applies the pick and lays out the
+/// chosen plan's layers. Raises naming the option that cannot be planned for.
+Plan make_plan(const PlanRequest& request);
 
 }  // namespace slapo::plan

@@ -147,13 +147,32 @@ end
 ---   local p = slapo.autoshard(sch["transformer.h.0"], {ranks = 2, dp = 4, batch = 8, seq = 512})
 ---   print(p.source); for _, layer in ipairs(sch["transformer.h"]:children()) do p:apply(layer) end
 function slapo.autoshard(sch, opts)
-  local plan = core._autoshard(sch, opts)
+  local plan = core._autoshard(sch, opts)  -- the pass's record; its calls are written here
+  plan.source = require("slapo.layer_layout").autoshard_source(plan)
   local chunk = assert(load(plan.source, "=autoshard"))()
   function plan:apply(layer_sch)
     chunk(layer_sch)
     return layer_sch
   end
   return plan
+end
+
+--- The planner (`slapo-lua plan`'s search) on a preset name, a Hugging Face directory or a zoo model:
+--- the chosen plan's fields, `alternatives`, `unrestricted`, `source` (the plan script), `summary`
+--- (tostring), and `record`, the planner's own data that stdlib/slapo/plan_script.lua wrote it from.
+---   local p = slapo.plan("gpt2", {cluster = "1x8:h100", batch = 16, seq = 1024})
+---   print(p); print(p.source)
+function slapo.plan(model, opts)
+  local record = core._plan(model, opts)
+  local plan = {}
+  for key, value in pairs(record.ranked[1]) do plan[key] = value end
+  plan.alternatives, plan.unrestricted = record.ranked, record.unrestricted[1]
+  plan.source = require("slapo.plan_script").write(record)
+  plan.summary, plan.layer_layout = record.summary, record.layer_layout_note
+  plan.ranks, plan.parameters = record.cluster.devices, record.model.parameters
+  plan.search_s, plan.trace_s = record.search_s, record.trace_s
+  plan.record = record
+  return setmetatable(plan, { __tostring = function(p) return p.summary end })
 end
 
 --- Tunable knobs and trial reports (stdlib/slapo/knobs.lua; `slapo-lua tune` drives them).

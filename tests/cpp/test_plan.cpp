@@ -156,9 +156,13 @@ TEST_CASE("plan: picks the fastest plan that fits and explains the others") {
   auto& c = tight.chosen().candidate;
   CHECK((c.tp > 1 || c.checkpoint || c.zero));
   CHECK(tight.chosen().estimate.peak_bytes <= 0.9 * 6 * double(1ull << 30));
-  // deterministic: the same inputs give the same script
-  CHECK(plan_uniform(model, synthetic(1, 4, 6), {16, 512}).lua_source(3) == tight.lua_source(3));
-  CHECK(tight.lua_source(3).find("require(\"slapo.schedules.gpt2\")") != std::string::npos);
+  // deterministic: the same inputs give the same ranking (the scripts: tests/plan/golden)
+  auto again = plan_uniform(model, synthetic(1, 4, 6), {16, 512});
+  REQUIRE(again.ranked.size() == tight.ranked.size());
+  for (size_t i = 0; i < again.ranked.size(); ++i) {
+    CHECK(again.ranked[i].candidate.describe() == tight.ranked[i].candidate.describe());
+    CHECK(again.ranked[i].estimate.step_s == tight.ranked[i].estimate.step_s);
+  }
 }
 
 TEST_CASE("plan: refuses what cannot work, naming the option") {
@@ -284,10 +288,6 @@ TEST_CASE("plan: uneven stages pay off when the last stage holds a large LM head
   CHECK(best.candidate.stages[0].layers > best.candidate.stages[1].layers);
   for (auto& r : plan.ranked)
     if (r.origin == "grid" && r.estimate.fits) CHECK(best.estimate.step_s < r.estimate.step_s);
-  // the written script spells the stages out
-  auto source = plan.lua_source(2);
-  CHECK(source.find(fmt::format("{{ layers = {}, checkpoint = ", best.candidate.stages[0].layers)) != std::string::npos);
-  CHECK(source.find("cut_pipeline_stage()") != std::string::npos);
   // without pipelines the same search keeps one stage
   auto flat = plan_parallel(model, cluster, {8, 256}, {1, false});
   CHECK(flat.chosen().candidate.pp() == 1);
@@ -310,7 +310,7 @@ TEST_CASE("plan: Alpa's unrestricted program and the GPT-3 presets on simulated 
                        doctest::Contains("--dtype 'float16' is not a training precision"), Error);
 }
 
-TEST_CASE("plan: Alpa's stages on meshes of their own are chosen when fastest, and written as a script") {
+TEST_CASE("plan: Alpa's stages on meshes of their own are chosen when fastest") {
   // A small GPT-2 on 3 slow devices with slow links: one rank layout runs dp 3 or 3 stages of a rank,
   // while a submesh per stage runs 2 layers on one rank and 2 on two replicas, which is faster
   auto model = ModelShape::from_config(
@@ -331,12 +331,6 @@ TEST_CASE("plan: Alpa's stages on meshes of their own are chosen when fastest, a
   const Candidate& c = plan.chosen().candidate;
   REQUIRE(c.pp() > 1);
   CHECK_FALSE(c.uniform_mesh());
-  auto source = plan.lua_source(2);
-  CHECK(source.find("require(\"slapo.parallel\").stage_layout(meshes)") != std::string::npos);
-  for (auto& s : c.stages)
-    CHECK(source.find(fmt::format("{{ layers = {}, tp = {}, dp = {}, checkpoint = {}, zero = {}, sequence = {} }}",
-                                  s.layers, s.tp, s.dp, s.checkpoint, s.zero, s.sequence)) != std::string::npos);
-  CHECK(source.find("dp_group = not mine.zero and layout.dp_group or nil") != std::string::npos);
   // a search's name picks its plan
   plan.pick("grid");
   CHECK(plan.chosen().origin == "grid");

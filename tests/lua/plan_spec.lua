@@ -86,8 +86,34 @@ describe("slapo.plan", function()
       { cluster = "1x2:cpu", pick = "tp 3 x dp 1" }))
   end)
 
+  it("plans a Hugging Face directory: the script loads it by its absolute path", function()
+    local here = debug.getinfo(1, "S").source:sub(2):match("(.*)/") or "."
+    local p = slapo.plan(here .. "/../fixtures/hf/gpt2-tiny", { cluster = "1x2:h100", batch = 4, seq = 16 })
+    local path = p.source:match('\n  model = "([^"]*)",')
+    assert(path and path:sub(1, 1) == "/" and path:find("/tests/fixtures/hf/gpt2%-tiny$"), "model = " .. tostring(path))
+    assert(load(p.source), "the plan script does not compile")
+  end)
+
+  it("returns the planner's record, from which stdlib/slapo/plan_script.lua writes the script", function()
+    local p = slapo.plan("gpt2", { cluster = "1x8:h100", batch = 16, seq = 1024, pick = "tp 2 x dp 4, zero-1" })
+    local record = p.record
+    eq("gpt2", record.model.source)
+    eq(8, record.cluster.devices)
+    eq("tp 2 x dp 4, zero-1", record.ranked[1].name)
+    eq(p.source, require("slapo.plan_script").write(record))
+    -- the layer's layout is data: each projection's style, written as calls by slapo.layer_layout
+    local layout = record.layer_layout
+    eq("column", layout.strategy["attn.c_attn"])
+    eq(3, layout.groups["attn.c_attn"])
+    local calls = require("slapo.layer_layout").calls(layout, "layer")
+    matches('layer%["attn.c_attn"%]:shard%("weight", 1, { groups = 3 }%)', calls)
+    -- an edited record is a different script: the writer reads the record, not a cached text
+    record.steps = 7
+    matches("steps = 7,", require("slapo.plan_script").write(record))
+  end)
+
   it("names what is wrong", function()
-    matches("plan: expected a preset name or a zoo model, got number", pcall_err(slapo.plan, 42))
+    matches("plan: expected a preset name, a Hugging Face directory or a zoo model, got number", pcall_err(slapo.plan, 42))
     matches("plan: unknown option 'clusters'", pcall_err(slapo.plan, "gpt2", { clusters = "1x2:cpu" }))
     matches("plan: batch must be an integer from 1", pcall_err(slapo.plan, "gpt2", { batch = 0 }))
     matches("plan: %-%-cluster '1x2' is not NODESxDEVICES:DEVICE", pcall_err(slapo.plan, "gpt2", { cluster = "1x2" }))

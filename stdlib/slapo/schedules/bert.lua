@@ -5,6 +5,9 @@
 local common = require("slapo.schedules.common")
 local M = {}
 
+--- Where the model keeps its layer list (plan scripts cut and checkpoint there too).
+M.layers = "bert.encoder.layer"
+
 local function layer(bert_layer, opts)
   local self_attn = bert_layer["attention.self"]
   -- q, k, v share one input: one all-reduce of its gradient, on the attention module.
@@ -39,7 +42,7 @@ end
 --- kernels: true for those that win on the model's device, "all", default false), layer (see
 --- slapo.schedules.gpt2).
 function M.schedule(sch, opts)
-  return common.megatron(sch, opts, { layers = "bert.encoder.layer", layer = layer, fuse = fuse,
+  return common.megatron(sch, opts, { layers = M.layers, layer = layer, fuse = fuse,
     embedding = "bert.embeddings.word_embeddings", head = "cls.predictions.decoder",
     head_bias_owner = "cls.predictions" })
 end

@@ -6,6 +6,9 @@
 local common = require("slapo.schedules.common")
 local M = {}
 
+--- Where the model keeps its layer list (plan scripts cut and checkpoint there too).
+M.layers = "transformer.h"
+
 local function layer(block, opts)
   -- c_attn holds q, k and v side by side: each rank keeps its heads of each.
   common.column(block["attn.c_attn"], { groups = 3 })
@@ -41,7 +44,7 @@ end
 --- layer instead of Megatron's layout: a plan script's shard_layer). Returns notes about what was
 --- left out.
 function M.schedule(sch, opts)
-  return common.megatron(sch, opts, { layers = "transformer.h", layer = layer, fuse = fuse,
+  return common.megatron(sch, opts, { layers = M.layers, layer = layer, fuse = fuse,
     embedding = "transformer.wte", head = "lm_head" })
 end
 

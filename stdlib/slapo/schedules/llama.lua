@@ -6,6 +6,9 @@
 local common = require("slapo.schedules.common")
 local M = {}
 
+--- Where the model keeps its layer list (plan scripts cut and checkpoint there too).
+M.layers = "model.layers"
+
 local function layer(decoder_layer)
   local attn = decoder_layer["self_attn"]
   for _, name in ipairs({ "q_proj", "k_proj", "v_proj" }) do
@@ -37,7 +40,7 @@ end
 --- the model's device, "all", default false), layer (see slapo.schedules.gpt2). Key/value heads
 --- must divide by the group size.
 function M.schedule(sch, opts)
-  return common.megatron(sch, opts, { layers = "model.layers", layer = layer, fuse = fuse,
+  return common.megatron(sch, opts, { layers = M.layers, layer = layer, fuse = fuse,
     embedding = "model.embed_tokens", head = "lm_head" })
 end
 

@@ -14,7 +14,7 @@
 --   tp 2 x dp 4 x pp 2 (16+16), 8 micro, sequence, zero-1    0.7806 s   46.68 GiB  6% slower
 --   tp 4 x dp 2 x pp 2 (16+16), 32 micro, sequence          0.7821 s   45.98 GiB  6% slower
 --   tp 4 x dp 2 x pp 2 (16+16), 16 micro, sequence, zero-1    0.7821 s   37.24 GiB  6% slower
---   tp 1 x dp 4 x pp 4 (8+8+8+8), 16 micro                  0.7866 s   55.62 GiB  7% slower
+--   tp 1 x dp 4 x pp 4 (8+8+8+8), 16 micro                  0.7866 s   55.63 GiB  7% slower
 --   tp 4 x dp 2 x pp 2 (16+16), 16 micro, sequence          0.7883 s   51.03 GiB  7% slower
 --   tp 2 x dp 4 x pp 2 (16+16), 8 micro, sequence           0.7911 s   70.06 GiB  7% slower
 --   tp 2 x dp 4 x pp 2 (16+16), 8 micro, zero-1             0.7917 s   41.98 GiB  7% slower

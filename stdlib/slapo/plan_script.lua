@@ -1,0 +1,482 @@
+--- The planner's record (slapo.plan's `record`, what `slapo-lua plan --out` writes from) as the Lua
+--- schedule script a person reads, edits and runs: the prediction and the alternatives in
+--- comments, a `plan` table to edit, the reference schedule applied and verified, then training.
+--- One stage: tp x dp with knobs for the tuner; several: a 1F1B pipeline with each stage's layers
+--- and checkpointing spelled out, on one rank layout or on meshes of their own.
+---
+---   local script = require("slapo.plan_script").write(slapo.plan("gpt2", {cluster = "1x8:h100"}).record)
+local layer_layout = require("slapo.layer_layout")
+
+local M = {}
+
+-- The reference schedule (stdlib/slapo/schedules/<family>.lua) a model family's plan applies.
+local function schedules_of(model)
+  return (model.type == "gpt2" or model.type == "bert") and model.type or "llama"
+end
+
+-- Where that schedule keeps the layer list.
+local function layers_path(model)
+  return require("slapo.schedules." .. schedules_of(model)).layers
+end
+
+--- `template` with each ${name} replaced by values[name] (a string or a number); a name without a
+--- value is an error, so a template and its values cannot drift apart silently.
+local function fill(template, values)
+  return (template:gsub("%${([%w_]+)}", function(name)
+    local value = values[name]
+    if value == nil then error("plan_script: the template's ${" .. name .. "} has no value", 2) end
+    return tostring(value)
+  end))
+end
+
+-- A Lua literal for a config value (a JSON value as Lua holds it): keys in order, so the same
+-- config always reads the same.
+local function quote(s)
+  local escapes = { ['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t" }
+  return '"' .. s:gsub('[%c"\\]', function(c) return escapes[c] or ("\\%03d"):format(c:byte()) end) .. '"'
+end
+local function literal(value)
+  local kind = type(value)
+  if kind == "string" then return quote(value) end
+  if kind == "boolean" then return tostring(value) end
+  if kind == "number" then
+    if value == math.floor(value) and math.abs(value) < 1e15 then return ("%d"):format(value) end
+    for digits = 15, 17 do  -- the shortest form that reads back as the same number
+      local text = ("%." .. digits .. "g"):format(value)
+      if tonumber(text) == value then return text end
+    end
+  end
+  local items, keys = {}, {}
+  for key in pairs(value) do keys[#keys + 1] = key end
+  local array = #keys == #value
+  if array then
+    for i = 1, #value do items[i] = literal(value[i]) end
+  else
+    table.sort(keys)
+    for i, key in ipairs(keys) do items[i] = ("[%s] = %s"):format(quote(key), literal(value[key])) end
+  end
+  return "{ " .. table.concat(items, ", ") .. " }"
+end
+
+local function bool(value) return value and "true" or "false" end
+
+-- The script's first lines: what was planned, how to run it, and the plans considered.
+local function header(record)
+  local cluster, work = record.cluster, record.work
+  local out = {
+    ("-- slapo-lua plan: %s on %d x %d %s, batch %d x seq %d\n"):format(record.model.name, cluster.nodes,
+      cluster.per_node, cluster.device, work.batch, work.seq),
+    ("-- Run it: slapo-lua run --nproc %d plan.lua   (edit the plan table and run again)\n"):format(cluster.devices),
+    "--\n-- Predicted (step seconds, GiB per rank), the best plans considered:\n",
+  }
+  local function line(r)
+    out[#out + 1] = ("--   %-52s %9.4f s %7.2f GiB  %s\n"):format(r.name, r.step_s, r.peak_gib, r.verdict)
+  end
+  local shown = math.min(#record.ranked, 20)
+  for i = 1, shown do line(record.ranked[i]) end
+  if #record.ranked > shown then out[#out + 1] = ("--   ... and %d more\n"):format(#record.ranked - shown) end
+  for _, r in ipairs(record.unrestricted) do line(r) end
+  return table.concat(out)
+end
+
+-- `phase(text)`: the script says what it does now, so a long check is not silence.
+local phase_source = [[
+-- what the script is doing now, from rank 0 on stderr (checking a large model takes a while)
+local function phase(text)
+  if slapo.dist.rank() == 0 then io.stderr:write("plan: ", text, "\n") end
+end
+]]
+
+-- `local function shard_layer(layer) ... end` from the intra-op pass, the layout the predictions
+-- price; `local shard_layer = nil` (the reference schedule's layout) without it. With sequence
+-- parallelism the layout expects its layer's tokens split: the first layer of each stage splits
+-- them (`scatter`) and the last gathers them again. `sequence_parallel(s, first, last)` does that
+-- to the layers first..last; the script checks that plan.sequence and shard_layer agree.
+local function shard_layer_source(record)
+  local chosen, note = record.ranked[1], record.layer_layout_note
+  local out
+  if not record.layer_layout then
+    out = ("\n-- each layer's tensor parallelism: the reference schedule's (Megatron's) layout%s\n"
+      .. "local shard_layer = nil\n"):format(note == "" and "" or "; " .. note)
+  else
+    out = ("\n-- Each layer's tensor parallelism, from the intra-op pass: %s.\n"
+      .. "-- The predictions above price this layout. Edit a line (keep a projection whole, say) and run again;\n"
+      .. "-- `local shard_layer = nil` in its place runs the reference schedule's (Megatron's) layout.\n"
+      .. "local function shard_layer(layer)\n%send\n"):format(note, layer_layout.calls(record.layer_layout, "layer"))
+  end
+  return out .. fill([[
+local shard_layer_splits_tokens = ${splits}  -- it was written for sequence parallelism
+if plan.tp > 1 and plan.sequence ~= (shard_layer ~= nil and shard_layer_splits_tokens) then
+  error(("plan.sequence = %s, but the layers' layout (shard_layer) %s the tokens: plan again with the other, or set "
+    .. "sequence = %s"):format(tostring(plan.sequence), plan.sequence and "keeps whole" or "splits",
+    tostring(not plan.sequence)))
+end
+-- sequence parallelism: layers first..last take their tokens split over the tp ranks, and hand them on whole
+local function sequence_parallel(layers, first, last)
+  if not plan.sequence or plan.tp < 2 then return end
+  layers[first]:sync("fwd_pre", "scatter", { axis = 1 })
+  layers[last]:sync("fwd_post", "all_gather", { axis = 1 })
+end
+]], { splits = bool(chosen.sequence and record.layer_layout ~= nil) })
+end
+
+-- A pipeline script's end: `plan.steps` measured steps of `pipe` with `opt` on `ids`, and the line
+-- bench/plan_calibration reads.
+local pipeline_steps_source = [[
+collectgarbage()  -- the verified copies go before memory is measured
+-- tensor memory per rank: the stage's weights, and the most the steps held on top
+phase(("training %d steps"):format(plan.steps))
+local loss, times = nil, {}
+local peak_mib = slapo.peak_tensor_mib(function()
+  for step = 1, plan.steps do
+    local start = slapo.clock()
+    opt:zero_grad()
+    if plan.dtype == "bfloat16" then
+      loss = slapo.autocast("bf16", function() return pipe:step(ids, { labels = ids }) end)
+    else
+      loss = pipe:step(ids, { labels = ids })
+    end
+    opt:step()
+    if step > 1 then table.insert(times, slapo.clock() - start) end  -- the first step allocates
+  end
+end)
+table.sort(times)
+local fullest = math.max(unpack(slapo.dist.all_gather(slapo.tensor({ pipe:num_params() * 4 / 2 ^ 20 + peak_mib })):tolist()))
+if slapo.dist.rank() == 0 then
+  print(("plan: %d steps, final loss %.4f, %.4f s/step, %.0f MiB of tensors on the fullest rank"):format(plan.steps,
+    loss, times[math.floor((#times + 1) / 2)] or 0, fullest))
+end
+]]
+
+-- Both pipeline forms' model and schedule: make_schedule() over this rank's tp group, and apply(s):
+-- the reference schedule with `shard_layer`, each stage's checkpointing and sequence parallelism,
+-- and a cut after each stage.
+local function stages_schedule_source(model)
+  return fill([[
+local function make_schedule()
+  slapo.manual_seed(0)
+  local model = type(plan.model) == "string" and plan.model:find("/") and slapo.models.from_pretrained(plan.model)
+    or slapo.models.build(plan.model)
+  return slapo.create_schedule(model, { group = layout.tp_group }), slapo.models.config(model).vocab_size
+end
+
+-- the tensor parallelism (over this rank's tp group), then each stage's checkpointing and the cuts
+local function apply(s)
+  for _, note in ipairs(require("slapo.schedules.${schedules}").schedule(s, { checkpoint = 0, layer = shard_layer })) do
+    if slapo.dist.rank() == 0 then print("note: " .. note) end
+  end
+  local layers, placed = s["${layers}"]:children(), 0
+  for i, stage in ipairs(plan.stages) do
+    for l = placed + 1, placed + stage.layers do
+      if stage.checkpoint then layers[l]:checkpoint() end
+    end
+    sequence_parallel(layers, placed + 1, placed + stage.layers)
+    placed = placed + stage.layers
+    if i < #plan.stages then layers[placed]:cut_pipeline_stage() end
+  end
+  assert(placed == #layers, ("plan.stages hold %d layers; the model has %d"):format(placed, #layers))
+end
+]], { schedules = schedules_of(model), layers = layers_path(model) })
+end
+
+-- A pipeline on one rank layout: every stage on tp x dp ranks.
+local function pipeline_source(record)
+  local chosen = record.ranked[1]
+  local out, stages, first = { header(record),
+    "--\n-- The chosen pipeline, stage by stage (micro-batch seconds, GiB per rank):\n" }, {}, 0
+  for s, stage in ipairs(chosen.stages) do
+    out[#out + 1] = ("--   stage %d: layers %d..%d%s, %.4f s, %.2f GiB\n"):format(s - 1, first,
+      first + stage.layers - 1, stage.checkpoint and " (checkpointed)" or "", stage.time_s, stage.peak_gib)
+    stages[#stages + 1] = ("    { layers = %d, checkpoint = %s },\n"):format(stage.layers, bool(stage.checkpoint))
+    first = first + stage.layers
+  end
+  out[#out + 1] = fill([[
+
+local plan = {
+  model = ${model},  -- a preset name, a Hugging Face directory or a table of config fields
+  tp = ${tp},           -- tensor parallel ranks in every stage (Megatron layout from slapo.schedules.${schedules})
+  dp = ${dp},           -- data parallel replicas of the pipeline
+  zero = ${zero},     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
+  stages = {        -- pipeline stages in order: how many layers each holds, and whether they are recomputed
+${stages}  },
+  micro_batches = ${micro_batches},  -- 1F1B: each replica's batch is cut into this many
+  sequence = ${sequence},  -- sequence parallelism: each layer's tokens split over the tp ranks between its projections
+  batch = ${batch}, seq = ${seq}, steps = ${steps}, lr = 1e-4,
+  dtype = "${dtype}",  -- "bfloat16": bf16 autocast (float32 weights and AdamW state, bf16 matmuls)
+}
+
+local pp = #plan.stages
+assert(slapo.dist.world_size() == plan.tp * plan.dp * pp,
+  ("this plan needs %d ranks: slapo-lua run --nproc %d"):format(plan.tp * plan.dp * pp, plan.tp * plan.dp * pp))
+local parallel = require("slapo.parallel")
+local layout = parallel.layout({ tp = plan.tp, pp = pp })
+local replica_batch = math.floor(plan.batch / plan.dp)
+assert(replica_batch * plan.dp == plan.batch and replica_batch % plan.micro_batches == 0,
+  ("plan: batch %d does not split into %d replicas x %d micro-batches"):format(plan.batch, plan.dp, plan.micro_batches))
+
+${shard_layer}
+${phase}
+${schedule}
+-- the pipeline is checked against the unscheduled model (loss and gradients) before training;
+-- a verified pipeline keeps only its stage's weights, so training builds the model again
+phase(("building the model on %d ranks, %d stages"):format(slapo.dist.world_size(), pp))
+local sch, vocab = make_schedule()
+slapo.manual_seed(1)
+local example = slapo.randint(0, vocab, { replica_batch, plan.seq })
+phase("checking the pipeline against the unscheduled model: loss and gradients")
+local report = slapo.verify(sch, { example }, { pipeline = { group = layout.pp_group,
+  micro_batches = plan.micro_batches } }, apply)
+if slapo.dist.rank() == 0 then
+  print(("verify: the pipeline's loss and %d gradients match the unscheduled model"):format(report.gradients))
+end
+sch = make_schedule()
+apply(sch)
+local pipe = slapo.build(sch, { pipeline = { group = layout.pp_group, micro_batches = plan.micro_batches,
+  schedule = "1f1b", dp_group = not plan.zero and layout.dp_group or nil } })
+slapo.manual_seed(100 + layout.dp_rank)  -- each data-parallel replica its own batch
+local ids = slapo.randint(0, vocab, { replica_batch, plan.seq })
+pipe:prepare(ids)
+local opt = plan.zero and slapo.optim.zero_adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0,
+  group = layout.dp_group }) or slapo.optim.adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0 })
+${steps_source}]], {
+    model = literal(record.model.source), tp = chosen.tp, schedules = schedules_of(record.model), dp = chosen.dp,
+    zero = bool(chosen.zero), stages = table.concat(stages), micro_batches = chosen.micro_batches,
+    sequence = bool(chosen.sequence), batch = record.work.batch, seq = record.work.seq, steps = record.steps,
+    dtype = record.work.dtype, shard_layer = shard_layer_source(record), phase = phase_source,
+    schedule = stages_schedule_source(record.model), steps_source = pipeline_steps_source,
+  })
+  return table.concat(out)
+end
+
+-- Each stage mesh's layer layout from the intra-op pass, by "TxD" (", sequence" when it splits the
+-- tokens between projections); a mesh without one takes the reference schedule's layout.
+local function mesh_layouts_source(record)
+  local out = { "\n-- Each stage mesh's layer layout (tensor parallelism), by tp x dp" }
+  local note = record.layer_layout_note
+  if #record.mesh_layouts == 0 then
+    out[#out + 1] = (": the reference schedule's (Megatron's)%s.\nlocal shard_layers = {}\n"):format(
+      note == "" and "" or "; " .. note)
+    return table.concat(out)
+  end
+  out[#out + 1] = ", from the intra-op pass; the predictions price these.\n-- A mesh missing here runs the reference "
+    .. "schedule's (Megatron's) layout.\n"
+  for _, m in ipairs(record.mesh_layouts) do out[#out + 1] = ("--   %dx%d: %s\n"):format(m.tp, m.dp, m.note) end
+  out[#out + 1] = "local shard_layers = {\n"
+  for _, m in ipairs(record.mesh_layouts) do
+    local body = layer_layout.calls(m.layout, "layer"):gsub("([^\n]*\n)", "  %1")  -- indented once more, inside the table
+    out[#out + 1] = ('  ["%dx%d%s"] = function(layer)\n%s  end,\n'):format(m.tp, m.dp, m.sequence and ", sequence" or "",
+      body)
+  end
+  out[#out + 1] = "}\n"
+  return table.concat(out)
+end
+
+-- Stages on meshes of their own (Alpa's submeshes): slapo.parallel.stage_layout gives each stage
+-- its ranks, and each rank applies its own stage's tensor parallelism.
+local function meshes_source(record)
+  local chosen = record.ranked[1]
+  local out, stages, first, rank = { header(record), "--\n-- The chosen pipeline, stage by stage, each on ranks of "
+    .. "its own (micro-batch seconds, GiB per rank):\n" }, {}, 0, 0
+  for s, stage in ipairs(chosen.stages) do
+    out[#out + 1] = ("--   stage %d: layers %d..%d on tp %d x dp %d (ranks %d..%d)%s%s%s, %.4f s, %.2f GiB\n"):format(
+      s - 1, first, first + stage.layers - 1, stage.tp, stage.dp, rank, rank + stage.tp * stage.dp - 1,
+      stage.checkpoint and ", checkpointed" or "", stage.zero and ", ZeRO-1" or "",
+      stage.sequence and ", sequence parallel" or "", stage.time_s, stage.peak_gib)
+    stages[#stages + 1] = ("    { layers = %d, tp = %d, dp = %d, checkpoint = %s, zero = %s, sequence = %s },\n"):format(
+      stage.layers, stage.tp, stage.dp, bool(stage.checkpoint), bool(stage.zero), bool(stage.sequence))
+    first = first + stage.layers
+    rank = rank + stage.tp * stage.dp
+  end
+  out[#out + 1] = fill([[
+
+local plan = {
+  model = ${model},  -- a preset name, a Hugging Face directory or a table of config fields
+  -- pipeline stages in order, each on ranks of its own: how many layers it holds, its mesh (tp ranks
+  -- x dp replicas), whether its layers are recomputed, ZeRO-1 over its replicas, sequence parallelism
+  stages = {
+${stages}  },
+  micro_batches = ${micro_batches},  -- 1F1B: the batch is cut into this many; each stage's replicas split every one
+  batch = ${batch}, seq = ${seq}, steps = ${steps}, lr = 1e-4,
+  dtype = "${dtype}",  -- "bfloat16": bf16 autocast (float32 weights and AdamW state, bf16 matmuls)
+}
+
+local meshes, ranks = {}, 0
+for i, stage in ipairs(plan.stages) do
+  meshes[i] = { tp = stage.tp, dp = stage.dp }
+  ranks = ranks + stage.tp * stage.dp
+end
+assert(slapo.dist.world_size() == ranks, ("this plan needs %d ranks: slapo-lua run --nproc %d"):format(ranks, ranks))
+local layout = require("slapo.parallel").stage_layout(meshes)
+local mine = plan.stages[layout.stage + 1]  -- this rank's stage
+local micro_batch, rows = math.floor(plan.batch / plan.micro_batches), 1  -- rows: the fewest all replicas divide
+for i, stage in ipairs(plan.stages) do
+  assert(micro_batch * plan.micro_batches == plan.batch and micro_batch % stage.dp == 0,
+    ("plan: batch %d does not split into %d micro-batches that stage %d's %d replicas divide"):format(plan.batch,
+      plan.micro_batches, i - 1, stage.dp))
+  local a, b = rows, stage.dp
+  while b > 0 do a, b = b, a % b end
+  rows = rows * stage.dp / a
+end
+${mesh_layouts}local shard_layer = shard_layers[("%dx%d%s"):format(mine.tp, mine.dp, mine.sequence and ", sequence" or "")]
+if mine.tp > 1 and mine.sequence and not shard_layer then
+  error(("plan: stage %d has sequence = true, but no layer layout splits the tokens on tp %d x dp %d: plan again, or "
+    .. "set sequence = false"):format(layout.stage, mine.tp, mine.dp))
+end
+-- sequence parallelism on this rank's mesh: layers first..last take their tokens split over its tp ranks
+local function sequence_parallel(layers, first, last)
+  if not mine.sequence or mine.tp < 2 then return end
+  layers[first]:sync("fwd_pre", "scatter", { axis = 1 })
+  layers[last]:sync("fwd_post", "all_gather", { axis = 1 })
+end
+${phase}
+${schedule}
+-- the pipeline is checked against the unscheduled model (loss and gradients) before training, on the
+-- fewest rows that every stage's replicas divide; a verified pipeline keeps only its stage's weights,
+-- so training builds the model again
+local sch, vocab = make_schedule()
+slapo.manual_seed(1)
+local example = slapo.randint(0, vocab, { plan.micro_batches * rows, plan.seq })
+phase("checking the pipeline against the unscheduled model: loss and gradients")
+local report = slapo.verify(sch, { example }, { pipeline = { meshes = layout.meshes, dp_group = layout.dp_group,
+  micro_batches = plan.micro_batches } }, apply)
+if slapo.dist.rank() == 0 then
+  print(("verify: the pipeline's loss and %d gradients match the unscheduled model"):format(report.gradients))
+end
+sch = make_schedule()
+apply(sch)
+-- each replica's gradients are its rows' part: dp_group sums them, or ZeRO-1's step does
+local pipe = slapo.build(sch, { pipeline = { meshes = layout.meshes, micro_batches = plan.micro_batches,
+  schedule = "1f1b", dp_group = not mine.zero and layout.dp_group or nil } })
+slapo.manual_seed(100)  -- the whole batch on every rank; each stage's replicas take their rows of it
+local ids = slapo.randint(0, vocab, { plan.batch, plan.seq })
+pipe:prepare(ids)
+local opt = mine.zero and slapo.optim.zero_adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0,
+  group = layout.dp_group, average = false }) or slapo.optim.adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0 })
+${steps_source}]], {
+    model = literal(record.model.source), stages = table.concat(stages), micro_batches = chosen.micro_batches,
+    batch = record.work.batch, seq = record.work.seq, steps = record.steps, dtype = record.work.dtype,
+    mesh_layouts = mesh_layouts_source(record), phase = phase_source, schedule = stages_schedule_source(record.model),
+    steps_source = pipeline_steps_source,
+  })
+  return table.concat(out)
+end
+
+-- One stage: tp x dp, the knobs' choices spanning the one-stage plans, the planner's prediction
+-- for each that fits.
+local function one_stage_source(record)
+  local chosen = record.ranked[1]
+  local tp_choices, micro_choices, predictions, seen = {}, {}, {}, { tp = {}, micro = {} }
+  for _, r in ipairs(record.ranked) do
+    -- the knobs span one-stage plans; shard_layer is written for the chosen plan's sequence parallelism
+    if r.pp == 1 and not (r.tp > 1 and r.sequence ~= chosen.sequence) then
+      if not seen.tp[r.tp] then seen.tp[r.tp] = true; tp_choices[#tp_choices + 1] = r.tp end
+      if not seen.micro[r.micro_batches] then
+        seen.micro[r.micro_batches] = true
+        micro_choices[#micro_choices + 1] = r.micro_batches
+      end
+      if r.fits then
+        predictions[#predictions + 1] = ("  { tp = %d, micro_batches = %d, checkpoint = %s, zero = %s, step_s = %.6g, "
+          .. "peak_gib = %.3g },\n"):format(r.tp, r.micro_batches, r.checkpoint == 1 and "1.0" or "0.0", bool(r.zero),
+          r.step_s, r.peak_gib)
+      end
+    end
+  end
+  table.sort(tp_choices)
+  table.sort(micro_choices)
+  local schedules = schedules_of(record.model)
+  return header(record) .. fill([[
+
+local plan = {
+  model = ${model},  -- a preset name, a Hugging Face directory or a table of config fields
+  tp = ${tp},           -- tensor parallel ranks (Megatron layout from slapo.schedules.${schedules})
+  dp = ${dp},           -- data parallel replicas
+  checkpoint = ${checkpoint},  -- fraction of layers whose activations are recomputed in backward
+  zero = ${zero},     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
+  micro_batches = ${micro_batches},  -- each replica's batch in this many parts, their gradients accumulated
+  sequence = ${sequence},  -- sequence parallelism: each layer's tokens split over the tp ranks between its projections
+  batch = ${batch}, seq = ${seq}, steps = ${steps}, lr = 1e-4,
+  dtype = "${dtype}",  -- "bfloat16": bf16 autocast (float32 weights and AdamW state, bf16 matmuls)
+}
+
+-- `slapo-lua tune plan.lua --nproc ${devices}` runs the plans above as knobs, the best predicted first
+-- (a plain run keeps the table's values).
+local function knob(name, choices, default)
+  for _, c in ipairs(choices) do
+    if c == default then
+      return slapo.knob(name, choices, default)
+    end
+  end
+  table.insert(choices, default)  -- an edited table: its value is a choice too
+  return slapo.knob(name, choices, default)
+end
+local devices = plan.tp * plan.dp
+plan.tp = knob("tp", { ${tp_choices} }, plan.tp)
+plan.dp = math.floor(devices / plan.tp)
+plan.checkpoint = knob("checkpoint", { 0.0, 1.0 }, plan.checkpoint)
+plan.zero = knob("zero", { false, true }, plan.zero)
+plan.micro_batches = knob("micro_batches", { ${micro_choices} }, plan.micro_batches)
+local micro_batch = math.floor(plan.batch / plan.dp / plan.micro_batches)
+assert(micro_batch >= 1 and micro_batch * plan.dp * plan.micro_batches == plan.batch,
+  ("plan: batch %d does not split into %d replicas x %d micro-batches"):format(plan.batch, plan.dp, plan.micro_batches))
+slapo.predict({
+${predictions}})
+
+assert(slapo.dist.world_size() == plan.tp * plan.dp,
+  ("this plan needs %d ranks: slapo-lua run --nproc %d"):format(plan.tp * plan.dp, plan.tp * plan.dp))
+local layout = require("slapo.parallel").layout({ tp = plan.tp })
+slapo.manual_seed(0)
+local model = type(plan.model) == "string" and plan.model:find("/") and slapo.models.from_pretrained(plan.model)
+  or slapo.models.build(plan.model)
+local sch = slapo.create_schedule(model, { group = layout.tp_group })
+local vocab = slapo.models.config(model).vocab_size
+${shard_layer}
+${phase}
+-- the schedule is checked against the unscheduled model (outputs and gradients) before training
+slapo.manual_seed(1)
+local example = slapo.randint(0, vocab, { micro_batch, plan.seq })
+phase("checking the schedule against the unscheduled model: outputs and gradients")
+local report = slapo.verify(sch, { example }, {}, function(s)
+  for _, note in ipairs(require("slapo.schedules.${schedules}").schedule(s, { checkpoint = plan.checkpoint,
+    layer = shard_layer })) do
+    if slapo.dist.rank() == 0 then print("note: " .. note) end
+  end
+  local layers = s["${layers}"]:children()
+  sequence_parallel(layers, 1, #layers)
+end)
+if slapo.dist.rank() == 0 then
+  print(("verify: %d output(s) and %d gradients match the unscheduled model"):format(report.outputs, report.gradients))
+end
+local built = slapo.build(sch)
+collectgarbage()  -- the verified copies go before memory is measured
+-- tensor memory per rank: the weights, and the most the steps held on top (gradients, AdamW, activations)
+phase(("training %d steps"):format(plan.steps))
+local peak_mib, result = slapo.peak_tensor_mib(slapo.train, {
+  model = built, layout = layout, optimizer = plan.zero and "zero_adamw" or "adamw",
+  data = { vocab = vocab, batch = micro_batch, seq = plan.seq }, grad_accum = plan.micro_batches,
+  steps = plan.steps, lr = plan.lr, autocast = plan.dtype == "bfloat16" and "bf16" or nil,
+})
+local fullest = math.max(unpack(slapo.dist.all_gather(slapo.tensor({ built:num_params() * 4 / 2 ^ 20 + peak_mib })):tolist()))
+if slapo.dist.rank() == 0 then
+  print(("plan: %d steps, final loss %.4f, %.4f s/step, %.0f MiB of tensors on the fullest rank"):format(plan.steps,
+    result.final_loss, result.step_s or 0, fullest))
+end
+]], {
+    model = literal(record.model.source), tp = chosen.tp, schedules = schedules, dp = chosen.dp,
+    checkpoint = chosen.checkpoint == 1 and "1.0" or "0.0", zero = bool(chosen.zero),
+    micro_batches = chosen.micro_batches, sequence = bool(chosen.sequence), batch = record.work.batch,
+    seq = record.work.seq, steps = record.steps, dtype = record.work.dtype, devices = record.cluster.devices,
+    tp_choices = table.concat(tp_choices, ", "), micro_choices = table.concat(micro_choices, ", "),
+    predictions = table.concat(predictions), shard_layer = shard_layer_source(record), phase = phase_source,
+    layers = layers_path(record.model),
+  })
+end
+
+--- The script for a plan record: one stage, a pipeline on one rank layout, or stages on meshes of
+--- their own, as the chosen plan is.
+function M.write(record)
+  local chosen = record.ranked[1]
+  if chosen.pp == 1 then return one_stage_source(record) end
+  return chosen.uniform_mesh and pipeline_source(record) or meshes_source(record)
+end
+
+return M
