@@ -71,6 +71,7 @@ class Program {
     stages_ = std::min({layers_, devices_, max_stages > 0 ? max_stages : devices_});
     in_flight_ = std::min(micro_, stages_);
     tabulate();
+    find_reachable();
     weigh(1.0);
   }
 
@@ -126,9 +127,13 @@ class Program {
   }
 
  private:
+  // Stage shapes with the layer count innermost: run() reads a shape's lengths side by side.
+  size_t shape_index(bool first, bool last, size_t mesh, int in_flight, bool next_in_node) const {
+    return (((static_cast<size_t>(first) * 2 + last) * meshes_.size() + mesh) * in_flight_ + (in_flight - 1)) * 2 +
+           next_in_node;
+  }
   size_t front_index(int length, bool first, bool last, size_t mesh, int in_flight, bool next_in_node) const {
-    return ((((static_cast<size_t>(length - 1) * 2 + first) * 2 + last) * meshes_.size() + mesh) * in_flight_ +
-            (in_flight - 1)) * 2 + next_in_node;
+    return shape_index(first, last, mesh, in_flight, next_in_node) * layers_ + (length - 1);
   }
 
   // Every fitting choice for every stage shape, estimated once.
@@ -159,10 +164,24 @@ class Program {
 
   int node(int device) const { return device / cluster_.per_node; }
 
-  // f[s][i][j] in the flat tables
+  // f[s][i][j] in the flat tables, layers innermost: the choice of a stage's last layer reads a row
   size_t at(int s, int i, int j) const {
-    return (static_cast<size_t>(s) * (layers_ + 1) + i) * (devices_ + 1) + j;
+    return (static_cast<size_t>(s) * (devices_ + 1) + j) * (layers_ + 1) + i;
   }
+
+  // Which device counts s stages can hold, as sums of s mesh sizes (alignment aside): the program
+  // visits only those. One layout's program holds s x its mesh size alone.
+  void find_reachable() {
+    const int S = stages_, N = devices_;
+    reachable_.assign(static_cast<size_t>(S + 1) * (N + 1), 0);
+    reachable_[0] = 1;
+    for (int s = 1; s <= S; ++s)
+      for (int j = 0; j <= N; ++j)
+        if (reachable_[static_cast<size_t>(s - 1) * (N + 1) + j])
+          for (auto& mesh : meshes_)
+            if (j + mesh.size <= N) reachable_[static_cast<size_t>(s) * (N + 1) + j + mesh.size] = 1;
+  }
+  bool reachable(int s, int j) const { return reachable_[static_cast<size_t>(s) * (devices_ + 1) + j]; }
 
   // A submesh of `size` at device `offset` must lie within one node, or start a node and take whole ones.
   bool aligned(int offset, int size) const {
@@ -172,13 +191,14 @@ class Program {
 
   // Solves f for the bound; remembers the best final state. False when nothing fits.
   bool run(double bound) {
-    // the cheapest option within the bound, per front
-    pick_.assign(fronts_.size(), -1);
+    // the cheapest option within the bound, per front: its cost (infinite: none) and config
+    picked_cost_.assign(fronts_.size(), kInf);
+    picked_config_.assign(fronts_.size(), 0);
     for (size_t f = 0; f < fronts_.size(); ++f) {
       auto& front = fronts_[f];
       for (int o = static_cast<int>(front.size()) - 1; o >= 0; --o)
         if (front[o].time <= bound) {
-          pick_[f] = o;
+          picked_cost_[f] = front[o].cost, picked_config_[f] = front[o].config;
           break;
         }
     }
@@ -186,32 +206,48 @@ class Program {
     cost_.assign(static_cast<size_t>(S + 1) * (L + 1) * (N + 1), kInf);
     choice_.assign(cost_.size(), Choice{});
     cost_[at(0, L, 0)] = 0;
-    for (int s = 1; s <= S; ++s)
-      for (int i = L - s; i >= 0; --i)
-        for (int j = s; j <= N; ++j) {
-          const int offset = N - j;
-          double best = kInf;
-          Choice choice{};
-          for (size_t mi = 0; mi < meshes_.size(); ++mi) {
-            const int n = meshes_[mi].size;
-            const int rest = j - n;
-            if (rest < s - 1 || !aligned(offset, n)) continue;
-            const bool next_in_node = rest == 0 || node(offset + n - 1) == node(offset + n);
-            const int in_flight = std::min(micro_, s);
-            for (int k = i + 1; k <= L - (s - 1); ++k) {
-              if ((k == L) != (rest == 0)) continue;
-              double before = cost_[at(s - 1, k, rest)];
-              if (before == kInf) continue;
-              size_t f = front_index(k - i, i == 0, k == L, mi, in_flight, next_in_node);
-              int o = pick_[f];
-              if (o < 0) continue;
-              double value = before + fronts_[f][o].cost;
-              if (value < best) best = value, choice = {k, static_cast<int>(mi), fronts_[f][o].config};
+    first_finite_.assign(static_cast<size_t>(S + 1) * (N + 1), L + 1);
+    last_finite_.assign(first_finite_.size(), -1);
+    first_finite_[0] = last_finite_[0] = L;
+    for (int s = 1; s <= S; ++s) {
+      const int in_flight = std::min(micro_, s);
+      for (int j = s; j <= N; ++j) {
+        if (!reachable(s, j)) continue;
+        const int offset = N - j;
+        for (size_t mi = 0; mi < meshes_.size(); ++mi) {
+          const int n = meshes_[mi].size;
+          const int rest = j - n;
+          if (rest < s - 1 || !reachable(s - 1, rest) || !aligned(offset, n)) continue;
+          const bool next_in_node = rest == 0 || node(offset + n - 1) == node(offset + n);
+          // the next stages' least sums by their first layer k, finite for k in first_k..last_k
+          const double* before = &cost_[at(s - 1, 0, rest)];
+          const int first_k = first_finite_[static_cast<size_t>(s - 1) * (N + 1) + rest];
+          const int last_k = last_finite_[static_cast<size_t>(s - 1) * (N + 1) + rest];
+          if (first_k > last_k) continue;
+          for (int i = std::min(L - s, last_k - 1); i >= 0; --i) {
+            double& best = cost_[at(s, i, j)];
+            Choice& choice = choice_[at(s, i, j)];
+            // the stage takes layers i..k-1: the last stage (nothing after it) ends at L, the others before
+            if (rest == 0) {
+              const size_t f = shape_index(i == 0, true, mi, in_flight, next_in_node) * L + (L - i - 1);
+              const double value = before[L] + picked_cost_[f];
+              if (value < best) best = value, choice = {L, static_cast<int>(mi), picked_config_[f]};
+              continue;
+            }
+            const size_t middle = shape_index(i == 0, false, mi, in_flight, next_in_node) * L - i - 1;
+            for (int k = std::max(i + 1, first_k); k <= last_k; ++k) {
+              const double value = before[k] + picked_cost_[middle + k];
+              if (value < best) best = value, choice = {k, static_cast<int>(mi), picked_config_[middle + k]};
             }
           }
-          cost_[at(s, i, j)] = best;
-          choice_[at(s, i, j)] = choice;
         }
+        for (int i = 0; i <= L; ++i)  // the layers this level's sums can start at, for the level above
+          if (cost_[at(s, i, j)] < kInf) {
+            size_t r = static_cast<size_t>(s) * (N + 1) + j;
+            first_finite_[r] = std::min(first_finite_[r], i), last_finite_[r] = i;
+          }
+      }
+    }
     best_sum_ = kInf;
     for (int s = 1; s <= S; ++s)
       if (cost_[at(s, 0, N)] < best_sum_) best_sum_ = cost_[at(s, 0, N)], best_stages_ = s;
@@ -255,7 +291,10 @@ class Program {
   };
   std::vector<std::vector<Estimated>> fitting_;  // per stage shape (front_index)
   std::vector<std::vector<Option>> fronts_;
-  std::vector<int> pick_;
+  std::vector<double> picked_cost_;  // per front, within run()'s bound
+  std::vector<int> picked_config_;
+  std::vector<char> reachable_;      // [s][j]: s stages can hold j devices
+  std::vector<int> first_finite_, last_finite_;  // [s][j]: the first layers i whose f[s][i][j] is finite
   std::vector<double> cost_;
   std::vector<Choice> choice_;
   double best_sum_ = kInf;
