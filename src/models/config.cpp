@@ -83,6 +83,8 @@ const std::vector<std::pair<std::string, json>>& presets() {
                     {"vocab_size", 51200}, {"n_positions", 2048}}},
       {"gpt3-39b", {{"model_type", "gpt2"}, {"n_embd", 8192}, {"n_layer", 48}, {"n_head", 64},
                     {"vocab_size", 51200}, {"n_positions", 2048}}},
+      {"gpt3-175b", {{"model_type", "gpt2"}, {"n_embd", 12288}, {"n_layer", 96}, {"n_head", 96},
+                     {"vocab_size", 51200}, {"n_positions", 2048}}},
       {"TinyLlama-1.1B",
        {{"model_type", "llama"}, {"hidden_size", 2048}, {"intermediate_size", 5632},
         {"num_hidden_layers", 22}, {"num_attention_heads", 32}, {"num_key_value_heads", 4},

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <thread>
 
@@ -78,6 +79,7 @@ class Program {
   // How much of each stage's once-a-step cost (gradient sync, update) the program's sum counts:
   // the fronts of the choices no other beats in both time and that cost.
   void weigh(double once_weight) {
+    once_weight_ = once_weight;
     fronts_.assign(fitting_.size(), {});
     for (size_t f = 0; f < fitting_.size(); ++f) {
       std::vector<Option> options;
@@ -91,8 +93,11 @@ class Program {
     }
   }
 
-  // The best candidate over every bound; `programs` counts the programs solved.
-  bool solve(Candidate& best, Estimate& best_estimate, int& programs) {
+  // The best candidate over every bound; `programs` counts the programs solved. `cutoff()` is a
+  // step the other searches have already beaten twice: bounds whose plans take longer are skipped.
+  bool solve(Candidate& best, Estimate& best_estimate, int& programs,
+             const std::function<double()>& cutoff = [] { return kInf; },
+             const std::function<void(double)>& publish = [](double) {}) {
     std::vector<double> bounds;
     for (auto& front : fronts_)
       for (auto& o : front) bounds.push_back(o.time);
@@ -106,22 +111,39 @@ class Program {
       ++programs;
       return run(kInf) && take(best, best_estimate);
     }
+    // the least sum of stage times any plan has (the program with no once-a-step costs and no
+    // bound); none: nothing fits
+    const double weight = once_weight_;
+    weigh(0.0);
+    ++programs;
+    const bool feasible = run(kInf);
+    const double least_time = best_sum_;
+    weigh(weight);
+    if (!feasible) return false;
+    // a plan whose slowest stage takes a bound takes at least the stages' times and micro-batches
+    // - 1 times the bound (1F1B): bounds where that is no better than a plan already found (this
+    // search's, or two other searches') need no program
+    auto beaten = [&](double bound) {
+      const double least_step = std::max(micro_ * bound, (micro_ - 1) * bound + least_time);
+      return (best_estimate.fits && least_step >= best_estimate.step_s) || least_step > cutoff();
+    };
+    size_t hi = bounds.size();
+    while (hi > 0 && beaten(bounds[hi - 1])) --hi;  // bounds[0, hi) may still win
+    if (hi == 0) return false;
     // the smallest feasible bound, by bisection (feasibility only grows with the bound)
     ++programs;
-    if (!run(bounds.back())) return false;
-    size_t lo = 0, hi = bounds.size() - 1;
-    while (lo < hi) {
-      size_t mid = (lo + hi) / 2;
+    if (!run(bounds[hi - 1])) return false;
+    size_t lo = 0;
+    for (size_t top = hi - 1; lo < top;) {
+      size_t mid = (lo + top) / 2;
       ++programs;
-      if (run(bounds[mid])) hi = mid;
+      if (run(bounds[mid])) top = mid;
       else lo = mid + 1;
     }
     bool found = false;
-    for (size_t b = lo; b < bounds.size(); ++b) {
-      // a plan whose slowest stage takes the bound takes at least micro-batches x the bound
-      if (best_estimate.fits && micro_ * bounds[b] >= best_estimate.step_s) break;
+    for (size_t b = lo; b < bounds.size() && !beaten(bounds[b]); ++b) {
       ++programs;
-      if (run(bounds[b]) && take(best, best_estimate)) found = true;
+      if (run(bounds[b]) && take(best, best_estimate)) found = true, publish(best_estimate.step_s);
     }
     return found;
   }
@@ -203,8 +225,10 @@ class Program {
         }
     }
     const int S = stages_, L = layers_, N = devices_;
-    cost_.assign(static_cast<size_t>(S + 1) * (L + 1) * (N + 1), kInf);
-    choice_.assign(cost_.size(), Choice{});
+    // rows are cleared as they are visited: the unreachable ones are never read
+    cost_.resize(static_cast<size_t>(S + 1) * (L + 1) * (N + 1));
+    choice_.resize(cost_.size());
+    std::fill_n(&cost_[at(0, 0, 0)], L + 1, kInf);
     cost_[at(0, L, 0)] = 0;
     first_finite_.assign(static_cast<size_t>(S + 1) * (N + 1), L + 1);
     last_finite_.assign(first_finite_.size(), -1);
@@ -213,6 +237,8 @@ class Program {
       const int in_flight = std::min(micro_, s);
       for (int j = s; j <= N; ++j) {
         if (!reachable(s, j)) continue;
+        std::fill_n(&cost_[at(s, 0, j)], L + 1, kInf);
+        std::fill_n(&choice_[at(s, 0, j)], L + 1, Choice{});
         const int offset = N - j;
         for (size_t mi = 0; mi < meshes_.size(); ++mi) {
           const int n = meshes_[mi].size;
@@ -250,7 +276,7 @@ class Program {
     }
     best_sum_ = kInf;
     for (int s = 1; s <= S; ++s)
-      if (cost_[at(s, 0, N)] < best_sum_) best_sum_ = cost_[at(s, 0, N)], best_stages_ = s;
+      if (reachable(s, N) && cost_[at(s, 0, N)] < best_sum_) best_sum_ = cost_[at(s, 0, N)], best_stages_ = s;
     return best_sum_ < kInf;
   }
 
@@ -291,6 +317,7 @@ class Program {
   };
   std::vector<std::vector<Estimated>> fitting_;  // per stage shape (front_index)
   std::vector<std::vector<Option>> fronts_;
+  double once_weight_ = 1.0;         // the fronts' weight of the once-a-step costs
   std::vector<double> picked_cost_;  // per front, within run()'s bound
   std::vector<int> picked_config_;
   std::vector<char> reachable_;      // [s][j]: s stages can hold j devices
@@ -353,12 +380,29 @@ InterOpResult plan_inter_op(const ModelShape& model, const Cluster& cluster, con
   };
   std::vector<Search> searches;
   for (int micro : micro_batch_choices(work.batch)) searches.push_back({micro, {}, {}, 0, false});
+  // Each search's best step so far. A search stops where its plans would be slower than two other
+  // searches' bests: it can then be neither the best nor the second best, which the submesh
+  // program solves once more below, so the result is the same as without the cutoff.
+  std::vector<std::atomic<double>> bests(searches.size());
+  for (auto& b : bests) b = kInf;
   auto run_search = [&](Search& search) {
     const int micro = search.micro;
     const int64_t micro_batch = work.batch / micro;
+    const size_t self = &search - searches.data();
+    auto second_best_of_others = [&bests, self] {
+      double first = kInf, second = kInf;
+      for (size_t i = 0; i < bests.size(); ++i) {
+        if (i == self) continue;
+        double v = bests[i].load(std::memory_order_relaxed);
+        if (v < first) second = first, first = v;
+        else if (v < second) second = v;
+      }
+      return second;
+    };
     auto solve = [&](std::vector<Mesh> meshes, int max_stages) {
       Program program(model, cluster, work, micro, std::move(meshes), max_stages);
-      search.found |= program.solve(search.candidate, search.estimate, search.programs);
+      search.found |= program.solve(search.candidate, search.estimate, search.programs, second_best_of_others,
+                                    [&bests, self](double step) { bests[self].store(step, std::memory_order_relaxed); });
     };
     if (!options.uniform_mesh) {
       auto meshes = meshes_for(model, cluster, work, micro_batch);
@@ -384,7 +428,8 @@ InterOpResult plan_inter_op(const ModelShape& model, const Cluster& cluster, con
   };
   std::atomic<size_t> next{0};
   auto worker = [&] {
-    for (size_t i = next++; i < searches.size(); i = next++) run_search(searches[i]);
+    // the most micro-batches first: their bests come early and cut the few-micro-batch searches short
+    for (size_t i = next++; i < searches.size(); i = next++) run_search(searches[searches.size() - 1 - i]);
   };
   unsigned threads = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), 8));
   std::vector<std::thread> pool;
