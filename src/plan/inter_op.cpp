@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <thread>
@@ -257,13 +258,22 @@ class Program {
             if (rest == 0) {
               const size_t f = shape_index(i == 0, true, mi, in_flight, next_in_node) * L + (L - i - 1);
               const double value = before[L] + picked_cost_[f];
-              if (value < best) best = value, choice = {L, static_cast<int>(mi), picked_config_[f]};
+              if (value < best)
+                best = value, choice = {static_cast<int16_t>(L), static_cast<int16_t>(mi),
+                                        static_cast<int16_t>(picked_config_[f])};
               continue;
             }
-            const size_t middle = shape_index(i == 0, false, mi, in_flight, next_in_node) * L - i - 1;
-            for (int k = std::max(i + 1, first_k); k <= last_k; ++k) {
-              const double value = before[k] + picked_cost_[middle + k];
-              if (value < best) best = value, choice = {k, static_cast<int>(mi), picked_config_[middle + k]};
+            // by the stage's length t = k - i - 1: the next stages' sums and this stage's cost
+            const size_t shape = shape_index(i == 0, false, mi, in_flight, next_in_node) * L;
+            const double* next = before + i + 1;
+            const double* stage = picked_cost_.data() + shape;
+            const int first_t = std::max(i + 1, first_k) - i - 1, last_t = last_k - i - 1;
+            const double least = least_sum(next, stage, first_t, last_t);
+            if (least < best) {
+              int t = first_t;
+              while (next[t] + stage[t] != least) ++t;  // the first length that gives it, as a scan would
+              best = least, choice = {static_cast<int16_t>(i + 1 + t), static_cast<int16_t>(mi),
+                                      static_cast<int16_t>(picked_config_[shape + t])};
             }
           }
         }
@@ -302,9 +312,28 @@ class Program {
     return true;
   }
 
+  // 16 bits each: the tables hold one per state, and a 1,024-device program has millions of states
   struct Choice {
-    int next_layer = 0, mesh = 0, config = 0;
+    int16_t next_layer = 0, mesh = 0, config = 0;
   };
+
+  // min over t in first..last of next[t] + stage[t], in four independent lanes so the compiler
+  // keeps them in registers (the program's innermost loop)
+  static double least_sum(const double* next, const double* stage, int first, int last) {
+    double a = kInf, b = kInf, c = kInf, d = kInf;
+    int t = first;
+    for (; t + 3 <= last; t += 4) {
+      double va = next[t] + stage[t], vb = next[t + 1] + stage[t + 1];
+      double vc = next[t + 2] + stage[t + 2], vd = next[t + 3] + stage[t + 3];
+      a = va < a ? va : a, b = vb < b ? vb : b, c = vc < c ? vc : c, d = vd < d ? vd : d;
+    }
+    for (; t <= last; ++t) {
+      double v = next[t] + stage[t];
+      a = v < a ? v : a;
+    }
+    a = b < a ? b : a, c = d < c ? d : c;
+    return c < a ? c : a;
+  }
 
   const ModelShape& model_;
   const Cluster& cluster_;
@@ -322,8 +351,24 @@ class Program {
   std::vector<int> picked_config_;
   std::vector<char> reachable_;      // [s][j]: s stages can hold j devices
   std::vector<int> first_finite_, last_finite_;  // [s][j]: the first layers i whose f[s][i][j] is finite
-  std::vector<double> cost_;
-  std::vector<Choice> choice_;
+  // f and its choices: one set of tables per thread, reused by each program it solves (touching a
+  // fresh million-state table's pages costs more than solving on it)
+  struct Tables {
+    std::vector<double> cost;
+    std::vector<Choice> choice;
+  };
+  static Tables& tables() {
+    thread_local Tables t;
+    return t;
+  }
+  std::vector<double>& cost_ = tables().cost;
+  std::vector<Choice>& choice_ = tables().choice;
+
+ public:
+  // Gives this thread's tables back (the planning thread keeps them otherwise).
+  static void release_tables() { tables() = Tables(); }
+
+ private:
   double best_sum_ = kInf;
   int best_stages_ = 0;
 };
@@ -454,6 +499,7 @@ InterOpResult plan_inter_op(const ModelShape& model, const Cluster& cluster, con
       program.solve(search.candidate, search.estimate, search.programs);
     }
   }
+  Program::release_tables();
   InterOpResult result;
   bool found = false;
   for (auto& search : searches) {
