@@ -226,6 +226,12 @@ class Program {
         }
     }
     const int S = stages_, L = layers_, N = devices_;
+    // per stage shape, the layer counts with an option within the bound (a small mesh holds few layers)
+    shortest_.assign(fronts_.size() / L, L);
+    longest_.assign(shortest_.size(), -1);
+    for (size_t shape = 0; shape < shortest_.size(); ++shape)
+      for (int t = 0; t < L; ++t)
+        if (picked_cost_[shape * L + t] < kInf) shortest_[shape] = std::min(shortest_[shape], t), longest_[shape] = t;
     // rows are cleared as they are visited: the unreachable ones are never read
     cost_.resize(static_cast<size_t>(S + 1) * (L + 1) * (N + 1));
     choice_.resize(cost_.size());
@@ -264,10 +270,13 @@ class Program {
               continue;
             }
             // by the stage's length t = k - i - 1: the next stages' sums and this stage's cost
-            const size_t shape = shape_index(i == 0, false, mi, in_flight, next_in_node) * L;
+            const size_t shape_id = shape_index(i == 0, false, mi, in_flight, next_in_node);
+            const size_t shape = shape_id * L;
             const double* next = before + i + 1;
             const double* stage = picked_cost_.data() + shape;
-            const int first_t = std::max(i + 1, first_k) - i - 1, last_t = last_k - i - 1;
+            const int first_t = std::max(std::max(i + 1, first_k) - i - 1, shortest_[shape_id]);
+            const int last_t = std::min(last_k - i - 1, longest_[shape_id]);
+            if (first_t > last_t) continue;
             const double least = least_sum(next, stage, first_t, last_t);
             if (least < best) {
               int t = first_t;
@@ -349,6 +358,7 @@ class Program {
   double once_weight_ = 1.0;         // the fronts' weight of the once-a-step costs
   std::vector<double> picked_cost_;  // per front, within run()'s bound
   std::vector<int> picked_config_;
+  std::vector<int> shortest_, longest_;  // per stage shape: the layer counts (less one) with an option
   std::vector<char> reachable_;      // [s][j]: s stages can hold j devices
   std::vector<int> first_finite_, last_finite_;  // [s][j]: the first layers i whose f[s][i][j] is finite
   // f and its choices: one set of tables per thread, reused by each program it solves (touching a
