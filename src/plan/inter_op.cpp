@@ -506,7 +506,14 @@ InterOpResult plan_inter_op(const ModelShape& model, const Cluster& cluster, con
       Program program(model, cluster, work, search.micro,
                       meshes_for(model, cluster, work, work.batch / search.micro), options.max_stages);
       program.weigh(0.25);
-      program.solve(search.candidate, search.estimate, search.programs);
+      // a plan slower than another search's best cannot be the result
+      auto others_best = [&] {
+        double best = kInf;
+        for (auto* other : found)
+          if (other != &search) best = std::min(best, other->estimate.step_s);
+        return best;
+      };
+      program.solve(search.candidate, search.estimate, search.programs, others_best);
     }
   }
   Program::release_tables();
