@@ -179,6 +179,25 @@ end
 ]], { schedules = schedules_of(model), layers = layers_path(model) })
 end
 
+-- Both pipeline forms' check and build: the schedule verified on `rows` of an example (loss and
+-- gradients), then built again and cut into `pipe`. `verify` and `build` are the pipeline options
+-- of each, `note` a comment before the build.
+local function verify_and_build_source(rows, verify, build, note)
+  return fill([[
+local sch, vocab = make_schedule()
+slapo.manual_seed(1)
+local example = slapo.randint(0, vocab, { ${rows}, plan.seq })
+phase("checking the pipeline against the unscheduled model: loss and gradients")
+local report = slapo.verify(sch, { example }, { pipeline = { ${verify} } }, apply)
+if slapo.dist.rank() == 0 then
+  print(("verify: the pipeline's loss and %d gradients match the unscheduled model"):format(report.gradients))
+end
+sch = make_schedule()
+apply(sch)
+${note}local pipe = slapo.build(sch, { pipeline = { ${build} } })
+]], { rows = rows, verify = verify, build = build, note = note })
+end
+
 -- A pipeline on one rank layout: every stage on tp x dp ranks.
 local function pipeline_source(record)
   local chosen = record.ranked[1]
@@ -220,20 +239,7 @@ ${schedule}
 -- the pipeline is checked against the unscheduled model (loss and gradients) before training;
 -- a verified pipeline keeps only its stage's weights, so training builds the model again
 phase(("building the model on %d ranks, %d stages"):format(slapo.dist.world_size(), pp))
-local sch, vocab = make_schedule()
-slapo.manual_seed(1)
-local example = slapo.randint(0, vocab, { replica_batch, plan.seq })
-phase("checking the pipeline against the unscheduled model: loss and gradients")
-local report = slapo.verify(sch, { example }, { pipeline = { group = layout.pp_group,
-  micro_batches = plan.micro_batches } }, apply)
-if slapo.dist.rank() == 0 then
-  print(("verify: the pipeline's loss and %d gradients match the unscheduled model"):format(report.gradients))
-end
-sch = make_schedule()
-apply(sch)
-local pipe = slapo.build(sch, { pipeline = { group = layout.pp_group, micro_batches = plan.micro_batches,
-  schedule = "1f1b", dp_group = not plan.zero and layout.dp_group or nil } })
-slapo.manual_seed(100 + layout.dp_rank)  -- each data-parallel replica its own batch
+${verify_and_build}slapo.manual_seed(100 + layout.dp_rank)  -- each data-parallel replica its own batch
 local ids = slapo.randint(0, vocab, { replica_batch, plan.seq })
 pipe:prepare(ids)
 local opt = plan.zero and slapo.optim.zero_adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0,
@@ -244,6 +250,9 @@ ${steps_source}]], {
     sequence = bool(chosen.sequence), batch = record.work.batch, seq = record.work.seq, steps = record.steps,
     dtype = record.work.dtype, shard_layer = shard_layer_source(record), phase = phase_source,
     schedule = stages_schedule_source(record.model), steps_source = pipeline_steps_source,
+    verify_and_build = verify_and_build_source("replica_batch", "group = layout.pp_group,\n  micro_batches = "
+      .. "plan.micro_batches", "group = layout.pp_group, micro_batches = plan.micro_batches,\n  schedule = "
+      .. '"1f1b", dp_group = not plan.zero and layout.dp_group or nil', ""),
   })
   return table.concat(out)
 end
@@ -333,21 +342,7 @@ ${schedule}
 -- the pipeline is checked against the unscheduled model (loss and gradients) before training, on the
 -- fewest rows that every stage's replicas divide; a verified pipeline keeps only its stage's weights,
 -- so training builds the model again
-local sch, vocab = make_schedule()
-slapo.manual_seed(1)
-local example = slapo.randint(0, vocab, { plan.micro_batches * rows, plan.seq })
-phase("checking the pipeline against the unscheduled model: loss and gradients")
-local report = slapo.verify(sch, { example }, { pipeline = { meshes = layout.meshes, dp_group = layout.dp_group,
-  micro_batches = plan.micro_batches } }, apply)
-if slapo.dist.rank() == 0 then
-  print(("verify: the pipeline's loss and %d gradients match the unscheduled model"):format(report.gradients))
-end
-sch = make_schedule()
-apply(sch)
--- each replica's gradients are its rows' part: dp_group sums them, or ZeRO-1's step does
-local pipe = slapo.build(sch, { pipeline = { meshes = layout.meshes, micro_batches = plan.micro_batches,
-  schedule = "1f1b", dp_group = not mine.zero and layout.dp_group or nil } })
-slapo.manual_seed(100)  -- the whole batch on every rank; each stage's replicas take their rows of it
+${verify_and_build}slapo.manual_seed(100)  -- the whole batch on every rank; each stage's replicas take their rows of it
 local ids = slapo.randint(0, vocab, { plan.batch, plan.seq })
 pipe:prepare(ids)
 local opt = mine.zero and slapo.optim.zero_adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0,
@@ -357,6 +352,10 @@ ${steps_source}]], {
     batch = record.work.batch, seq = record.work.seq, steps = record.steps, dtype = record.work.dtype,
     mesh_layouts = mesh_layouts_source(record), phase = phase_source, schedule = stages_schedule_source(record.model),
     steps_source = pipeline_steps_source,
+    verify_and_build = verify_and_build_source("plan.micro_batches * rows", "meshes = layout.meshes, dp_group = "
+      .. "layout.dp_group,\n  micro_batches = plan.micro_batches", "meshes = layout.meshes, micro_batches = "
+      .. 'plan.micro_batches,\n  schedule = "1f1b", dp_group = not mine.zero and layout.dp_group or nil',
+      "-- each replica's gradients are its rows' part: dp_group sums them, or ZeRO-1's step does\n"),
   })
   return table.concat(out)
 end
