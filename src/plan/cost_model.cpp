@@ -208,13 +208,14 @@ int Candidate::devices() const {
 
 std::vector<Stage> Candidate::resolved(int layers) const {
   if (!stages.empty()) return stages;
-  return {Stage{layers, tp, dp, checkpoint, zero, sequence}};
+  return {Stage{layers, tp, dp, checkpoint, zero, sequence, fully_sharded}};
 }
 
 std::string Candidate::describe() const {
   if (stages.empty())
-    return fmt::format("tp {} x dp {}{}{}{}{}", tp, dp, micro_batches > 1 ? fmt::format(", {} micro", micro_batches) : "",
-                       sequence ? ", sequence" : "", checkpoint ? ", checkpoint" : "", zero ? ", zero-1" : "");
+    return fmt::format("tp {} x dp {}{}{}{}{}{}", tp, dp,
+                       micro_batches > 1 ? fmt::format(", {} micro", micro_batches) : "", sequence ? ", sequence" : "",
+                       checkpoint ? ", checkpoint" : "", zero ? ", zero-1" : "", fully_sharded ? ", fully sharded" : "");
   std::vector<std::string> parts;
   for (auto& s : stages) parts.push_back(fmt::format("{}{}", s.layers, s.checkpoint ? "c" : ""));
   if (uniform_mesh())
@@ -304,11 +305,20 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
   double latency = where.dp_in_node ? cluster.intra_latency : cluster.inter_latency;
   double gradient_sync = all_reduce_seconds(params * element_bytes(work), stage.dp, bw, latency);
   e.sync_s = gradient_sync * (stage.zero && stage.dp > 1 ? zero_sync_all_reduces(cluster.device) : 1.0);
+  // Fully sharded: every micro-batch all-gathers each layer for its forward and again for its
+  // backward, and reduce-scatters its gradients, 1.5 all-reduces of the parameters in all
+  // (counted in full: what prefetch hides behind compute is not subtracted)
+  const bool fully_sharded = stage.fully_sharded && stage.dp > 1;
+  if (fully_sharded) e.sync_s = 1.5 * gradient_sync * where.micro_batches;
   // AdamW reads and writes each parameter, its gradient and two moments: 28 bytes a parameter
   // (bf16: the float32 master copy in place of the weight), over the parameters this rank updates
-  const double updated = params / (stage.zero ? stage.dp : 1);
+  const double updated = params / (stage.zero || fully_sharded ? stage.dp : 1);
   if (cluster.device.copy_bytes_per_s > 0) e.optimizer_s = updated * 28.0 / cluster.device.copy_bytes_per_s;
-  e.param_bytes = params * weight_bytes_per_param(work);
+  // fully sharded: this rank's slice, and the layer being computed and the next one (prefetched)
+  // whole, with their whole gradients before the reduce-scatter
+  e.param_bytes = fully_sharded ? (params / stage.dp + 2.0 * m.layer_params * c.layer_param_share) *
+                                      weight_bytes_per_param(work)
+                                : params * weight_bytes_per_param(work);
   e.optimizer_bytes = updated * optimizer_bytes_per_param(work);
   double per_micro_batch = stage.layers * (stage.checkpoint ? c.layer_input_bytes : c.layer_activation_bytes);
   e.activation_bytes = where.in_flight * per_micro_batch + (stage.checkpoint ? c.layer_activation_bytes : 0.0) +
@@ -333,7 +343,7 @@ Estimate estimate(const ModelShape& m, const Cluster& cluster, const Workload& w
     const Stage& st = stages[s];
     int n = st.tp * st.dp;
     Placement where{s == 0, s == count - 1, node(offset) == node(offset + n - 1), node(offset + n - 1) == node(offset + n),
-                    std::min(micro, count - s)};
+                    std::min(micro, count - s), micro};
     e.stages.push_back(stage_estimate(m, cluster, work, layer_costs(m, cluster, work, micro_batch, st.tp, st.dp, st.sequence), st,
                                       where));
     if (e.stages.back().time_s() > e.stages[slowest].time_s()) slowest = s;

@@ -111,6 +111,9 @@ struct Stage {
   int layers = 0, tp = 1, dp = 1;
   bool checkpoint = false, zero = false;
   bool sequence = false;  ///< the layers' tokens split over the tp ranks (the pass's layout)
+  /// Fully sharded over the dp replicas (fully_shard, ZeRO-3): each rank keeps 1/dp of the
+  /// weights, gradients and AdamW state, and gathers each layer for its forward and backward
+  bool fully_sharded = false;
 };
 
 /// One plan: tensor parallel x data parallel, activation checkpointing of every layer or none,
@@ -123,6 +126,7 @@ struct Candidate {
   int micro_batches = 1;
   std::vector<Stage> stages;  ///< in order; empty: one stage of every layer on tp x dp
   bool sequence = false;      ///< sequence parallelism in every layer (tp > 1)
+  bool fully_sharded = false; ///< fully_shard over the dp replicas (one stage only; not with zero)
   int pp() const { return stages.empty() ? 1 : static_cast<int>(stages.size()); }
   /// Every stage on the candidate's tp x dp with its ZeRO setting: what one rank layout runs.
   bool uniform_mesh() const;
@@ -169,6 +173,7 @@ LayerCosts layer_costs(const ModelShape& model, const Cluster& cluster, const Wo
 struct Placement {
   bool first = true, last = true, dp_in_node = true, next_in_node = true;
   int in_flight = 1;
+  int micro_batches = 1;  ///< of the step: a fully sharded stage gathers its layers for each
 };
 StageEstimate stage_estimate(const ModelShape& model, const Cluster& cluster, const Workload& work,
                              const LayerCosts& costs, const Stage& stage, const Placement& where);

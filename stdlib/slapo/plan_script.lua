@@ -374,9 +374,9 @@ local function one_stage_source(record)
         micro_choices[#micro_choices + 1] = r.micro_batches
       end
       if r.fits then
-        predictions[#predictions + 1] = ("  { tp = %d, micro_batches = %d, checkpoint = %s, zero = %s, step_s = %.6g, "
-          .. "peak_gib = %.3g },\n"):format(r.tp, r.micro_batches, r.checkpoint == 1 and "1.0" or "0.0", bool(r.zero),
-          r.step_s, r.peak_gib)
+        predictions[#predictions + 1] = ("  { tp = %d, micro_batches = %d, checkpoint = %s, zero = %s, fully_shard = %s, "
+          .. "step_s = %.6g, peak_gib = %.3g },\n"):format(r.tp, r.micro_batches, r.checkpoint == 1 and "1.0" or "0.0",
+          bool(r.zero), bool(r.fully_sharded), r.step_s, r.peak_gib)
       end
     end
   end
@@ -391,6 +391,7 @@ local plan = {
   dp = ${dp},           -- data parallel replicas
   checkpoint = ${checkpoint},  -- fraction of layers whose activations are recomputed in backward
   zero = ${zero},     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
+  fully_shard = ${fully_shard},  -- ZeRO-3: weights, gradients and AdamW state sharded over the data-parallel ranks
   micro_batches = ${micro_batches},  -- each replica's batch in this many parts, their gradients accumulated
   sequence = ${sequence},  -- sequence parallelism: each layer's tokens split over the tp ranks between its projections
   batch = ${batch}, seq = ${seq}, steps = ${steps}, lr = 1e-4,
@@ -413,6 +414,8 @@ plan.tp = knob("tp", { ${tp_choices} }, plan.tp)
 plan.dp = math.floor(devices / plan.tp)
 plan.checkpoint = knob("checkpoint", { 0.0, 1.0 }, plan.checkpoint)
 plan.zero = knob("zero", { false, true }, plan.zero)
+plan.fully_shard = knob("fully_shard", { false, true }, plan.fully_shard)
+assert(not (plan.zero and plan.fully_shard), "plan: zero (ZeRO-1) and fully_shard (ZeRO-3) are one or the other")
 plan.micro_batches = knob("micro_batches", { ${micro_choices} }, plan.micro_batches)
 local micro_batch = math.floor(plan.batch / plan.dp / plan.micro_batches)
 assert(micro_batch >= 1 and micro_batch * plan.dp * plan.micro_batches == plan.batch,
@@ -441,6 +444,10 @@ local report = slapo.verify(sch, { example }, {}, function(s)
   end
   local layers = s["${layers}"]:children()
   sequence_parallel(layers, 1, #layers)
+  if plan.fully_shard and plan.dp > 1 then  -- each layer, then the rest at the root (FSDP2's order)
+    for _, layer in ipairs(layers) do layer:fully_shard({ group = layout.dp_group }) end
+    s:fully_shard({ group = layout.dp_group })
+  end
 end)
 if slapo.dist.rank() == 0 then
   print(("verify: %d output(s) and %d gradients match the unscheduled model"):format(report.outputs, report.gradients))
@@ -462,7 +469,8 @@ end
 ]], {
     model = literal(record.model.source), tp = chosen.tp, schedules = schedules, dp = chosen.dp,
     checkpoint = chosen.checkpoint == 1 and "1.0" or "0.0", zero = bool(chosen.zero),
-    micro_batches = chosen.micro_batches, sequence = bool(chosen.sequence), batch = record.work.batch,
+    fully_shard = bool(chosen.fully_sharded), micro_batches = chosen.micro_batches, sequence = bool(chosen.sequence),
+    batch = record.work.batch,
     seq = record.work.seq, steps = record.steps, dtype = record.work.dtype, devices = record.cluster.devices,
     tp_choices = table.concat(tp_choices, ", "), micro_choices = table.concat(micro_choices, ", "),
     predictions = table.concat(predictions), shard_layer = shard_layer_source(record), phase = phase_source,

@@ -39,7 +39,8 @@ grep -q "predicted [0-9.]* s/step" "$tmp/tune.out"
 # every kind of one-stage plan the planner writes for 4 ranks verifies against the unscheduled
 # model and trains, gradient accumulation included
 "$bin" plan "$tiny" --cluster 1x4:cpu --batch 8 --seq 16 --steps 2 --max-stages 1 --out "$tmp/four.lua" >/dev/null
-for knobs in "" "--knob tp=2 --knob checkpoint=1 --knob micro_batches=2" "--knob tp=4 --knob zero=false"; do
+for knobs in "" "--knob tp=2 --knob checkpoint=1 --knob micro_batches=2" "--knob tp=4 --knob zero=false" \
+  "--knob zero=false --knob fully_shard=true" "--knob tp=2 --knob zero=false --knob fully_shard=true --knob checkpoint=1"; do
   # shellcheck disable=SC2086
   "$bin" run --nproc 4 $knobs "$tmp/four.lua" >"$tmp/four.out" 2>&1 || { cat "$tmp/four.out"; exit 1; }
   grep -q "^verify: 1 output(s) and [0-9]* gradients match the unscheduled model" "$tmp/four.out" \
@@ -50,11 +51,12 @@ done
 # pipelines: on a slow device with slow links the plan for 4 ranks of a small GPT-2 is a
 # pipeline with uneven stages; it verifies and trains. Edited by hand (the stage boundary moved, the
 # first stage checkpointed, ZeRO-1; or tp 2 x dp 1) it verifies and trains again.
-cat > "$tmp/pp.json" <<'JSON'
-{"device": "pipeline-friendly", "memory_bytes": 8e9,
- "matmul": [{"dtype": "float32", "m": 1024, "k": 1024, "n": 1024, "tflops": 0.05}],
- "links": {"intra_GBps": 0.5, "intra_latency_us": 50, "inter_GBps": 0.5, "inter_latency_us": 50}}
-JSON
+# a device profile: write_profile FILE NAME MEMORY_BYTES TFLOPS LINK_GBPS LINK_LATENCY_US
+write_profile() {
+  printf '{"device": "%s", "memory_bytes": %s,\n "matmul": [{"dtype": "float32", "m": 1024, "k": 1024, "n": 1024, "tflops": %s}],\n "links": {"intra_GBps": %s, "intra_latency_us": %s, "inter_GBps": %s, "inter_latency_us": %s}}\n' \
+    "$2" "$3" "$4" "$5" "$6" "$5" "$6" >"$1"
+}
+write_profile "$tmp/pp.json" pipeline-friendly 8e9 0.05 0.5 50
 cat > "$tmp/gen.lua" <<'LUA'
 local model = slapo.models.gpt2({ n_embd = 64, n_layer = 4, n_head = 4, vocab_size = 2048, n_positions = 64 })
 -- the one-layout program's pipeline, picked by its search's name (Alpa's plan is faster here)
@@ -180,6 +182,21 @@ for pick in "tp 2 x dp 1" "tp 1 x dp 1 x pp 2 (2+2), 1 micro"; do
   grep -q "^verify: .* match the unscheduled model" "$tmp/bf16.out" || { echo "bf16 $pick did not verify"; exit 1; }
   grep -q "^plan: 2 steps, final loss" "$tmp/bf16.out" || { echo "bf16 $pick did not train"; cat "$tmp/bf16.out"; exit 1; }
 done
+
+# a device too small for anything but fully sharded replicas: the planner fully shards them (ZeRO-3),
+# and the script verifies and trains so on 2 ranks
+write_profile "$tmp/small.json" small-memory 5e6 1.0 10 10
+cat > "$tmp/gen_fsdp.lua" <<'LUA'
+local model = slapo.models.gpt2({ n_embd = 64, n_layer = 4, n_head = 4, vocab_size = 2048, n_positions = 64 })
+local p = slapo.plan(model, { cluster = "1x2:" .. arg[1], batch = 4, seq = 32, steps = 2, max_stages = 1 })
+assert(p.fully_sharded, "expected a fully sharded plan, got " .. p.name)
+require("slapo.util").write_file(arg[2], p.source)
+LUA
+"$bin" run "$tmp/gen_fsdp.lua" "$tmp/small.json" "$tmp/fsdp.lua" >/dev/null
+"$bin" run --nproc 2 "$tmp/fsdp.lua" >"$tmp/fsdp.out" 2>&1 || { cat "$tmp/fsdp.out"; exit 1; }
+grep -q "^verify: 1 output(s) and [0-9]* gradients match the unscheduled model" "$tmp/fsdp.out" \
+  || { echo "the fully sharded plan did not verify:"; cat "$tmp/fsdp.out"; exit 1; }
+grep -q "^plan: 2 steps, final loss" "$tmp/fsdp.out" || { echo "the fully sharded plan did not train"; cat "$tmp/fsdp.out"; exit 1; }
 
 # profile-device measures this machine into a profile the planner reads
 "$bin" profile-device --quick --out "$tmp/dev.json" >"$tmp/profile.out"

@@ -148,7 +148,8 @@ TEST_CASE("plan: picks the fastest plan that fits and explains the others") {
   auto roomy = plan_uniform(model, synthetic(1, 4, 80), {16, 512});
   CHECK(roomy.chosen().candidate.dp == 4);
   CHECK(roomy.chosen().verdict == "chosen");
-  CHECK(roomy.ranked.size() == 4 + 4 + 2);  // tp 1, 2, 4 (dividing 16 heads) x checkpoint x zero (with dp > 1)
+  // tp 1, 2, 4 (dividing 16 heads) x checkpoint x (none, ZeRO-1, fully sharded: those with dp > 1)
+  CHECK(roomy.ranked.size() == 6 + 6 + 2);
   for (size_t i = 2; i < roomy.ranked.size(); ++i)
     if (roomy.ranked[i].estimate.fits) CHECK(roomy.ranked[i - 1].estimate.step_s <= roomy.ranked[i].estimate.step_s);
   // little memory: only sharded or checkpointed plans fit

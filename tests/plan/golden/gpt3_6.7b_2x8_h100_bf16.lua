@@ -22,7 +22,7 @@
 --   tp 2 x dp 2 x pp 4 (8+8+8+8), 32 micro                  0.7942 s   28.96 GiB  8% slower
 --   tp 4 x dp 1 x pp 4 (8+8+8+8), 64 micro, sequence        0.7974 s   25.91 GiB  8% slower
 --   tp 2 x dp 4 x pp 2 (16+16), 8 micro                     0.7982 s   56.36 GiB  8% slower
---   ... and 406 more
+--   ... and 472 more
 --   tp 1 x dp 8 x pp 2 (16+16), 8 micro, zero-1             0.7374 s   46.07 GiB  the same as the chosen plan
 --
 -- The chosen pipeline, stage by stage (micro-batch seconds, GiB per rank):

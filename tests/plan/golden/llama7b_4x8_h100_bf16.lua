@@ -22,7 +22,7 @@
 --   tp 4 x dp 2 x pp 4 (8+8+8+8), 32 micro, sequence        0.8146 s   33.60 GiB  9% slower
 --   tp 2 x dp 4 x pp 4 (8+8+8+8), 16 micro, zero-1          0.8274 s   37.22 GiB  10% slower
 --   tp 2 x dp 4 x pp 4 (8+8+8+8), 16 micro                  0.8307 s   44.55 GiB  11% slower
---   ... and 616 more
+--   ... and 682 more
 --   tp 2 x dp 4 x pp 4 (8+8+8+8), 32 micro, sequence, zero-1    0.7497 s   23.73 GiB  the same as the chosen plan
 --
 -- The chosen pipeline, stage by stage (micro-batch seconds, GiB per rank):

@@ -22,7 +22,7 @@
 --   tp 2 x dp 4 x pp 2 (11+11), 8 micro, sequence, zero-1    0.1975 s   19.89 GiB  25% slower
 --   tp 2 x dp 4 x pp 2 (11+11), 16 micro                    0.1983 s   13.01 GiB  26% slower
 --   tp 2 x dp 4 x pp 2 (11+11), 8 micro, sequence           0.1992 s   23.79 GiB  26% slower
---   ... and 330 more
+--   ... and 372 more
 --   tp 1 x dp 8 x pp 2 (11+11), 8 micro, zero-1             0.1576 s   19.49 GiB  the same as the chosen plan
 --
 -- The chosen pipeline, stage by stage (micro-batch seconds, GiB per rank):
