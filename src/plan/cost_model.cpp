@@ -194,8 +194,9 @@ ModelShape ModelShape::from_config(const ModelConfig& config, const std::string&
 }
 
 bool Candidate::uniform_mesh() const {
+  // one rank layout runs one tp x dp, one ZeRO setting and one sequence parallelism for all stages
   for (auto& s : stages)
-    if (s.tp != tp || s.dp != dp || s.zero != zero) return false;
+    if (s.tp != tp || s.dp != dp || s.zero != zero || s.sequence != sequence) return false;
   return true;
 }
 

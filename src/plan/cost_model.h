@@ -128,7 +128,8 @@ struct Candidate {
   bool sequence = false;      ///< sequence parallelism in every layer (tp > 1)
   bool fully_sharded = false; ///< fully_shard over the dp replicas (one stage only; not with zero)
   int pp() const { return stages.empty() ? 1 : static_cast<int>(stages.size()); }
-  /// Every stage on the candidate's tp x dp with its ZeRO setting: what one rank layout runs.
+  /// Every stage on the candidate's tp x dp with its ZeRO setting and sequence parallelism: what
+  /// one rank layout (and the pipeline script's one `plan.sequence`) runs.
   bool uniform_mesh() const;
   int devices() const;
   /// The stages, or the single stage the fields describe.
