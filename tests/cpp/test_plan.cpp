@@ -339,3 +339,15 @@ TEST_CASE("plan: Alpa's stages on meshes of their own are chosen when fastest") 
   CHECK(plan.chosen().candidate.describe() == alpa.candidate.describe());
   CHECK_THROWS_WITH_AS(plan.pick("gird"), doctest::Contains("did you mean 'grid"), Error);
 }
+
+TEST_CASE("plan: stages that differ only in sequence parallelism are not one rank layout") {
+  // one `plan.sequence` runs a one-layout pipeline: a stage that alone splits its tokens needs the
+  // meshes form, and must not pass for (and be dropped as) the grid's plan of the same name
+  Candidate c{2, 2, false, true, 8, {}, false};
+  c.stages = {{6, 2, 2, false, true, false}, {6, 2, 2, false, true, true}};
+  CHECK_FALSE(c.uniform_mesh());
+  CHECK(c.describe() == "pp 2 on tp x dp 2x2z,2x2sz (6+6 layers), 8 micro");
+  c.stages[0].sequence = true, c.sequence = true;
+  CHECK(c.uniform_mesh());
+  CHECK(c.describe() == "tp 2 x dp 2 x pp 2 (6+6), 8 micro, sequence, zero-1");
+}
