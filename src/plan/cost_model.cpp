@@ -307,10 +307,11 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
   double gradient_sync = all_reduce_seconds(params * element_bytes(work), stage.dp, bw, latency);
   e.sync_s = gradient_sync * (stage.zero && stage.dp > 1 ? zero_sync_all_reduces(cluster.device) : 1.0);
   // Fully sharded: every micro-batch all-gathers each layer for its forward and again for its
-  // backward, and reduce-scatters its gradients, 1.5 all-reduces of the parameters in all
-  // (counted in full: what prefetch hides behind compute is not subtracted)
+  // backward, and reduce-scatters its gradients (counted in full: what prefetch hides behind
+  // compute is not subtracted)
   const bool fully_sharded = stage.fully_sharded && stage.dp > 1;
-  if (fully_sharded) e.sync_s = 1.5 * gradient_sync * where.micro_batches;
+  if (fully_sharded)
+    e.sync_s = fully_sharded_sync_all_reduces(cluster.device) * gradient_sync * where.micro_batches;
   // AdamW reads and writes each parameter, its gradient and two moments: 28 bytes a parameter
   // (bf16: the float32 master copy in place of the weight), over the parameters this rank updates
   const double updated = params / (stage.zero || fully_sharded ? stage.dp : 1);

@@ -183,6 +183,11 @@ StageEstimate stage_estimate(const ModelShape& model, const Cluster& cluster, co
 /// all-reduce and a slice, then an all-gather (half an all-reduce; on a CPU a second all-reduce,
 /// dist/zero.cpp).
 inline double zero_sync_all_reduces(const DeviceProfile& device) { return device.host ? 2.0 : 1.5; }
+/// A fully sharded step's communication per micro-batch, in all-reduces of the parameters: two
+/// all-gathers (forward, and backward after the reshard) and a reduce-scatter, half an all-reduce
+/// each; on a CPU the reduce-scatter is a whole all-reduce (dist/group.h) and Gloo's all-gather is
+/// counted as one too (it ran slower than an all-reduce of the same bytes, bench/RESULTS.md).
+inline double fully_sharded_sync_all_reduces(const DeviceProfile& device) { return device.host ? 3.0 : 1.5; }
 
 /// Bytes a rank holds per parameter for weights + gradients, and for the optimizer (AdamW's two
 /// moments, plus bf16's float32 master copy).

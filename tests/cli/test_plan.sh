@@ -20,7 +20,7 @@ grep -q "plan: 2 steps, final loss" "$tmp/out"
 "$bin" plan gpt2 --cluster 1x2:cpu --batch 4 --seq 32 --steps 2 --max-stages 1 --out "$tmp/plan.lua" >/dev/null
 grep -q '^  micro_batches = [0-9]*,' "$tmp/plan.lua"
 sed -e 's/^  tp = [0-9]*,/  tp = 1,/' -e 's/^  dp = [0-9]*,/  dp = 2,/' -e 's/^  zero = false,/  zero = true,/' \
-  "$tmp/plan.lua" >"$tmp/edited.lua"
+  -e 's/^  fully_shard = true,/  fully_shard = false,/' "$tmp/plan.lua" >"$tmp/edited.lua"
 "$bin" run --nproc 2 "$tmp/edited.lua" >"$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
 grep -q "plan: 2 steps, final loss" "$tmp/out"
 
