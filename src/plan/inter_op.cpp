@@ -94,6 +94,9 @@ class Program {
     }
   }
 
+  // Gives this thread's tables back (the planning thread keeps them otherwise).
+  static void release_tables() { tables() = Tables(); }
+
   // The best candidate over every bound; `programs` counts the programs solved. `cutoff()` is a
   // step the other searches have already beaten twice: bounds whose plans take longer are skipped.
   bool solve(Candidate& best, Estimate& best_estimate, int& programs,
@@ -373,12 +376,6 @@ class Program {
   }
   std::vector<double>& cost_ = tables().cost;
   std::vector<Choice>& choice_ = tables().choice;
-
- public:
-  // Gives this thread's tables back (the planning thread keeps them otherwise).
-  static void release_tables() { tables() = Tables(); }
-
- private:
   double best_sum_ = kInf;
   int best_stages_ = 0;
 };
