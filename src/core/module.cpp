@@ -301,20 +301,45 @@ std::unordered_map<c10::TensorImpl*, Splits> splits_by_tensor(const Module& root
   return out;
 }
 
+int64_t ShardSpec::part_stride() const {
+  int64_t section = full_shape[axis] / groups;
+  return (section + parts - 1) / parts;
+}
+
+int64_t ShardSpec::part_size(int r) const {
+  int64_t section = full_shape[axis] / groups, stride = part_stride();
+  return std::clamp<int64_t>(section - r * stride, 0, stride);
+}
+
 at::Tensor ShardSpec::local(const at::Tensor& full) const {
-  int64_t section = full.size(axis) / groups, part = section / parts;
+  int64_t section = full.size(axis) / groups, start = rank * part_stride(), size = part_size(rank);
   std::vector<at::Tensor> pieces;
-  for (int g = 0; g < groups; ++g) pieces.push_back(full.narrow(axis, g * section + rank * part, part));
+  for (int g = 0; g < groups; ++g) pieces.push_back(full.narrow(axis, g * section + start, size));
   return groups == 1 ? pieces[0] : at::cat(pieces, axis);
 }
 
+at::Tensor ShardSpec::padded(const at::Tensor& local) const {
+  int64_t size = part_size(rank), missing = part_stride() - size;
+  if (missing == 0) return local;
+  std::vector<at::Tensor> pieces;
+  auto pad_sizes = local.sizes().vec();
+  pad_sizes[axis] = missing;
+  at::Tensor pad = at::zeros(pad_sizes, local.options().requires_grad(false));
+  for (int g = 0; g < groups; ++g) {
+    pieces.push_back(local.narrow(axis, g * size, size));
+    pieces.push_back(pad);
+  }
+  return at::cat(pieces, axis);
+}
+
 at::Tensor ShardSpec::regroup(const at::Tensor& gathered) const {
-  if (groups == 1) return gathered;
+  const int64_t stride = part_stride();
+  if (groups == 1)  // the parts are in order, each padded at its end, and only the last ones short
+    return stride * parts == full_shape[axis] ? gathered : gathered.narrow(axis, 0, full_shape[axis]);
   // gathered = [r0: s0 s1 s2][r1: s0 s1 s2]...; the full tensor is [s0: r0 r1][s1: r0 r1]...
-  int64_t part = gathered.size(axis) / (parts * groups);
   std::vector<at::Tensor> pieces;
   for (int g = 0; g < groups; ++g)
-    for (int r = 0; r < parts; ++r) pieces.push_back(gathered.narrow(axis, (r * groups + g) * part, part));
+    for (int r = 0; r < parts; ++r) pieces.push_back(gathered.narrow(axis, (r * groups + g) * stride, part_size(r)));
   return at::cat(pieces, axis);
 }
 

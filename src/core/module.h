@@ -18,6 +18,9 @@ using Values = std::vector<c10::IValue>;
 /// How `shard` split a parameter: along `axis`, from `full_shape`, into `parts`; this rank
 /// keeps part `rank`. With `groups` > 1 the axis holds that many equal sections (a fused QKV
 /// projection) and each section is split alike, so every rank keeps its part of each.
+/// A section the parts do not divide (fully_shard's rows; shard's always divide) is split as
+/// torch.chunk does: every part ceil(section / parts) long but the last ones, which hold the rest
+/// (possibly nothing). Collectives send each part padded to the longest (`padded`).
 struct ShardSpec {
   int64_t axis;
   std::vector<int64_t> full_shape;
@@ -26,9 +29,16 @@ struct ShardSpec {
   int groups = 1;
   int group_id = 0;  ///< the dist group whose ranks hold the parts (0: the world)
 
+  /// The longest part of one section along `axis`, and where part r of a section starts in it.
+  int64_t part_stride() const;
+  /// How long part r of one section is along `axis`.
+  int64_t part_size(int r) const;
   /// This rank's part of a full-size tensor.
   at::Tensor local(const at::Tensor& full) const;
-  /// The full tensor from the parts of all ranks concatenated along `axis` in rank order.
+  /// This rank's part with each section's piece padded (zeros) to part_stride(): the same size on
+  /// every rank, as all-gather and reduce-scatter need.
+  at::Tensor padded(const at::Tensor& local) const;
+  /// The full tensor from every rank's padded part concatenated along `axis` in rank order.
   at::Tensor regroup(const at::Tensor& gathered) const;
 };
 

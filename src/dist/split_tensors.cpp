@@ -9,7 +9,7 @@ namespace slapo {
 at::Tensor gather_whole(const Splits& splits, at::Tensor local, const char* caller) {
   for (auto it = splits.rbegin(); it != splits.rend(); ++it) {
     const ShardSpec& spec = **it;
-    local = spec.regroup(dist::group_by_id(spec.group_id)->all_gather(local, spec.axis, caller));
+    local = spec.regroup(dist::group_by_id(spec.group_id)->all_gather(spec.padded(local), spec.axis, caller));
   }
   return local;
 }

@@ -67,26 +67,20 @@ std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("
 
 }  // namespace
 
-std::vector<int64_t> Placement::local_shape() const {
-  std::vector<int64_t> out(shape.size(), 0);
-  for (auto& b : boxes)
-    for (size_t d = 0; d < shape.size(); ++d) out[d] = std::max(out[d], b.at[d] + b.sizes[d]);
-  return out;
-}
-
 Placement placement_of(const Splits& splits, const std::vector<int64_t>& whole_shape) {
   Placement p;
   p.shape = splits.empty() ? whole_shape : splits[0]->full_shape;
   std::vector<int64_t> zeros(p.shape.size(), 0);
   p.boxes.push_back({zeros, zeros, p.shape});
+  p.local = p.shape;
   // Each split keeps, of the tensor so far, part `rank` of each of its `groups` sections along
   // `axis`, concatenated: a window per section, whose overlap with each block is a block of the
   // new local tensor.
   for (const ShardSpec* spec : splits) {
-    const int64_t a = spec->axis, section = spec->full_shape[a] / spec->groups, part = section / spec->parts;
+    const int64_t a = spec->axis, section = spec->full_shape[a] / spec->groups, part = spec->part_size(spec->rank);
     std::vector<Box> next;
     for (int g = 0; g < spec->groups; ++g) {
-      const int64_t lo = g * section + spec->rank * part, hi = lo + part;
+      const int64_t lo = g * section + spec->rank * spec->part_stride(), hi = lo + part;
       for (const Box& b : p.boxes) {
         int64_t start = std::max(lo, b.at[a]), end = std::min(hi, b.at[a] + b.sizes[a]);
         if (start >= end) continue;
@@ -98,6 +92,7 @@ Placement placement_of(const Splits& splits, const std::vector<int64_t>& whole_s
       }
     }
     p.boxes = std::move(next);
+    p.local[a] = spec->groups * part;
   }
   return p;
 }

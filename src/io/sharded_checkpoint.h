@@ -23,9 +23,10 @@ struct Box {
 /// Where a rank's tensor sits in the whole one.
 struct Placement {
   std::vector<int64_t> shape;  ///< the whole tensor's
-  std::vector<Box> boxes;
+  std::vector<Box> boxes;      ///< none where this rank's slice is empty
+  std::vector<int64_t> local;  ///< this rank's slice's shape
 
-  std::vector<int64_t> local_shape() const;
+  const std::vector<int64_t>& local_shape() const { return local; }
 };
 
 /// The placement of a tensor split by `splits` (outermost first) whose whole shape is

@@ -618,7 +618,7 @@ int w_Schedule_full_param(lua_State* L) {
   auto s = lx_check_schedule(L, 1);
   auto& local = lx_check_tensor(L, 3);
   const ShardSpec* spec = spec_of(*s, luaL_checkstring(L, 2));
-  lx_push_tensor(L, spec ? spec->regroup(s->group()->all_gather(local.detach(), spec->axis, "full_param"))
+  lx_push_tensor(L, spec ? spec->regroup(s->group()->all_gather(spec->padded(local.detach()), spec->axis, "full_param"))
                          : local.detach());
   return 1;
 }

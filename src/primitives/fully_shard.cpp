@@ -18,30 +18,57 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// An uninitialised tensor of the whole parameter's shape: the group's slices stacked along axis 0.
-at::Tensor empty_whole(const at::Tensor& slice, const dist::Group& group) {
-  auto sizes = slice.sizes().vec();
-  sizes[0] *= group.size();
-  return at::empty(sizes, slice.options().requires_grad(false));
+// An uninitialised tensor of the whole parameter's shape.
+at::Tensor empty_whole(const at::Tensor& slice, const ShardSpec& spec) {
+  return at::empty(spec.full_shape, slice.options().requires_grad(false));
+}
+
+// `t` with zero rows appended up to `rows` along axis 0.
+at::Tensor padded_rows(const at::Tensor& t, int64_t rows) {
+  if (t.size(0) == rows) return t;
+  auto sizes = t.sizes().vec();
+  sizes[0] = rows - t.size(0);
+  return at::cat({t, at::zeros(sizes, t.options())}, 0);
+}
+
+// Starts gathering every rank's slice into `whole` and returns the wait. Where the group does not
+// divide the first axis, the slices go padded to equal parts into a buffer of their own, and the
+// wait copies the whole rows out of it.
+std::function<void()> start_gather(at::Tensor whole, const at::Tensor& slice, const ShardSpec& spec,
+                                   const char* caller) {
+  auto group = dist::group_by_id(spec.group_id);
+  const int64_t rows = spec.part_stride() * spec.parts;
+  if (rows == whole.size(0)) return group->all_gather_into_async(whole, slice.detach(), caller);
+  auto sizes = whole.sizes().vec();
+  sizes[0] = rows;
+  at::Tensor buffer = at::empty(sizes, whole.options());
+  auto wait = group->all_gather_into_async(buffer, padded_rows(slice.detach(), spec.part_stride()), caller);
+  return [wait, whole, buffer]() mutable {
+    wait();
+    whole.copy_(buffer.narrow(0, 0, whole.size(0)));
+  };
 }
 
 // The whole parameter from every rank's slice along axis 0 (or the one a prefetch gathered);
 // backward gives each slice its part of the gradient summed over the group and divided by its
 // size: the data-parallel average.
 struct GatherSlices : public torch::autograd::Function<GatherSlices> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& slice, int64_t group,
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& slice, const ShardSpec* spec,
                             const at::Tensor* prefetched) {
-    ctx->saved_data["group"] = group;
+    ctx->saved_data["group"] = static_cast<int64_t>(spec->group_id);
+    ctx->saved_data["padded_rows"] = spec->part_stride() * spec->parts;
+    ctx->saved_data["slice_rows"] = slice.size(0);
     if (prefetched) return *prefetched;
-    auto g = dist::group_by_id(static_cast<int>(group));
-    at::Tensor whole = empty_whole(slice, *g);
-    return g->all_gather_into(whole, slice.detach(), "fully_shard");
+    at::Tensor whole = empty_whole(slice, *spec);
+    start_gather(whole, slice, *spec, "fully_shard")();
+    return whole;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto group = dist::group_by_id(static_cast<int>(ctx->saved_data["group"].toInt()));
-    at::Tensor part = group->reduce_scatter(grads[0].contiguous(), 0, "fully_shard (backward)");
+    at::Tensor grad = padded_rows(grads[0].contiguous(), ctx->saved_data["padded_rows"].toInt());
+    at::Tensor part = group->reduce_scatter(grad, 0, "fully_shard (backward)");
     // a new tensor, not a view: the slice's gradient must not keep the whole reduced buffer alive
-    return {part.div(group->size()), at::Tensor(), at::Tensor()};
+    return {part.narrow(0, 0, ctx->saved_data["slice_rows"].toInt()).div(group->size()), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -85,6 +112,7 @@ void restore(Swaps& swaps) {
 // A whole parameter one call gathered, and the slice it came from.
 struct Gathered {
   at::Tensor full, slice;
+  ShardSpec spec;
   size_t nbytes = 0;  // its storage's size while it holds memory
 };
 
@@ -102,8 +130,7 @@ PrefetchCounts& prefetch_counts() {
 // reverse order of their returns: the root first, then the last layer), as FSDP2's backward prefetch.
 class Resharded {
  public:
-  Resharded(std::vector<Gathered> gathered, int64_t group_id, bool prefetch)
-      : gathered_(std::move(gathered)), group_id_(group_id), prefetch_(prefetch) {
+  Resharded(std::vector<Gathered> gathered, bool prefetch) : gathered_(std::move(gathered)), prefetch_(prefetch) {
     for (auto& g : gathered_) {
       g.nbytes = g.full.storage().nbytes();
       g.full.storage().unsafeGetStorageImpl()->reset();
@@ -131,7 +158,6 @@ class Resharded {
   void start() {
     if (state_ != State::Freed) return;
     torch::NoGradGuard no_grad;
-    auto group = dist::group_by_id(static_cast<int>(group_id_));
     for (auto& g : gathered_) {
       c10::DeviceGuard on_device(g.full.device());
       auto* storage = g.full.storage().unsafeGetStorageImpl();
@@ -139,7 +165,7 @@ class Resharded {
       storage->set_nbytes(g.nbytes);
       at::Tensor alias = at::empty({0}, g.full.options().requires_grad(false));
       alias.set_(g.full.storage(), g.full.storage_offset(), g.full.sizes(), g.full.strides());
-      waits_.push_back(group->all_gather_into_async(alias, g.slice.detach(), "fully_shard (backward)"));
+      waits_.push_back(start_gather(alias, g.slice, g.spec, "fully_shard (backward)"));
     }
     state_ = State::Gathering;
   }
@@ -148,7 +174,6 @@ class Resharded {
   State state_ = State::Freed;
   std::vector<Gathered> gathered_;
   std::vector<std::function<void()>> waits_;
-  int64_t group_id_;
   bool prefetch_;
 };
 
@@ -159,7 +184,7 @@ std::weak_ptr<Resharded>& last_returned() {
 }
 
 // After a call: free the whole parameters until backward needs them, when that is safe.
-void reshard_after_call(std::vector<Gathered>& gathered, const Value& out, int64_t group_id, bool prefetch) {
+void reshard_after_call(std::vector<Gathered>& gathered, const Value& out, bool prefetch) {
   std::vector<at::Tensor> needing_grad;
   for (auto& t : tensors_in(out)) {
     if (!t.defined()) continue;
@@ -168,7 +193,7 @@ void reshard_after_call(std::vector<Gathered>& gathered, const Value& out, int64
       if (t.storage().is_alias_of(g.full.storage())) return;
   }
   if (!at::GradMode::is_enabled() || needing_grad.empty()) return;  // no backward will come through here
-  auto pending = std::make_shared<Resharded>(std::move(gathered), group_id, prefetch);
+  auto pending = std::make_shared<Resharded>(std::move(gathered), prefetch);
   pending->returned_before = last_returned();
   last_returned() = pending;
   for (auto& t : needing_grad) t.register_hook([pending](const at::Tensor&) { pending->gather_again(); });
@@ -178,7 +203,6 @@ void reshard_after_call(std::vector<Gathered>& gathered, const Value& out, int64
 // call in progress, and the gathers a prefetch started for its next call.
 struct UnitCall {
   Module* module = nullptr;  // valid while the unit's hooks (which own this) live
-  int64_t group_id = 0;
   Swaps swaps;
   std::vector<Gathered> gathered;
   std::weak_ptr<UnitCall> next;  // the unit called after this one: its gathers start early
@@ -216,14 +240,13 @@ void link_prefetch(Module& root, const std::shared_ptr<UnitCall>& call) {
 
 // Starts the all-gather of every slice the unit's next call needs (a tie once).
 void start_gathers(UnitCall& unit) {
-  auto group = dist::group_by_id(static_cast<int>(unit.group_id));
   std::unordered_set<c10::TensorImpl*> started;
   for (auto& [path, m] : managed_modules(*unit.module))
     for (auto& [name, spec] : m->meta().fully_sharded) {
       at::Tensor slice = m->param(name);
       if (!started.insert(slice.unsafeGetTensorImpl()).second) continue;
-      at::Tensor whole = empty_whole(slice, *group);
-      auto wait = group->all_gather_into_async(whole, slice.detach(), "fully_shard (prefetch)");
+      at::Tensor whole = empty_whole(slice, spec);
+      auto wait = start_gather(whole, slice, spec, "fully_shard (prefetch)");
       unit.pending.push_back({slice, whole, slice._version(), std::move(wait)});
     }
 }
@@ -305,11 +328,10 @@ void fully_shard(Schedule& sch, const FullyShardOptions& options, const CallSite
                                   "slice (group = layout.dp_group of slapo.parallel.layout)",
                                   where, tp->describe(), group->describe()));
       }
-      if (p.value().dim() == 0 || p.value().size(0) % parts != 0)
-        throw Error(fmt::format("fully_shard: {} has shape [{}]; its first axis must divide into the group's {} "
-                                "ranks (valid group sizes divide {})",
-                                where, fmt::join(p.value().sizes(), ", "), parts,
-                                p.value().dim() ? p.value().size(0) : 0));
+      if (p.value().dim() == 0)
+        throw Error(fmt::format("fully_shard: {} is a scalar, which has no axis to split across the group's {} ranks; "
+                                "fully_shard a module whose parameters have an axis, or make it a 1-element tensor",
+                                where, parts));
       targets.push_back({m, p.key(), p.value()});
       mine.emplace(p.value().unsafeGetTensorImpl(), path.empty() ? p.key() : path + "." + p.key());
     }
@@ -337,7 +359,6 @@ void fully_shard(Schedule& sch, const FullyShardOptions& options, const CallSite
   // with prefetch it starts the next unit's gathers first.
   auto call = std::make_shared<UnitCall>();
   call->module = &root;
-  call->group_id = group->id();
   link_prefetch(root, call);
   const bool prefetch = options.prefetch;
   root.add_forward_pre_hook([call, prefetch](Module& self, Values&) {
@@ -351,8 +372,8 @@ void fully_shard(Schedule& sch, const FullyShardOptions& options, const CallSite
         auto& full = whole[slice.unsafeGetTensorImpl()];
         if (!full.defined()) {
           auto found = ready.find(slice.unsafeGetTensorImpl());
-          full = GatherSlices::apply(slice, call->group_id, found == ready.end() ? nullptr : &found->second);
-          call->gathered.push_back({full, slice});
+          full = GatherSlices::apply(slice, &spec, found == ready.end() ? nullptr : &found->second);
+          call->gathered.push_back({full, slice, spec});
         }
         call->swaps.emplace_back(m, name, slice);
         m->set_param(name, full);
@@ -367,7 +388,7 @@ void fully_shard(Schedule& sch, const FullyShardOptions& options, const CallSite
   root.add_forward_post_hook([call, reshard, prefetch](Module& self, const Values&, Value& out) {
     restore(call->swaps);
     // under checkpoint a call with gradients is the recomputation, and its backward follows at once
-    if (reshard && !self.meta().checkpointed) reshard_after_call(call->gathered, out, call->group_id, prefetch);
+    if (reshard && !self.meta().checkpointed) reshard_after_call(call->gathered, out, prefetch);
     call->gathered.clear();
   });
   root.meta().fully_shard_root = true;

@@ -322,7 +322,10 @@ void Pipeline::sum_shared_grads_over_meshes() {
     if (!group->contains_me()) continue;
     at::Tensor g = p.grad().defined() ? p.grad().detach() : torch::zeros_like(p.detach());
     auto spec = specs.find(p.unsafeGetTensorImpl());
-    if (spec != specs.end()) g = spec->second->regroup(root_->group()->all_gather(g, spec->second->axis, "pipeline"));
+    if (spec != specs.end()) {
+      const ShardSpec& split = *spec->second;
+      g = split.regroup(root_->group()->all_gather(split.padded(g), split.axis, "pipeline"));
+    }
     g = g / copies;
     group->all_reduce(g, "pipeline");
     if (keep != 1.0) g.mul_(keep);

@@ -49,7 +49,7 @@ VerifyReport verify_pipeline(Pipeline& pipe, Module& reference, Values inputs, c
     at::Tensor g = param.grad().defined() ? param.grad() : torch::zeros_like(param);
     auto spec = specs.find(param.unsafeGetTensorImpl());
     if (spec != specs.end())  // a collective of the TP group, whose ranks hold the same stage
-      g = spec->second->regroup(sch.group()->all_gather(g, spec->second->axis, "verify"));
+      g = spec->second->regroup(sch.group()->all_gather(spec->second->padded(g), spec->second->axis, "verify"));
     const at::Tensor* ref = ref_params.find(name);
     if (!ref) {
       ++report.skipped_params;

@@ -7,7 +7,9 @@ local layout_name, steps, dir, resume = arg[1], tonumber(arg[2]), arg[3], arg[4]
 local world = slapo.dist.world_size()
 
 slapo.manual_seed(3)
-local model = slapo.models.gpt2({ n_embd = 32, n_layer = 2, n_head = 2, vocab_size = 64, n_positions = 16,
+-- 66 tokens and 15 positions: rows the ranks do not divide evenly (fully sharded on 4: 17 x 3 + 15 and
+-- 4 x 3 + 3; 2-D: 33 and 15 rows over 2 data-parallel ranks), whose pieces differ in length
+local model = slapo.models.gpt2({ n_embd = 32, n_layer = 2, n_head = 2, vocab_size = 66, n_positions = 15,
   resid_pdrop = 0, embd_pdrop = 0, attn_pdrop = 0 })
 slapo.manual_seed(4)
 local all = slapo.randint(0, 64, { 4, 8 })

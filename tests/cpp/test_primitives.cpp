@@ -41,6 +41,33 @@ TEST_CASE("shard: groups split each section and regroup restores the full tensor
   CHECK(torch::equal(spec.regroup(at::cat({rank0.local(full), local}, 0)), full));
 }
 
+TEST_CASE("fully_shard's split: a first axis the parts do not divide goes as torch.chunk, padded for collectives") {
+  at::Tensor full = torch::arange(7 * 2).reshape({7, 2});
+  std::vector<at::Tensor> padded;
+  for (int rank = 0; rank < 3; ++rank) {
+    ShardSpec spec{0, {7, 2}, 3, rank, 1};
+    CHECK(spec.part_stride() == 3);
+    at::Tensor local = spec.local(full);
+    CHECK(local.size(0) == std::vector<int64_t>{3, 3, 1}[rank]);
+    CHECK(torch::equal(local, full.narrow(0, 3 * rank, local.size(0))));
+    padded.push_back(spec.padded(local));
+    CHECK(padded.back().size(0) == 3);
+  }
+  CHECK(torch::equal(padded[2].narrow(0, 1, 2), torch::zeros({2, 2}, full.options())));
+  ShardSpec any{0, {7, 2}, 3, 0, 1};
+  CHECK(torch::equal(any.regroup(at::cat(padded, 0)), full));
+  // sections each split alike: 3 sections of 5 rows over 2 ranks hold 3 + 2 rows of each
+  at::Tensor fused = torch::arange(15).reshape({15, 1});
+  std::vector<at::Tensor> parts;
+  for (int rank = 0; rank < 2; ++rank) {
+    ShardSpec spec{0, {15, 1}, 2, rank, 3};
+    at::Tensor local = spec.local(fused);
+    CHECK(local.size(0) == 3 * spec.part_size(rank));
+    parts.push_back(spec.padded(local));
+  }
+  CHECK(torch::equal(ShardSpec{0, {15, 1}, 2, 0, 3}.regroup(at::cat(parts, 0)), fused));
+}
+
 TEST_CASE("replace: the parent's slot and the schedule follow the new module") {
   auto model = tiny_mlp();
   auto sch = Schedule::create(model);

@@ -69,3 +69,21 @@ TEST_CASE("sharded checkpoint: a whole tensor, and a scalar, is one block") {
   REQUIRE(scalar.boxes.size() == 1);
   CHECK(scalar.local_shape().empty());
 }
+
+TEST_CASE("sharded checkpoint: rows a group does not divide, split as torch.chunk, the last rank holding none") {
+  at::Tensor whole = torch::arange(5 * 3).reshape({5, 3});
+  const std::vector<int64_t> rows_of_rank{2, 2, 1, 0};  // ceil(5 / 4) rows a rank, the rest to the last ones
+  for (int rank = 0; rank < 4; ++rank) {
+    ShardSpec dp{0, {5, 3}, 4, rank, 1, 2};
+    at::Tensor local = local_part({&dp}, whole);
+    CHECK(local.size(0) == rows_of_rank[rank]);
+    Placement where = placement_of({&dp}, {});
+    if (rows_of_rank[rank] == 0) {
+      CHECK(where.boxes.empty());
+      continue;
+    }
+    REQUIRE(where.boxes.size() == 1);
+    CHECK(where.boxes[0].offsets == std::vector<int64_t>{2 * rank, 0});
+    check_placement(where, whole, local);
+  }
+}

@@ -3,11 +3,13 @@
 -- environment (its assert and close are the runner's); it is not a spec itself.
 local M = {}
 
--- A tiny GPT-2 without dropout, the same on every call.
-function M.tiny_gpt2()
+-- A tiny GPT-2 without dropout, the same on every call; `config` changes its sizes.
+function M.tiny_gpt2(config)
   slapo.manual_seed(3)
-  return slapo.models.gpt2({ n_embd = 32, n_layer = 1, n_head = 2, vocab_size = 64, n_positions = 16,
-    resid_pdrop = 0, embd_pdrop = 0, attn_pdrop = 0 })
+  local sizes = { n_embd = 32, n_layer = 1, n_head = 2, vocab_size = 64, n_positions = 16,
+    resid_pdrop = 0, embd_pdrop = 0, attn_pdrop = 0 }
+  for key, value in pairs(config or {}) do sizes[key] = value end
+  return slapo.models.gpt2(sizes)
 end
 
 -- Rows of 8 tokens, 2 a rank, the same on every rank: all of them, and this rank's.
@@ -22,10 +24,10 @@ end
 -- `clip` unless it is false, on the mean of the replicas' losses (`replicas`, default one a rank,
 -- two rows each): the loss on all rows, its gradient summed in data parallelism's order (AdamW's
 -- first steps move each weight by about lr * sign(gradient), which amplifies a change in the
--- order of summation). Returns the model, losses and norms.
-function M.train(all, steps, clip, replicas)
+-- order of summation). `config` sizes the model as tiny_gpt2's. Returns the model, losses and norms.
+function M.train(all, steps, clip, replicas, config)
   local world = replicas or slapo.dist.world_size()
-  local ref = M.tiny_gpt2()
+  local ref = M.tiny_gpt2(config)
   local whole = ref(all, { labels = all }):item()
   local adamw = slapo.optim.adamw(ref, { lr = 1e-2, weight_decay = 0 })
   local losses, norms = {}, {}

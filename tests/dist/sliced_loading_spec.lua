@@ -3,16 +3,16 @@
 -- everything and then scheduling gives.
 local rank = slapo.dist.rank()
 
-local function gpt2()
+local function gpt2(vocab)
   slapo.manual_seed(21)
-  return slapo.models.gpt2({ n_embd = 128, n_layer = 2, n_head = 4, vocab_size = 512, n_positions = 64,
+  return slapo.models.gpt2({ n_embd = 128, n_layer = 2, n_head = 4, vocab_size = vocab or 512, n_positions = 64,
     resid_pdrop = 0, embd_pdrop = 0, attn_pdrop = 0 })
 end
 
 -- A checkpoint rank 0 writes and every rank then reads; removed by `done`.
-local function checkpoint()
+local function checkpoint(vocab)
   local dir = "/tmp/slapo-sliced-" .. os.getenv("MASTER_PORT")
-  local model = gpt2():eval()
+  local model = gpt2(vocab):eval()
   if rank == 0 then slapo.save(model, dir) end
   slapo.dist.barrier()
   local function done()
@@ -65,6 +65,20 @@ describe("sliced loading", function()
     assert(math.abs(share - mib_of(full) / world) < 1e-9, "1/N of every parameter")
     assert(peak < 1.2 * share, ("build's peak %.2f MiB, this rank keeps %.2f MiB"):format(peak, share))
     local ids = slapo.randint(0, 512, { 2, 16 })
+    close(full(ids), model(ids), { rtol = 1e-5, atol = 1e-5 })
+    done()
+  end)
+
+  it("reads rows the ranks do not divide evenly: a vocabulary of 509 as torch.chunk splits it", function()
+    local dir, full, done = checkpoint(509)
+    local model = build_both(dir, function(sch)
+      for _, block in ipairs(sch["transformer.h"]:children()) do block:fully_shard() end
+      sch:fully_shard()
+    end)
+    local world = slapo.dist.world_size()
+    local stride = math.ceil(509 / world)
+    eq(math.min(stride, 509 - rank * stride), model.transformer.wte.weight:size(0))
+    local ids = slapo.randint(0, 509, { 2, 16 })
     close(full(ids), model(ids), { rtol = 1e-5, atol = 1e-5 })
     done()
   end)
