@@ -3,6 +3,7 @@
 
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "dist/grad_buckets.h"
@@ -90,6 +91,64 @@ std::vector<int> ranks_from(int first, int step, int n) {
   return out;
 }
 
+// Fully sharded modules a pipeline cannot run, refused by name: one that contains a cut (the
+// trace flattens it and runs its ops one by one, so its calls would never gather: they would see
+// slices), and any on stages with meshes of their own (there each replica's gradients are its
+// rows' part of the batch's, to be summed, where fully_shard's backward averages).
+void refuse_fully_sharded(Schedule& root, bool on_meshes) {
+  std::vector<std::pair<std::string, std::shared_ptr<Schedule>>> nodes{{"", nullptr}};
+  for (auto& item : root.named_schedules()) nodes.push_back(item);
+  for (auto& [path, node] : nodes) {
+    Schedule& unit = node ? *node : root;
+    if (!unit.mod()->meta().fully_shard_root) continue;
+    if (on_meshes)
+      throw Error(fmt::format("build: {} is fully sharded, and stages on meshes of their own (pipeline.meshes) do not "
+                              "take fully sharded modules yet; fully shard stages of one layout "
+                              "(slapo.parallel.layout{{pp = ...}}, each block over layout.dp_group)",
+                              unit.where()));
+    for (auto& [inner_path, inner] : unit.named_schedules())
+      if (inner->mod()->meta().ends_stage)
+        throw Error(fmt::format("build: {} is fully sharded and contains the pipeline cut after {}; a pipeline runs "
+                                "the modules around its cuts op by op, so their calls would not gather: fully_shard "
+                                "the layers each stage calls instead (each block, over layout.dp_group)",
+                                unit.where(), inner->where()));
+  }
+}
+
+// fully_shard's gathers pair its group's ranks call by call, so they must all run the same
+// stage. Checked once per group, by gathering each rank's stage over it (every rank of a group holds
+// the same schedule, so each meets the groups in the same order).
+void check_fully_shard_groups_within_stages(Module& model, int stage) {
+  std::map<int, std::string> first_user;  // group id -> the first module fully sharded over it
+  for (auto& item : model.named_modules("", /*include_self=*/true))
+    if (auto* m = dynamic_cast<Module*>(item.value().get()))
+      for (auto& [name, spec] : m->meta().fully_sharded)
+        first_user.emplace(spec.group_id, item.key().empty() ? name : item.key() + "." + name);
+  for (auto& [group_id, param] : first_user) {
+    auto group = dist::group_by_id(group_id);
+    at::Tensor stages = group->all_gather(torch::full({1}, static_cast<float>(stage)), 0, "pipeline");
+    std::vector<int> runs;
+    for (float s : std::vector<float>(stages.data_ptr<float>(), stages.data_ptr<float>() + stages.numel()))
+      runs.push_back(static_cast<int>(s));
+    if (std::any_of(runs.begin(), runs.end(), [&](int s) { return s != stage; }))
+      throw Error(fmt::format("build: '{}' is fully sharded over ranks {{{}}}, which run pipeline stages {{{}}}; its "
+                              "gathers would pair ranks that run different layers: fully shard over the ranks that "
+                              "run the same stage (group = layout.dp_group of slapo.parallel.layout)",
+                              param, fmt::join(group->ranks(), ", "), fmt::join(runs, ", ")));
+  }
+}
+
+// The parameters fully_shard keeps as slices: fully_shard's backward averaged their gradients.
+std::unordered_set<const c10::TensorImpl*> fully_sharded_tensors(const Module& model) {
+  std::unordered_set<const c10::TensorImpl*> out;
+  std::function<void(const Module&)> visit = [&](const Module& m) {
+    for (auto& [name, spec] : m.meta().fully_sharded) out.insert(m.param(name).unsafeGetTensorImpl());
+    for (auto& [name, child] : m.children_in_order()) visit(*child);
+  };
+  visit(model);
+  return out;
+}
+
 std::vector<std::vector<int64_t>> shapes_of(const Values& inputs) {
   std::vector<std::vector<int64_t>> out;
   for (auto& v : inputs) out.push_back(v.isTensor() ? v.toTensor().sizes().vec() : std::vector<int64_t>{-1});
@@ -136,6 +195,7 @@ Pipeline::Pipeline(std::shared_ptr<Schedule> root, PipelineOptions options)
                               "{{{}}}, not {{{}}} (layout.dp_group of slapo.parallel.stage_layout)", stage(), mesh.tp,
                               mesh.dp, fmt::join(dp_ranks, ", "), fmt::join(group_ranks(dp_group_), ", ")));
   }
+  refuse_fully_sharded(*root_, !runner_.meshes().empty());
   if (micro_batches_ == 0) micro_batches_ = runner_.stages();
   if (micro_batches_ < 1)
     throw Error(fmt::format("build: pipeline micro_batches must be at least 1, got {}", micro_batches_));
@@ -166,6 +226,7 @@ const Pipeline::Split& Pipeline::split_for(const Values& micro_inputs) {
   rng.restore();
   auto split = std::make_shared<Split>();
   split->stages = split_stages(*traced, cuts_, root_->where());
+  check_fully_shard_groups_within_stages(model, stage());
 
   // Which parameters each stage uses: its graph's own, and its leaves'.
   std::unordered_map<const c10::TensorImpl*, std::string> name_of;
@@ -227,7 +288,10 @@ const Pipeline::Split& Pipeline::split_for(const Values& micro_inputs) {
         throw Error(fmt::format("pipeline: '{}' is used by {} of this rank's chunks; data parallelism over "
                                 "interleaved chunks that share a parameter is not supported", name, count));
     std::vector<std::pair<std::string, at::Tensor>> named;
-    for (size_t i = 0; i < split->my_params.size(); ++i) named.emplace_back(split->my_names[i], split->my_params[i]);
+    auto averaged = fully_sharded_tensors(model);  // already, by fully_shard's backward
+    for (size_t i = 0; i < split->my_params.size(); ++i)
+      if (!averaged.count(split->my_params[i].unsafeGetTensorImpl()))
+        named.emplace_back(split->my_names[i], split->my_params[i]);
     dp_ = std::make_unique<dist::GradBuckets>(std::move(named), dp_group_, bucket_bytes_);
     dp_->set_backward_passes(micro_batches_);
     dp_->set_average(runner_.meshes().empty());  // on meshes each replica's gradients are its part

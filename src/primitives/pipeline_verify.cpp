@@ -3,6 +3,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "dist/split_tensors.h"
 #include "dist/world.h"
 #include "primitives/pipeline.h"
 #include "primitives/verify_checks.h"
@@ -41,15 +42,14 @@ VerifyReport verify_pipeline(Pipeline& pipe, Module& reference, Values inputs, c
   else
     report.outputs = 1;
 
-  // This rank's stage gradients against the reference's; sharded ones gathered over the TP group.
-  auto& sch = pipe.schedule();
-  auto specs = shard_specs_by_tensor(*model);
+  // This rank's stage gradients against the reference's; split ones gathered over their groups.
+  auto splits = splits_by_tensor(*model);
   auto ref_params = reference.named_parameters();
   for (auto& [name, param] : pipe.named_parameters()) {
     at::Tensor g = param.grad().defined() ? param.grad() : torch::zeros_like(param);
-    auto spec = specs.find(param.unsafeGetTensorImpl());
-    if (spec != specs.end())  // a collective of the TP group, whose ranks hold the same stage
-      g = spec->second->regroup(sch.group()->all_gather(spec->second->padded(g), spec->second->axis, "verify"));
+    auto split = splits.find(param.unsafeGetTensorImpl());
+    if (split != splits.end())  // collectives of the TP and fully_shard groups, whose ranks hold the same stage
+      g = gather_whole(split->second, g, "verify");
     const at::Tensor* ref = ref_params.find(name);
     if (!ref) {
       ++report.skipped_params;

@@ -370,3 +370,96 @@ describe("fully_shard across a layout's data-parallel ranks, tensor parallelism 
     eq(log, sch:log())
   end)
 end)
+
+describe("fully_shard inside pipeline stages: each stage's blocks over the ranks that run it", function()
+  local function needs_four()
+    if world ~= 4 then
+      skip("pp 2 x fully sharded dp 2 needs 4 ranks (scripts/test runs this file on 4)")
+    end
+  end
+
+  local function gpt2()
+    return reference.tiny_gpt2({ n_layer = 4 })
+  end
+
+  -- Cut after block 1; with `over`, every block fully sharded over that group.
+  local function pipelined(layout, over)
+    local sch = slapo.create_schedule(gpt2())
+    if over then
+      for _, block in ipairs(sch["transformer.h"]:children()) do block:fully_shard({ group = over }) end
+    end
+    sch["transformer.h.1"]:cut_pipeline_stage()
+    return sch
+  end
+
+  local function train(layout, fully)
+    local sch = pipelined(layout, fully and layout.dp_group)
+    local pipe = slapo.build(sch, { pipeline = { group = layout.pp_group, dp_group = layout.dp_group,
+      micro_batches = 2, schedule = "1f1b" } })
+    slapo.manual_seed(4)
+    local ids = slapo.randint(0, 64, { 8, 8 }):narrow(0, 4 * layout.dp_rank, 4)
+    pipe:prepare(ids)
+    local opt = slapo.optim.adamw(pipe:parameters(), { lr = 1e-2, weight_decay = 0 })
+    local losses = {}
+    for step = 1, 3 do
+      opt:zero_grad()
+      losses[step] = pipe:step(ids, { labels = ids })
+      opt:step()
+    end
+    return losses, pipe
+  end
+
+  it("trains as the same pipeline with whole blocks, holding half of each block", function()
+    needs_four()
+    local layout = require("slapo.parallel").layout({ tp = 1, pp = 2 })
+    local plain = train(layout, false)
+    local losses, pipe = train(layout, true)
+    for step = 1, 3 do
+      assert(math.abs(losses[step] - plain[step]) < 1e-5 * plain[step],
+        ("step %d: fully sharded %.7f, whole blocks %.7f"):format(step, losses[step], plain[step]))
+    end
+    local whole = sizes(gpt2())
+    for name, p in pipe:named_parameters() do
+      if name:match("^transformer%.h%.") then
+        eq(whole[name][1] / 2, p:size(0), name .. ": half of its rows")
+      end
+    end
+  end)
+
+  it("verifies against the unscheduled model: the loss and every gradient, gathered", function()
+    needs_four()
+    local layout = require("slapo.parallel").layout({ tp = 1, pp = 2 })
+    slapo.manual_seed(5)
+    local ids = slapo.randint(0, 64, { 4, 8 })
+    local report, pipe = slapo.verify(slapo.create_schedule(gpt2()), { ids }, { pipeline = { group = layout.pp_group,
+      micro_batches = 2 } }, function(s)
+        for _, block in ipairs(s["transformer.h"]:children()) do block:fully_shard({ group = layout.dp_group }) end
+        s["transformer.h.1"]:cut_pipeline_stage()
+      end)
+    eq(#pipe:parameters(), report.gradients, "every parameter of this rank's stage, the blocks' gathered")
+    eq(0, report.skipped_params)
+  end)
+
+  it("refuses a unit around a cut and a group that spans stages, by name", function()
+    needs_four()
+    local layout = require("slapo.parallel").layout({ tp = 1, pp = 2 })
+    local around = pipelined(layout, layout.dp_group)
+    around:fully_shard({ group = layout.dp_group })
+    matches("build: the root module is fully sharded and contains the pipeline cut after 'transformer%.h%.1'; .*"
+      .. "fully_shard the layers each stage calls instead", pcall_err(slapo.build, around,
+        { pipeline = { group = layout.pp_group, micro_batches = 2 } }))
+    local spanning = pipelined(layout, slapo.dist.world())
+    local pipe = slapo.build(spanning, { pipeline = { group = layout.pp_group, micro_batches = 2 } })
+    matches("build: 'transformer%.h%.0%.[%w_.]+' is fully sharded over ranks {0, 1, 2, 3}, which run pipeline "
+      .. "stages {[01], [01], [01], [01]}; .*group = layout%.dp_group", pcall_err(function()
+        pipe:prepare(slapo.randint(0, 64, { 4, 8 }))
+      end))
+    local meshes = require("slapo.parallel").stage_layout({ { dp = 2 }, { dp = 2 } })
+    local on_meshes = slapo.create_schedule(gpt2(), { group = meshes.tp_group })
+    for _, block in ipairs(on_meshes["transformer.h"]:children()) do block:fully_shard({ group = meshes.dp_group }) end
+    on_meshes["transformer.h.1"]:cut_pipeline_stage()
+    matches("build: 'transformer%.h%.0' is fully sharded, and stages on meshes of their own %(pipeline%.meshes%) do "
+      .. "not take fully sharded modules yet", pcall_err(slapo.build, on_meshes,
+        { pipeline = { meshes = meshes.meshes, dp_group = meshes.dp_group, micro_batches = 2 } }))
+  end)
+end)
