@@ -194,9 +194,11 @@ ModelShape ModelShape::from_config(const ModelConfig& config, const std::string&
 }
 
 bool Candidate::uniform_mesh() const {
-  // one rank layout runs one tp x dp, one ZeRO setting and one sequence parallelism for all stages
+  // one rank layout runs one tp x dp, one ZeRO setting, one sequence parallelism and one fully
+  // sharded setting for all stages
   for (auto& s : stages)
-    if (s.tp != tp || s.dp != dp || s.zero != zero || s.sequence != sequence) return false;
+    if (s.tp != tp || s.dp != dp || s.zero != zero || s.sequence != sequence || s.fully_sharded != fully_sharded)
+      return false;
   return true;
 }
 
@@ -220,8 +222,9 @@ std::string Candidate::describe() const {
   std::vector<std::string> parts;
   for (auto& s : stages) parts.push_back(fmt::format("{}{}", s.layers, s.checkpoint ? "c" : ""));
   if (uniform_mesh())
-    return fmt::format("tp {} x dp {} x pp {} ({}), {} micro{}{}", tp, dp, stages.size(), fmt::join(parts, "+"),
-                       micro_batches, sequence ? ", sequence" : "", zero ? ", zero-1" : "");
+    return fmt::format("tp {} x dp {} x pp {} ({}), {} micro{}{}{}", tp, dp, stages.size(), fmt::join(parts, "+"),
+                       micro_batches, sequence ? ", sequence" : "", zero ? ", zero-1" : "",
+                       fully_sharded ? ", fully sharded" : "");
   std::vector<std::string> meshes;
   for (auto& s : stages) meshes.push_back(fmt::format("{}x{}{}{}", s.tp, s.dp, s.sequence ? "s" : "", s.zero ? "z" : ""));
   return fmt::format("pp {} on tp x dp {} ({} layers), {} micro", stages.size(), fmt::join(meshes, ","),
@@ -298,8 +301,8 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
   bool tied = !m.gated_mlp;
   double vocab_matrices = (where.first ? 1 : 0) + (where.last ? 1 : 0);
   if (tied && where.first && where.last) vocab_matrices = 1;
-  double params = stage.layers * static_cast<double>(m.layer_params) * c.layer_param_share +
-                  vocab_matrices * m.embedding_params / vocab_split(m, stage.tp);
+  const double layer_part = stage.layers * static_cast<double>(m.layer_params) * c.layer_param_share;
+  const double params = layer_part + vocab_matrices * m.embedding_params / vocab_split(m, stage.tp);
   // DP: the gradients of this rank's shard, once per step. ZeRO-1 then all-gathers the updated
   // parameters; its reduce-scatter is an all-reduce and a slice (c10d's Gloo has none).
   double bw = where.dp_in_node ? cluster.intra_bw : cluster.inter_bw;
@@ -308,18 +311,23 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
   e.sync_s = gradient_sync * (stage.zero && stage.dp > 1 ? zero_sync_all_reduces(cluster.device) : 1.0);
   // Fully sharded: every micro-batch all-gathers each layer for its forward and again for its
   // backward, and reduce-scatters its gradients (counted in full: what prefetch hides behind
-  // compute is not subtracted)
+  // compute is not subtracted). A one-stage plan fully shards its root too (the embedding and
+  // head); a pipeline stage's root holds the cuts, so there they stay whole, averaged once a step.
   const bool fully_sharded = stage.fully_sharded && stage.dp > 1;
-  if (fully_sharded)
-    e.sync_s = fully_sharded_sync_all_reduces(cluster.device) * gradient_sync * where.micro_batches;
+  const double sharded = !fully_sharded ? 0.0 : where.first && where.last ? params : layer_part;
+  if (fully_sharded) {
+    e.sync_s = fully_sharded_sync_all_reduces(cluster.device) * where.micro_batches *
+               all_reduce_seconds(sharded * element_bytes(work), stage.dp, bw, latency);
+    if (params > sharded) e.sync_s += all_reduce_seconds((params - sharded) * element_bytes(work), stage.dp, bw, latency);
+  }
+  const double held = params - sharded + sharded / stage.dp;  // this rank's slices and what stays whole
   // AdamW reads and writes each parameter, its gradient and two moments: 28 bytes a parameter
   // (bf16: the float32 master copy in place of the weight), over the parameters this rank updates
-  const double updated = params / (stage.zero || fully_sharded ? stage.dp : 1);
+  const double updated = stage.zero && stage.dp > 1 ? params / stage.dp : held;
   if (cluster.device.copy_bytes_per_s > 0) e.optimizer_s = updated * 28.0 / cluster.device.copy_bytes_per_s;
-  // fully sharded: this rank's slice, and the layer being computed and the next one (prefetched)
+  // fully sharded: this rank's slices, and the layer being computed and the next one (prefetched)
   // whole, with their whole gradients before the reduce-scatter
-  e.param_bytes = fully_sharded ? (params / stage.dp + 2.0 * m.layer_params * c.layer_param_share) *
-                                      weight_bytes_per_param(work)
+  e.param_bytes = fully_sharded ? (held + 2.0 * m.layer_params * c.layer_param_share) * weight_bytes_per_param(work)
                                 : params * weight_bytes_per_param(work);
   e.optimizer_bytes = updated * optimizer_bytes_per_param(work);
   double per_micro_batch = stage.layers * (stage.checkpoint ? c.layer_input_bytes : c.layer_activation_bytes);

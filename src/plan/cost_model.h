@@ -126,10 +126,10 @@ struct Candidate {
   int micro_batches = 1;
   std::vector<Stage> stages;  ///< in order; empty: one stage of every layer on tp x dp
   bool sequence = false;      ///< sequence parallelism in every layer (tp > 1)
-  bool fully_sharded = false; ///< fully_shard over the dp replicas (one stage only; not with zero)
+  bool fully_sharded = false; ///< fully_shard over the dp replicas, in every stage (not with zero)
   int pp() const { return stages.empty() ? 1 : static_cast<int>(stages.size()); }
-  /// Every stage on the candidate's tp x dp with its ZeRO setting and sequence parallelism: what
-  /// one rank layout (and the pipeline script's one `plan.sequence`) runs.
+  /// Every stage on the candidate's tp x dp with its ZeRO, sequence parallelism and fully sharded
+  /// settings: what one rank layout (and the pipeline script's one `plan.sequence`) runs.
   bool uniform_mesh() const;
   int devices() const;
   /// The stages, or the single stage the fields describe.

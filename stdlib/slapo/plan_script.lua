@@ -151,7 +151,7 @@ end
 -- Both pipeline forms' model and schedule: make_schedule() over this rank's tp group, and apply(s):
 -- the reference schedule with `shard_layer`, each stage's checkpointing and sequence parallelism,
 -- and a cut after each stage.
-local function stages_schedule_source(model)
+local function stages_schedule_source(model, fully_shard_layer)
   return fill([[
 local function make_schedule()
   slapo.manual_seed(0)
@@ -169,14 +169,14 @@ local function apply(s)
   for i, stage in ipairs(plan.stages) do
     for l = placed + 1, placed + stage.layers do
       if stage.checkpoint then layers[l]:checkpoint() end
-    end
+${fully_shard_layer}    end
     sequence_parallel(layers, placed + 1, placed + stage.layers)
     placed = placed + stage.layers
     if i < #plan.stages then layers[placed]:cut_pipeline_stage() end
   end
   assert(placed == #layers, ("plan.stages hold %d layers; the model has %d"):format(placed, #layers))
 end
-]], { schedules = schedules_of(model), layers = layers_path(model) })
+]], { schedules = schedules_of(model), layers = layers_path(model), fully_shard_layer = fully_shard_layer })
 end
 
 -- Both pipeline forms' check and build: the schedule verified on `rows` of an example (loss and
@@ -216,6 +216,7 @@ local plan = {
   tp = ${tp},           -- tensor parallel ranks in every stage (Megatron layout from slapo.schedules.${schedules})
   dp = ${dp},           -- data parallel replicas of the pipeline
   zero = ${zero},     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
+  fully_shard = ${fully_shard},  -- ZeRO-3: each layer's weights, gradients and AdamW state sharded over the data-parallel ranks
   stages = {        -- pipeline stages in order: how many layers each holds, and whether they are recomputed
 ${stages}  },
   micro_batches = ${micro_batches},  -- 1F1B: each replica's batch is cut into this many
@@ -225,6 +226,7 @@ ${stages}  },
 }
 
 local pp = #plan.stages
+assert(not (plan.zero and plan.fully_shard), "plan: zero (ZeRO-1) and fully_shard (ZeRO-3) are one or the other")
 assert(slapo.dist.world_size() == plan.tp * plan.dp * pp,
   ("this plan needs %d ranks: slapo-lua run --nproc %d"):format(plan.tp * plan.dp * pp, plan.tp * plan.dp * pp))
 local parallel = require("slapo.parallel")
@@ -246,10 +248,13 @@ local opt = plan.zero and slapo.optim.zero_adamw(pipe:parameters(), { lr = plan.
   group = layout.dp_group }) or slapo.optim.adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0 })
 ${steps_source}]], {
     model = literal(record.model.source), tp = chosen.tp, schedules = schedules_of(record.model), dp = chosen.dp,
-    zero = bool(chosen.zero), stages = table.concat(stages), micro_batches = chosen.micro_batches,
+    zero = bool(chosen.zero), fully_shard = bool(chosen.fully_sharded), stages = table.concat(stages),
+    micro_batches = chosen.micro_batches,
     sequence = bool(chosen.sequence), batch = record.work.batch, seq = record.work.seq, steps = record.steps,
     dtype = record.work.dtype, shard_layer = shard_layer_source(record), phase = phase_source,
-    schedule = stages_schedule_source(record.model), steps_source = pipeline_steps_source,
+    schedule = stages_schedule_source(record.model, "      -- fully sharded over the replicas of its stage\n"
+      .. "      if plan.fully_shard and plan.dp > 1 then layers[l]:fully_shard({ group = layout.dp_group }) end\n"),
+    steps_source = pipeline_steps_source,
     verify_and_build = verify_and_build_source("replica_batch", "group = layout.pp_group,\n  micro_batches = "
       .. "plan.micro_batches", "group = layout.pp_group, micro_batches = plan.micro_batches,\n  schedule = "
       .. '"1f1b", dp_group = not plan.zero and layout.dp_group or nil', ""),
@@ -350,7 +355,7 @@ local opt = mine.zero and slapo.optim.zero_adamw(pipe:parameters(), { lr = plan.
 ${steps_source}]], {
     model = literal(record.model.source), stages = table.concat(stages), micro_batches = chosen.micro_batches,
     batch = record.work.batch, seq = record.work.seq, steps = record.steps, dtype = record.work.dtype,
-    mesh_layouts = mesh_layouts_source(record), phase = phase_source, schedule = stages_schedule_source(record.model),
+    mesh_layouts = mesh_layouts_source(record), phase = phase_source, schedule = stages_schedule_source(record.model, ""),
     steps_source = pipeline_steps_source,
     verify_and_build = verify_and_build_source("plan.micro_batches * rows", "meshes = layout.meshes, dp_group = "
       .. "layout.dp_group,\n  micro_batches = plan.micro_batches", "meshes = layout.meshes, micro_batches = "

@@ -50,7 +50,8 @@ done
 
 # pipelines: on a slow device with slow links the plan for 4 ranks of a small GPT-2 is a
 # pipeline with uneven stages; it verifies and trains. Edited by hand (the stage boundary moved, the
-# first stage checkpointed, ZeRO-1; or tp 2 x dp 1) it verifies and trains again.
+# first stage checkpointed, ZeRO-1; or tp 2 x dp 1; or each stage's layers fully sharded over 2
+# replicas) it verifies and trains again.
 # a device profile: write_profile FILE NAME MEMORY_BYTES TFLOPS LINK_GBPS LINK_LATENCY_US
 write_profile() {
   printf '{"device": "%s", "memory_bytes": %s,\n "matmul": [{"dtype": "float32", "m": 1024, "k": 1024, "n": 1024, "tflops": %s}],\n "links": {"intra_GBps": %s, "intra_latency_us": %s, "inter_GBps": %s, "inter_latency_us": %s}}\n' \
@@ -83,8 +84,13 @@ moved = re.sub(r"(  stages = \{[^\n]*\n)(?:    \{ layers[^\n]*\n)+", lambda m: m
 open(path.replace(".lua", "_moved.lua"), "w").write(re.sub(r"^  zero = \w+,", "  zero = true,", moved, flags=re.M))
 mesh = re.sub(r"^  tp = \d+,", "  tp = 2,", src, flags=re.M)
 open(path.replace(".lua", "_tp.lua"), "w").write(re.sub(r"^  dp = \d+,", "  dp = 1,", mesh, flags=re.M))
+fsdp = re.sub(r"^  tp = \d+,", "  tp = 1,", src, flags=re.M)
+fsdp = re.sub(r"^  dp = \d+,", "  dp = 2,", fsdp, flags=re.M)
+fsdp = re.sub(r"^  zero = \w+,", "  zero = false,", fsdp, flags=re.M)
+open(path.replace(".lua", "_fsdp.lua"), "w").write(re.sub(r"^  fully_shard = \w+,", "  fully_shard = true,", fsdp, flags=re.M))
 PY
-for script in pp pp_moved pp_tp; do
+grep -q "^  fully_shard = true," "$tmp/pp_fsdp.lua"
+for script in pp pp_moved pp_tp pp_fsdp; do
   "$bin" run --nproc 4 "$tmp/$script.lua" >"$tmp/pp.out" 2>&1 || { cat "$tmp/$script.lua" "$tmp/pp.out"; exit 1; }
   grep -q "^verify: the pipeline's loss and [0-9]* gradients match the unscheduled model" "$tmp/pp.out"
   grep -q "^plan: 2 steps, final loss" "$tmp/pp.out"

@@ -351,3 +351,36 @@ TEST_CASE("plan: stages that differ only in sequence parallelism are not one ran
   CHECK(c.uniform_mesh());
   CHECK(c.describe() == "tp 2 x dp 2 x pp 2 (6+6), 8 micro, sequence, zero-1");
 }
+
+TEST_CASE("plan: fully sharded pipeline stages shard their layers, not the root's embedding, and pay per micro-batch") {
+  auto model = gpt2("gpt2-medium");
+  auto cluster = synthetic(1, 4, 80);
+  Workload work{16, 512};
+  auto two_stages = [](bool fully) {
+    Candidate c{1, 2, false, false, 4, {}, false, fully};
+    c.stages = {{12, 1, 2, false, false, false, fully}, {12, 1, 2, false, false, false, fully}};
+    return c;
+  };
+  auto plain = estimate(model, cluster, work, two_stages(false));
+  auto fully = estimate(model, cluster, work, two_stages(true));
+  CHECK(two_stages(true).uniform_mesh());
+  CHECK(two_stages(true).describe() == "tp 1 x dp 2 x pp 2 (12+12), 4 micro, fully sharded");
+  for (int s = 0; s < 2; ++s) {
+    const auto &p = plain.stages[s], &f = fully.stages[s];
+    const double layers = 12.0 * model.layer_params * 8.0, embedding = model.embedding_params * 8.0;  // float32 + grad
+    // half of the layers and two whole layers, the embedding (or head) whole
+    CHECK(f.param_bytes == doctest::Approx(layers / 2 + 2.0 * model.layer_params * 8.0 + embedding));
+    CHECK(p.param_bytes == doctest::Approx(layers + embedding));
+    CHECK(f.optimizer_bytes == doctest::Approx((layers / 2 + embedding) * p.optimizer_bytes / (layers + embedding)));
+    // the layers gathered and reduce-scattered every micro-batch, the embedding averaged once
+    CHECK(f.sync_s > 4 * p.sync_s * 0.9);
+  }
+  // a one-stage fully sharded plan shards the embedding too
+  auto one = estimate(model, cluster, work, {1, 4, false, false, 4, {}, false, true});
+  const double all = (24.0 * model.layer_params + model.embedding_params) * 8.0;
+  CHECK(one.param_bytes == doctest::Approx(all / 4 + 2.0 * model.layer_params * 8.0));
+  // Megatron's grid offers fully sharded pipelines
+  bool offered = false;
+  for (auto& c : megatron_grid(model, cluster, work)) offered = offered || (c.fully_sharded && c.pp() > 1);
+  CHECK(offered);
+}

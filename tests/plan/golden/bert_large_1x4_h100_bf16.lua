@@ -22,7 +22,7 @@
 --   tp 1 x dp 2 x pp 2 (12+12), 8 micro, zero-1             0.0340 s    3.43 GiB  14% slower
 --   tp 1 x dp 2 x pp 2 (12+12), 8 micro                     0.0345 s    4.45 GiB  16% slower
 --   tp 1 x dp 4, 2 micro, fully sharded                     0.0347 s    5.04 GiB  16% slower
---   ... and 144 more
+--   ... and 154 more
 --   tp 2 x dp 2, sequence, zero-1                           0.0298 s   10.06 GiB  the same as the chosen plan
 
 local plan = {

@@ -22,7 +22,7 @@
 --   tp 2 x dp 4, 4 micro, zero-1                            0.0637 s    2.23 GiB  36% slower
 --   tp 2 x dp 4, 4 micro                                    0.0637 s    2.68 GiB  36% slower
 --   tp 2 x dp 4, 2 micro, fully sharded                     0.0644 s    3.30 GiB  37% slower
---   ... and 108 more
+--   ... and 130 more
 --   tp 1 x dp 8, zero-1                                     0.0470 s    5.81 GiB  the same as the chosen plan
 
 local plan = {

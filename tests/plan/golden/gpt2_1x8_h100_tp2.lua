@@ -22,7 +22,7 @@
 --   tp 2 x dp 4, sequence                                   0.0623 s    6.75 GiB  33% slower
 --   tp 2 x dp 4, 2 micro, zero-1                            0.0628 s    3.69 GiB  34% slower
 --   tp 2 x dp 4, 2 micro, sequence, zero-1                  0.0628 s    3.53 GiB  34% slower
---   ... and 186 more
+--   ... and 216 more
 --   tp 1 x dp 8, zero-1                                     0.0470 s    5.81 GiB  the same as the chosen plan
 
 local plan = {

@@ -22,7 +22,7 @@
 --   tp 4 x dp 2 x pp 4 (8+8+8+8), 32 micro, sequence        0.8146 s   33.60 GiB  9% slower
 --   tp 2 x dp 4 x pp 4 (8+8+8+8), 16 micro, zero-1          0.8274 s   37.22 GiB  10% slower
 --   tp 2 x dp 4 x pp 4 (8+8+8+8), 16 micro                  0.8307 s   44.55 GiB  11% slower
---   ... and 682 more
+--   ... and 878 more
 --   tp 2 x dp 4 x pp 4 (8+8+8+8), 32 micro, sequence, zero-1    0.7497 s   23.73 GiB  the same as the chosen plan
 --
 -- The chosen pipeline, stage by stage (micro-batch seconds, GiB per rank):
@@ -36,6 +36,7 @@ local plan = {
   tp = 2,           -- tensor parallel ranks in every stage (Megatron layout from slapo.schedules.llama)
   dp = 4,           -- data parallel replicas of the pipeline
   zero = true,     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
+  fully_shard = false,  -- ZeRO-3: each layer's weights, gradients and AdamW state sharded over the data-parallel ranks
   stages = {        -- pipeline stages in order: how many layers each holds, and whether they are recomputed
     { layers = 8, checkpoint = false },
     { layers = 8, checkpoint = false },
@@ -49,6 +50,7 @@ local plan = {
 }
 
 local pp = #plan.stages
+assert(not (plan.zero and plan.fully_shard), "plan: zero (ZeRO-1) and fully_shard (ZeRO-3) are one or the other")
 assert(slapo.dist.world_size() == plan.tp * plan.dp * pp,
   ("this plan needs %d ranks: slapo-lua run --nproc %d"):format(plan.tp * plan.dp * pp, plan.tp * plan.dp * pp))
 local parallel = require("slapo.parallel")
@@ -107,6 +109,8 @@ local function apply(s)
   for i, stage in ipairs(plan.stages) do
     for l = placed + 1, placed + stage.layers do
       if stage.checkpoint then layers[l]:checkpoint() end
+      -- fully sharded over the replicas of its stage
+      if plan.fully_shard and plan.dp > 1 then layers[l]:fully_shard({ group = layout.dp_group }) end
     end
     sequence_parallel(layers, placed + 1, placed + stage.layers)
     placed = placed + stage.layers

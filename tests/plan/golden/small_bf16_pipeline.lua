@@ -34,6 +34,7 @@ local plan = {
   tp = 1,           -- tensor parallel ranks in every stage (Megatron layout from slapo.schedules.gpt2)
   dp = 1,           -- data parallel replicas of the pipeline
   zero = false,     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
+  fully_shard = false,  -- ZeRO-3: each layer's weights, gradients and AdamW state sharded over the data-parallel ranks
   stages = {        -- pipeline stages in order: how many layers each holds, and whether they are recomputed
     { layers = 2, checkpoint = false },
     { layers = 2, checkpoint = false },
@@ -45,6 +46,7 @@ local plan = {
 }
 
 local pp = #plan.stages
+assert(not (plan.zero and plan.fully_shard), "plan: zero (ZeRO-1) and fully_shard (ZeRO-3) are one or the other")
 assert(slapo.dist.world_size() == plan.tp * plan.dp * pp,
   ("this plan needs %d ranks: slapo-lua run --nproc %d"):format(plan.tp * plan.dp * pp, plan.tp * plan.dp * pp))
 local parallel = require("slapo.parallel")
@@ -90,6 +92,8 @@ local function apply(s)
   for i, stage in ipairs(plan.stages) do
     for l = placed + 1, placed + stage.layers do
       if stage.checkpoint then layers[l]:checkpoint() end
+      -- fully sharded over the replicas of its stage
+      if plan.fully_shard and plan.dp > 1 then layers[l]:fully_shard({ group = layout.dp_group }) end
     end
     sequence_parallel(layers, placed + 1, placed + stage.layers)
     placed = placed + stage.layers

@@ -22,7 +22,7 @@
 --   tp 2 x dp 2, sequence, zero-1                           0.0079 s    0.00 GiB  27% slower
 --   tp 2 x dp 2, sequence, fully sharded                    0.0079 s    0.00 GiB  27% slower
 --   tp 1 x dp 4, checkpoint                                 0.0081 s    0.01 GiB  29% slower
---   ... and 82 more
+--   ... and 88 more
 --   pp 3 on tp x dp 1x1,1x1,2x1s (1+2+1 layers), 8 micro    0.0063 s    0.00 GiB  the same as the chosen plan
 --
 -- The chosen pipeline, stage by stage, each on ranks of its own (micro-batch seconds, GiB per rank):

@@ -18,11 +18,11 @@
 --   tp 2 x dp 4 x pp 2 (11+11), 16 micro, sequence          0.1906 s   15.36 GiB  21% slower
 --   tp 4 x dp 2 x pp 2 (11+11), 8 micro, sequence           0.1907 s   23.54 GiB  21% slower
 --   tp 2 x dp 4 x pp 2 (11+11), 4 micro                     0.1913 s   39.73 GiB  21% slower
+--   tp 1 x dp 8 x pp 2 (11+11), 4 micro, fully sharded      0.1914 s   35.55 GiB  21% slower
+--   tp 2 x dp 4 x pp 2 (11+11), 4 micro, sequence, fully sharded    0.1966 s   36.11 GiB  25% slower
 --   tp 2 x dp 4 x pp 2 (11+11), 16 micro, zero-1            0.1973 s   10.70 GiB  25% slower
 --   tp 2 x dp 4 x pp 2 (11+11), 8 micro, sequence, zero-1    0.1975 s   19.89 GiB  25% slower
---   tp 2 x dp 4 x pp 2 (11+11), 16 micro                    0.1983 s   13.01 GiB  26% slower
---   tp 2 x dp 4 x pp 2 (11+11), 8 micro, sequence           0.1992 s   23.79 GiB  26% slower
---   ... and 372 more
+--   ... and 470 more
 --   tp 1 x dp 8 x pp 2 (11+11), 8 micro, zero-1             0.1576 s   19.49 GiB  the same as the chosen plan
 --
 -- The chosen pipeline, stage by stage (micro-batch seconds, GiB per rank):
@@ -34,6 +34,7 @@ local plan = {
   tp = 1,           -- tensor parallel ranks in every stage (Megatron layout from slapo.schedules.llama)
   dp = 8,           -- data parallel replicas of the pipeline
   zero = true,     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
+  fully_shard = false,  -- ZeRO-3: each layer's weights, gradients and AdamW state sharded over the data-parallel ranks
   stages = {        -- pipeline stages in order: how many layers each holds, and whether they are recomputed
     { layers = 11, checkpoint = false },
     { layers = 11, checkpoint = false },
@@ -45,6 +46,7 @@ local plan = {
 }
 
 local pp = #plan.stages
+assert(not (plan.zero and plan.fully_shard), "plan: zero (ZeRO-1) and fully_shard (ZeRO-3) are one or the other")
 assert(slapo.dist.world_size() == plan.tp * plan.dp * pp,
   ("this plan needs %d ranks: slapo-lua run --nproc %d"):format(plan.tp * plan.dp * pp, plan.tp * plan.dp * pp))
 local parallel = require("slapo.parallel")
@@ -90,6 +92,8 @@ local function apply(s)
   for i, stage in ipairs(plan.stages) do
     for l = placed + 1, placed + stage.layers do
       if stage.checkpoint then layers[l]:checkpoint() end
+      -- fully sharded over the replicas of its stage
+      if plan.fully_shard and plan.dp > 1 then layers[l]:fully_shard({ group = layout.dp_group }) end
     end
     sequence_parallel(layers, placed + 1, placed + stage.layers)
     placed = placed + stage.layers
