@@ -312,7 +312,8 @@ int64_t ShardSpec::part_size(int r) const {
 }
 
 at::Tensor ShardSpec::local(const at::Tensor& full) const {
-  int64_t section = full.size(axis) / groups, start = rank * part_stride(), size = part_size(rank);
+  // a part past the section's end is empty, and starts at the end (narrow takes no start beyond it)
+  int64_t section = full.size(axis) / groups, start = std::min(rank * part_stride(), section), size = part_size(rank);
   std::vector<at::Tensor> pieces;
   for (int g = 0; g < groups; ++g) pieces.push_back(full.narrow(axis, g * section + start, size));
   return groups == 1 ? pieces[0] : at::cat(pieces, axis);

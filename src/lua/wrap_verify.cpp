@@ -49,9 +49,14 @@ int w_build(lua_State* L) {
       throw Error("build: pipeline options were given, but the schedule has no cut_pipeline_stage; cut the stages "
                   "first (sub:cut_pipeline_stage() or slapo.parallel.cut_evenly), or drop pipeline");
   }
-  auto model = build(*s, o);
-  if (pipeline_cuts(*s).empty()) lx_push_module(L, model);
-  else lx_push_pipeline(L, s, 2);
+  if (pipeline_cuts(*s).empty()) {
+    lx_push_module(L, build(*s, o));
+  } else {  // a stage reads only its own layers from a checkpoint
+    lx_push_pipeline(L, s, 2, [&](Pipeline& pipe) {
+      o.deferred_modules = pipe.other_stages_layers();
+      build(*s, o);
+    });
+  }
   return 1;
 }
 

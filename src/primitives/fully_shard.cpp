@@ -38,7 +38,8 @@ std::function<void()> start_gather(at::Tensor whole, const at::Tensor& slice, co
                                    const char* caller) {
   auto group = dist::group_by_id(spec.group_id);
   const int64_t rows = spec.part_stride() * spec.parts;
-  if (rows == whole.size(0)) return group->all_gather_into_async(whole, slice.detach(), caller);
+  // contiguous: a pipeline traces the other stages' layers with stand-ins of stride 0
+  if (rows == whole.size(0)) return group->all_gather_into_async(whole, slice.detach().contiguous(), caller);
   auto sizes = whole.sizes().vec();
   sizes[0] = rows;
   at::Tensor buffer = at::empty(sizes, whole.options());

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <unordered_set>
+#include <vector>
 
 #include "core/module.h"
 
@@ -14,6 +17,16 @@ namespace slapo {
 /// axis reads its own rows' pages, along another axis each row's piece. Ties get one tensor. The
 /// sources are dropped after, so the checkpoint's files are unmapped. Returns how many
 /// parameters it read.
-int read_pretrained_slices(const std::shared_ptr<Module>& root);
+///
+/// The parameters of the modules under `deferred` (paths) that no other module shares are not read
+/// yet: each becomes a placeholder of its shape that holds no memory (a zero broadcast), keeping
+/// its source, until read_deferred_slices. A pipeline stage defers the other stages' layers, so it
+/// reads only its own.
+int read_pretrained_slices(const std::shared_ptr<Module>& root, const std::vector<std::string>& deferred = {});
+
+/// Reads the placeholders read_pretrained_slices left whose tensors `wanted` holds into those same
+/// tensor objects (their data replaced), and forgets every other deferred source. Returns how many
+/// it read.
+int read_deferred_slices(Module& root, const std::unordered_set<const c10::TensorImpl*>& wanted);
 
 }  // namespace slapo

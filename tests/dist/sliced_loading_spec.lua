@@ -69,6 +69,37 @@ describe("sliced loading", function()
     done()
   end)
 
+  it("lets a pipeline stage read only its own layers, the same values as loading everything", function()
+    local dir, full, done = checkpoint()
+    local function cut(model)
+      local sch = slapo.create_schedule(model)
+      sch["transformer.h.0"]:cut_pipeline_stage()  -- stage 0: the embeddings and block 0; stage 1: block 1, the head
+      return sch
+    end
+    local options = { pipeline = { group = slapo.dist.world(), micro_batches = 2 } }
+    local lazy = cut(slapo.models.from_pretrained(dir, { device = "meta" }))
+    collectgarbage()
+    local pipe
+    local peak = slapo.peak_tensor_mib(function() pipe = slapo.build(lazy, options) end)
+    local block = mib_of(full.transformer.h["0"])
+    assert(peak < mib_of(full) - 0.9 * block, ("build's peak %.2f MiB: the whole model is %.2f MiB, a block %.2f MiB")
+      :format(peak, mib_of(full), block))
+    local ids = slapo.randint(0, 512, { 4, 16 })
+    pipe:prepare(ids)  -- the trace confirms the stage, and the stage's deferred layers are read
+    local eager = slapo.build(cut(slapo.models.from_pretrained(dir)), options)
+    eager:prepare(ids)
+    local theirs = {}
+    for name, p in eager:named_parameters() do theirs[name] = p end
+    local count = 0
+    for name, p in pipe:named_parameters() do
+      eq(true, p:equal(theirs[name]), name)
+      count = count + 1
+    end
+    assert(count > 10, "compared " .. count .. " parameters")
+    eq(eager:step(ids, { labels = ids }), pipe:step(ids, { labels = ids }))
+    done()
+  end)
+
   it("reads rows the ranks do not divide evenly: a vocabulary of 509 as torch.chunk splits it", function()
     local dir, full, done = checkpoint(509)
     local model = build_both(dir, function(sch)
