@@ -82,6 +82,7 @@ void push_ranked_plan(lua_State* L, const plan::Ranked& r, int layers) {
   set_number(L, "checkpoint", c.checkpoint ? 1.0 : 0.0);
   set_bool(L, "zero", c.zero);
   set_bool(L, "fully_sharded", c.fully_sharded);
+  set_bool(L, "keep_gathered", c.keep_gathered);
   set_bool(L, "sequence", c.sequence);
   set_number(L, "pp", c.pp());
   set_number(L, "micro_batches", c.micro_batches);
@@ -97,6 +98,7 @@ void push_ranked_plan(lua_State* L, const plan::Ranked& r, int layers) {
     set_bool(L, "checkpoint", stage.checkpoint);
     set_bool(L, "zero", stage.zero);
     set_bool(L, "fully_sharded", stage.fully_sharded);
+    set_bool(L, "keep_gathered", stage.keep_gathered);
     set_bool(L, "sequence", stage.sequence);
     if (i < r.estimate.stages.size()) {  // a micro-batch's seconds and the peak, as the stage's estimate has them
       set_number(L, "time_s", r.estimate.stages[i].time_s());

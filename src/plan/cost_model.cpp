@@ -197,7 +197,8 @@ bool Candidate::uniform_mesh() const {
   // one rank layout runs one tp x dp, one ZeRO setting, one sequence parallelism and one fully
   // sharded setting for all stages
   for (auto& s : stages)
-    if (s.tp != tp || s.dp != dp || s.zero != zero || s.sequence != sequence || s.fully_sharded != fully_sharded)
+    if (s.tp != tp || s.dp != dp || s.zero != zero || s.sequence != sequence || s.fully_sharded != fully_sharded ||
+        s.keep_gathered != keep_gathered)
       return false;
   return true;
 }
@@ -211,20 +212,23 @@ int Candidate::devices() const {
 
 std::vector<Stage> Candidate::resolved(int layers) const {
   if (!stages.empty()) return stages;
-  return {Stage{layers, tp, dp, checkpoint, zero, sequence, fully_sharded}};
+  return {Stage{layers, tp, dp, checkpoint, zero, sequence, fully_sharded, keep_gathered}};
+}
+
+const char* Candidate::sharded_name() const {
+  return !fully_sharded ? "" : keep_gathered ? ", zero-2" : ", fully sharded";
 }
 
 std::string Candidate::describe() const {
   if (stages.empty())
     return fmt::format("tp {} x dp {}{}{}{}{}{}", tp, dp,
                        micro_batches > 1 ? fmt::format(", {} micro", micro_batches) : "", sequence ? ", sequence" : "",
-                       checkpoint ? ", checkpoint" : "", zero ? ", zero-1" : "", fully_sharded ? ", fully sharded" : "");
+                       checkpoint ? ", checkpoint" : "", zero ? ", zero-1" : "", sharded_name());
   std::vector<std::string> parts;
   for (auto& s : stages) parts.push_back(fmt::format("{}{}", s.layers, s.checkpoint ? "c" : ""));
   if (uniform_mesh())
     return fmt::format("tp {} x dp {} x pp {} ({}), {} micro{}{}{}", tp, dp, stages.size(), fmt::join(parts, "+"),
-                       micro_batches, sequence ? ", sequence" : "", zero ? ", zero-1" : "",
-                       fully_sharded ? ", fully sharded" : "");
+                       micro_batches, sequence ? ", sequence" : "", zero ? ", zero-1" : "", sharded_name());
   std::vector<std::string> meshes;
   for (auto& s : stages) meshes.push_back(fmt::format("{}x{}{}{}", s.tp, s.dp, s.sequence ? "s" : "", s.zero ? "z" : ""));
   return fmt::format("pp {} on tp x dp {} ({} layers), {} micro", stages.size(), fmt::join(meshes, ","),
@@ -313,11 +317,13 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
   // backward, and reduce-scatters its gradients (counted in full: what prefetch hides behind
   // compute is not subtracted). A one-stage plan fully shards its root too (the embedding and
   // head); a pipeline stage's root holds the cuts, so there they stay whole, averaged once a step.
-  const bool fully_sharded = stage.fully_sharded && stage.dp > 1;
+  // Kept gathered (ZeRO-2): one gather a call, the weights whole from forward to backward.
+  const bool fully_sharded = stage.fully_sharded && stage.dp > 1, kept = fully_sharded && stage.keep_gathered;
   const double sharded = !fully_sharded ? 0.0 : where.first && where.last ? params : layer_part;
   if (fully_sharded) {
-    e.sync_s = fully_sharded_sync_all_reduces(cluster.device) * where.micro_batches *
-               all_reduce_seconds(sharded * element_bytes(work), stage.dp, bw, latency);
+    const double all_reduces = kept ? kept_gathered_sync_all_reduces(cluster.device)
+                                    : fully_sharded_sync_all_reduces(cluster.device);
+    e.sync_s = all_reduces * where.micro_batches * all_reduce_seconds(sharded * element_bytes(work), stage.dp, bw, latency);
     if (params > sharded) e.sync_s += all_reduce_seconds((params - sharded) * element_bytes(work), stage.dp, bw, latency);
   }
   const double held = params - sharded + sharded / stage.dp;  // this rank's slices and what stays whole
@@ -326,9 +332,12 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
   const double updated = stage.zero && stage.dp > 1 ? params / stage.dp : held;
   if (cluster.device.copy_bytes_per_s > 0) e.optimizer_s = updated * 28.0 / cluster.device.copy_bytes_per_s;
   // fully sharded: this rank's slices, and the layer being computed and the next one (prefetched)
-  // whole, with their whole gradients before the reduce-scatter
-  e.param_bytes = fully_sharded ? (held + 2.0 * m.layer_params * c.layer_param_share) * weight_bytes_per_param(work)
-                                : params * weight_bytes_per_param(work);
+  // whole, with their whole gradients before the reduce-scatter; kept gathered, every weight whole
+  // (half the bytes a parameter: the weight, half its gradient)
+  const double gathered = 2.0 * m.layer_params * c.layer_param_share;
+  e.param_bytes = !fully_sharded ? params * weight_bytes_per_param(work)
+                  : kept        ? (params + held + gathered) * weight_bytes_per_param(work) / 2
+                                : (held + gathered) * weight_bytes_per_param(work);
   e.optimizer_bytes = updated * optimizer_bytes_per_param(work);
   double per_micro_batch = stage.layers * (stage.checkpoint ? c.layer_input_bytes : c.layer_activation_bytes);
   e.activation_bytes = where.in_flight * per_micro_batch + (stage.checkpoint ? c.layer_activation_bytes : 0.0) +

@@ -114,6 +114,9 @@ struct Stage {
   /// Fully sharded over the dp replicas (fully_shard, ZeRO-3): each rank keeps 1/dp of the
   /// weights, gradients and AdamW state, and gathers each layer for its forward and backward
   bool fully_sharded = false;
+  /// With fully_sharded: each layer's weights kept whole from its forward to its backward
+  /// (fully_shard{reshard_after_forward = false}, FSDP's SHARD_GRAD_OP: ZeRO-2), one gather a call
+  bool keep_gathered = false;
 };
 
 /// One plan: tensor parallel x data parallel, activation checkpointing of every layer or none,
@@ -127,11 +130,14 @@ struct Candidate {
   std::vector<Stage> stages;  ///< in order; empty: one stage of every layer on tp x dp
   bool sequence = false;      ///< sequence parallelism in every layer (tp > 1)
   bool fully_sharded = false; ///< fully_shard over the dp replicas, in every stage (not with zero)
+  bool keep_gathered = false; ///< with fully_sharded: reshard_after_forward = false (ZeRO-2)
   int pp() const { return stages.empty() ? 1 : static_cast<int>(stages.size()); }
   /// Every stage on the candidate's tp x dp with its ZeRO, sequence parallelism and fully sharded
   /// settings: what one rank layout (and the pipeline script's one `plan.sequence`) runs.
   bool uniform_mesh() const;
   int devices() const;
+  /// ", fully sharded", ", zero-2" (fully sharded, kept gathered) or nothing: the name's part.
+  const char* sharded_name() const;
   /// The stages, or the single stage the fields describe.
   std::vector<Stage> resolved(int layers) const;
   /// "tp 2 x dp 1 x pp 2 (12+12 layers), 8 micro-batches, checkpoint"
@@ -188,6 +194,10 @@ inline double zero_sync_all_reduces(const DeviceProfile& device) { return device
 /// each; on a CPU the reduce-scatter is a whole all-reduce (dist/group.h) and Gloo's all-gather is
 /// counted as one too (it ran slower than an all-reduce of the same bytes, bench/RESULTS.md).
 inline double fully_sharded_sync_all_reduces(const DeviceProfile& device) { return device.host ? 3.0 : 1.5; }
+/// Fully sharded with the weights kept whole to backward (ZeRO-2): one all-gather in forward and a
+/// reduce-scatter, per micro-batch; the volume of one all-reduce on GPUs (half of one each), 2 on a
+/// CPU (counted as above): with one micro-batch, ZeRO-1's collectives in another order.
+inline double kept_gathered_sync_all_reduces(const DeviceProfile& device) { return device.host ? 2.0 : 1.0; }
 
 /// Bytes a rank holds per parameter for weights + gradients, and for the optimizer (AdamW's two
 /// moments, plus bf16's float32 master copy).

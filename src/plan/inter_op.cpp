@@ -544,17 +544,18 @@ std::vector<Candidate> megatron_grid(const ModelShape& model, const Cluster& clu
         if ((work.batch / micro) % dp != 0) continue;  // one stage: micro-batches accumulate gradients
         for (bool sequence : sequence_choices(model, work, tp))
           for (bool checkpoint : {false, true})
-            // the optimizer state: whole, ZeRO-1, or (over several replicas) fully sharded with
-            // the weights and gradients, each stage's blocks over its replicas; simplest first, so
-            // ties keep it
-            for (int sharding : {0, 1, 3}) {
-              const bool zero = sharding == 1, fully_sharded = sharding == 3;
+            // the optimizer state over several replicas: whole, ZeRO-1, or fully sharded with the
+            // gradients (the weights kept whole from forward to backward: ZeRO-2) or with the
+            // weights too (ZeRO-3), each stage's blocks over its replicas; simplest first, so ties
+            // keep it
+            for (int sharding : {0, 1, 2, 3}) {
+              const bool zero = sharding == 1, fully_sharded = sharding >= 2, kept = sharding == 2;
               if ((zero || fully_sharded) && dp == 1) continue;
-              Candidate c{tp, dp, checkpoint, zero, micro, {}, sequence, fully_sharded};
+              Candidate c{tp, dp, checkpoint, zero, micro, {}, sequence, fully_sharded, kept};
               if (pp > 1)
                 for (int s = 0; s < pp; ++s) {
                   int layers = static_cast<int>((s + 1) * model.layers / pp - s * model.layers / pp);
-                  c.stages.push_back({layers, tp, dp, checkpoint, zero, sequence, fully_sharded});
+                  c.stages.push_back({layers, tp, dp, checkpoint, zero, sequence, fully_sharded, kept});
                 }
               grid.push_back(std::move(c));
             }

@@ -217,6 +217,7 @@ local plan = {
   dp = ${dp},           -- data parallel replicas of the pipeline
   zero = ${zero},     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
   fully_shard = ${fully_shard},  -- ZeRO-3: each layer's weights, gradients and AdamW state sharded over the data-parallel ranks
+  reshard_after_forward = ${reshard},  -- false: each layer's weights kept whole from forward to backward (ZeRO-2)
   stages = {        -- pipeline stages in order: how many layers each holds, and whether they are recomputed
 ${stages}  },
   micro_batches = ${micro_batches},  -- 1F1B: each replica's batch is cut into this many
@@ -248,12 +249,15 @@ local opt = plan.zero and slapo.optim.zero_adamw(pipe:parameters(), { lr = plan.
   group = layout.dp_group }) or slapo.optim.adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0 })
 ${steps_source}]], {
     model = literal(record.model.source), tp = chosen.tp, schedules = schedules_of(record.model), dp = chosen.dp,
-    zero = bool(chosen.zero), fully_shard = bool(chosen.fully_sharded), stages = table.concat(stages),
+    zero = bool(chosen.zero), fully_shard = bool(chosen.fully_sharded), reshard = bool(not chosen.keep_gathered),
+    stages = table.concat(stages),
     micro_batches = chosen.micro_batches,
     sequence = bool(chosen.sequence), batch = record.work.batch, seq = record.work.seq, steps = record.steps,
     dtype = record.work.dtype, shard_layer = shard_layer_source(record), phase = phase_source,
     schedule = stages_schedule_source(record.model, "      -- fully sharded over the replicas of its stage\n"
-      .. "      if plan.fully_shard and plan.dp > 1 then layers[l]:fully_shard({ group = layout.dp_group }) end\n"),
+      .. "      if plan.fully_shard and plan.dp > 1 then\n"
+      .. "        layers[l]:fully_shard({ group = layout.dp_group, reshard_after_forward = plan.reshard_after_forward })\n"
+      .. "      end\n"),
     steps_source = pipeline_steps_source,
     verify_and_build = verify_and_build_source("replica_batch", "group = layout.pp_group,\n  micro_batches = "
       .. "plan.micro_batches", "group = layout.pp_group, micro_batches = plan.micro_batches,\n  schedule = "
@@ -355,7 +359,8 @@ local opt = mine.zero and slapo.optim.zero_adamw(pipe:parameters(), { lr = plan.
 ${steps_source}]], {
     model = literal(record.model.source), stages = table.concat(stages), micro_batches = chosen.micro_batches,
     batch = record.work.batch, seq = record.work.seq, steps = record.steps, dtype = record.work.dtype,
-    mesh_layouts = mesh_layouts_source(record), phase = phase_source, schedule = stages_schedule_source(record.model, ""),
+    mesh_layouts = mesh_layouts_source(record), phase = phase_source,
+    schedule = stages_schedule_source(record.model, ""),
     steps_source = pipeline_steps_source,
     verify_and_build = verify_and_build_source("plan.micro_batches * rows", "meshes = layout.meshes, dp_group = "
       .. "layout.dp_group,\n  micro_batches = plan.micro_batches", "meshes = layout.meshes, micro_batches = "
@@ -380,8 +385,9 @@ local function one_stage_source(record)
       end
       if r.fits then
         predictions[#predictions + 1] = ("  { tp = %d, micro_batches = %d, checkpoint = %s, zero = %s, fully_shard = %s, "
-          .. "step_s = %.6g, peak_gib = %.3g },\n"):format(r.tp, r.micro_batches, r.checkpoint == 1 and "1.0" or "0.0",
-          bool(r.zero), bool(r.fully_sharded), r.step_s, r.peak_gib)
+          .. "reshard_after_forward = %s, step_s = %.6g, peak_gib = %.3g },\n"):format(r.tp, r.micro_batches,
+          r.checkpoint == 1 and "1.0" or "0.0", bool(r.zero), bool(r.fully_sharded), bool(not r.keep_gathered), r.step_s,
+          r.peak_gib)
       end
     end
   end
@@ -397,6 +403,7 @@ local plan = {
   checkpoint = ${checkpoint},  -- fraction of layers whose activations are recomputed in backward
   zero = ${zero},     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
   fully_shard = ${fully_shard},  -- ZeRO-3: weights, gradients and AdamW state sharded over the data-parallel ranks
+  reshard_after_forward = ${reshard},  -- false: each layer's weights kept whole from forward to backward (ZeRO-2)
   micro_batches = ${micro_batches},  -- each replica's batch in this many parts, their gradients accumulated
   sequence = ${sequence},  -- sequence parallelism: each layer's tokens split over the tp ranks between its projections
   batch = ${batch}, seq = ${seq}, steps = ${steps}, lr = 1e-4,
@@ -420,6 +427,7 @@ plan.dp = math.floor(devices / plan.tp)
 plan.checkpoint = knob("checkpoint", { 0.0, 1.0 }, plan.checkpoint)
 plan.zero = knob("zero", { false, true }, plan.zero)
 plan.fully_shard = knob("fully_shard", { false, true }, plan.fully_shard)
+plan.reshard_after_forward = knob("reshard_after_forward", { true, false }, plan.reshard_after_forward)
 assert(not (plan.zero and plan.fully_shard), "plan: zero (ZeRO-1) and fully_shard (ZeRO-3) are one or the other")
 plan.micro_batches = knob("micro_batches", { ${micro_choices} }, plan.micro_batches)
 local micro_batch = math.floor(plan.batch / plan.dp / plan.micro_batches)
@@ -450,8 +458,9 @@ local report = slapo.verify(sch, { example }, {}, function(s)
   local layers = s["${layers}"]:children()
   sequence_parallel(layers, 1, #layers)
   if plan.fully_shard and plan.dp > 1 then  -- each layer, then the rest at the root (FSDP2's order)
-    for _, layer in ipairs(layers) do layer:fully_shard({ group = layout.dp_group }) end
-    s:fully_shard({ group = layout.dp_group })
+    local options = { group = layout.dp_group, reshard_after_forward = plan.reshard_after_forward }
+    for _, layer in ipairs(layers) do layer:fully_shard(options) end
+    s:fully_shard(options)
   end
 end)
 if slapo.dist.rank() == 0 then
@@ -474,7 +483,8 @@ end
 ]], {
     model = literal(record.model.source), tp = chosen.tp, schedules = schedules, dp = chosen.dp,
     checkpoint = chosen.checkpoint == 1 and "1.0" or "0.0", zero = bool(chosen.zero),
-    fully_shard = bool(chosen.fully_sharded), micro_batches = chosen.micro_batches, sequence = bool(chosen.sequence),
+    fully_shard = bool(chosen.fully_sharded), reshard = bool(not chosen.keep_gathered),
+    micro_batches = chosen.micro_batches, sequence = bool(chosen.sequence),
     batch = record.work.batch,
     seq = record.work.seq, steps = record.steps, dtype = record.work.dtype, devices = record.cluster.devices,
     tp_choices = table.concat(tp_choices, ", "), micro_choices = table.concat(micro_choices, ", "),

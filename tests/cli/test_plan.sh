@@ -37,10 +37,13 @@ grep -q "predicted [0-9.]* s/step" "$tmp/tune.out"
   || { echo "the plan script does not run with --knob tp=2"; exit 1; }
 
 # every kind of one-stage plan the planner writes for 4 ranks verifies against the unscheduled
-# model and trains, gradient accumulation included
+# model and trains, gradient accumulation included: plain, tensor parallel, ZeRO-1, fully sharded
+# (ZeRO-3, with TP inside), and fully sharded with the weights kept to backward (ZeRO-2)
 "$bin" plan "$tiny" --cluster 1x4:cpu --batch 8 --seq 16 --steps 2 --max-stages 1 --out "$tmp/four.lua" >/dev/null
 for knobs in "" "--knob tp=2 --knob checkpoint=1 --knob micro_batches=2" "--knob tp=4 --knob zero=false" \
-  "--knob zero=false --knob fully_shard=true" "--knob tp=2 --knob zero=false --knob fully_shard=true --knob checkpoint=1"; do
+  "--knob zero=false --knob fully_shard=true --knob reshard_after_forward=true" \
+  "--knob tp=2 --knob zero=false --knob fully_shard=true --knob reshard_after_forward=true --knob checkpoint=1" \
+  "--knob zero=false --knob fully_shard=true --knob reshard_after_forward=false --knob micro_batches=2"; do
   # shellcheck disable=SC2086
   "$bin" run --nproc 4 $knobs "$tmp/four.lua" >"$tmp/four.out" 2>&1 || { cat "$tmp/four.out"; exit 1; }
   grep -q "^verify: 1 output(s) and [0-9]* gradients match the unscheduled model" "$tmp/four.out" \

@@ -148,14 +148,14 @@ TEST_CASE("plan: picks the fastest plan that fits and explains the others") {
   auto roomy = plan_uniform(model, synthetic(1, 4, 80), {16, 512});
   CHECK(roomy.chosen().candidate.dp == 4);
   CHECK(roomy.chosen().verdict == "chosen");
-  // tp 1, 2, 4 (dividing 16 heads) x checkpoint x (none, ZeRO-1, fully sharded: those with dp > 1)
-  CHECK(roomy.ranked.size() == 6 + 6 + 2);
+  // tp 1, 2, 4 (dividing 16 heads) x checkpoint x (none, ZeRO-1, ZeRO-2, fully sharded: those with dp > 1)
+  CHECK(roomy.ranked.size() == 8 + 8 + 2);
   for (size_t i = 2; i < roomy.ranked.size(); ++i)
     if (roomy.ranked[i].estimate.fits) CHECK(roomy.ranked[i - 1].estimate.step_s <= roomy.ranked[i].estimate.step_s);
   // little memory: only sharded or checkpointed plans fit
   auto tight = plan_uniform(model, synthetic(1, 4, 6), {16, 512});
   auto& c = tight.chosen().candidate;
-  CHECK((c.tp > 1 || c.checkpoint || c.zero));
+  CHECK((c.tp > 1 || c.checkpoint || c.zero || c.fully_sharded));
   CHECK(tight.chosen().estimate.peak_bytes <= 0.9 * 6 * double(1ull << 30));
   // deterministic: the same inputs give the same ranking (the scripts: tests/plan/golden)
   auto again = plan_uniform(model, synthetic(1, 4, 6), {16, 512});
@@ -379,6 +379,14 @@ TEST_CASE("plan: fully sharded pipeline stages shard their layers, not the root'
   auto one = estimate(model, cluster, work, {1, 4, false, false, 4, {}, false, true});
   const double all = (24.0 * model.layer_params + model.embedding_params) * 8.0;
   CHECK(one.param_bytes == doctest::Approx(all / 4 + 2.0 * model.layer_params * 8.0));
+  // kept gathered (ZeRO-2): every weight whole, a quarter of the gradients; one gather and one
+  // reduce-scatter a micro-batch (one all-reduce's volume), where ZeRO-3 gathers twice
+  auto zero2 = estimate(model, cluster, work, {1, 4, false, false, 4, {}, false, true, true});
+  CHECK(zero2.param_bytes == doctest::Approx(all / 2 + (all / 4 + 2.0 * model.layer_params * 8.0) / 2));
+  CHECK(zero2.optimizer_bytes == doctest::Approx(one.optimizer_bytes));
+  CHECK(zero2.dp_comm_s == doctest::Approx(one.dp_comm_s / 1.5));
+  Candidate named{1, 4, false, false, 4, {}, false, true, true};
+  CHECK(named.describe() == "tp 1 x dp 4, 4 micro, zero-2");
   // Megatron's grid offers fully sharded pipelines
   bool offered = false;
   for (auto& c : megatron_grid(model, cluster, work)) offered = offered || (c.fully_sharded && c.pp() > 1);

@@ -112,25 +112,37 @@ describe("slapo.plan", function()
     matches("steps = 7,", require("slapo.plan_script").write(record))
   end)
 
-  it("fully shards the replicas (ZeRO-3) where nothing else fits, and writes it into the script", function()
+  it("fully shards the replicas where nothing else fits (ZeRO-3, or ZeRO-2 with a little more room)", function()
     local model = slapo.models.gpt2({ n_embd = 64, n_layer = 4, n_head = 4, vocab_size = 2048, n_positions = 64 })
-    local base = os.tmpname()
-    local profile = base .. ".json"  -- the cluster names a profile file by its .json
-    require("slapo.util").write_file(profile, '{"device": "small-memory", "memory_bytes": 5e6, "matmul": [{"dtype": '
-      .. '"float32", "m": 1024, "k": 1024, "n": 1024, "tflops": 1.0}], "links": {"intra_GBps": 10, "intra_latency_us": '
-      .. '10, "inter_GBps": 10, "inter_latency_us": 10}}')
-    local p = slapo.plan(model, { cluster = "1x2:" .. profile, batch = 4, seq = 32, max_stages = 1 })
-    os.remove(profile)
-    os.remove(base)
+    local function plan_on(memory_bytes)
+      local base = os.tmpname()
+      local profile = base .. ".json"  -- the cluster names a profile file by its .json
+      require("slapo.util").write_file(profile, '{"device": "small-memory", "memory_bytes": ' .. memory_bytes
+        .. ', "matmul": [{"dtype": "float32", "m": 1024, "k": 1024, "n": 1024, "tflops": 1.0}], "links": '
+        .. '{"intra_GBps": 10, "intra_latency_us": 10, "inter_GBps": 10, "inter_latency_us": 10}}')
+      local p = slapo.plan(model, { cluster = "1x2:" .. profile, batch = 4, seq = 32, max_stages = 1 })
+      os.remove(profile)
+      os.remove(base)
+      return p
+    end
+    -- 4.8 MB (4.1 MiB usable): only fully sharded plans that free each layer after its forward fit
+    local p = plan_on(4.8e6)
     eq(true, p.fully_sharded)
     eq("tp 1 x dp 2, 2 micro, checkpoint, fully sharded", p.name)
-    for _, alt in ipairs(p.alternatives) do  -- each other plan needs more than the device's usable 4.3 MiB
-      if not alt.fully_sharded then eq(false, alt.fits) end
+    for _, alt in ipairs(p.alternatives) do
+      if not alt.fully_sharded or alt.keep_gathered then eq(false, alt.fits, alt.name) end
     end
     matches("\n  fully_shard = true,", p.source)
-    matches("layer:fully_shard%({ group = layout.dp_group }%)", p.source)
-    -- more memory: the same model is not fully sharded (it costs a gather per layer and micro-batch)
-    eq(false, slapo.plan(model, { cluster = "1x2:h100", batch = 4, seq = 32, max_stages = 1 }).fully_sharded)
+    matches("\n  reshard_after_forward = true,", p.source)
+    matches("layer:fully_shard%(options%)", p.source)
+    -- 5 MB: the weights may stay whole from forward to backward (ZeRO-2), one gather a layer instead of two
+    local kept = plan_on(5e6)
+    eq("tp 1 x dp 2, 2 micro, checkpoint, zero-2", kept.name)
+    matches("\n  fully_shard = true,", kept.source)
+    matches("\n  reshard_after_forward = false,", kept.source)
+    -- more memory: neither (each costs a gather per layer and micro-batch)
+    local roomy = slapo.plan(model, { cluster = "1x2:h100", batch = 4, seq = 32, max_stages = 1 })
+    eq(false, roomy.fully_sharded, roomy.name)
   end)
 
   it("names what is wrong", function()

@@ -2,36 +2,37 @@
 -- Run it: slapo-lua run --nproc 4 plan.lua   (edit the plan table and run again)
 --
 -- Predicted (step seconds, GiB per rank), the best plans considered:
---   tp 2 x dp 2, sequence, zero-1                           0.0298 s   10.06 GiB  chosen
---   tp 2 x dp 2, sequence, fully sharded                    0.0298 s    9.64 GiB  0% slower
---   tp 2 x dp 2, sequence                                   0.0305 s   11.55 GiB  2% slower
---   tp 2 x dp 2, zero-1                                     0.0309 s    9.80 GiB  4% slower
---   tp 2 x dp 2, fully sharded                              0.0309 s    9.54 GiB  4% slower
---   tp 1 x dp 4, zero-1                                     0.0313 s    9.58 GiB  5% slower
---   tp 1 x dp 4, fully sharded                              0.0313 s    8.74 GiB  5% slower
---   tp 1 x dp 4, 2 micro, zero-1                            0.0313 s    5.87 GiB  5% slower
---   tp 1 x dp 4, 4 micro, zero-1                            0.0313 s    4.02 GiB  5% slower
---   tp 1 x dp 4, 8 micro, zero-1                            0.0313 s    3.26 GiB  5% slower
---   tp 2 x dp 2                                             0.0313 s   10.73 GiB  5% slower
---   tp 1 x dp 2 x pp 2 (12+12), 16 micro, zero-1            0.0324 s    2.56 GiB  9% slower
---   tp 1 x dp 4                                             0.0325 s   12.37 GiB  9% slower
---   tp 1 x dp 4, 2 micro                                    0.0325 s    8.67 GiB  9% slower
---   tp 1 x dp 4, 4 micro                                    0.0325 s    6.82 GiB  9% slower
---   tp 1 x dp 4, 8 micro                                    0.0325 s    6.21 GiB  9% slower
---   tp 1 x dp 2 x pp 2 (12+12), 16 micro                    0.0329 s    3.58 GiB  10% slower
---   tp 1 x dp 2 x pp 2 (12+12), 8 micro, zero-1             0.0340 s    3.43 GiB  14% slower
---   tp 1 x dp 2 x pp 2 (12+12), 8 micro                     0.0345 s    4.45 GiB  16% slower
---   tp 1 x dp 4, 2 micro, fully sharded                     0.0347 s    5.04 GiB  16% slower
---   ... and 154 more
---   tp 2 x dp 2, sequence, zero-1                           0.0298 s   10.06 GiB  the same as the chosen plan
+--   tp 2 x dp 2, sequence, zero-2                           0.0292 s    9.85 GiB  chosen
+--   tp 2 x dp 2, sequence, zero-1                           0.0298 s   10.06 GiB  2% slower
+--   tp 2 x dp 2, sequence, fully sharded                    0.0298 s    9.64 GiB  2% slower
+--   tp 1 x dp 4, zero-2                                     0.0302 s    9.16 GiB  3% slower
+--   tp 2 x dp 2, sequence                                   0.0305 s   11.55 GiB  4% slower
+--   tp 2 x dp 2, zero-2                                     0.0306 s    9.67 GiB  5% slower
+--   tp 2 x dp 2, zero-1                                     0.0309 s    9.80 GiB  6% slower
+--   tp 2 x dp 2, fully sharded                              0.0309 s    9.54 GiB  6% slower
+--   tp 1 x dp 4, zero-1                                     0.0313 s    9.58 GiB  7% slower
+--   tp 1 x dp 4, fully sharded                              0.0313 s    8.74 GiB  7% slower
+--   tp 1 x dp 4, 2 micro, zero-1                            0.0313 s    5.87 GiB  7% slower
+--   tp 1 x dp 4, 4 micro, zero-1                            0.0313 s    4.02 GiB  7% slower
+--   tp 1 x dp 4, 8 micro, zero-1                            0.0313 s    3.26 GiB  7% slower
+--   tp 2 x dp 2                                             0.0313 s   10.73 GiB  7% slower
+--   tp 1 x dp 2 x pp 2 (12+12), 16 micro, zero-1            0.0324 s    2.56 GiB  11% slower
+--   tp 1 x dp 4, 2 micro, zero-2                            0.0324 s    5.46 GiB  11% slower
+--   tp 1 x dp 4                                             0.0325 s   12.37 GiB  11% slower
+--   tp 1 x dp 4, 2 micro                                    0.0325 s    8.67 GiB  11% slower
+--   tp 1 x dp 4, 4 micro                                    0.0325 s    6.82 GiB  11% slower
+--   tp 1 x dp 4, 8 micro                                    0.0325 s    6.21 GiB  11% slower
+--   ... and 192 more
+--   tp 2 x dp 2, sequence, zero-1                           0.0298 s   10.06 GiB  2% slower (a submesh per stage)
 
 local plan = {
   model = "bert-large-uncased",  -- a preset name, a Hugging Face directory or a table of config fields
   tp = 2,           -- tensor parallel ranks (Megatron layout from slapo.schedules.bert)
   dp = 2,           -- data parallel replicas
   checkpoint = 0.0,  -- fraction of layers whose activations are recomputed in backward
-  zero = true,     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
-  fully_shard = false,  -- ZeRO-3: weights, gradients and AdamW state sharded over the data-parallel ranks
+  zero = false,     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
+  fully_shard = true,  -- ZeRO-3: weights, gradients and AdamW state sharded over the data-parallel ranks
+  reshard_after_forward = false,  -- false: each layer's weights kept whole from forward to backward (ZeRO-2)
   micro_batches = 1,  -- each replica's batch in this many parts, their gradients accumulated
   sequence = true,  -- sequence parallelism: each layer's tokens split over the tp ranks between its projections
   batch = 32, seq = 512, steps = 2, lr = 1e-4,
@@ -55,78 +56,97 @@ plan.dp = math.floor(devices / plan.tp)
 plan.checkpoint = knob("checkpoint", { 0.0, 1.0 }, plan.checkpoint)
 plan.zero = knob("zero", { false, true }, plan.zero)
 plan.fully_shard = knob("fully_shard", { false, true }, plan.fully_shard)
+plan.reshard_after_forward = knob("reshard_after_forward", { true, false }, plan.reshard_after_forward)
 assert(not (plan.zero and plan.fully_shard), "plan: zero (ZeRO-1) and fully_shard (ZeRO-3) are one or the other")
 plan.micro_batches = knob("micro_batches", { 1, 2, 4, 8, 16, 32 }, plan.micro_batches)
 local micro_batch = math.floor(plan.batch / plan.dp / plan.micro_batches)
 assert(micro_batch >= 1 and micro_batch * plan.dp * plan.micro_batches == plan.batch,
   ("plan: batch %d does not split into %d replicas x %d micro-batches"):format(plan.batch, plan.dp, plan.micro_batches))
 slapo.predict({
-  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = true, fully_shard = false, step_s = 0.0298124, peak_gib = 10.1 },
-  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, step_s = 0.0298124, peak_gib = 9.64 },
-  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = false, step_s = 0.0304774, peak_gib = 11.6 },
-  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = true, fully_shard = false, step_s = 0.0312888, peak_gib = 9.58 },
-  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, step_s = 0.0312888, peak_gib = 8.74 },
-  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = true, fully_shard = false, step_s = 0.0312888, peak_gib = 5.87 },
-  { tp = 1, micro_batches = 4, checkpoint = 0.0, zero = true, fully_shard = false, step_s = 0.0312888, peak_gib = 4.02 },
-  { tp = 1, micro_batches = 8, checkpoint = 0.0, zero = true, fully_shard = false, step_s = 0.0312888, peak_gib = 3.26 },
-  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = false, step_s = 0.0325269, peak_gib = 12.4 },
-  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = false, step_s = 0.0325269, peak_gib = 8.67 },
-  { tp = 1, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = false, step_s = 0.0325269, peak_gib = 6.82 },
-  { tp = 1, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = false, step_s = 0.0325269, peak_gib = 6.21 },
-  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, step_s = 0.0346662, peak_gib = 5.04 },
-  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = true, fully_shard = false, step_s = 0.0385289, peak_gib = 3.73 },
-  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, step_s = 0.0385289, peak_gib = 3.21 },
-  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = false, step_s = 0.0391939, peak_gib = 5.12 },
-  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = true, fully_shard = false, step_s = 0.0398046, peak_gib = 3.26 },
-  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, step_s = 0.0398046, peak_gib = 2.28 },
-  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = true, fully_shard = false, step_s = 0.0398046, peak_gib = 3.26 },
-  { tp = 1, micro_batches = 4, checkpoint = 1.0, zero = true, fully_shard = false, step_s = 0.0398046, peak_gib = 3.26 },
-  { tp = 1, micro_batches = 8, checkpoint = 1.0, zero = true, fully_shard = false, step_s = 0.0398046, peak_gib = 3.26 },
-  { tp = 4, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = false, step_s = 0.0399956, peak_gib = 13.1 },
-  { tp = 4, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = false, step_s = 0.0403789, peak_gib = 8.49 },
-  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = false, step_s = 0.0410427, peak_gib = 6.21 },
-  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = false, step_s = 0.0410427, peak_gib = 6.21 },
-  { tp = 1, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = false, step_s = 0.0410427, peak_gib = 6.21 },
-  { tp = 1, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = false, step_s = 0.0410427, peak_gib = 6.21 },
-  { tp = 1, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, step_s = 0.0414211, peak_gib = 3.19 },
-  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, step_s = 0.043182, peak_gib = 1.81 },
-  { tp = 1, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, step_s = 0.0499369, peak_gib = 1.65 },
-  { tp = 4, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = false, step_s = 0.0515373, peak_gib = 6.76 },
-  { tp = 4, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = false, step_s = 0.052085, peak_gib = 5.3 },
-  { tp = 1, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = true, step_s = 0.0549309, peak_gib = 2.26 },
-  { tp = 1, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = true, step_s = 0.0634467, peak_gib = 1.65 },
-  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = true, fully_shard = false, step_s = 0.0775376, peak_gib = 6.27 },
-  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = false, step_s = 0.0782026, peak_gib = 7.77 },
-  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = true, fully_shard = false, step_s = 0.0784976, peak_gib = 4.38 },
-  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = false, step_s = 0.0791626, peak_gib = 5.87 },
-  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, step_s = 0.0793344, peak_gib = 5.85 },
-  { tp = 2, micro_batches = 8, checkpoint = 0.0, zero = true, fully_shard = false, step_s = 0.0804176, peak_gib = 3.73 },
-  { tp = 2, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = false, step_s = 0.0810826, peak_gib = 4.98 },
-  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, step_s = 0.0838881, peak_gib = 3.96 },
-  { tp = 2, micro_batches = 16, checkpoint = 0.0, zero = true, fully_shard = false, step_s = 0.0842576, peak_gib = 3.73 },
-  { tp = 2, micro_batches = 16, checkpoint = 0.0, zero = false, fully_shard = false, step_s = 0.0849226, peak_gib = 4.98 },
-  { tp = 4, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = false, step_s = 0.0900214, peak_gib = 6.16 },
-  { tp = 2, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = true, step_s = 0.0929954, peak_gib = 3.02 },
-  { tp = 4, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = false, step_s = 0.0957814, peak_gib = 5 },
-  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = true, fully_shard = false, step_s = 0.102296, peak_gib = 3.73 },
-  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = false, step_s = 0.102961, peak_gib = 4.98 },
-  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = true, fully_shard = false, step_s = 0.103736, peak_gib = 3.73 },
-  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, step_s = 0.104093, peak_gib = 2.64 },
-  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = false, step_s = 0.104401, peak_gib = 4.98 },
-  { tp = 2, micro_batches = 8, checkpoint = 1.0, zero = true, fully_shard = false, step_s = 0.106616, peak_gib = 3.73 },
-  { tp = 2, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = false, step_s = 0.107281, peak_gib = 4.98 },
-  { tp = 4, micro_batches = 16, checkpoint = 0.0, zero = false, fully_shard = false, step_s = 0.107301, peak_gib = 4.8 },
-  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, step_s = 0.109127, peak_gib = 2.57 },
-  { tp = 2, micro_batches = 16, checkpoint = 0.0, zero = false, fully_shard = true, step_s = 0.11121, peak_gib = 2.57 },
-  { tp = 2, micro_batches = 16, checkpoint = 1.0, zero = true, fully_shard = false, step_s = 0.112376, peak_gib = 3.73 },
-  { tp = 2, micro_batches = 16, checkpoint = 1.0, zero = false, fully_shard = false, step_s = 0.113041, peak_gib = 4.98 },
-  { tp = 4, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = false, step_s = 0.11897, peak_gib = 4.8 },
-  { tp = 2, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = true, step_s = 0.119194, peak_gib = 2.57 },
-  { tp = 4, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = false, step_s = 0.12761, peak_gib = 4.8 },
-  { tp = 4, micro_batches = 32, checkpoint = 0.0, zero = false, fully_shard = false, step_s = 0.130341, peak_gib = 4.8 },
-  { tp = 2, micro_batches = 16, checkpoint = 1.0, zero = false, fully_shard = true, step_s = 0.139329, peak_gib = 2.57 },
-  { tp = 4, micro_batches = 16, checkpoint = 1.0, zero = false, fully_shard = false, step_s = 0.14489, peak_gib = 4.8 },
-  { tp = 4, micro_batches = 32, checkpoint = 1.0, zero = false, fully_shard = false, step_s = 0.17945, peak_gib = 4.8 },
+  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0292134, peak_gib = 9.85 },
+  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0298124, peak_gib = 10.1 },
+  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0298124, peak_gib = 9.64 },
+  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.030163, peak_gib = 9.16 },
+  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0304774, peak_gib = 11.6 },
+  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0312888, peak_gib = 9.58 },
+  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0312888, peak_gib = 8.74 },
+  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0312888, peak_gib = 5.87 },
+  { tp = 1, micro_batches = 4, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0312888, peak_gib = 4.02 },
+  { tp = 1, micro_batches = 8, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0312888, peak_gib = 3.26 },
+  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0324146, peak_gib = 5.46 },
+  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0325269, peak_gib = 12.4 },
+  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0325269, peak_gib = 8.67 },
+  { tp = 1, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0325269, peak_gib = 6.82 },
+  { tp = 1, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0325269, peak_gib = 6.21 },
+  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0346662, peak_gib = 5.04 },
+  { tp = 1, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0369179, peak_gib = 3.6 },
+  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.03793, peak_gib = 3.42 },
+  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0385289, peak_gib = 3.73 },
+  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0385289, peak_gib = 3.21 },
+  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0386788, peak_gib = 2.7 },
+  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0391939, peak_gib = 5.12 },
+  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0398046, peak_gib = 3.26 },
+  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0398046, peak_gib = 2.28 },
+  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0398046, peak_gib = 3.26 },
+  { tp = 1, micro_batches = 4, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0398046, peak_gib = 3.26 },
+  { tp = 1, micro_batches = 8, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0398046, peak_gib = 3.26 },
+  { tp = 4, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0399956, peak_gib = 13.1 },
+  { tp = 4, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0403789, peak_gib = 8.49 },
+  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0409304, peak_gib = 2.22 },
+  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0410427, peak_gib = 6.21 },
+  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0410427, peak_gib = 6.21 },
+  { tp = 1, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0410427, peak_gib = 6.21 },
+  { tp = 1, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0410427, peak_gib = 6.21 },
+  { tp = 1, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0414211, peak_gib = 3.19 },
+  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.043182, peak_gib = 1.81 },
+  { tp = 1, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0454337, peak_gib = 2.06 },
+  { tp = 1, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0459244, peak_gib = 2.68 },
+  { tp = 1, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0499369, peak_gib = 1.65 },
+  { tp = 4, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0515373, peak_gib = 6.76 },
+  { tp = 4, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.052085, peak_gib = 5.3 },
+  { tp = 1, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0544402, peak_gib = 2.06 },
+  { tp = 1, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0549309, peak_gib = 2.26 },
+  { tp = 1, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0634467, peak_gib = 1.65 },
+  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0775376, peak_gib = 6.27 },
+  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0781366, peak_gib = 6.06 },
+  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0782026, peak_gib = 7.77 },
+  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0784976, peak_gib = 4.38 },
+  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0791626, peak_gib = 5.87 },
+  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0793344, peak_gib = 5.85 },
+  { tp = 2, micro_batches = 8, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0804176, peak_gib = 3.73 },
+  { tp = 2, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0810826, peak_gib = 4.98 },
+  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0814923, peak_gib = 4.17 },
+  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0838881, peak_gib = 3.96 },
+  { tp = 2, micro_batches = 16, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0842576, peak_gib = 3.73 },
+  { tp = 2, micro_batches = 16, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0849226, peak_gib = 4.98 },
+  { tp = 2, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0882038, peak_gib = 3.23 },
+  { tp = 4, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0900214, peak_gib = 6.16 },
+  { tp = 2, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0929954, peak_gib = 3.02 },
+  { tp = 4, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0957814, peak_gib = 5 },
+  { tp = 2, micro_batches = 16, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.101627, peak_gib = 2.78 },
+  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.102296, peak_gib = 3.73 },
+  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.102895, peak_gib = 2.85 },
+  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.102961, peak_gib = 4.98 },
+  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.103736, peak_gib = 3.73 },
+  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.104093, peak_gib = 2.64 },
+  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.104401, peak_gib = 4.98 },
+  { tp = 2, micro_batches = 8, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.106616, peak_gib = 3.73 },
+  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.106731, peak_gib = 2.78 },
+  { tp = 2, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.107281, peak_gib = 4.98 },
+  { tp = 4, micro_batches = 16, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.107301, peak_gib = 4.8 },
+  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.109127, peak_gib = 2.57 },
+  { tp = 2, micro_batches = 16, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.11121, peak_gib = 2.57 },
+  { tp = 2, micro_batches = 16, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.112376, peak_gib = 3.73 },
+  { tp = 2, micro_batches = 16, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.113041, peak_gib = 4.98 },
+  { tp = 2, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.114402, peak_gib = 2.78 },
+  { tp = 4, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.11897, peak_gib = 4.8 },
+  { tp = 2, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.119194, peak_gib = 2.57 },
+  { tp = 4, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.12761, peak_gib = 4.8 },
+  { tp = 2, micro_batches = 16, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.129745, peak_gib = 2.78 },
+  { tp = 4, micro_batches = 32, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.130341, peak_gib = 4.8 },
+  { tp = 2, micro_batches = 16, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.139329, peak_gib = 2.57 },
+  { tp = 4, micro_batches = 16, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.14489, peak_gib = 4.8 },
+  { tp = 4, micro_batches = 32, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.17945, peak_gib = 4.8 },
 })
 
 assert(slapo.dist.world_size() == plan.tp * plan.dp,
@@ -185,8 +205,9 @@ local report = slapo.verify(sch, { example }, {}, function(s)
   local layers = s["bert.encoder.layer"]:children()
   sequence_parallel(layers, 1, #layers)
   if plan.fully_shard and plan.dp > 1 then  -- each layer, then the rest at the root (FSDP2's order)
-    for _, layer in ipairs(layers) do layer:fully_shard({ group = layout.dp_group }) end
-    s:fully_shard({ group = layout.dp_group })
+    local options = { group = layout.dp_group, reshard_after_forward = plan.reshard_after_forward }
+    for _, layer in ipairs(layers) do layer:fully_shard(options) end
+    s:fully_shard(options)
   end
 end)
 if slapo.dist.rank() == 0 then

@@ -2,28 +2,28 @@
 -- Run it: slapo-lua run --nproc 8 plan.lua   (edit the plan table and run again)
 --
 -- Predicted (step seconds, GiB per rank), the best plans considered:
---   tp 2 x dp 4, sequence, zero-1                           0.0623 s    6.30 GiB  picked, 33% slower
---   tp 1 x dp 8, zero-1                                     0.0470 s    5.81 GiB  the planner's choice
---   tp 1 x dp 8, fully sharded                              0.0470 s    5.11 GiB  0% slower
---   tp 1 x dp 8, 2 micro, zero-1                            0.0470 s    3.42 GiB  0% slower
---   tp 1 x dp 8                                             0.0470 s    6.62 GiB  0% slower
---   tp 1 x dp 8, 2 micro                                    0.0470 s    4.23 GiB  0% slower
---   tp 1 x dp 8, 2 micro, fully sharded                     0.0500 s    2.72 GiB  6% slower
---   tp 1 x dp 8, checkpoint, zero-1                         0.0578 s    2.21 GiB  23% slower
---   tp 1 x dp 8, checkpoint, fully sharded                  0.0578 s    1.51 GiB  23% slower
---   tp 1 x dp 8, 2 micro, checkpoint, zero-1                0.0578 s    1.62 GiB  23% slower
---   tp 1 x dp 8, checkpoint                                 0.0578 s    3.01 GiB  23% slower
---   tp 1 x dp 8, 2 micro, checkpoint                        0.0578 s    2.43 GiB  23% slower
---   tp 1 x dp 8, 2 micro, checkpoint, fully sharded         0.0608 s    0.92 GiB  29% slower
---   tp 2 x dp 4, zero-1                                     0.0623 s    6.62 GiB  33% slower
---   tp 2 x dp 4, fully sharded                              0.0623 s    6.22 GiB  33% slower
---   tp 2 x dp 4, sequence, fully sharded                    0.0623 s    5.90 GiB  33% slower
---   tp 2 x dp 4                                             0.0623 s    7.07 GiB  33% slower
---   tp 2 x dp 4, sequence                                   0.0623 s    6.75 GiB  33% slower
---   tp 2 x dp 4, 2 micro, zero-1                            0.0628 s    3.69 GiB  34% slower
---   tp 2 x dp 4, 2 micro, sequence, zero-1                  0.0628 s    3.53 GiB  34% slower
---   ... and 216 more
---   tp 1 x dp 8, zero-1                                     0.0470 s    5.81 GiB  the same as the chosen plan
+--   tp 2 x dp 4, sequence, zero-1                           0.0623 s    6.30 GiB  picked, 35% slower
+--   tp 1 x dp 8, zero-2                                     0.0460 s    5.46 GiB  the planner's choice
+--   tp 1 x dp 8, zero-1                                     0.0470 s    5.81 GiB  2% slower
+--   tp 1 x dp 8, fully sharded                              0.0470 s    5.11 GiB  2% slower
+--   tp 1 x dp 8, 2 micro, zero-1                            0.0470 s    3.42 GiB  2% slower
+--   tp 1 x dp 8                                             0.0470 s    6.62 GiB  2% slower
+--   tp 1 x dp 8, 2 micro                                    0.0470 s    4.23 GiB  2% slower
+--   tp 1 x dp 8, 2 micro, zero-2                            0.0480 s    3.07 GiB  4% slower
+--   tp 1 x dp 8, 2 micro, fully sharded                     0.0500 s    2.72 GiB  9% slower
+--   tp 1 x dp 8, checkpoint, zero-2                         0.0568 s    1.86 GiB  23% slower
+--   tp 1 x dp 8, checkpoint, zero-1                         0.0578 s    2.21 GiB  26% slower
+--   tp 1 x dp 8, checkpoint, fully sharded                  0.0578 s    1.51 GiB  26% slower
+--   tp 1 x dp 8, 2 micro, checkpoint, zero-1                0.0578 s    1.62 GiB  26% slower
+--   tp 1 x dp 8, checkpoint                                 0.0578 s    3.01 GiB  26% slower
+--   tp 1 x dp 8, 2 micro, checkpoint                        0.0578 s    2.43 GiB  26% slower
+--   tp 1 x dp 8, 2 micro, checkpoint, zero-2                0.0588 s    1.27 GiB  28% slower
+--   tp 1 x dp 8, 2 micro, checkpoint, fully sharded         0.0608 s    0.92 GiB  32% slower
+--   tp 2 x dp 4, zero-2                                     0.0617 s    6.42 GiB  34% slower
+--   tp 2 x dp 4, sequence, zero-2                           0.0617 s    6.10 GiB  34% slower
+--   tp 2 x dp 4, zero-1                                     0.0623 s    6.62 GiB  35% slower
+--   ... and 278 more
+--   tp 1 x dp 8, zero-1                                     0.0470 s    5.81 GiB  2% slower (a submesh per stage)
 
 local plan = {
   model = "gpt2",  -- a preset name, a Hugging Face directory or a table of config fields
@@ -32,6 +32,7 @@ local plan = {
   checkpoint = 0.0,  -- fraction of layers whose activations are recomputed in backward
   zero = true,     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
   fully_shard = false,  -- ZeRO-3: weights, gradients and AdamW state sharded over the data-parallel ranks
+  reshard_after_forward = true,  -- false: each layer's weights kept whole from forward to backward (ZeRO-2)
   micro_batches = 1,  -- each replica's batch in this many parts, their gradients accumulated
   sequence = true,  -- sequence parallelism: each layer's tokens split over the tp ranks between its projections
   batch = 16, seq = 1024, steps = 2, lr = 1e-4,
@@ -55,66 +56,85 @@ plan.dp = math.floor(devices / plan.tp)
 plan.checkpoint = knob("checkpoint", { 0.0, 1.0 }, plan.checkpoint)
 plan.zero = knob("zero", { false, true }, plan.zero)
 plan.fully_shard = knob("fully_shard", { false, true }, plan.fully_shard)
+plan.reshard_after_forward = knob("reshard_after_forward", { true, false }, plan.reshard_after_forward)
 assert(not (plan.zero and plan.fully_shard), "plan: zero (ZeRO-1) and fully_shard (ZeRO-3) are one or the other")
 plan.micro_batches = knob("micro_batches", { 1, 2, 4, 8 }, plan.micro_batches)
 local micro_batch = math.floor(plan.batch / plan.dp / plan.micro_batches)
 assert(micro_batch >= 1 and micro_batch * plan.dp * plan.micro_batches == plan.batch,
   ("plan: batch %d does not split into %d replicas x %d micro-batches"):format(plan.batch, plan.dp, plan.micro_batches))
 slapo.predict({
-  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = true, fully_shard = false, step_s = 0.0622817, peak_gib = 6.3 },
-  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = true, fully_shard = false, step_s = 0.0469828, peak_gib = 5.81 },
-  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, step_s = 0.0469828, peak_gib = 5.11 },
-  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = true, fully_shard = false, step_s = 0.0469828, peak_gib = 3.42 },
-  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = false, step_s = 0.0470094, peak_gib = 6.62 },
-  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = false, step_s = 0.0470094, peak_gib = 4.23 },
-  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, step_s = 0.0499702, peak_gib = 2.72 },
-  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = true, fully_shard = false, step_s = 0.0577696, peak_gib = 2.21 },
-  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, step_s = 0.0577696, peak_gib = 1.51 },
-  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = true, fully_shard = false, step_s = 0.0577696, peak_gib = 1.62 },
-  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = false, step_s = 0.0577961, peak_gib = 3.01 },
-  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = false, step_s = 0.0577961, peak_gib = 2.43 },
-  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, step_s = 0.060757, peak_gib = 0.921 },
-  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, step_s = 0.0622817, peak_gib = 5.9 },
-  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = false, step_s = 0.0623013, peak_gib = 6.75 },
-  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = true, fully_shard = false, step_s = 0.0627617, peak_gib = 3.53 },
-  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = false, step_s = 0.0627813, peak_gib = 3.98 },
-  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = true, fully_shard = false, step_s = 0.0637217, peak_gib = 2.14 },
-  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = false, step_s = 0.0637413, peak_gib = 2.59 },
-  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, step_s = 0.064428, peak_gib = 3.13 },
-  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, step_s = 0.0687205, peak_gib = 1.74 },
-  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = true, fully_shard = false, step_s = 0.0750672, peak_gib = 2.76 },
-  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, step_s = 0.0750672, peak_gib = 2.36 },
-  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = false, step_s = 0.0750868, peak_gib = 3.22 },
-  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = true, fully_shard = false, step_s = 0.0757872, peak_gib = 1.76 },
-  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = false, step_s = 0.0758068, peak_gib = 2.21 },
-  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = true, fully_shard = false, step_s = 0.0772272, peak_gib = 1.26 },
-  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = false, step_s = 0.0772468, peak_gib = 1.71 },
-  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, step_s = 0.0774535, peak_gib = 1.36 },
-  { tp = 4, micro_batches = 1, checkpoint = 0.0, zero = true, fully_shard = false, step_s = 0.0810299, peak_gib = 8.22 },
-  { tp = 4, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, step_s = 0.0810299, peak_gib = 7.92 },
-  { tp = 4, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = false, step_s = 0.081054, peak_gib = 8.6 },
-  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, step_s = 0.082226, peak_gib = 0.857 },
-  { tp = 4, micro_batches = 2, checkpoint = 0.0, zero = true, fully_shard = false, step_s = 0.0868957, peak_gib = 4.68 },
-  { tp = 4, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = false, step_s = 0.0869198, peak_gib = 5.06 },
-  { tp = 4, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, step_s = 0.0882746, peak_gib = 4.38 },
-  { tp = 4, micro_batches = 4, checkpoint = 0.0, zero = true, fully_shard = false, step_s = 0.0883357, peak_gib = 2.91 },
-  { tp = 4, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = false, step_s = 0.0883598, peak_gib = 3.29 },
-  { tp = 4, micro_batches = 8, checkpoint = 0.0, zero = true, fully_shard = false, step_s = 0.0912157, peak_gib = 2.03 },
-  { tp = 4, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = false, step_s = 0.0912398, peak_gib = 2.41 },
-  { tp = 4, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, step_s = 0.0924723, peak_gib = 2.61 },
-  { tp = 4, micro_batches = 1, checkpoint = 1.0, zero = true, fully_shard = false, step_s = 0.0931414, peak_gib = 4.83 },
-  { tp = 4, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, step_s = 0.0931414, peak_gib = 4.52 },
-  { tp = 4, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = false, step_s = 0.0931655, peak_gib = 5.21 },
-  { tp = 4, micro_batches = 2, checkpoint = 1.0, zero = true, fully_shard = false, step_s = 0.100497, peak_gib = 2.98 },
-  { tp = 4, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = false, step_s = 0.100521, peak_gib = 3.37 },
-  { tp = 4, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = true, step_s = 0.100868, peak_gib = 1.73 },
-  { tp = 4, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, step_s = 0.101876, peak_gib = 2.68 },
-  { tp = 4, micro_batches = 4, checkpoint = 1.0, zero = true, fully_shard = false, step_s = 0.102657, peak_gib = 2.06 },
-  { tp = 4, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = false, step_s = 0.102681, peak_gib = 2.44 },
-  { tp = 4, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, step_s = 0.106793, peak_gib = 1.76 },
-  { tp = 4, micro_batches = 8, checkpoint = 1.0, zero = true, fully_shard = false, step_s = 0.106977, peak_gib = 1.91 },
-  { tp = 4, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = false, step_s = 0.107001, peak_gib = 1.98 },
-  { tp = 4, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = true, step_s = 0.116629, peak_gib = 1.3 },
+  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0622817, peak_gib = 6.3 },
+  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.045987, peak_gib = 5.46 },
+  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0469828, peak_gib = 5.81 },
+  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0469828, peak_gib = 5.11 },
+  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0469828, peak_gib = 3.42 },
+  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0470094, peak_gib = 6.62 },
+  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0470094, peak_gib = 4.23 },
+  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0479786, peak_gib = 3.07 },
+  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0499702, peak_gib = 2.72 },
+  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0567738, peak_gib = 1.86 },
+  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0577696, peak_gib = 2.21 },
+  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0577696, peak_gib = 1.51 },
+  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0577696, peak_gib = 1.62 },
+  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0577961, peak_gib = 3.01 },
+  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0577961, peak_gib = 2.43 },
+  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0587654, peak_gib = 1.27 },
+  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.060757, peak_gib = 0.921 },
+  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0617262, peak_gib = 6.1 },
+  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0622817, peak_gib = 5.9 },
+  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0623013, peak_gib = 6.75 },
+  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0627617, peak_gib = 3.53 },
+  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0627813, peak_gib = 3.98 },
+  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0633171, peak_gib = 3.33 },
+  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0637217, peak_gib = 2.14 },
+  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0637413, peak_gib = 2.59 },
+  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.064428, peak_gib = 3.13 },
+  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0664988, peak_gib = 1.94 },
+  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0687205, peak_gib = 1.74 },
+  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0745117, peak_gib = 2.56 },
+  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0750672, peak_gib = 2.76 },
+  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0750672, peak_gib = 2.36 },
+  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0750868, peak_gib = 3.22 },
+  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0757872, peak_gib = 1.76 },
+  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0758068, peak_gib = 2.21 },
+  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0763426, peak_gib = 1.56 },
+  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0772272, peak_gib = 1.26 },
+  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0772468, peak_gib = 1.71 },
+  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0774535, peak_gib = 1.36 },
+  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0800043, peak_gib = 1.06 },
+  { tp = 4, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0805703, peak_gib = 8.07 },
+  { tp = 4, micro_batches = 1, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0810299, peak_gib = 8.22 },
+  { tp = 4, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0810299, peak_gib = 7.92 },
+  { tp = 4, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.081054, peak_gib = 8.6 },
+  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.082226, peak_gib = 0.857 },
+  { tp = 4, micro_batches = 2, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0868957, peak_gib = 4.68 },
+  { tp = 4, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0869198, peak_gib = 5.06 },
+  { tp = 4, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0873553, peak_gib = 4.53 },
+  { tp = 4, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0882746, peak_gib = 4.38 },
+  { tp = 4, micro_batches = 4, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0883357, peak_gib = 2.91 },
+  { tp = 4, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0883598, peak_gib = 3.29 },
+  { tp = 4, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0906338, peak_gib = 2.76 },
+  { tp = 4, micro_batches = 8, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0912157, peak_gib = 2.03 },
+  { tp = 4, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0912398, peak_gib = 2.41 },
+  { tp = 4, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0924723, peak_gib = 2.61 },
+  { tp = 4, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0926817, peak_gib = 4.67 },
+  { tp = 4, micro_batches = 1, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0931414, peak_gib = 4.83 },
+  { tp = 4, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0931414, peak_gib = 4.52 },
+  { tp = 4, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0931655, peak_gib = 5.21 },
+  { tp = 4, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0971908, peak_gib = 1.88 },
+  { tp = 4, micro_batches = 2, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.100497, peak_gib = 2.98 },
+  { tp = 4, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.100521, peak_gib = 3.37 },
+  { tp = 4, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.100868, peak_gib = 1.73 },
+  { tp = 4, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.100956, peak_gib = 2.83 },
+  { tp = 4, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.101876, peak_gib = 2.68 },
+  { tp = 4, micro_batches = 4, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.102657, peak_gib = 2.06 },
+  { tp = 4, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.102681, peak_gib = 2.44 },
+  { tp = 4, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.104955, peak_gib = 1.91 },
+  { tp = 4, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.106793, peak_gib = 1.76 },
+  { tp = 4, micro_batches = 8, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.106977, peak_gib = 1.91 },
+  { tp = 4, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.107001, peak_gib = 1.98 },
+  { tp = 4, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.112952, peak_gib = 1.45 },
+  { tp = 4, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.116629, peak_gib = 1.3 },
 })
 
 assert(slapo.dist.world_size() == plan.tp * plan.dp,
@@ -170,8 +190,9 @@ local report = slapo.verify(sch, { example }, {}, function(s)
   local layers = s["transformer.h"]:children()
   sequence_parallel(layers, 1, #layers)
   if plan.fully_shard and plan.dp > 1 then  -- each layer, then the rest at the root (FSDP2's order)
-    for _, layer in ipairs(layers) do layer:fully_shard({ group = layout.dp_group }) end
-    s:fully_shard({ group = layout.dp_group })
+    local options = { group = layout.dp_group, reshard_after_forward = plan.reshard_after_forward }
+    for _, layer in ipairs(layers) do layer:fully_shard(options) end
+    s:fully_shard(options)
   end
 end)
 if slapo.dist.rank() == 0 then

@@ -22,7 +22,7 @@
 --   tp 2 x dp 2 x pp 4 (8+8+8+8), 32 micro                  0.7942 s   28.96 GiB  8% slower
 --   tp 4 x dp 1 x pp 4 (8+8+8+8), 64 micro, sequence        0.7974 s   25.91 GiB  8% slower
 --   tp 2 x dp 4 x pp 2 (16+16), 8 micro                     0.7982 s   56.36 GiB  8% slower
---   ... and 570 more
+--   ... and 734 more
 --   tp 1 x dp 8 x pp 2 (16+16), 8 micro, zero-1             0.7374 s   46.07 GiB  the same as the chosen plan
 --
 -- The chosen pipeline, stage by stage (micro-batch seconds, GiB per rank):
@@ -35,6 +35,7 @@ local plan = {
   dp = 8,           -- data parallel replicas of the pipeline
   zero = true,     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
   fully_shard = false,  -- ZeRO-3: each layer's weights, gradients and AdamW state sharded over the data-parallel ranks
+  reshard_after_forward = true,  -- false: each layer's weights kept whole from forward to backward (ZeRO-2)
   stages = {        -- pipeline stages in order: how many layers each holds, and whether they are recomputed
     { layers = 16, checkpoint = false },
     { layers = 16, checkpoint = false },
@@ -93,7 +94,9 @@ local function apply(s)
     for l = placed + 1, placed + stage.layers do
       if stage.checkpoint then layers[l]:checkpoint() end
       -- fully sharded over the replicas of its stage
-      if plan.fully_shard and plan.dp > 1 then layers[l]:fully_shard({ group = layout.dp_group }) end
+      if plan.fully_shard and plan.dp > 1 then
+        layers[l]:fully_shard({ group = layout.dp_group, reshard_after_forward = plan.reshard_after_forward })
+      end
     end
     sequence_parallel(layers, placed + 1, placed + stage.layers)
     placed = placed + stage.layers

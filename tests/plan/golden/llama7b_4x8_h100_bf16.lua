@@ -22,7 +22,7 @@
 --   tp 4 x dp 2 x pp 4 (8+8+8+8), 32 micro, sequence        0.8146 s   33.60 GiB  9% slower
 --   tp 2 x dp 4 x pp 4 (8+8+8+8), 16 micro, zero-1          0.8274 s   37.22 GiB  10% slower
 --   tp 2 x dp 4 x pp 4 (8+8+8+8), 16 micro                  0.8307 s   44.55 GiB  11% slower
---   ... and 878 more
+--   ... and 1140 more
 --   tp 2 x dp 4 x pp 4 (8+8+8+8), 32 micro, sequence, zero-1    0.7497 s   23.73 GiB  the same as the chosen plan
 --
 -- The chosen pipeline, stage by stage (micro-batch seconds, GiB per rank):
@@ -37,6 +37,7 @@ local plan = {
   dp = 4,           -- data parallel replicas of the pipeline
   zero = true,     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
   fully_shard = false,  -- ZeRO-3: each layer's weights, gradients and AdamW state sharded over the data-parallel ranks
+  reshard_after_forward = true,  -- false: each layer's weights kept whole from forward to backward (ZeRO-2)
   stages = {        -- pipeline stages in order: how many layers each holds, and whether they are recomputed
     { layers = 8, checkpoint = false },
     { layers = 8, checkpoint = false },
@@ -110,7 +111,9 @@ local function apply(s)
     for l = placed + 1, placed + stage.layers do
       if stage.checkpoint then layers[l]:checkpoint() end
       -- fully sharded over the replicas of its stage
-      if plan.fully_shard and plan.dp > 1 then layers[l]:fully_shard({ group = layout.dp_group }) end
+      if plan.fully_shard and plan.dp > 1 then
+        layers[l]:fully_shard({ group = layout.dp_group, reshard_after_forward = plan.reshard_after_forward })
+      end
     end
     sequence_parallel(layers, placed + 1, placed + stage.layers)
     placed = placed + stage.layers

@@ -2,28 +2,28 @@
 -- Run it: slapo-lua run --nproc 2 plan.lua   (edit the plan table and run again)
 --
 -- Predicted (step seconds, GiB per rank), the best plans considered:
---   tp 1 x dp 1 x pp 2 (2+2), 1 micro                       0.0000 s    0.01 GiB  picked, 5% slower
---   tp 1 x dp 2                                             0.0000 s    0.01 GiB  the planner's choice
---   tp 1 x dp 2, 2 micro                                    0.0000 s    0.01 GiB  0% slower
---   tp 1 x dp 2, 4 micro                                    0.0000 s    0.01 GiB  0% slower
---   tp 1 x dp 2, checkpoint                                 0.0000 s    0.01 GiB  4% slower
---   tp 1 x dp 2, 2 micro, checkpoint                        0.0000 s    0.01 GiB  4% slower
---   tp 1 x dp 2, 4 micro, checkpoint                        0.0000 s    0.01 GiB  4% slower
---   tp 1 x dp 1 x pp 2 (2c+2c), 1 micro                     0.0000 s    0.01 GiB  12% slower
---   tp 1 x dp 2, zero-1                                     0.0000 s    0.01 GiB  24% slower
---   tp 1 x dp 2, fully sharded                              0.0000 s    0.01 GiB  24% slower
---   tp 1 x dp 2, 2 micro, zero-1                            0.0000 s    0.00 GiB  24% slower
---   tp 1 x dp 2, 4 micro, zero-1                            0.0000 s    0.00 GiB  24% slower
---   tp 1 x dp 2, checkpoint, zero-1                         0.0000 s    0.00 GiB  27% slower
---   tp 1 x dp 2, checkpoint, fully sharded                  0.0000 s    0.00 GiB  27% slower
---   tp 1 x dp 2, 2 micro, checkpoint, zero-1                0.0000 s    0.00 GiB  27% slower
---   tp 1 x dp 2, 4 micro, checkpoint, zero-1                0.0000 s    0.00 GiB  27% slower
---   tp 1 x dp 1 x pp 2 (2+2), 2 micro                       0.0000 s    0.01 GiB  49% slower
---   tp 1 x dp 1 x pp 2 (2c+2c), 2 micro                     0.0000 s    0.00 GiB  55% slower
---   tp 1 x dp 2, 2 micro, fully sharded                     0.0000 s    0.00 GiB  121% slower
---   tp 1 x dp 2, 2 micro, checkpoint, fully sharded         0.0000 s    0.00 GiB  125% slower
---   ... and 14 more
---   tp 1 x dp 2                                             0.0000 s    0.01 GiB  the same as the chosen plan
+--   tp 1 x dp 1 x pp 2 (2+2), 1 micro                       0.0000 s    0.01 GiB  picked, 15% slower
+--   tp 1 x dp 2, zero-2                                     0.0000 s    0.01 GiB  the planner's choice
+--   tp 1 x dp 2, checkpoint, zero-2                         0.0000 s    0.00 GiB  4% slower
+--   tp 1 x dp 2                                             0.0000 s    0.01 GiB  10% slower
+--   tp 1 x dp 2, 2 micro                                    0.0000 s    0.01 GiB  10% slower
+--   tp 1 x dp 2, 4 micro                                    0.0000 s    0.01 GiB  10% slower
+--   tp 1 x dp 2, checkpoint                                 0.0000 s    0.01 GiB  14% slower
+--   tp 1 x dp 2, 2 micro, checkpoint                        0.0000 s    0.01 GiB  14% slower
+--   tp 1 x dp 2, 4 micro, checkpoint                        0.0000 s    0.01 GiB  14% slower
+--   tp 1 x dp 1 x pp 2 (2c+2c), 1 micro                     0.0000 s    0.01 GiB  22% slower
+--   tp 1 x dp 2, zero-1                                     0.0000 s    0.01 GiB  36% slower
+--   tp 1 x dp 2, fully sharded                              0.0000 s    0.01 GiB  36% slower
+--   tp 1 x dp 2, 2 micro, zero-1                            0.0000 s    0.00 GiB  36% slower
+--   tp 1 x dp 2, 4 micro, zero-1                            0.0000 s    0.00 GiB  36% slower
+--   tp 1 x dp 2, checkpoint, zero-1                         0.0000 s    0.00 GiB  40% slower
+--   tp 1 x dp 2, checkpoint, fully sharded                  0.0000 s    0.00 GiB  40% slower
+--   tp 1 x dp 2, 2 micro, checkpoint, zero-1                0.0000 s    0.00 GiB  40% slower
+--   tp 1 x dp 2, 4 micro, checkpoint, zero-1                0.0000 s    0.00 GiB  40% slower
+--   tp 1 x dp 1 x pp 2 (2+2), 2 micro                       0.0000 s    0.01 GiB  64% slower
+--   tp 1 x dp 1 x pp 2 (2c+2c), 2 micro                     0.0000 s    0.00 GiB  70% slower
+--   ... and 20 more
+--   tp 1 x dp 2                                             0.0000 s    0.01 GiB  10% slower (a submesh per stage)
 --
 -- The chosen pipeline, stage by stage (micro-batch seconds, GiB per rank):
 --   stage 0: layers 0..1, 0.0000 s, 0.00 GiB
@@ -35,6 +35,7 @@ local plan = {
   dp = 1,           -- data parallel replicas of the pipeline
   zero = false,     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
   fully_shard = false,  -- ZeRO-3: each layer's weights, gradients and AdamW state sharded over the data-parallel ranks
+  reshard_after_forward = true,  -- false: each layer's weights kept whole from forward to backward (ZeRO-2)
   stages = {        -- pipeline stages in order: how many layers each holds, and whether they are recomputed
     { layers = 2, checkpoint = false },
     { layers = 2, checkpoint = false },
@@ -93,7 +94,9 @@ local function apply(s)
     for l = placed + 1, placed + stage.layers do
       if stage.checkpoint then layers[l]:checkpoint() end
       -- fully sharded over the replicas of its stage
-      if plan.fully_shard and plan.dp > 1 then layers[l]:fully_shard({ group = layout.dp_group }) end
+      if plan.fully_shard and plan.dp > 1 then
+        layers[l]:fully_shard({ group = layout.dp_group, reshard_after_forward = plan.reshard_after_forward })
+      end
     end
     sequence_parallel(layers, placed + 1, placed + stage.layers)
     placed = placed + stage.layers

@@ -5,10 +5,13 @@
 --   tp 1 x dp 2 x pp 2 (3+1), 4 micro                       0.0067 s    0.01 GiB  picked, 6% slower
 --   pp 3 on tp x dp 1x1,1x1,2x1s (1+2+1 layers), 8 micro    0.0063 s    0.00 GiB  the planner's choice
 --   tp 2 x dp 2                                             0.0069 s    0.01 GiB  11% slower
+--   tp 2 x dp 2, zero-2                                     0.0069 s    0.01 GiB  11% slower
 --   tp 1 x dp 2 x pp 2 (2+2), 4 micro                       0.0069 s    0.00 GiB  11% slower
 --   tp 4 x dp 1, sequence                                   0.0071 s    0.01 GiB  14% slower
 --   tp 2 x dp 2, sequence                                   0.0072 s    0.00 GiB  15% slower
+--   tp 2 x dp 2, sequence, zero-2                           0.0072 s    0.00 GiB  15% slower
 --   tp 1 x dp 4                                             0.0074 s    0.01 GiB  18% slower
+--   tp 1 x dp 4, zero-2                                     0.0074 s    0.00 GiB  18% slower
 --   tp 1 x dp 4, 2 micro                                    0.0074 s    0.01 GiB  18% slower
 --   tp 1 x dp 2 x pp 2 (2+2), 2 micro                       0.0075 s    0.01 GiB  19% slower
 --   tp 2 x dp 1 x pp 2 (2+2), 2 micro, sequence             0.0076 s    0.00 GiB  21% slower
@@ -19,10 +22,7 @@
 --   tp 2 x dp 2, fully sharded                              0.0078 s    0.01 GiB  24% slower
 --   tp 1 x dp 2 x pp 2 (2+2), 4 micro, zero-1               0.0079 s    0.00 GiB  26% slower
 --   tp 1 x dp 1 x pp 4 (1+1+1+1), 8 micro                   0.0079 s    0.00 GiB  27% slower
---   tp 2 x dp 2, sequence, zero-1                           0.0079 s    0.00 GiB  27% slower
---   tp 2 x dp 2, sequence, fully sharded                    0.0079 s    0.00 GiB  27% slower
---   tp 1 x dp 4, checkpoint                                 0.0081 s    0.01 GiB  29% slower
---   ... and 88 more
+--   ... and 110 more
 --   pp 3 on tp x dp 1x1,1x1,2x1s (1+2+1 layers), 8 micro    0.0063 s    0.00 GiB  the same as the chosen plan
 --
 -- The chosen pipeline, stage by stage (micro-batch seconds, GiB per rank):
@@ -35,6 +35,7 @@ local plan = {
   dp = 2,           -- data parallel replicas of the pipeline
   zero = false,     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
   fully_shard = false,  -- ZeRO-3: each layer's weights, gradients and AdamW state sharded over the data-parallel ranks
+  reshard_after_forward = true,  -- false: each layer's weights kept whole from forward to backward (ZeRO-2)
   stages = {        -- pipeline stages in order: how many layers each holds, and whether they are recomputed
     { layers = 3, checkpoint = false },
     { layers = 1, checkpoint = false },
@@ -93,7 +94,9 @@ local function apply(s)
     for l = placed + 1, placed + stage.layers do
       if stage.checkpoint then layers[l]:checkpoint() end
       -- fully sharded over the replicas of its stage
-      if plan.fully_shard and plan.dp > 1 then layers[l]:fully_shard({ group = layout.dp_group }) end
+      if plan.fully_shard and plan.dp > 1 then
+        layers[l]:fully_shard({ group = layout.dp_group, reshard_after_forward = plan.reshard_after_forward })
+      end
     end
     sequence_parallel(layers, placed + 1, placed + stage.layers)
     placed = placed + stage.layers

@@ -8,8 +8,11 @@
 --   tp 1 x dp 8 x pp 2 (11+11), 4 micro                     0.1761 s   41.54 GiB  12% slower
 --   tp 1 x dp 4 x pp 4 (5+6+5+6), 16 micro, zero-1          0.1814 s   17.02 GiB  15% slower
 --   tp 1 x dp 4 x pp 4 (5+6+5+6), 16 micro                  0.1826 s   19.41 GiB  16% slower
+--   tp 1 x dp 8 x pp 2 (11+11), 8 micro, zero-2             0.1829 s   19.50 GiB  16% slower
 --   tp 2 x dp 4 x pp 2 (11+11), 4 micro, sequence, zero-1    0.1833 s   36.76 GiB  16% slower
+--   tp 1 x dp 8 x pp 2 (11+11), 4 micro, zero-2             0.1837 s   36.18 GiB  17% slower
 --   tp 2 x dp 4 x pp 2 (11+11), 4 micro, sequence           0.1850 s   40.66 GiB  17% slower
+--   tp 2 x dp 8, sequence, zero-2                           0.1883 s   71.16 GiB  19% slower
 --   tp 2 x dp 4 x pp 2 (11+11), 16 micro, sequence, zero-1    0.1889 s   11.46 GiB  20% slower
 --   tp 4 x dp 2 x pp 2 (11+11), 8 micro, sequence, zero-1    0.1896 s   21.18 GiB  20% slower
 --   tp 2 x dp 8, 2 micro                                    0.1896 s   44.32 GiB  20% slower
@@ -17,12 +20,9 @@
 --   tp 2 x dp 4 x pp 2 (11+11), 4 micro, zero-1             0.1902 s   37.43 GiB  21% slower
 --   tp 2 x dp 4 x pp 2 (11+11), 16 micro, sequence          0.1906 s   15.36 GiB  21% slower
 --   tp 4 x dp 2 x pp 2 (11+11), 8 micro, sequence           0.1907 s   23.54 GiB  21% slower
+--   tp 2 x dp 4 x pp 2 (11+11), 4 micro, sequence, zero-2    0.1907 s   36.57 GiB  21% slower
 --   tp 2 x dp 4 x pp 2 (11+11), 4 micro                     0.1913 s   39.73 GiB  21% slower
---   tp 1 x dp 8 x pp 2 (11+11), 4 micro, fully sharded      0.1914 s   35.55 GiB  21% slower
---   tp 2 x dp 4 x pp 2 (11+11), 4 micro, sequence, fully sharded    0.1966 s   36.11 GiB  25% slower
---   tp 2 x dp 4 x pp 2 (11+11), 16 micro, zero-1            0.1973 s   10.70 GiB  25% slower
---   tp 2 x dp 4 x pp 2 (11+11), 8 micro, sequence, zero-1    0.1975 s   19.89 GiB  25% slower
---   ... and 470 more
+--   ... and 610 more
 --   tp 1 x dp 8 x pp 2 (11+11), 8 micro, zero-1             0.1576 s   19.49 GiB  the same as the chosen plan
 --
 -- The chosen pipeline, stage by stage (micro-batch seconds, GiB per rank):
@@ -35,6 +35,7 @@ local plan = {
   dp = 8,           -- data parallel replicas of the pipeline
   zero = true,     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
   fully_shard = false,  -- ZeRO-3: each layer's weights, gradients and AdamW state sharded over the data-parallel ranks
+  reshard_after_forward = true,  -- false: each layer's weights kept whole from forward to backward (ZeRO-2)
   stages = {        -- pipeline stages in order: how many layers each holds, and whether they are recomputed
     { layers = 11, checkpoint = false },
     { layers = 11, checkpoint = false },
@@ -93,7 +94,9 @@ local function apply(s)
     for l = placed + 1, placed + stage.layers do
       if stage.checkpoint then layers[l]:checkpoint() end
       -- fully sharded over the replicas of its stage
-      if plan.fully_shard and plan.dp > 1 then layers[l]:fully_shard({ group = layout.dp_group }) end
+      if plan.fully_shard and plan.dp > 1 then
+        layers[l]:fully_shard({ group = layout.dp_group, reshard_after_forward = plan.reshard_after_forward })
+      end
     end
     sequence_parallel(layers, placed + 1, placed + stage.layers)
     placed = placed + stage.layers
