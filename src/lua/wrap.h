@@ -9,7 +9,6 @@
 #include <c10/core/ScalarType.h>
 #include <nlohmann/json.hpp>
 
-#include <functional>
 #include <memory>
 
 namespace slapo::dist {
@@ -47,10 +46,7 @@ void open_verify(lua_State* L);      // slapo.build and the core of slapo.verify
 void open_pipeline(lua_State* L);    // the Pipeline class slapo.build returns for cut stages
 
 /// Pushes the pipeline a schedule with cut stages builds into; `opts` is build's options index.
-/// The pipeline of a schedule with cuts, from build's options at `opts`; `ready` runs on it before
-/// it is pushed (build reads the parameters then, knowing this rank's stage).
-void lx_push_pipeline(lua_State* L, std::shared_ptr<Schedule> root, int opts,
-                      const std::function<void(Pipeline&)>& ready);
+void lx_push_pipeline(lua_State* L, std::shared_ptr<Schedule> root, int opts);
 
 /// Opens everything as package.loaded["slapo.core"].
 int luaopen_slapo_core(lua_State* L);

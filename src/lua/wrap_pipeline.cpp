@@ -182,8 +182,7 @@ std::vector<dist::StageMesh> stage_meshes(lua_State* L, int pipeline) {
 
 }  // namespace
 
-void lx_push_pipeline(lua_State* L, std::shared_ptr<Schedule> root, int opts,
-                      const std::function<void(Pipeline&)>& ready) {
+void lx_push_pipeline(lua_State* L, std::shared_ptr<Schedule> root, int opts) {
   PipelineOptions o;
   if (lua_istable(L, opts)) {
     lua_getfield(L, opts, "pipeline");
@@ -239,7 +238,6 @@ void lx_push_pipeline(lua_State* L, std::shared_ptr<Schedule> root, int opts,
     throw Error("build: the schedule shards over several ranks, so name the pipeline's ranks: "
                 "slapo.build(sch, {pipeline = {group = layout.pp_group}})");
   auto pipeline = std::make_shared<Pipeline>(std::move(root), std::move(o));
-  ready(*pipeline);
   void* p = lua_newuserdata(L, sizeof(PipelinePtr));
   new (p) PipelinePtr(std::move(pipeline));
   luaL_getmetatable(L, "slapo.Pipeline");

@@ -51,11 +51,10 @@ int w_build(lua_State* L) {
   }
   if (pipeline_cuts(*s).empty()) {
     lx_push_module(L, build(*s, o));
-  } else {  // a stage reads only its own layers from a checkpoint
-    lx_push_pipeline(L, s, 2, [&](Pipeline& pipe) {
-      o.deferred_modules = pipe.other_stages_layers();
-      build(*s, o);
-    });
+  } else {  // a stage reads from a checkpoint only what it runs, once the first trace has named it
+    o.deferred_modules = {""};
+    build(*s, o);
+    lx_push_pipeline(L, s, 2);
   }
   return 1;
 }

@@ -273,7 +273,7 @@ const Pipeline::Split& Pipeline::split_for(const Values& micro_inputs) {
     }
   shared_.clear();
   for (auto& s : split->shared) shared_.push_back(s.first);
-  {  // the deferred checkpoint slices (build, other_stages_layers) this rank's stages use, now known
+  {  // the checkpoint slices build deferred: those this rank's stages use, now known
     std::unordered_set<const c10::TensorImpl*> wanted;
     for (auto& [name, p] : unique_named_parameters(model))
       if (!release_other_stages_ || seen.count(name)) wanted.insert(p.unsafeGetTensorImpl());
@@ -402,25 +402,6 @@ void Pipeline::sum_shared_grads_over_meshes() {
     if (keep != 1.0) g.mul_(keep);
     p.mutable_grad() = spec != specs.end() ? spec->second->local(g).contiguous() : g;
   }
-}
-
-std::vector<std::string> Pipeline::other_stages_layers() const {
-  auto parent_of = [](const std::string& path) {
-    auto dot = path.rfind('.');
-    return dot == std::string::npos ? std::string() : path.substr(0, dot);
-  };
-  const std::string list = parent_of(cuts_.front());
-  for (auto& cut : cuts_)
-    if (parent_of(cut) != list) return {};
-  std::vector<std::string> out;
-  int stage_index = 0;  // the stage of each layer in order: one more after every cut
-  const std::set<std::string> cuts(cuts_.begin(), cuts_.end());
-  for (auto& [name, child] : root_->at(list)->mod()->children_in_order()) {
-    std::string path = list.empty() ? name : list + "." + name;
-    if (stage_index % stages() != stage()) out.push_back(path);  // interleaved: stage k on rank k mod p
-    if (cuts.count(path)) ++stage_index;
-  }
-  return out;
 }
 
 std::vector<at::Tensor> Pipeline::parameters() const {

@@ -66,10 +66,6 @@ class Pipeline {
   double step(const Values& inputs, const at::Tensor& labels);
 
   int stage() const { return runner_.stage(); }
-  /// The layers this rank's stages do not hold, by path: the children, between and around the
-  /// cuts, of the one module holding every cut (`transformer.h`); none when the cuts have no
-  /// common parent. Building reads their checkpoint slices only once the trace confirms them.
-  std::vector<std::string> other_stages_layers() const;
   int stages() const { return runner_.stages(); }
   int micro_batches() const { return micro_batches_; }
   const dist::PipelineRunner& runner() const { return runner_; }

@@ -25,9 +25,10 @@ std::vector<std::pair<std::string, Module*>> modules_of(Module& root) {
   return mods;
 }
 
+// Whether `path` is one of `prefixes` or below one ("" is the root: every path).
 bool under(const std::string& path, const std::vector<std::string>& prefixes) {
   for (auto& p : prefixes)
-    if (path == p || path.rfind(p + ".", 0) == 0) return true;
+    if (p.empty() || path == p || path.rfind(p + ".", 0) == 0) return true;
   return false;
 }
 

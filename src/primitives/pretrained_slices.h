@@ -18,10 +18,11 @@ namespace slapo {
 /// sources are dropped after, so the checkpoint's files are unmapped. Returns how many
 /// parameters it read.
 ///
-/// The parameters of the modules under `deferred` (paths) that no other module shares are not read
-/// yet: each becomes a placeholder of its shape that holds no memory (a zero broadcast), keeping
-/// its source, until read_deferred_slices. A pipeline stage defers the other stages' layers, so it
-/// reads only its own.
+/// The parameters of the modules under `deferred` (paths; "" is every module) that no other module
+/// shares are not read yet: each becomes a placeholder of its shape that holds no memory (a zero
+/// broadcast), keeping its source, until read_deferred_slices. A pipeline defers every module
+/// until its first trace (which needs shapes, not values) names this rank's stages, so a stage
+/// reads only what it runs.
 int read_pretrained_slices(const std::shared_ptr<Module>& root, const std::vector<std::string>& deferred = {});
 
 /// Reads the placeholders read_pretrained_slices left whose tensors `wanted` holds into those same

@@ -14,8 +14,8 @@ struct ScheduleBuildOptions {
   enum Init { Keep, All, None } init = Keep;
   uint64_t seed = 0;  ///< RNG seed of a full re-initialisation (identical on every rank)
   std::function<void(const std::string& path, std::shared_ptr<Module>)> init_fn;  ///< per module, when set
-  /// Modules whose checkpoint slices are read later (read_pretrained_slices): a pipeline stage's
-  /// view of the other stages' layers.
+  /// Modules whose checkpoint slices are read later (read_pretrained_slices; "" is every module):
+  /// a pipeline's, until its first trace names this rank's stages.
   std::vector<std::string> deferred_modules;
 };
 
