@@ -398,4 +398,15 @@ void fully_shard(Schedule& sch, const FullyShardOptions& options, const CallSite
 
 PrefetchCounts fully_shard_prefetch_counts() { return prefetch_counts(); }
 
+void chain_fully_shard_prefetch(const std::vector<const Module*>& call_order) {
+  std::shared_ptr<UnitCall> previous;
+  for (const Module* m : call_order) {
+    auto found = units().find(m);
+    auto unit = found == units().end() ? nullptr : found->second.lock();
+    if (!unit) continue;  // not a unit: the chain passes over it
+    if (previous && previous->next.expired()) previous->next = unit;
+    previous = unit;
+  }
+}
+
 }  // namespace slapo

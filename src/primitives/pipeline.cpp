@@ -12,6 +12,7 @@
 #include "models/layers.h"
 #include "models/transformer_ops.h"
 #include "primitives/pretrained_slices.h"
+#include "primitives/primitives.h"
 #include "primitives/rng.h"
 
 namespace slapo {
@@ -257,6 +258,13 @@ const Pipeline::Split& Pipeline::split_for(const Values& micro_inputs) {
         split->my_params.push_back(by_name[name]);
       }
     }
+  // this rank's fully sharded layers prefetch one another in the order each of its stages calls
+  // them (there is no fully sharded root above them to chain them)
+  for (int c = 0; c < runner_.chunks(); ++c) {
+    std::vector<const Module*> calls;
+    for (auto& leaf : split->stages[c * stages() + stage()]->leaves()) calls.push_back(root_->at(leaf)->mod().get());
+    chain_fully_shard_prefetch(calls);
+  }
   for (auto& [name, stages] : users)
     if (stages.size() > 1) {
       split->shared.emplace_back(name, by_name[name]);

@@ -124,6 +124,9 @@ struct PrefetchCounts {
   int64_t used = 0, stale = 0, backward = 0;
 };
 PrefetchCounts fully_shard_prefetch_counts();
+/// Chains fully sharded units for prefetch in the order given (a pipeline stage's calls): each
+/// unit's call starts the next one's gathers, where no fully sharded root chained it already.
+void chain_fully_shard_prefetch(const std::vector<const Module*>& call_order);
 
 /// trace{inputs, leaves, flatten}: the module's forward becomes a traced graph (aten ops, its
 /// parameters as inputs) run with autograd; leaves stay calls through their parent's slot.

@@ -413,7 +413,14 @@ describe("fully_shard inside pipeline stages: each stage's blocks over the ranks
     needs_four()
     local layout = require("slapo.parallel").layout({ tp = 1, pp = 2 })
     local plain = train(layout, false)
+    local before = slapo._fully_shard_prefetches()
     local losses, pipe = train(layout, true)
+    local after = slapo._fully_shard_prefetches()
+    -- each stage's first block prefetches its second, every micro-batch of every step
+    local second = 0  -- tensors of a block
+    for _ in gpt2().transformer.h["1"]:named_parameters() do second = second + 1 end
+    eq(3 * 2 * second, after.used - before.used, "the second block's parameters arrive prefetched")
+    eq(before.stale, after.stale)
     for step = 1, 3 do
       assert(math.abs(losses[step] - plain[step]) < 1e-5 * plain[step],
         ("step %d: fully sharded %.7f, whole blocks %.7f"):format(step, losses[step], plain[step]))
