@@ -339,7 +339,8 @@ function M.run(opts)
 
   -- The defaults run first: they tell the space (the knobs the script declares).
   if not declared then
-    say("tune: %s: trial 1 with the defaults (finds the knobs)", opts.script)
+    say("tune: %s: trial 1 with the defaults (finds the knobs; its output goes to %s.logs/trial-001.log)", opts.script,
+      opts.db)
     local row, found, predicted = run_trial(opts, {}, {}, 1)
     stats.ran = stats.ran + 1
     if not found or #found == 0 then
@@ -347,10 +348,14 @@ function M.run(opts)
         row.reason and (": " .. row.reason) or ""), 0)
     end
     declared = found
-    local config = {}
+    local config, names = {}, {}
     for _, k in ipairs(found) do
       config[k.name] = k.value
+      names[#names + 1] = k.name
     end
+    say("tune: [defaults] %s %s in %s", knobs.config_text(config, names),
+      row.status == "ok" and score_text(row.metrics) or (row.status .. ": " .. (row.reason or "")),
+      clock_text(row.seconds or 0))
     row.config, row.knobs = config, found
     if type(predicted) == "table" and #predicted > 0 then
       row.predictions, predictions = predicted, predicted  -- the cost model's ranking, kept for a resumed run

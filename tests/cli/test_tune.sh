@@ -15,6 +15,8 @@ small=(--steps 3 --layers 1 --hidden 64 --heads 4 --vocab 512 --seq 32)
 "$bin" tune "$root/examples/gpt2_schedule.lua" --nproc 2 --budget 3 --db ex.jsonl -- "${small[@]}" >out 2>&1 \
   || { cat out; exit 1; }
 grep -q "trial 1 with the defaults" out
+grep -Eq "^tune: \[defaults\] \{checkpoint = 0, batch = [0-9]+, tp = [0-9]+\} [0-9,]+ tok/s in [0-9]+:[0-9]{2}$" out \
+  || { echo "the first trial's result is not printed:"; cat out; exit 1; }
 grep -q "budget of 3 trials spent; 33 configurations not measured yet" out || { cat out; exit 1; }
 grep -q "slapo-lua run --nproc 2 --knob checkpoint=0 --knob batch=" out
 [ "$(wc -l <ex.jsonl)" -eq 3 ]
