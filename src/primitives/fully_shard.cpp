@@ -69,7 +69,8 @@ struct GatherSlices : public torch::autograd::Function<GatherSlices> {
     at::Tensor grad = padded_rows(grads[0].contiguous(), ctx->saved_data["padded_rows"].toInt());
     at::Tensor part = group->reduce_scatter(grad, 0, "fully_shard (backward)");
     // a new tensor, not a view: the slice's gradient must not keep the whole reduced buffer alive
-    return {part.narrow(0, 0, ctx->saved_data["slice_rows"].toInt()).div(group->size()), at::Tensor(), at::Tensor()};
+    at::Tensor mine = part.narrow(0, 0, ctx->saved_data["slice_rows"].toInt());  // without the padding
+    return {mine.div(group->size()), at::Tensor(), at::Tensor()};
   }
 };
 
