@@ -301,6 +301,16 @@ std::unordered_map<c10::TensorImpl*, Splits> splits_by_tensor(const Module& root
   return out;
 }
 
+std::unordered_set<const c10::TensorImpl*> fully_sharded_tensors(const Module& root) {
+  std::unordered_set<const c10::TensorImpl*> out;
+  std::function<void(const Module&)> visit = [&](const Module& m) {
+    for (auto& [name, spec] : m.meta().fully_sharded) out.insert(m.param(name).unsafeGetTensorImpl());
+    for (auto& [name, child] : m.children_in_order()) visit(*child);
+  };
+  visit(root);
+  return out;
+}
+
 int64_t ShardSpec::part_stride() const {
   int64_t section = full_shape[axis] / groups;
   return (section + parts - 1) / parts;

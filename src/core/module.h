@@ -8,6 +8,7 @@
 #include <map>
 #include <unordered_map>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace slapo {
@@ -246,6 +247,10 @@ Splits splits_of(const Module& m, const std::string& name);
 
 /// The splits of every split parameter below `root`, by tensor (ties included).
 std::unordered_map<c10::TensorImpl*, Splits> splits_by_tensor(const Module& root);
+
+/// The parameters below `root` that fully_shard keeps as slices (its backward averages their
+/// gradients over its group), by tensor.
+std::unordered_set<const c10::TensorImpl*> fully_sharded_tensors(const Module& root);
 
 /// The tensors inside a value (a tensor, or tuples, lists and dicts of them), in order.
 std::vector<at::Tensor> tensors_in(const Value& v);

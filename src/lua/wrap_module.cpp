@@ -171,12 +171,7 @@ int w_Module_rng_states(lua_State* L) {
 // fully_shard's backward already averaged them over the group.
 int w_Module_fully_sharded_parameters(lua_State* L) {
   auto& m = lx_check_module(L, 1);
-  std::unordered_set<c10::TensorImpl*> fully;
-  std::function<void(const Module&)> visit = [&](const Module& mod) {
-    for (auto& [name, spec] : mod.meta().fully_sharded) fully.insert(mod.param(name).unsafeGetTensorImpl());
-    for (auto& [name, child] : mod.children_in_order()) visit(*child);
-  };
-  visit(*m);
+  auto fully = fully_sharded_tensors(*m);
   lua_newtable(L);
   int i = 0;
   for (auto& [name, p] : unique_named_parameters(*m))

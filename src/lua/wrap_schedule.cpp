@@ -618,8 +618,11 @@ int w_Schedule_full_param(lua_State* L) {
   auto s = lx_check_schedule(L, 1);
   auto& local = lx_check_tensor(L, 3);
   const ShardSpec* spec = spec_of(*s, luaL_checkstring(L, 2));
-  lx_push_tensor(L, spec ? spec->regroup(s->group()->all_gather(spec->padded(local.detach()), spec->axis, "full_param"))
-                         : local.detach());
+  if (!spec) {
+    lx_push_tensor(L, local.detach());
+    return 1;
+  }
+  lx_push_tensor(L, spec->regroup(s->group()->all_gather(spec->padded(local.detach()), spec->axis, "full_param")));
   return 1;
 }
 

@@ -52,7 +52,7 @@ int w_build(lua_State* L) {
   if (pipeline_cuts(*s).empty()) {
     lx_push_module(L, build(*s, o));
   } else {  // a stage reads from a checkpoint only what it runs, once the first trace has named it
-    o.deferred_modules = {""};
+    o.defer_checkpoint_reads = true;
     build(*s, o);
     lx_push_pipeline(L, s, 2);
   }

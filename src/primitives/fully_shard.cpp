@@ -23,7 +23,8 @@ at::Tensor empty_whole(const at::Tensor& slice, const ShardSpec& spec) {
   return at::empty(spec.full_shape, slice.options().requires_grad(false));
 }
 
-// `t` with zero rows appended up to `rows` along axis 0.
+// A whole gradient with zero rows appended up to `rows` along axis 0: every rank's part of equal
+// length, as reduce-scatter needs.
 at::Tensor padded_rows(const at::Tensor& t, int64_t rows) {
   if (t.size(0) == rows) return t;
   auto sizes = t.sizes().vec();
@@ -43,7 +44,7 @@ std::function<void()> start_gather(at::Tensor whole, const at::Tensor& slice, co
   auto sizes = whole.sizes().vec();
   sizes[0] = rows;
   at::Tensor buffer = at::empty(sizes, whole.options());
-  auto wait = group->all_gather_into_async(buffer, padded_rows(slice.detach(), spec.part_stride()), caller);
+  auto wait = group->all_gather_into_async(buffer, spec.padded(slice.detach()), caller);
   return [wait, whole, buffer]() mutable {
     wait();
     whole.copy_(buffer.narrow(0, 0, whole.size(0)));

@@ -128,27 +128,14 @@ void check_fully_shard_groups_within_stages(Module& model, int stage) {
         first_user.emplace(spec.group_id, item.key().empty() ? name : item.key() + "." + name);
   for (auto& [group_id, param] : first_user) {
     auto group = dist::group_by_id(group_id);
-    at::Tensor stages = group->all_gather(torch::full({1}, static_cast<float>(stage)), 0, "pipeline");
-    std::vector<int> runs;
-    for (float s : std::vector<float>(stages.data_ptr<float>(), stages.data_ptr<float>() + stages.numel()))
-      runs.push_back(static_cast<int>(s));
+    at::Tensor stages = group->all_gather(torch::full({1}, static_cast<float>(stage)), 0, "pipeline").to(at::kInt);
+    std::vector<int> runs(stages.data_ptr<int>(), stages.data_ptr<int>() + stages.numel());
     if (std::any_of(runs.begin(), runs.end(), [&](int s) { return s != stage; }))
       throw Error(fmt::format("build: '{}' is fully sharded over ranks {{{}}}, which run pipeline stages {{{}}}; its "
                               "gathers would pair ranks that run different layers: fully shard over the ranks that "
                               "run the same stage (group = layout.dp_group of slapo.parallel.layout)",
                               param, fmt::join(group->ranks(), ", "), fmt::join(runs, ", ")));
   }
-}
-
-// The parameters fully_shard keeps as slices: fully_shard's backward averaged their gradients.
-std::unordered_set<const c10::TensorImpl*> fully_sharded_tensors(const Module& model) {
-  std::unordered_set<const c10::TensorImpl*> out;
-  std::function<void(const Module&)> visit = [&](const Module& m) {
-    for (auto& [name, spec] : m.meta().fully_sharded) out.insert(m.param(name).unsafeGetTensorImpl());
-    for (auto& [name, child] : m.children_in_order()) visit(*child);
-  };
-  visit(model);
-  return out;
 }
 
 std::vector<std::vector<int64_t>> shapes_of(const Values& inputs) {

@@ -1,7 +1,6 @@
 // Reading each rank's slices of a checkpoint into a meta-device model.
 #include "primitives/pretrained_slices.h"
 
-#include <algorithm>
 #include <functional>
 #include <unordered_map>
 
@@ -23,13 +22,6 @@ std::vector<std::pair<std::string, Module*>> modules_of(Module& root) {
   };
   visit(root, "");
   return mods;
-}
-
-// Whether `path` is one of `prefixes` or below one ("" is the root: every path).
-bool under(const std::string& path, const std::vector<std::string>& prefixes) {
-  for (auto& p : prefixes)
-    if (p.empty() || path == p || path.rfind(p + ".", 0) == 0) return true;
-  return false;
 }
 
 // This rank's part of a parameter's checkpoint tensor, as a new CPU tensor of its dtype.
@@ -59,17 +51,13 @@ at::Tensor placeholder_of(const at::Tensor& meta) {
 
 }  // namespace
 
-int read_pretrained_slices(const std::shared_ptr<Module>& root, const std::vector<std::string>& deferred) {
+int read_pretrained_slices(const std::shared_ptr<Module>& root, bool defer) {
   auto mods = modules_of(*root);
-  // the modules to read now first, so a tensor they share with a deferred one is read
-  std::stable_partition(mods.begin(), mods.end(), [&](const auto& m) { return !under(m.first, deferred); });
   const auto splits = splits_by_tensor(*root);
   std::unordered_map<const c10::TensorImpl*, at::Tensor> fresh;  // meta tensor -> its values (ties once)
-  std::unordered_set<const c10::TensorImpl*> placeholders;
   int read = 0;
   torch::NoGradGuard no_grad;
   for (auto& [path, m] : mods) {
-    const bool later = under(path, deferred);
     for (auto it = m->meta().sources.begin(); it != m->meta().sources.end();) {
       auto& [name, source] = *it;
       at::Tensor meta = m->has_param(name) ? m->param(name) : at::Tensor();  // a primitive may have removed it
@@ -78,17 +66,13 @@ int read_pretrained_slices(const std::shared_ptr<Module>& root, const std::vecto
         continue;
       }
       auto& values = fresh[meta.unsafeGetTensorImpl()];
-      if (!values.defined() && later) {  // the shape, no memory, read when wanted
-        values = placeholder_of(meta);
-        placeholders.insert(values.unsafeGetTensorImpl());
-      } else if (!values.defined()) {
-        values = read_part(path, name, meta, source, splits);
-        ++read;
+      if (!values.defined()) {
+        values = defer ? placeholder_of(meta) : read_part(path, name, meta, source, splits);
+        values.requires_grad_(meta.requires_grad());
+        read += defer ? 0 : 1;
       }
-      values.requires_grad_(meta.requires_grad());
-      const bool keep_source = placeholders.count(values.unsafeGetTensorImpl()) > 0;
       m->set_param(name, values);
-      it = keep_source ? std::next(it) : m->meta().sources.erase(it);
+      it = defer ? std::next(it) : m->meta().sources.erase(it);  // a placeholder keeps its source
     }
   }
   for (auto& [path, m] : mods)

@@ -3,9 +3,7 @@
 #pragma once
 
 #include <memory>
-#include <string>
 #include <unordered_set>
-#include <vector>
 
 #include "core/module.h"
 
@@ -18,12 +16,11 @@ namespace slapo {
 /// sources are dropped after, so the checkpoint's files are unmapped. Returns how many
 /// parameters it read.
 ///
-/// The parameters of the modules under `deferred` (paths; "" is every module) that no other module
-/// shares are not read yet: each becomes a placeholder of its shape that holds no memory (a zero
-/// broadcast), keeping its source, until read_deferred_slices. A pipeline defers every module
+/// With `defer`, nothing is read yet: each parameter becomes a placeholder of its shape that holds
+/// no memory (a zero broadcast), keeping its source, until read_deferred_slices. A pipeline defers
 /// until its first trace (which needs shapes, not values) names this rank's stages, so a stage
 /// reads only what it runs.
-int read_pretrained_slices(const std::shared_ptr<Module>& root, const std::vector<std::string>& deferred = {});
+int read_pretrained_slices(const std::shared_ptr<Module>& root, bool defer = false);
 
 /// Reads the placeholders read_pretrained_slices left whose tensors `wanted` holds into those same
 /// tensor objects (their data replaced), and forgets every other deferred source. Returns how many

@@ -102,7 +102,7 @@ std::shared_ptr<Module> build(Schedule& sch, const ScheduleBuildOptions& options
   auto root = sch.mod();
   auto options = options_in;
   // A model from_pretrained left on the meta device: each rank reads its slices of the checkpoint.
-  read_pretrained_slices(root, options.deferred_modules);
+  read_pretrained_slices(root, options.defer_checkpoint_reads);
   // Deferred initialisation: a model built on the meta device (shapes only) is materialised on
   // the CPU and initialised here, at full size and sliced, so every rank holds its own shard.
   std::string meta = first_meta_parameter(*root);

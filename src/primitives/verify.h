@@ -14,9 +14,9 @@ struct ScheduleBuildOptions {
   enum Init { Keep, All, None } init = Keep;
   uint64_t seed = 0;  ///< RNG seed of a full re-initialisation (identical on every rank)
   std::function<void(const std::string& path, std::shared_ptr<Module>)> init_fn;  ///< per module, when set
-  /// Modules whose checkpoint slices are read later (read_pretrained_slices; "" is every module):
-  /// a pipeline's, until its first trace names this rank's stages.
-  std::vector<std::string> deferred_modules;
+  /// Checkpoint slices read later (read_pretrained_slices, read_deferred_slices): a pipeline's,
+  /// once its first trace has named this rank's stages.
+  bool defer_checkpoint_reads = false;
 };
 
 /// The runnable model of a schedule. Keep: parameters keep their values (each rank its slice of

@@ -250,8 +250,7 @@ local opt = plan.zero and slapo.optim.zero_adamw(pipe:parameters(), { lr = plan.
 ${steps_source}]], {
     model = literal(record.model.source), tp = chosen.tp, schedules = schedules_of(record.model), dp = chosen.dp,
     zero = bool(chosen.zero), fully_shard = bool(chosen.fully_sharded), reshard = bool(not chosen.keep_gathered),
-    stages = table.concat(stages),
-    micro_batches = chosen.micro_batches,
+    stages = table.concat(stages), micro_batches = chosen.micro_batches,
     sequence = bool(chosen.sequence), batch = record.work.batch, seq = record.work.seq, steps = record.steps,
     dtype = record.work.dtype, shard_layer = shard_layer_source(record), phase = phase_source,
     schedule = stages_schedule_source(record.model, "      -- fully sharded over the replicas of its stage\n"
