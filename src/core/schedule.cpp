@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "core/tree_format.h"
-#include "dist/world.h"
+#include "distributed/world.h"
 
 namespace slapo {
 

@@ -10,9 +10,9 @@
 #include <fstream>
 
 #include "core/error.h"
-#include "dist/group.h"
-#include "dist/link_profile.h"
-#include "dist/world.h"
+#include "distributed/group.h"
+#include "distributed/link_profile.h"
+#include "distributed/world.h"
 #include "host/commands.h"
 #include "host/launcher.h"
 #include "lua/plan_record.h"

@@ -10,7 +10,7 @@
 #include <torch/csrc/autograd/profiler_legacy.h>
 
 #include "core/error.h"
-#include "dist/world.h"
+#include "distributed/world.h"
 #include "host/commands.h"
 #include "host/launcher.h"
 #include "lua/runtime.h"

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "dist/world.h"
+#include "distributed/world.h"
 #include "host/commands.h"
 #include "host/launcher.h"
 #include "lua/runtime.h"

@@ -23,7 +23,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "dist/world.h"
+#include "distributed/world.h"
 #include "host/commands.h"
 #include "host/node_rendezvous.h"
 

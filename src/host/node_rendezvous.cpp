@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "dist/store_protocol.h"
+#include "distributed/store_protocol.h"
 
 namespace slapo {
 

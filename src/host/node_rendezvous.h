@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "dist/store_client.h"
-#include "dist/store_server.h"
+#include "distributed/store_client.h"
+#include "distributed/store_server.h"
 #include "host/launcher.h"
 
 namespace slapo {

@@ -9,11 +9,11 @@
 #include <unordered_set>
 
 #include "core/error.h"
-#include "dist/group.h"
+#include "distributed/group.h"
+#include "distributed/split_tensors.h"
+#include "distributed/world.h"
 #include "io/atomic_file.h"
 #include "io/checkpoint_reader.h"
-#include "dist/world.h"
-#include "dist/split_tensors.h"
 #include "io/json_file.h"
 #include "io/safetensors.h"
 

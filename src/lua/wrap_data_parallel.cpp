@@ -1,7 +1,7 @@
 // slapo.dist.data_parallel: bucketed gradient all-reduce overlapped with backward.
 #include "core/error.h"
-#include "dist/grad_buckets.h"
-#include "dist/world.h"
+#include "distributed/grad_buckets.h"
+#include "distributed/world.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
 

@@ -1,7 +1,7 @@
 // slapo.dist: rank, world_size, collectives and sub-groups. Each takes an optional group last.
 #include "core/error.h"
-#include "dist/autograd_collectives.h"
-#include "dist/world.h"
+#include "distributed/autograd_collectives.h"
+#include "distributed/world.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
 

@@ -2,9 +2,9 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "distributed/zero.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
-#include "dist/zero.h"
 #include "train/adamw_update.h"
 #include "train/optimizer_state.h"
 

@@ -4,11 +4,11 @@
 
 #include "core/error.h"
 #include "core/schedule.h"
-#include "dist/group.h"
+#include "distributed/group.h"
+#include "graph/traced_graph.h"
 #include "lua/lua_module.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
-#include "graph/traced_graph.h"
 #include "primitives/pipeline.h"
 #include "primitives/primitives.h"
 

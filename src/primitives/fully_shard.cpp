@@ -7,8 +7,8 @@
 #include <unordered_set>
 
 #include "core/error.h"
-#include "dist/group.h"
-#include "dist/world.h"
+#include "distributed/group.h"
+#include "distributed/world.h"
 #include "primitives/primitives.h"
 
 namespace slapo {

@@ -6,8 +6,8 @@
 #include <unordered_set>
 
 #include "core/error.h"
-#include "dist/grad_buckets.h"
-#include "dist/world.h"
+#include "distributed/grad_buckets.h"
+#include "distributed/world.h"
 #include "graph/pipeline_stages.h"
 #include "models/layers.h"
 #include "models/transformer_ops.h"

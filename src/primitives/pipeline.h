@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/schedule.h"
-#include "dist/pipeline.h"
+#include "distributed/pipeline.h"
 #include "graph/traced_graph.h"
 #include "primitives/primitives.h"
 #include "primitives/verify.h"

@@ -3,8 +3,8 @@
 #include <map>
 
 #include "core/error.h"
-#include "dist/split_tensors.h"
-#include "dist/world.h"
+#include "distributed/split_tensors.h"
+#include "distributed/world.h"
 #include "primitives/pipeline.h"
 #include "primitives/verify_checks.h"
 

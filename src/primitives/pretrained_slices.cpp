@@ -5,9 +5,9 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "distributed/split_tensors.h"
 #include "graph/traced_graph.h"
 #include "io/checkpoint_reader.h"
-#include "dist/split_tensors.h"
 
 namespace slapo {
 

@@ -1,6 +1,6 @@
 // shard: keep this rank's slice of a parameter.
 #include "core/error.h"
-#include "dist/group.h"
+#include "distributed/group.h"
 #include "primitives/primitives.h"
 
 namespace slapo {

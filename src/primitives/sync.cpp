@@ -2,8 +2,8 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "dist/autograd_collectives.h"
-#include "dist/group.h"
+#include "distributed/autograd_collectives.h"
+#include "distributed/group.h"
 #include "primitives/primitives.h"
 
 namespace slapo {

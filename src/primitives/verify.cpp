@@ -7,12 +7,12 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "distributed/group.h"
+#include "distributed/split_tensors.h"
+#include "distributed/world.h"
 #include "graph/traced_graph.h"
-#include "dist/group.h"
-#include "dist/world.h"
 #include "models/zoo.h"
 #include "primitives/pretrained_slices.h"
-#include "dist/split_tensors.h"
 
 namespace slapo {
 

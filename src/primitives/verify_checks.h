@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "core/module.h"
-#include "dist/group.h"
+#include "distributed/group.h"
 #include "primitives/verify.h"
 
 namespace slapo {

@@ -9,9 +9,9 @@
 #include <unordered_set>
 
 #include "core/error.h"
-#include "dist/group.h"
-#include "dist/world.h"
-#include "dist/split_tensors.h"
+#include "distributed/group.h"
+#include "distributed/split_tensors.h"
+#include "distributed/world.h"
 
 namespace slapo {
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The code built only against a CUDA LibTorch compiles against this LibTorch's headers: the NCCL
-# backend of src/dist/world.cpp and the slapo:: ops on CUDA tensors (kernels/ops.cpp with
+# backend of src/distributed/world.cpp and the slapo:: ops on CUDA tensors (kernels/ops.cpp with
 # kernels/cuda/torch_kernels.cpp). Syntax only: Debian's LibTorch has no CUDA to link against, and
 # lacks the generated c10/cuda/impl/cuda_cmake_macros.h, which is stubbed here.
 set -euo pipefail
@@ -33,7 +33,7 @@ syntax_check() {
   (cd "$build" && eval "$cmd -fsyntax-only -DSLAPO_WITH_TORCH_CUDA=1 -DUSE_C10D_NCCL=1 -DSLAPO_CUDA_OPS=1 \
     -I/usr/local/cuda/include -I$tmp")
 }
-syntax_check src/dist/world.cpp.o "$root/src/dist/world.cpp"
+syntax_check src/distributed/world.cpp.o "$root/src/distributed/world.cpp"
 syntax_check kernels/ops.cpp.o "$root/kernels/ops.cpp"
 syntax_check kernels/ops.cpp.o "$root/kernels/cuda/torch_kernels.cpp"
 version=$(awk '/define TORCH_VERSION_(MAJOR|MINOR)/ {printf "%s%s", sep, $3; sep="."}' /usr/include/torch/csrc/api/include/torch/version.h)

@@ -4,8 +4,8 @@
 #include <doctest/doctest.h>
 
 #include "core/error.h"
+#include "distributed/pipeline.h"
 #include "error_of.h"
-#include "dist/pipeline.h"
 #include "graph/pipeline_stages.h"
 #include "models/transformer_ops.h"
 #include "models/zoo.h"

@@ -4,7 +4,7 @@
 #include <torch/torch.h>
 #include <doctest/doctest.h>
 
-#include "dist/split_tensors.h"
+#include "distributed/split_tensors.h"
 #include "io/sharded_checkpoint.h"
 
 using namespace slapo;

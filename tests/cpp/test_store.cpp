@@ -7,8 +7,8 @@
 #include <fstream>
 #include <thread>
 
-#include "dist/store_client.h"
-#include "dist/store_server.h"
+#include "distributed/store_client.h"
+#include "distributed/store_server.h"
 #include "error_of.h"
 
 using namespace slapo;

@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "dist/group.h"
+#include "distributed/group.h"
 
 namespace slapo::dist {
 

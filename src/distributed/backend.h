@@ -1,6 +1,6 @@
 // The c10d type our groups hold. LibTorch 1.x implements collectives in ProcessGroup subclasses
 // (ProcessGroupGloo, ProcessGroupNCCL); 2.x moved them to Backend subclasses with the same
-// collective calls. One alias keeps the rest of src/dist the same on both. Declarations only:
+// collective calls. One alias keeps the rest of src/distributed the same on both. Declarations only:
 // the files that call the collectives include ProcessGroup.hpp themselves.
 #pragma once
 

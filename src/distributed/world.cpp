@@ -2,7 +2,7 @@
 // ranks, which then listen on loopback only): ProcessGroupGloo for CPU tensors and, in
 // CUDA builds of LibTorch with NCCL where every rank has its own GPU, ProcessGroupNCCL for CUDA
 // tensors (PyTorch's "cpu:gloo,cuda:nccl").
-#include "dist/world.h"
+#include "distributed/world.h"
 
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
@@ -20,8 +20,8 @@
 #include <mutex>
 
 #include "core/error.h"
-#include "dist/net_address.h"
-#include "dist/store_client.h"
+#include "distributed/net_address.h"
+#include "distributed/store_client.h"
 
 namespace slapo::dist {
 

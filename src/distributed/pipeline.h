@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/module.h"
-#include "dist/group.h"
+#include "distributed/group.h"
 
 namespace slapo::dist {
 

@@ -1,4 +1,4 @@
-#include "dist/store_client.h"
+#include "distributed/store_client.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -7,8 +7,8 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "dist/net_address.h"
-#include "dist/store_protocol.h"
+#include "distributed/net_address.h"
+#include "distributed/store_protocol.h"
 
 namespace slapo::dist {
 

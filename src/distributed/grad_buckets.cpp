@@ -1,6 +1,6 @@
 // Gradient buckets: accumulator hooks count each parameter's gradients; a bucket whose
 // parameters are all final is flattened and all-reduced asynchronously, in bucket order.
-#include "dist/grad_buckets.h"
+#include "distributed/grad_buckets.h"
 
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>

@@ -1,4 +1,4 @@
-#include "dist/net_address.h"
+#include "distributed/net_address.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>

@@ -1,5 +1,5 @@
 // ZeRO-1 AdamW over a flat view of the parameters.
-#include "dist/zero.h"
+#include "distributed/zero.h"
 
 #include <algorithm>
 #include <array>
@@ -7,7 +7,7 @@
 #include <map>
 
 #include "core/error.h"
-#include "dist/group.h"
+#include "distributed/group.h"
 #include "train/adamw_update.h"
 
 namespace slapo::dist {

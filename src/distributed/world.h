@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/group.h"
+#include "distributed/group.h"
 
 namespace slapo::dist {
 

@@ -1,5 +1,5 @@
 // Pipeline schedules and the stage loop: activations forward, gradients back, one message each.
-#include "dist/pipeline.h"
+#include "distributed/pipeline.h"
 
 #include <chrono>
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/backend.h"
+#include "distributed/backend.h"
 
 
 namespace slapo::dist {

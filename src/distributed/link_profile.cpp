@@ -1,11 +1,11 @@
 // All-reduces of growing sizes, timed on every rank (the same repetitions everywhere, so no rank
 // waits on a collective the others never start), the slowest rank's time kept.
-#include "dist/link_profile.h"
+#include "distributed/link_profile.h"
 
 #include <algorithm>
 #include <chrono>
 
-#include "dist/group.h"
+#include "distributed/group.h"
 
 namespace slapo::dist {
 

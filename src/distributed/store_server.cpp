@@ -1,4 +1,4 @@
-#include "dist/store_server.h"
+#include "distributed/store_server.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "core/error.h"
-#include "dist/net_address.h"
-#include "dist/store_protocol.h"
+#include "distributed/net_address.h"
+#include "distributed/store_protocol.h"
 
 namespace slapo::dist {
 

@@ -1,7 +1,7 @@
 // Differentiable collectives as autograd Functions; each saves its group's id and dim.
-#include "dist/autograd_collectives.h"
+#include "distributed/autograd_collectives.h"
 
-#include "dist/world.h"
+#include "distributed/world.h"
 
 namespace slapo::dist {
 

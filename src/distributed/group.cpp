@@ -1,6 +1,6 @@
 // Collectives of a group: c10d calls on contiguous tensors on the backend's device, with
 // emulated reduce_scatter.
-#include "dist/group.h"
+#include "distributed/group.h"
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 

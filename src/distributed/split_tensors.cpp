@@ -1,8 +1,8 @@
 // Whole tensors from the slices shard and fully_shard keep, and slices from whole tensors.
-#include "dist/split_tensors.h"
+#include "distributed/split_tensors.h"
 
-#include "dist/group.h"
-#include "dist/world.h"
+#include "distributed/group.h"
+#include "distributed/world.h"
 
 namespace slapo {
 

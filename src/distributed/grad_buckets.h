@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "dist/group.h"
+#include "distributed/group.h"
 
 namespace torch::autograd {
 struct Node;

@@ -1,4 +1,4 @@
-#include "dist/store_protocol.h"
+#include "distributed/store_protocol.h"
 
 namespace slapo::dist::store_protocol {
 
