@@ -16,9 +16,10 @@ class Group;
 
 class Schedule : public std::enable_shared_from_this<Schedule> {
  public:
-  /// A schedule over `root` whose primitives shard and sync over `group` (default: the world);
+  /// A schedule over `root` whose primitives shard and sync over `group` (callers pass dist::world()
+  /// for every rank: core never picks a group itself);
   /// every descendant module gets a node.
-  static std::shared_ptr<Schedule> create(std::shared_ptr<Module> root, std::shared_ptr<dist::Group> group = nullptr);
+  static std::shared_ptr<Schedule> create(std::shared_ptr<Module> root, std::shared_ptr<dist::Group> group);
 
   const std::string& path() const { return path_; }  ///< "" for the root
   const std::string& name() const { return name_; }  ///< last path token, "" for the root

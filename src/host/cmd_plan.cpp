@@ -1,7 +1,5 @@
 // slapo-lua plan MODEL --cluster NxD:DEVICE --batch B --seq S [--out plan.lua]: the planner's
 // table on stdout and its plan as a Lua schedule script.
-#include <fcntl.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/child_process.h"
 #include "core/error.h"
 #include "distributed/group.h"
 #include "distributed/link_profile.h"
@@ -50,37 +49,24 @@ std::vector<pid_t> start_rank_copies(const ProfileDeviceArgs& a, int count, int 
   std::vector<std::string> args = {"slapo-lua", "profile-device", "--device", a.device, "--out", "/dev/null"};
   if (a.threads > 0) args.insert(args.end(), {"--threads", std::to_string(a.threads)});
   if (a.quick) args.push_back("--quick");
-  std::vector<char*> argv;
-  for (auto& s : args) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t quiet;
-  posix_spawn_file_actions_init(&quiet);
-  posix_spawn_file_actions_addopen(&quiet, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&quiet, 2, "/dev/null", O_WRONLY, 0);
   std::vector<pid_t> pids;
   for (int i = 0; i < count; ++i) {
-    std::vector<std::string> env;  // this environment, with the copy's place in the world instead of any other
-    for (char** e = environ; *e; ++e) {
-      std::string var = *e;
-      std::string name = var.substr(0, var.find('='));
-      if (name != "RANK" && name != "LOCAL_RANK" && name != "WORLD_SIZE" && name != "MASTER_ADDR" &&
-          name != "MASTER_PORT" && name != "SLAPO_DIST_BACKEND" && name != kPeerVariable)
-        env.push_back(var);
+    ChildSpec spec;
+    spec.program = "/proc/self/exe", spec.argv = args, spec.discard_output = true;
+    spec.unset = {"LOCAL_WORLD_SIZE", "GROUP_RANK", "SLAPO_STORE_FILE", "SLAPO_LAUNCHER_STORE"};
+    spec.env = {{"RANK", std::to_string(i + 1)}, {"LOCAL_RANK", std::to_string(i + 1)},
+                {"WORLD_SIZE", std::to_string(count + 1)}, {"MASTER_ADDR", "127.0.0.1"},
+                {"MASTER_PORT", std::to_string(port)}, {"SLAPO_DIST_BACKEND", "gloo"}, {kPeerVariable, "1"}};
+    try {
+      pids.push_back(start_child(spec, "profile-device"));
+    } catch (const Error&) {
+      break;  // counted below
     }
-    for (auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
-             {"RANK", std::to_string(i + 1)}, {"LOCAL_RANK", std::to_string(i + 1)},
-             {"WORLD_SIZE", std::to_string(count + 1)}, {"MASTER_ADDR", "127.0.0.1"},
-             {"MASTER_PORT", std::to_string(port)}, {"SLAPO_DIST_BACKEND", "gloo"}, {kPeerVariable, "1"}})
-      env.push_back(name + "=" + value);
-    std::vector<char*> envp;
-    for (auto& v : env) envp.push_back(v.data());
-    envp.push_back(nullptr);
-    pid_t pid = 0;
-    if (posix_spawn(&pid, "/proc/self/exe", &quiet, nullptr, argv.data(), envp.data()) == 0) pids.push_back(pid);
   }
-  posix_spawn_file_actions_destroy(&quiet);
-  if (static_cast<int>(pids.size()) != count)
+  if (static_cast<int>(pids.size()) != count) {
+    for (pid_t pid : pids) ::kill(pid, SIGKILL), ::waitpid(pid, nullptr, 0);
     throw Error(fmt::format("profile-device: --ranks {}: could start only {} of {} copies", count + 1, pids.size(), count));
+  }
   return pids;
 }
 

@@ -6,7 +6,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -23,6 +22,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "core/child_process.h"
+#include "core/error.h"
 #include "distributed/world.h"
 #include "host/commands.h"
 #include "host/node_rendezvous.h"
@@ -110,48 +111,38 @@ struct RankEnv {
 };
 
 pid_t spawn(const RankEnv& e, const std::vector<std::string>& command, int out_pipe[2], int err_pipe[2]) {
-  pid_t pid = ::fork();
-  if (pid != 0) return pid;
-  // Child: only async-signal-safe work until exec. A rank dies with its launcher (killed by a
-  // tuner's time limit, or by hand) instead of waiting on peers that will never come.
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  ::dup2(out_pipe[1], STDOUT_FILENO);
-  ::dup2(err_pipe[1], STDERR_FILENO);
-  ::close(out_pipe[0]);
-  ::close(err_pipe[0]);
   const LaunchOptions& o = e.launch;
-  auto set = [](const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); };
-  set("RANK", std::to_string(e.rank));
-  set("LOCAL_RANK", std::to_string(e.local_rank));
-  set("WORLD_SIZE", std::to_string(o.nproc * o.nnodes));
-  set("LOCAL_WORLD_SIZE", std::to_string(o.nproc));
-  set("GROUP_RANK", std::to_string(o.node_rank));
-  set("TORCHELASTIC_RESTART_COUNT", std::to_string(e.attempt));
-  set("TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts));
-  set("SLAPO_ERROR_FILE", e.error_file);
+  ChildSpec spec;
+  spec.program = "/proc/self/exe";
+  spec.argv = {"slapo-lua"};
+  spec.argv.insert(spec.argv.end(), command.begin(), command.end());
+  spec.stdout_fd = out_pipe[1], spec.stderr_fd = err_pipe[1];  // the pipes close on exec; these copies stay
+  // a rank dies with its launcher (killed by a tuner's time limit, or by hand) instead of waiting
+  // on peers that will never come: start_child's children all do
+  spec.env = {{"RANK", std::to_string(e.rank)},
+              {"LOCAL_RANK", std::to_string(e.local_rank)},
+              {"WORLD_SIZE", std::to_string(o.nproc * o.nnodes)},
+              {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
+              {"GROUP_RANK", std::to_string(o.node_rank)},
+              {"TORCHELASTIC_RESTART_COUNT", std::to_string(e.attempt)},
+              {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)},
+              {"SLAPO_ERROR_FILE", e.error_file}};
   if (o.multi_node()) {
     // the store node 0's launcher serves on the master address
-    set("MASTER_ADDR", o.master_addr);
-    set("MASTER_PORT", std::to_string(o.master_port));
-    set("SLAPO_LAUNCHER_STORE", "1");
+    spec.env["MASTER_ADDR"] = o.master_addr;
+    spec.env["MASTER_PORT"] = std::to_string(o.master_port);
+    spec.env["SLAPO_LAUNCHER_STORE"] = "1";
   } else {
     // rendezvous through a file in the launcher's private directory: nothing listens on the network
-    set("MASTER_ADDR", "127.0.0.1");
-    set("MASTER_PORT", std::to_string(e.port));
-    set("SLAPO_STORE_FILE", e.store_file);
+    spec.env["MASTER_ADDR"] = "127.0.0.1";
+    spec.env["MASTER_PORT"] = std::to_string(e.port);
+    spec.env["SLAPO_STORE_FILE"] = e.store_file;
   }
   if (!::getenv("OMP_NUM_THREADS")) {
     unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    std::string threads = std::to_string(std::max(1u, cores / static_cast<unsigned>(o.nproc)));
-    ::setenv("OMP_NUM_THREADS", threads.c_str(), 1);
+    spec.env["OMP_NUM_THREADS"] = std::to_string(std::max(1u, cores / static_cast<unsigned>(o.nproc)));
   }
-  std::vector<std::string> argv_s{"slapo-lua"};
-  argv_s.insert(argv_s.end(), command.begin(), command.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  ::execv("/proc/self/exe", argv.data());
-  ::_exit(127);
+  return start_child(spec, "run");
 }
 
 // Ends the ranks already started when the others cannot be.
@@ -210,13 +201,21 @@ Outcome run_attempt(const LaunchOptions& options, const std::vector<std::string>
   std::vector<Rank> ranks;
   for (int k = 0; k < nproc; ++k) {
     int out_pipe[2], err_pipe[2];
-    if (::pipe(out_pipe) != 0 || ::pipe(err_pipe) != 0) {
+    // close-on-exec: no rank inherits another's pipes (they would outlive that rank)
+    if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
       stop_started(ranks);
       return {false, "run: cannot create pipes for the ranks"};
     }
     int rank = options.node_rank * nproc + k;
     RankEnv env{rank, k, attempt, options, port, error_file(rank), dir + "/store"};
-    pid_t pid = spawn(env, command, out_pipe, err_pipe);
+    pid_t pid = -1;
+    try {
+      pid = spawn(env, command, out_pipe, err_pipe);
+    } catch (const Error& e) {
+      for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) ::close(fd);
+      stop_started(ranks);
+      return {false, e.what()};
+    }
     ::close(out_pipe[1]);
     ::close(err_pipe[1]);
     ::fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);

@@ -3,8 +3,6 @@
 // say what ran where.
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "core/child_process.h"
 #include "core/error.h"
 #include "core/sanitizer.h"
 #include "lua/runtime.h"
@@ -31,7 +30,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-
 std::map<std::string, std::string> string_map(lua_State* L, int idx, const char* fn) {
   std::map<std::string, std::string> out;
   if (lua_isnil(L, idx)) return out;
@@ -44,20 +42,6 @@ std::map<std::string, std::string> string_map(lua_State* L, int idx, const char*
     lua_pop(L, 1);
   }
   return out;
-}
-
-// Stops the whole group: politely, then for good after a grace period.
-void stop_group(pid_t pid, int* status) {
-  ::kill(-pid, SIGTERM);
-  auto t0 = std::chrono::steady_clock::now();
-  while (::waitpid(pid, status, WNOHANG) == 0) {
-    if (seconds_since(t0) > 3) {
-      ::kill(-pid, SIGKILL);
-      ::waitpid(pid, status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
 }
 
 // run_process(argv, {env = {NAME = value}, timeout = seconds, log = path, memory_mib = n})
@@ -83,41 +67,28 @@ int w_run_process(lua_State* L) {
   std::string log = lx_opt_string(L, 2, "log", "/dev/null", fn);
   int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) throw Error(fmt::format("{}: cannot open the log '{}': {}", fn, log, std::strerror(errno)));
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t parent = ::getpid();
+  ChildSpec spec;
+  spec.argv = std::move(argv_s);
+  spec.env = std::move(env);
+  spec.stdout_fd = spec.stderr_fd = log_fd;
+  spec.stdin_null = true;
+  spec.own_group = true;  // its ranks with it
+  spec.memory_mib = memory_mib;
   auto t0 = std::chrono::steady_clock::now();
-  pid_t pid = ::fork();
-  if (pid < 0) {
+  pid_t pid = -1;
+  try {
+    pid = start_child(spec, fn);
+  } catch (...) {
     ::close(log_fd);
-    throw Error(fmt::format("{}: fork failed: {}", fn, std::strerror(errno)));
-  }
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);  // the parent died before the line above
-    ::dup2(log_fd, STDOUT_FILENO);
-    ::dup2(log_fd, STDERR_FILENO);
-    int null_fd = ::open("/dev/null", O_RDONLY);
-    if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
-    for (auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-    if (memory_mib > 0) {
-      rlimit limit;
-      limit.rlim_cur = limit.rlim_max = static_cast<rlim_t>(memory_mib * 1024 * 1024);
-      ::setrlimit(RLIMIT_AS, &limit);
-    }
-    ::execvp(argv[0], argv.data());
-    ::_exit(127);
+    throw;
   }
   ::close(log_fd);
-  ::setpgid(pid, pid);  // also here: no race with the child's own call
   int status = 0;
   bool timed_out = false;
   while (::waitpid(pid, &status, WNOHANG) == 0) {
     if (timeout > 0 && seconds_since(t0) > timeout) {
       timed_out = true;
-      stop_group(pid, &status);
+      stop_child_group(pid, &status);
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/schedule.h"
 #include "distributed/group.h"
+#include "distributed/world.h"
 #include "graph/traced_graph.h"
 #include "lua/lua_module.h"
 #include "lua/runtime.h"
@@ -686,7 +687,7 @@ int w_create_schedule(lua_State* L) {
   if (int given = lx_last_given_arg(L); given > 2)
     throw Error(fmt::format("create_schedule: takes a module and an options table ({{group = g}}), got {} arguments", given));
   lx_check_option_keys(L, 2, {"group"}, "create_schedule");
-  std::shared_ptr<dist::Group> group;
+  std::shared_ptr<dist::Group> group = dist::world();
   if (lua_istable(L, 2)) {
     lua_getfield(L, 2, "group");
     if (!lua_isnil(L, -1)) group = lx_group_arg(L, lua_gettop(L), "create_schedule: option 'group'");

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 #include <doctest/doctest.h>
 
+#include "distributed/world.h"
 #include "graph/traced_graph.h"
 #include "models/zoo.h"
 #include "primitives/primitives.h"
@@ -14,7 +15,7 @@ TEST_CASE("fuse: the LayerNorm tail follows train/eval after constant propagatio
   auto model = build_model(ModelConfig(nlohmann::json{
       {"model_type", "bert"}, {"hidden_size", 16}, {"num_hidden_layers", 1}, {"num_attention_heads", 2},
       {"intermediate_size", 32}, {"vocab_size", 32}, {"max_position_embeddings", 16}, {"hidden_dropout_prob", 0.5}}));
-  auto sch = Schedule::create(model);
+  auto sch = Schedule::create(model, dist::world());
   auto& output = *sch->at("bert.encoder.layer.0.output");
   decompose(*output.at("dense"), {"test", {}});
   trace(output, Values{torch::randn({2, 4, 32}), torch::randn({2, 4, 16})}, {}, /*flatten=*/true, {"test", {}});

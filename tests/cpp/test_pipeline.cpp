@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "distributed/pipeline.h"
+#include "distributed/world.h"
 #include "error_of.h"
 #include "graph/pipeline_stages.h"
 #include "models/transformer_ops.h"
@@ -45,7 +46,7 @@ TEST_CASE("pipeline_actions: GPipe runs every forward first; 1F1B warms up by th
 
 TEST_CASE("split_stages: the stages chained on one rank give the model's logits and gradients") {
   auto model = tiny_gpt2();
-  auto sch = Schedule::create(model);
+  auto sch = Schedule::create(model, dist::world());
   std::vector<std::string> cuts{"transformer.h.0", "transformer.h.2"};
   for (auto& c : cuts) cut_pipeline_stage(*sch->at(c), {"test", {}});
   CHECK(pipeline_cuts(*sch) == cuts);
@@ -78,7 +79,7 @@ TEST_CASE("split_stages: the stages chained on one rank give the model's logits 
 }
 
 TEST_CASE("cut_pipeline_stage: the root, a layer list, a second cut and nested cuts are refused, leaving the log alone") {
-  auto sch = Schedule::create(tiny_gpt2());
+  auto sch = Schedule::create(tiny_gpt2(), dist::world());
   CHECK(error_of([&] { cut_pipeline_stage(*sch, {"test", {}}); }).find("the root module cannot end a stage") !=
         std::string::npos);
   CHECK(error_of([&] { cut_pipeline_stage(*sch->at("transformer.h"), {"test", {}}); })
@@ -94,7 +95,7 @@ TEST_CASE("cut_pipeline_stage: the root, a layer list, a second cut and nested c
 }
 
 TEST_CASE("Pipeline: stages beyond the group's ranks become interleaved chunks") {
-  auto sch = Schedule::create(tiny_gpt2());
+  auto sch = Schedule::create(tiny_gpt2(), dist::world());
   cut_pipeline_stage(*sch->at("transformer.h.1"), {"test", {}});
   Pipeline pipe(sch, PipelineOptions{});  // one rank, two stages: two chunks on it
   CHECK(pipe.runner().chunks() == 2);

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "core/error.h"
+#include "distributed/world.h"
 #include "error_of.h"
 #include "models/layers.h"
 #include "models/zoo.h"
@@ -19,7 +20,7 @@ std::shared_ptr<Module> tiny_mlp() {
 }  // namespace
 
 TEST_CASE("shard: a refused shard leaves the parameter, its metadata and the log as they were") {
-  auto sch = Schedule::create(tiny_mlp());
+  auto sch = Schedule::create(tiny_mlp(), dist::world());
   auto fc1 = sch->at("fc1");
   at::Tensor before = fc1->mod()->param("weight").clone();
   CHECK(error_of([&] { shard(*fc1, "weight", 5, {"test", {}}); }).find("axis 5 is out of range") != std::string::npos);
@@ -70,7 +71,7 @@ TEST_CASE("fully_shard's split: a first axis the parts do not divide goes as tor
 
 TEST_CASE("replace: the parent's slot and the schedule follow the new module") {
   auto model = tiny_mlp();
-  auto sch = Schedule::create(model);
+  auto sch = Schedule::create(model, dist::world());
   auto identity = std::make_shared<Identity>();
   replace(*sch->at("act"), identity, {"test", {"args[1]"}});
   CHECK(model->child("act") == identity);
@@ -83,15 +84,15 @@ TEST_CASE("replace: the parent's slot and the schedule follow the new module") {
 }
 
 TEST_CASE("sync: parse errors list the valid choices") {
-  auto sch = Schedule::create(tiny_mlp());
+  auto sch = Schedule::create(tiny_mlp(), dist::world());
   CHECK(error_of([&] { parse_sync_mode("fwd", *sch); }) ==
         "sync: unknown mode 'fwd' for the root module (choices: fwd_pre, fwd_post, bwd_post, bwd_params)");
   CHECK(error_of([&] { parse_sync_op("RS->XX", 0, *sch); }).find("schemes: RR->RR, RR->RS") != std::string::npos);
 }
 
 TEST_CASE("build: init_weights re-initialises from the seed, the same every time") {
-  auto a = Schedule::create(tiny_mlp());
-  auto b = Schedule::create(tiny_mlp());
+  auto a = Schedule::create(tiny_mlp(), dist::world());
+  auto b = Schedule::create(tiny_mlp(), dist::world());
   torch::manual_seed(123);  // disturb the default stream between the two builds
   ScheduleBuildOptions all;
   all.init = ScheduleBuildOptions::All;

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/schedule.h"
+#include "distributed/world.h"
 #include "models/zoo.h"
 
 using namespace slapo;
@@ -20,7 +21,7 @@ std::shared_ptr<Module> tiny_gpt2() {
 
 TEST_CASE("schedule: paths resolve to the model's own modules") {
   auto model = tiny_gpt2();
-  auto sch = Schedule::create(model);
+  auto sch = Schedule::create(model, dist::world());
   auto attn = sch->at("transformer.h.2.attn");
   CHECK(attn->path() == "transformer.h.2.attn");
   CHECK(attn->name() == "attn");
@@ -31,7 +32,7 @@ TEST_CASE("schedule: paths resolve to the model's own modules") {
 }
 
 TEST_CASE("schedule: an unknown token names the closest child and all children") {
-  auto sch = Schedule::create(tiny_gpt2());
+  auto sch = Schedule::create(tiny_gpt2(), dist::world());
   try {
     sch->at("transformer.h.0.mpl");
     FAIL("no error");
@@ -43,7 +44,7 @@ TEST_CASE("schedule: an unknown token names the closest child and all children")
 }
 
 TEST_CASE("schedule log: prints replayable Lua with paths, arguments and sources") {
-  auto sch = Schedule::create(tiny_gpt2());
+  auto sch = Schedule::create(tiny_gpt2(), dist::world());
   sch->log().append({"shard", "transformer.h.0.attn.c_attn", {lua_quote("weight"), "1"}, "gpt2_schedule.lua:7"});
   sch->log().append({"checkpoint", "", {}, ""});
   CHECK(sch->log().to_lua() ==
