@@ -8,6 +8,8 @@
 #include <sstream>
 #include <typeinfo>
 
+#include <fmt/ranges.h>
+
 #include "core/error.h"
 #include "lua/tensor_gc.h"
 
@@ -432,6 +434,15 @@ std::string lx_opt_string(lua_State* L, int table, const char* key, const std::s
   }
   lua_pop(L, 1);
   return out;
+}
+
+size_t lx_opt_choice(lua_State* L, int table, const char* key, const std::vector<std::string>& choices, size_t fallback,
+                     const char* fn) {
+  std::string value = lx_opt_string(L, table, key, choices.at(fallback), fn);
+  auto it = std::find(choices.begin(), choices.end(), value);
+  if (it == choices.end())
+    throw Error(fmt::format("{}: option '{}' must be one of \"{}\", got \"{}\"", fn, key, fmt::join(choices, "\", \""), value));
+  return static_cast<size_t>(it - choices.begin());
 }
 
 double lx_opt_number_in(lua_State* L, int table, const char* key, double fallback, double lo, double hi, const char* fn) {

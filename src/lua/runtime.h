@@ -8,6 +8,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "core/module.h"
 
@@ -76,6 +77,10 @@ bool lx_check_opt_boolean(lua_State* L, int idx, bool fallback, const char* fn, 
 double lx_opt_number(lua_State* L, int table, const char* key, double fallback, const char* fn);
 bool lx_opt_bool(lua_State* L, int table, const char* key, bool fallback, const char* fn);
 std::string lx_opt_string(lua_State* L, int table, const char* key, const std::string& fallback, const char* fn);
+/// options[key] as the index of one of `choices` (`fallback` when absent); any other value is an
+/// error that names fn, the key, the value and every choice.
+size_t lx_opt_choice(lua_State* L, int table, const char* key, const std::vector<std::string>& choices, size_t fallback,
+                     const char* fn);
 
 /// Raises naming `fn` when the options table at `idx` (nil is fine) has a key not in `valid`,
 /// listing the valid ones.

@@ -66,8 +66,12 @@ int w_autoshard(lua_State* L) {
   double batch = lx_opt_number_in(L, 2, "batch", 8, 1, 1e9, fn), seq = lx_opt_number_in(L, 2, "seq", 512, 1, 1e9, fn);
   o.tokens = batch * seq;  // every tensor scaled by tokens alone: the user's example's sequence
                            // length may equal a head's width, which the planner's prime length avoids
-  o.solver = lx_opt_string(L, 2, "solver", "ilp", fn);
-  o.objective = lx_opt_string(L, 2, "objective", "time", fn);
+  const std::string where = fmt::format("{}: {}", fn, sch->where());  // the choices' errors name the module
+  o.solver = lx_opt_choice(L, 2, "solver", {"ilp", "exhaustive"}, 0, where.c_str()) == 0 ? plan::Solver::Ilp
+                                                                                       : plan::Solver::Exhaustive;
+  o.objective = lx_opt_choice(L, 2, "objective", {"time", "volume"}, 0, where.c_str()) == 0
+                    ? plan::Objective::Time
+                    : plan::Objective::Volume;
   double memory_mib = lx_opt_number_in(L, 2, "memory_mib", 0, 0, 1e12, fn);
   if (memory_mib > 0) o.memory_bytes = memory_mib * double(1 << 20);
   // zero = true | false | "auto" (the solver chooses)
@@ -75,9 +79,13 @@ int w_autoshard(lua_State* L) {
     lua_getfield(L, 2, "zero");
     bool flag = lua_isboolean(L, -1), on = lua_toboolean(L, -1);
     lua_pop(L, 1);
-    o.zero = flag ? (on ? "on" : "off") : lx_opt_string(L, 2, "zero", "auto", fn);
+    if (flag) {
+      o.zero = on ? plan::ZeroChoice::On : plan::ZeroChoice::Off;
+    } else if (std::string zero = lx_opt_string(L, 2, "zero", "auto", fn); zero != "auto") {
+      throw Error(fmt::format("{}: option 'zero' must be true, false or \"auto\", got \"{}\"", where, zero));
+    }
     // sequence = true: sequence parallelism (the module's tokens split over the ranks)
-    o.sequence = lx_opt_bool(L, 2, "sequence", false, fn) ? "on" : "off";
+    o.sequence = lx_opt_bool(L, 2, "sequence", false, fn);
   }
   // example inputs: given, else shaped like the module's last call (its leading tensors)
   Values examples;

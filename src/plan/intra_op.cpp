@@ -40,14 +40,6 @@ namespace {
 void check_options(const IntraOpOptions& o, const std::string& where) {
   if (o.ranks < 2) throw Error(fmt::format("autoshard: {}: plan for 2 ranks or more, got {}", where, o.ranks));
   if (o.dp < 1) throw Error(fmt::format("autoshard: {}: dp must be 1 or more, got {}", where, o.dp));
-  if (o.solver != "ilp" && o.solver != "exhaustive")
-    throw Error(fmt::format("autoshard: {}: solver must be \"ilp\" or \"exhaustive\", got \"{}\"", where, o.solver));
-  if (o.zero != "auto" && o.zero != "on" && o.zero != "off")
-    throw Error(fmt::format("autoshard: {}: zero must be \"auto\", \"on\" or \"off\", got \"{}\"", where, o.zero));
-  if (o.objective != "time" && o.objective != "volume")
-    throw Error(fmt::format("autoshard: {}: objective must be \"time\" or \"volume\", got \"{}\"", where, o.objective));
-  if (o.sequence != "on" && o.sequence != "off")
-    throw Error(fmt::format("autoshard: {}: sequence must be \"on\" or \"off\", got \"{}\"", where, o.sequence));
 }
 }  // namespace
 
@@ -68,29 +60,29 @@ IntraOpPlan IntraOpProblem::solve(const IntraOpOptions& o) const {
   const std::string& where = where_;
   check_options(o, where);
   const Analysis& a = *analysis_;
-  if (o.sequence == "on" && a.token_axis < 0)
+  if (o.sequence && a.token_axis < 0)
     throw Error(fmt::format("autoshard: {}: sequence parallelism splits the first input along its tokens, but it has "
                             "none to split (it takes a floating [batch, sequence, hidden] input of 2 tokens or more; "
                             "sequence = false keeps tensors whole)", where));
   std::vector<bool> zero_choices;
-  if (o.zero != "on" || o.dp < 2) zero_choices.push_back(false);
-  if (o.zero != "off" && o.dp > 1) zero_choices.push_back(true);
+  if (o.zero != ZeroChoice::On || o.dp < 2) zero_choices.push_back(false);
+  if (o.zero != ZeroChoice::Off && o.dp > 1) zero_choices.push_back(true);
   IntraOpPlan best;
   best.step_s = INFINITY;
   double least_bytes = INFINITY, solve_s = 0, best_objective = INFINITY;
   auto solve = [&](const SelectionProblem& problem) {
-    return o.solver == "exhaustive" ? solve_selection_exhaustively(problem, "autoshard: " + where)
+    return o.solver == Solver::Exhaustive ? solve_selection_exhaustively(problem, "autoshard: " + where)
                                     : solve_selection(problem, "autoshard: " + where);
   };
   for (bool zero : zero_choices) {
     Built b = build_problem(a, o, zero);
     b.problem.memory_budget = o.memory_bytes;
-    if (!zero || o.zero == "on") {  // no sharding at all (whole tensors in and out), for comparison
+    if (!zero || o.zero == ZeroChoice::On) {  // no sharding at all (whole tensors in and out), for comparison
       IntraOpOptions whole_tensors = o;
-      whole_tensors.sequence = "off";
+      whole_tensors.sequence = false;
       Built rebuilt;  // only under sequence parallelism: else this problem has the whole layouts
-      if (o.sequence == "on") rebuilt = build_problem(a, whole_tensors, zero);
-      const Built& whole = o.sequence == "on" ? rebuilt : b;
+      if (o.sequence) rebuilt = build_problem(a, whole_tensors, zero);
+      const Built& whole = o.sequence ? rebuilt : b;
       best.replicated_s = best.replicated_memory_bytes = 0;
       for (auto& strategies : whole.strategies)
         best.replicated_s += strategies[0].seconds, best.replicated_memory_bytes += strategies[0].bytes;
@@ -134,7 +126,7 @@ IntraOpPlan IntraOpProblem::solve(const IntraOpOptions& o) const {
     }
     // the layouts propagated once more: a check of the solution, and where c_attn's parts are
     best.groups.clear(), best.forked.clear(), best.token_params.clear();
-    best.sequence = o.sequence == "on", best.token_axis = a.token_axis;
+    best.sequence = o.sequence, best.token_axis = a.token_axis;
     if (!propagate(a, styles, best.sequence ? Layout::T : Layout::R, &best.groups, &best.forked, &best.token_params))
       throw std::logic_error("autoshard: the ILP's choice for " + where + " does not propagate");
     best.parent_syncs.clear(), best.parent_gathers.clear();

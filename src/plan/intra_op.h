@@ -21,6 +21,10 @@
 
 namespace slapo::plan {
 
+enum class ZeroChoice { Auto, On, Off };  ///< ZeRO-1: the solver chooses, always, never
+enum class Solver { Ilp, Exhaustive };
+enum class Objective { Time, Volume };
+
 struct IntraOpOptions {
   int ranks = 2;              ///< the tensor-parallel axis of the mesh
   int dp = 1;                 ///< the data-parallel axis: replicas the batch is split over
@@ -34,24 +38,24 @@ struct IntraOpOptions {
   double dp_bandwidth = 4.5e11, dp_latency = 5e-6;  ///< the data-parallel axis's links
   double bytes_per_element = 4;
   double memory_bytes = INFINITY;  ///< per device: parameters, gradients, AdamW state and saved activations
-  /// ZeRO-1 (AdamW's moments sharded over the data-parallel axis): "auto" lets the solver choose
-  std::string zero = "auto";  ///< "auto" | "on" | "off"
+  /// ZeRO-1 (AdamW's moments sharded over the data-parallel axis): Auto lets the solver choose
+  ZeroChoice zero = ZeroChoice::Auto;
   double zero_sync = 1.5;  ///< ZeRO-1's gradient sync in all-reduces (cost_model.h's zero_sync_all_reduces)
-  /// "ilp": CBC where the build has it; "exhaustive": the depth-first search (a cross-check, and
+  /// Ilp: CBC where the build has it; Exhaustive: the depth-first search (a cross-check, and
   /// what a build without CBC uses)
-  std::string solver = "ilp";
-  /// Sequence parallelism: "on": the module's input arrives split over the tensor-parallel ranks
+  Solver solver = Solver::Ilp;
+  /// Sequence parallelism: true: the module's input arrives split over the tensor-parallel ranks
   /// along the tokens and its output leaves so (Megatron's sequence parallelism between layers);
   /// token-wise ops (norms, dropout, residual adds) may then run on each rank's tokens, and
   /// projections may gather the tokens (column) or reduce-scatter them (row), or keep whole
-  /// weights on this rank's tokens. "off": whole tensors in and out.
-  std::string sequence = "off";
-  /// "time": the predicted step (compute, every collective, weight-gradient syncs) under the
-  /// memory budget. "volume": Slapo's solver's objective, the elements each rank hands the forward
+  /// weights on this rank's tokens. false: whole tensors in and out.
+  bool sequence = false;
+  /// Time: the predicted step (compute, every collective, weight-gradient syncs) under the
+  /// memory budget. Volume: Slapo's solver's objective, the elements each rank hands the forward
   /// pass's collectives (an all-reduce or a reduce-scatter its whole tensor, an all-gather its
   /// part; under sequence parallelism one more per op reading the split input), the predicted time
   /// breaking ties.
-  std::string objective = "time";
+  Objective objective = Objective::Time;
 };
 
 

@@ -177,7 +177,7 @@ double numel_of(const torch::jit::Value* v) {
 
 Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
   Built b;
-  const bool sequence = o.sequence == "on";
+  const bool sequence = o.sequence;
   const Layout boundary = sequence ? Layout::T : Layout::R;
   auto& g = *a.graph->graph();
   const double tokens = o.tokens / o.dp;  // per tensor-parallel group
@@ -198,7 +198,7 @@ Built build_problem(const Analysis& a, const IntraOpOptions& o, bool zero) {
     std::vector<double> cost, memory;
     // Slapo's objective in millions of elements (the solver counts in millionths), time breaking ties
     for (auto& s : strategies)
-      cost.push_back(o.objective == "volume" ? s.volume * 1e-6 + s.seconds * 1e-7 : s.seconds), memory.push_back(s.bytes);
+      cost.push_back(o.objective == Objective::Volume ? s.volume * 1e-6 + s.seconds * 1e-7 : s.seconds), memory.push_back(s.bytes);
     b.strategies.push_back(std::move(strategies));
     return b.problem.add_node(std::move(name), cost, memory);
   };

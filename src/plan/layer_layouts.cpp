@@ -3,20 +3,44 @@
 #include "plan/layer_layouts.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
 
 #include "core/error.h"
+#include "models/layers.h"
 #include "models/zoo.h"
 #include "plan/planner.h"
 #include "primitives/primitives.h"
 
 namespace slapo::plan {
 
+namespace {
+
+// The layer list of a model built with one layer: its only ModuleList, found by walking the tree
+// rather than by name (the names are the model's; the reference schedules say them for users).
+std::vector<std::string> module_lists(const std::shared_ptr<Module>& m, const std::string& path) {
+  std::vector<std::string> out;
+  if (std::dynamic_pointer_cast<ModuleList>(m)) out.push_back(path);
+  for (auto& [name, child] : m->children_in_order())
+    for (auto& found : module_lists(child, path.empty() ? name : path + "." + name)) out.push_back(found);
+  return out;
+}
+
+std::string first_layer_path(const std::shared_ptr<Module>& model, const std::string& name) {
+  auto lists = module_lists(model, "");
+  if (lists.size() != 1)
+    throw Error(fmt::format("plan: {} built with one layer has {} module lists ({}), not one list of layers", name,
+                            lists.size(), fmt::join(lists, ", ")));
+  return lists.front() + ".0";
+}
+
+}  // namespace
+
 PassLayouts::PassLayouts(const ModelConfig& config, const ModelShape& shape, const Cluster& cluster,
                          const Workload& work)
-    : cluster_(cluster), work_(work), hidden_(shape.hidden), layer_(layers_path(shape) + ".0") {
+    : cluster_(cluster), work_(work), hidden_(shape.hidden) {
   auto start = std::chrono::steady_clock::now();
   nlohmann::json fields = config.json();
   fields[shape.type == "gpt2" ? "n_layer" : "num_hidden_layers"] = 1;
@@ -32,6 +56,7 @@ PassLayouts::PassLayouts(const ModelConfig& config, const ModelShape& shape, con
     torch::NoGradGuard no_grad;
     (*model)({at::zeros({1, seq}, at::kLong)});
   }
+  layer_ = first_layer_path(model, shape.name);
   auto layer = module_at(model, layer_);
   if (!layer) throw Error(fmt::format("plan: {} has no layer at '{}'", shape.name, layer_));
   Values examples = examples_like_last_call(*layer, layer_, "plan", "a zoo model");
@@ -44,8 +69,8 @@ IntraOpOptions PassLayouts::options(int tp, int dp, bool sequence) const {
   o.tokens = double(work_.batch) * double(work_.seq);
   o.seq = double(work_.seq);
   o.bytes_per_element = work_.dtype == "bfloat16" ? 2 : 4;
-  o.zero = "off";
-  o.sequence = sequence ? "on" : "off";
+  o.zero = ZeroChoice::Off;
+  o.sequence = sequence;
   return o;
 }
 

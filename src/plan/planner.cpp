@@ -188,10 +188,6 @@ std::string Plan::summary() const {
   return out;
 }
 
-std::string layers_path(const ModelShape& model) {
-  return model.type == "gpt2" ? "transformer.h" : model.type == "bert" ? "bert.encoder.layer" : "model.layers";
-}
-
 Plan make_plan(const PlanRequest& request) {
   namespace fs = std::filesystem;
   const bool directory = !request.config && fs::is_directory(request.model);

@@ -67,9 +67,6 @@ struct LayerPricing;
 /// (layer_layouts.h); without it, the note says what priced the layers.
 void lay_out_layers(Plan& plan, const LayerPricing& pricing);
 
-/// Where the reference schedules keep the layer list ("transformer.h", ...).
-std::string layers_path(const ModelShape& model);
-
 /// Raises naming the option when the batch, sequence or precision cannot be planned for.
 void check_workload(const Workload& work);
 /// Raises when the sequence is longer than the model's learned positions (GPT-2's n_positions,

@@ -124,9 +124,9 @@ describe("slapo.autoshard (the ILP on a 2-D mesh, under a memory budget)", funct
     eq(false, forced.zero)
     matches("autoshard: 'transformer.h.0' needs at least [%d.]+ MiB per device on 2 x 4 ranks %(tp x dp, ZeRO%-1%); "
       .. "memory_mib is 1$", pcall_err(slapo.autoshard, layer, { ranks = 2, dp = 4, memory_mib = 1 }))
-    matches("autoshard: 'transformer.h.0': zero must be \"auto\", \"on\" or \"off\", got \"maybe\"",
+    matches("autoshard: 'transformer.h.0': option 'zero' must be true, false or \"auto\", got \"maybe\"",
       pcall_err(slapo.autoshard, layer, { zero = "maybe" }))
-    matches("autoshard: 'transformer.h.0': solver must be \"ilp\" or \"exhaustive\", got \"cbc\"",
+    matches("autoshard: 'transformer.h.0': option 'solver' must be one of \"ilp\", \"exhaustive\", got \"cbc\"",
       pcall_err(slapo.autoshard, layer, { solver = "cbc" }))
   end)
 

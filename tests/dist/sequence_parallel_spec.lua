@@ -128,7 +128,7 @@ describe("slapo.autoshard{sequence = true} (Megatron's sequence parallelism)", f
     local timed = slapo.autoshard(layer, { ranks = p, batch = bs, seq = seq, sequence = true })
     eq("column_seq", timed.strategy["attention.self.key"])
     assert(timed.volume > attn.volume, timed.volume .. " vs " .. attn.volume)
-    matches('autoshard: \'bert.encoder.layer.0\': objective must be "time" or "volume", got "bytes"',
+    matches('autoshard: \'bert.encoder.layer.0\': option \'objective\' must be one of "time", "volume", got "bytes"',
       pcall_err(slapo.autoshard, layer, { ranks = p, objective = "bytes" }))
   end)
 
