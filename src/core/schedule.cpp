@@ -6,13 +6,13 @@
 
 #include "core/error.h"
 #include "core/tree_format.h"
-#include "distributed/world.h"
+#include "distributed/group.h"
 
 namespace slapo {
 
 std::shared_ptr<Schedule> Schedule::create(std::shared_ptr<Module> root, std::shared_ptr<dist::Group> group) {
   if (!root) throw Error("create_schedule: the model is empty");
-  if (!group) group = dist::world();
+  if (!group) throw Error("create_schedule: no group given (the caller passes dist::world() for every rank)");
   if (!group->contains_me())
     throw Error(fmt::format("create_schedule: this rank is not in {}, the group the schedule would use",
                             group->describe()));
@@ -108,7 +108,14 @@ std::vector<std::pair<std::string, std::shared_ptr<Schedule>>> Schedule::named_s
 
 std::string Schedule::to_string() const {
   TreeNotes notes;
-  for (auto& e : log_->entries()) notes[e.path].push_back(fmt::format("{}({})", e.primitive, fmt::join(e.lua_args, ", ")));
+  const auto& entries = log_->entries();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const LogEntry& e = entries[i];
+    std::string note = fmt::format("{}({})", e.primitive, fmt::join(e.lua_args, ", "));
+    std::string path = e.primitive == "sync" ? log_->sync_path(i, e.path) : e.path;
+    if (path != e.path) note += fmt::format(" from {}", e.path);
+    notes[path].push_back(std::move(note));
+  }
   return format_tree(*mod_, path_, &notes);
 }
 

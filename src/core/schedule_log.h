@@ -20,9 +20,20 @@ class ScheduleLog {
   void append(LogEntry entry) { entries_.push_back(std::move(entry)); }
   const std::vector<LogEntry>& entries() const { return entries_; }
   size_t size() const { return entries_.size(); }
-  /// Drops the entries after the first `n` (a rolled-back schedule).
+  /// Drops the entries after the first `n` (a rolled-back schedule), and the moves they made.
   void truncate(size_t n) {
     if (n < entries_.size()) entries_.resize(n);
+    while (!moves_.empty() && moves_.back().before >= n) moves_.pop_back();
+  }
+
+  /// A subgraph `replace` moved the syncs of the module at `from` onto the one at `to`: the syncs
+  /// logged before now run there (the printed tree shows them there; the log itself replays as is).
+  void note_syncs_moved(const std::string& from, const std::string& to) { moves_.push_back({entries_.size(), from, to}); }
+  /// Where the syncs logged as entry `index` on `path` run now.
+  std::string sync_path(size_t index, std::string path) const {
+    for (const auto& m : moves_)
+      if (index < m.before && path == m.from) path = m.to;
+    return path;
   }
 
   /// Lua source of a chunk returning `function(sch, args) ... end` that re-applies every entry;
@@ -31,7 +42,12 @@ class ScheduleLog {
   std::string to_lua() const;
 
  private:
+  struct SyncMove {
+    size_t before;  // entries before this one are the syncs it moved
+    std::string from, to;
+  };
   std::vector<LogEntry> entries_;
+  std::vector<SyncMove> moves_;
 };
 
 /// An IValue written as a Lua literal: 3, 0.5, true, "str", nil, {1, 2}, {key = v}.

@@ -149,6 +149,7 @@ void install(Schedule& sch, TracedGraph& graph, const SubgraphNames& nodes, cons
 // Anything else would change what the syncs see, and is refused before anything changes.
 struct HookMove {
   std::shared_ptr<Module> leaf;
+  std::string leaf_path;
   Module::Hooks hooks;
 };
 
@@ -197,7 +198,7 @@ std::vector<HookMove> take_movable_hooks(Schedule& sch, const TracedGraph& graph
   }
   // (two leaves with input syncs cannot both pass: each would be the only reader of the first input)
   std::vector<HookMove> out;
-  for (auto& [node, leaf] : hooked) out.push_back({leaf, leaf->take_hooks()});
+  for (auto& [node, leaf] : hooked) out.push_back({leaf, sch.at(node->target)->path(), leaf->take_hooks()});
   return out;
 }
 
@@ -215,20 +216,21 @@ std::string replace_subgraph(Schedule& sch, std::shared_ptr<Module> new_mod, con
                              const CallSite& site, const std::string& child_name) {
   auto& graph = traced_graph(sch, "replace");
   auto subgraph = graph.extract(nodes, sch.where(), "replace");  // checks the names and the border first
-  if (!child_name.empty() && sch.mod()->has_child(child_name))
-    throw Error(fmt::format("replace: {} already has a child '{}'; choose another name", sch.where(), child_name));
   // The check compares the computations without the syncs: they are off the leaves meanwhile.
   auto moves = take_movable_hooks(sch, graph, *subgraph, nodes);
   std::string name;
   try {
     if (check) check_same_results(*subgraph, *sch.mod(), *new_mod, sch.where());
-    name = child_name.empty() ? fresh_child_name(*sch.mod(), new_mod->type_name()) : child_name;
+    // one rule with fuse, and Slapo's: the name (else the type) and the first free _0, _1, ...
+    name = fresh_child_name(*sch.mod(), child_name.empty() ? new_mod->type_name() : child_name);
     install(sch, graph, nodes, name, new_mod);
   } catch (...) {
     give_back(moves);
     throw;
   }
   give_to(moves, *new_mod);
+  std::string new_path = sch.path().empty() ? name : sch.path() + "." + name;
+  for (auto& m : moves) sch.log().note_syncs_moved(m.leaf_path, new_path);
   sch.log().append({"replace", sch.path(), site.lua_args, site.source});
   return name;
 }

@@ -228,7 +228,7 @@ describe("replace(module, subgraph) options and leaves", function()
     matches("replace: unknown option 'nmae' %(valid: check, name%)",
       pcall_err(sub.replace, sub, fused, sub:find("query|key|value"), { check = false, nmae = "qkv" }))
     local new = sub:replace(fused, sub:find("query|key|value"), { check = false, name = "qkv_fused" })
-    eq("qkv_fused", new.name)
+    eq("qkv_fused_0", new.name)
   end)
 
   it("refuses to swallow a leaf with a sync (it would be dropped) and leaves the graph as it was", function()
@@ -367,9 +367,13 @@ describe("replace(subgraph) and the syncs of the leaves it swallows", function()
     local expected = m(x)
     eq(1, #seen)
     local new = sch:replace(same_as_subgraph(sch), sch:find(linear_ln), { name = "fused" })
-    eq("fused", new.name)
+    eq("fused_0", new.name)
     close(expected, m(x))  -- the doubling still happens, now before the new module
     eq(2, #seen, "the sync ran once more, on the new module")
+    -- the printed tree shows the sync where it runs now, and says where it came from
+    local tree = tostring(sch)
+    matches("%(fused_0%)[^\n]*sync%(\"fwd_pre\", .-%) from linear", tree)
+    assert(not tree:match("%(linear%)[^\n]*sync"), "the sync is still shown on linear:\n" .. tree)
   end)
 
   it("moves fwd_post syncs of the leaf that gives the subgraph's only result", function()
