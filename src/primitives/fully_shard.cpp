@@ -52,12 +52,14 @@ std::function<void()> start_gather(at::Tensor whole, const at::Tensor& slice, co
 }
 
 // The whole parameter from every rank's slice along axis 0 (or the one a prefetch gathered);
-// backward gives each slice its part of the gradient summed over the group and divided by its
-// size: the data-parallel average.
+// backward gives each slice its part of the gradient summed over the group and, with `average`,
+// divided by its size: the data-parallel average (without: the sum, for replicas whose gradients
+// are each its rows' part of the batch's, as on pipeline stage meshes).
 struct GatherSlices : public torch::autograd::Function<GatherSlices> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& slice, const ShardSpec* spec,
-                            const at::Tensor* prefetched) {
+                            const at::Tensor* prefetched, bool average) {
     ctx->saved_data["group"] = static_cast<int64_t>(spec->group_id);
+    ctx->saved_data["average"] = average;
     ctx->saved_data["padded_rows"] = spec->part_stride() * spec->parts;
     ctx->saved_data["slice_rows"] = slice.size(0);
     if (prefetched) return *prefetched;
@@ -71,7 +73,8 @@ struct GatherSlices : public torch::autograd::Function<GatherSlices> {
     at::Tensor part = group->reduce_scatter(grad, 0, "fully_shard (backward)");
     // a new tensor, not a view: the slice's gradient must not keep the whole reduced buffer alive
     at::Tensor mine = part.narrow(0, 0, ctx->saved_data["slice_rows"].toInt());  // without the padding
-    return {mine.div(group->size()), at::Tensor(), at::Tensor()};
+    if (ctx->saved_data["average"].toBool()) mine = mine.div(group->size());
+    return {mine, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -209,6 +212,7 @@ struct UnitCall {
   Swaps swaps;
   std::vector<Gathered> gathered;
   std::weak_ptr<UnitCall> next;  // the unit called after this one: its gathers start early
+  bool average = true;           // backward averages the gradients over the group (else sums them)
   struct Pending {
     at::Tensor slice, whole;
     int64_t version;  // the slice's, when the gather started: an optimizer step since makes it stale
@@ -375,7 +379,7 @@ void fully_shard(Schedule& sch, const FullyShardOptions& options, const CallSite
         auto& full = whole[slice.unsafeGetTensorImpl()];
         if (!full.defined()) {
           auto found = ready.find(slice.unsafeGetTensorImpl());
-          full = GatherSlices::apply(slice, &spec, found == ready.end() ? nullptr : &found->second);
+          full = GatherSlices::apply(slice, &spec, found == ready.end() ? nullptr : &found->second, call->average);
           call->gathered.push_back({full, slice, spec});
         }
         call->swaps.emplace_back(m, name, slice);
@@ -399,6 +403,13 @@ void fully_shard(Schedule& sch, const FullyShardOptions& options, const CallSite
 }
 
 PrefetchCounts fully_shard_prefetch_counts() { return prefetch_counts(); }
+
+void sum_fully_shard_gradients(const std::vector<const Module*>& units_to_sum) {
+  for (const Module* m : units_to_sum) {
+    auto found = units().find(m);
+    if (auto unit = found == units().end() ? nullptr : found->second.lock()) unit->average = false;
+  }
+}
 
 void chain_fully_shard_prefetch(const std::vector<const Module*>& call_order) {
   std::shared_ptr<UnitCall> previous;

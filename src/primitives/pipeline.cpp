@@ -95,19 +95,16 @@ std::vector<int> ranks_from(int first, int step, int n) {
 
 // Fully sharded modules a pipeline cannot run, refused by name: one that contains a cut (the
 // trace flattens it and runs its ops one by one, so its calls would never gather: they would see
-// slices), and any on stages with meshes of their own (there each replica's gradients are its
-// rows' part of the batch's, to be summed, where fully_shard's backward averages).
-void refuse_fully_sharded(Schedule& root, bool on_meshes) {
+// slices). On stages with meshes of their own each replica's gradients are its rows' part of the
+// batch's, so the units' backward sums them where it would average.
+void check_fully_sharded(Schedule& root, bool on_meshes) {
   std::vector<std::pair<std::string, std::shared_ptr<Schedule>>> nodes{{"", nullptr}};
   for (auto& item : root.named_schedules()) nodes.push_back(item);
+  std::vector<const Module*> units;
   for (auto& [path, node] : nodes) {
     Schedule& unit = node ? *node : root;
     if (!unit.mod()->meta().fully_shard_root) continue;
-    if (on_meshes)
-      throw Error(fmt::format("build: {} is fully sharded, and stages on meshes of their own (pipeline.meshes) do not "
-                              "take fully sharded modules yet; fully shard stages of one layout "
-                              "(slapo.parallel.layout{{pp = ...}}, each block over layout.dp_group)",
-                              unit.where()));
+    units.push_back(unit.mod().get());
     for (auto& [inner_path, inner] : unit.named_schedules())
       if (inner->mod()->meta().ends_stage)
         throw Error(fmt::format("build: {} is fully sharded and contains the pipeline cut after {}; a pipeline runs "
@@ -115,6 +112,7 @@ void refuse_fully_sharded(Schedule& root, bool on_meshes) {
                                 "the layers each stage calls instead (each block, over layout.dp_group)",
                                 unit.where(), inner->where()));
   }
+  if (on_meshes) sum_fully_shard_gradients(units);
 }
 
 // fully_shard's gathers pair its group's ranks call by call, so they must all run the same
@@ -184,7 +182,7 @@ Pipeline::Pipeline(std::shared_ptr<Schedule> root, PipelineOptions options)
                               "{{{}}}, not {{{}}} (layout.dp_group of slapo.parallel.stage_layout)", stage(), mesh.tp,
                               mesh.dp, fmt::join(dp_ranks, ", "), fmt::join(group_ranks(dp_group_), ", ")));
   }
-  refuse_fully_sharded(*root_, !runner_.meshes().empty());
+  check_fully_sharded(*root_, !runner_.meshes().empty());
   if (micro_batches_ == 0) micro_batches_ = runner_.stages();
   if (micro_batches_ < 1)
     throw Error(fmt::format("build: pipeline micro_batches must be at least 1, got {}", micro_batches_));

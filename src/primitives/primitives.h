@@ -127,6 +127,9 @@ PrefetchCounts fully_shard_prefetch_counts();
 /// Chains fully sharded units for prefetch in the order given (a pipeline stage's calls): each
 /// unit's call starts the next one's gathers, where no fully sharded root chained it already.
 void chain_fully_shard_prefetch(const std::vector<const Module*>& call_order);
+/// Fully sharded units whose backward sums the gradients over their group instead of averaging
+/// them: replicas whose gradients are each its rows' part of the batch's (pipeline stage meshes).
+void sum_fully_shard_gradients(const std::vector<const Module*>& units);
 
 /// trace{inputs, leaves, flatten}: the module's forward becomes a traced graph (aten ops, its
 /// parameters as inputs) run with autograd; leaves stay calls through their parent's slot.
