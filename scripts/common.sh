@@ -1,4 +1,5 @@
-# Shared by scripts/run and scripts/test: set up (apt), configure and build into build/.
+# Shared by scripts/run and scripts/test: set up (apt), configure and build into build/ (scripts/run
+# builds only the program; scripts/test everything, the C++ test binary included).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${SLAPO_BUILD_DIR:-$root/build}"
@@ -13,4 +14,5 @@ if [ ! -f "$build_dir/build.ninja" ]; then
   cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
 fi
 # Each torch-including file takes ~1.5 GB to compile; two jobs fit the 2-core, 24 GB machines.
-cmake --build "$build_dir" -j "${SLAPO_JOBS:-2}"
+# build_targets (set before sourcing this file): what the caller needs; empty: everything.
+cmake --build "$build_dir" -j "${SLAPO_JOBS:-2}" ${build_targets:+--target $build_targets}

@@ -49,7 +49,6 @@ IntraOpPlan plan_intra_op_of_copy(const std::shared_ptr<Module>& copy, const std
   return IntraOpProblem(copy, where, example_inputs).solve(o);
 }
 
-
 IntraOpProblem::~IntraOpProblem() = default;
 
 IntraOpProblem::IntraOpProblem(const std::shared_ptr<Module>& copy, const std::string& where,
@@ -72,7 +71,7 @@ IntraOpPlan IntraOpProblem::solve(const IntraOpOptions& o) const {
   double least_bytes = INFINITY, solve_s = 0, best_objective = INFINITY;
   auto solve = [&](const SelectionProblem& problem) {
     return o.solver == Solver::Exhaustive ? solve_selection_exhaustively(problem, "autoshard: " + where)
-                                    : solve_selection(problem, "autoshard: " + where);
+                                          : solve_selection(problem, "autoshard: " + where);
   };
   for (bool zero : zero_choices) {
     Built b = build_problem(a, o, zero);
