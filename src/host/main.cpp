@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "host/commands.h"
+#include "host/heap.h"
 #include "slapo/build_config.h"
 
 namespace {
@@ -75,6 +76,7 @@ int script_position(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  slapo::keep_freed_blocks_for_reuse();  // before anything allocates
   CLI::App app{"slapo-lua: schedule a LibTorch model from Lua without touching its definition", "slapo-lua"};
   app.set_version_flag("--version", std::string("slapo-lua ") + SLAPO_VERSION);
   app.require_subcommand(1);
