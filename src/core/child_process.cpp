@@ -22,6 +22,9 @@ extern char** environ;
 
 namespace slapo {
 
+namespace {
+
+// The environment a child of `spec` gets, as "NAME=value" strings.
 std::vector<std::string> child_environment(const ChildSpec& spec) {
   std::vector<std::string> out;
   for (char** e = environ; *e; ++e) {
@@ -34,8 +37,6 @@ std::vector<std::string> child_environment(const ChildSpec& spec) {
   for (const auto& [name, value] : spec.env) out.push_back(name + "=" + value);
   return out;
 }
-
-namespace {
 
 std::vector<char*> pointers(std::vector<std::string>& strings) {
   std::vector<char*> out;

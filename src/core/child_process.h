@@ -32,7 +32,4 @@ pid_t start_child(const ChildSpec& spec, const std::string& who);
 /// `grace_seconds`; reaps it into `*status`.
 void stop_child_group(pid_t pid, int* status, double grace_seconds = 3);
 
-/// The environment a child of `spec` gets, as "NAME=value" strings (what start_child passes).
-std::vector<std::string> child_environment(const ChildSpec& spec);
-
 }  // namespace slapo
