@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "models/meta_kernels.h"
 #include "models/transformer_ops.h"
 
 namespace slapo {
@@ -100,6 +101,7 @@ Value Conv1D::finish(Value out) {
 
 LayerNorm::LayerNorm(int64_t n, double eps_, const at::TensorOptions& opts)
     : ModuleBase("LayerNorm"), eps(eps_) {
+  if (opts.device().is_meta()) register_meta_kernels();  // LibTorch's C++ has no meta layer_norm
   set_param("weight", new_param({n}, opts));
   set_param("bias", new_param({n}, opts));
 }

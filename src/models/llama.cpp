@@ -49,6 +49,17 @@ at::Tensor rotate_half(const at::Tensor& x) {
   return at::cat({-halves[1], halves[0]}, -1);
 }
 
+// [batch, kv_heads, seq, dim] -> [batch, kv_heads * groups, seq, dim], each head `groups` times in a
+// row (HF's repeat_kv). Written as expand and a copy, not repeat_interleave, whose size depends on a
+// tensor's values: it has no meta kernel, and the planner traces layers on the meta device.
+at::Tensor repeat_kv(const at::Tensor& x, int64_t groups) {
+  auto s = x.sizes();
+  return x.unsqueeze(2)
+      .expand({s[0], s[1], groups, s[2], s[3]})
+      .clone(at::MemoryFormat::Contiguous)
+      .view({s[0], s[1] * groups, s[2], s[3]});
+}
+
 class LlamaRotaryEmbedding : public ModuleBase<LlamaRotaryEmbedding> {
  public:
   LlamaRotaryEmbedding(const std::string& family, int64_t head_dim_, RopeScaling rope_)
@@ -119,8 +130,8 @@ class LlamaAttention : public ModuleBase<LlamaAttention> {
       throw Error(fmt::format("LlamaAttention: {} query heads cannot share {} key/value heads", q.size(1), k.size(1)));
     int64_t groups = q.size(1) / k.size(1);
     if (groups > 1) {
-      k = k.repeat_interleave(groups, 1);
-      v = v.repeat_interleave(groups, 1);
+      k = repeat_kv(k, groups);
+      v = repeat_kv(v, groups);
     }
     if (sliding_window) mask = with_sliding_window(mask, q.size(2), k.size(2), *sliding_window, q.options());
     double p = is_training() ? dropout : 0.0;

@@ -127,8 +127,9 @@ class Program {
     // a plan whose slowest stage takes a bound takes at least the stages' times and micro-batches
     // - 1 times the bound (1F1B): bounds where that is no better than a plan already found (this
     // search's, or two other searches') need no program
+    const double once = least_once();
     auto beaten = [&](double bound) {
-      const double least_step = std::max(micro_ * bound, (micro_ - 1) * bound + least_time);
+      const double least_step = std::max(micro_ * bound, (micro_ - 1) * bound + least_time) + once;
       return (best_estimate.fits && least_step >= best_estimate.step_s) || least_step > cutoff();
     };
     size_t hi = bounds.size();
@@ -153,6 +154,23 @@ class Program {
   }
 
  private:
+  // The least once-a-step cost (gradient sync and update) a plan's step pays: the step pays its
+  // slowest stage's, so at least what the cheapest fitting first stage and the cheapest fitting last
+  // stage pay (every plan has both; they hold the embedding and the head).
+  double least_once() const {
+    double first = kInf, last = kInf;
+    for (int length = 1; length <= layers_; ++length)
+      for (int flags = 1; flags < 4; ++flags)
+        for (size_t mi = 0; mi < meshes_.size(); ++mi)
+          for (int in_flight = 1; in_flight <= in_flight_; ++in_flight)
+            for (bool next_in_node : {false, true})
+              for (auto& e : fitting_[front_index(length, flags & 2, flags & 1, mi, in_flight, next_in_node)]) {
+                if (flags & 2) first = std::min(first, e.once);
+                if (flags & 1) last = std::min(last, e.once);
+              }
+    return std::max(first == kInf ? 0.0 : first, last == kInf ? 0.0 : last);
+  }
+
   // Stage shapes with the layer count innermost: run() reads a shape's lengths side by side.
   size_t shape_index(bool first, bool last, size_t mesh, int in_flight, bool next_in_node) const {
     return (((static_cast<size_t>(first) * 2 + last) * meshes_.size() + mesh) * in_flight_ + (in_flight - 1)) * 2 +

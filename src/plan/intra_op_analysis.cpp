@@ -44,7 +44,7 @@ std::string parent_of(const std::string& path) {
 }
 
 // For each input read by two projections or more: their nearest common module, traced on its own
-// (inputs shaped like its call in the main trace, zeros), must take that input first and use it
+// (inputs shaped like its call in the main trace, zeros on its device), must take that input first and use it
 // only in those projections (and for its shape).
 void find_shared_inputs(IntraOpAnalysis& a, const std::shared_ptr<Module>& root, const std::vector<TraceLeaf>& leaves) {
   std::vector<const torch::jit::Value*> seen;
@@ -68,7 +68,7 @@ void find_shared_inputs(IntraOpAnalysis& a, const std::shared_ptr<Module>& root,
     Values examples;
     for (auto& arg : parent->last_call()) {
       if (arg.dtype == at::ScalarType::Undefined) break;
-      examples.push_back(at::zeros(arg.shape, at::TensorOptions().dtype(arg.dtype)));
+      examples.push_back(at::zeros(arg.shape, at::TensorOptions().dtype(arg.dtype).device(arg.device)));
     }
     std::vector<TraceLeaf> inner;
     const std::string prefix = group.parent + ".";

@@ -49,18 +49,28 @@ PassLayouts::PassLayouts(const ModelConfig& config, const ModelShape& shape, con
   BuildOptions build;
   build.init_weights = false;
   auto model = build_model(ModelConfig(fields), build);
-  // one short forward records the layer's inputs; the layer is then traced alone on their shapes.
-  // A prime length, so that no other dimension is taken for the sequence's (IntraOpOptions::seq).
-  int64_t seq = std::min<int64_t>(13, work.seq);
-  {
-    torch::NoGradGuard no_grad;
-    (*model)({at::zeros({1, seq}, at::kLong)});
-  }
   layer_ = first_layer_path(model, shape.name);
   auto layer = module_at(model, layer_);
   if (!layer) throw Error(fmt::format("plan: {} has no layer at '{}'", shape.name, layer_));
+  // One short forward up to the layer records its inputs; the layer is then traced alone on the meta
+  // device, on their shapes: its CPU weights (7 GB for GPT-3 175B) are never touched, so never paged in.
+  // A prime length, so that no other dimension is taken for the sequence's (IntraOpOptions::seq).
+  int64_t seq = std::min<int64_t>(13, work.seq);
+  struct ReachedLayer {};  // not a std::exception: the modules' error wrapping lets it pass
+  int hook = layer->add_forward_pre_hook([](Module&, Values&) { throw ReachedLayer{}; });
+  try {
+    torch::NoGradGuard no_grad;
+    (*model)({at::zeros({1, seq}, at::kLong)});
+  } catch (const ReachedLayer&) {
+  }
+  layer->remove_hook(hook);
   Values examples = examples_like_last_call(*layer, layer_, "plan", "a zoo model");
-  problem_ = std::make_unique<IntraOpProblem>(layer, "plan: " + layer_, examples);
+  for (auto& x : examples) x = x.toTensor().to(at::kMeta);
+  // the same layer built on the meta device (LibTorch 1.13 moves no parameter there, and has no
+  // meta embedding, so the model above stays on the CPU)
+  build.tensor_options = build.tensor_options.device(at::kMeta);
+  auto on_meta = module_at(build_model(ModelConfig(fields), build), layer_);
+  problem_ = std::make_unique<IntraOpProblem>(on_meta, "plan: " + layer_, examples);
   trace_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
@@ -115,7 +125,8 @@ LayerPricing price_layers(const std::string& how, const ModelConfig& config, con
   try {
     return {std::make_shared<const PassLayouts>(config, shape, cluster, work), ""};
   } catch (const std::exception& e) {  // a layer the tracer refuses: Megatron's layout, and the reason
-    std::string why = e.what();
+    auto* torch_error = dynamic_cast<const c10::Error*>(&e);  // its message without LibTorch's backtrace
+    std::string why = torch_error ? torch_error->what_without_backtrace() : e.what();
     std::replace(why.begin(), why.end(), '\n', ' ');  // it goes into one-line comments
     return {nullptr, fmt::format("Megatron's layout prices tensor parallelism: the intra-op pass could not trace "
                                  "one layer ({})", why)};

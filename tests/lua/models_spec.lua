@@ -26,6 +26,25 @@ describe("models", function()
     end
   end)
 
+  it("run a layer on the meta device, shapes only (the planner traces layers that way)", function()
+    local cases = {
+      { "gpt2", { n_embd = 32, n_layer = 1, n_head = 4, vocab_size = 50 }, "transformer.h.0", {} },
+      { "bert", { hidden_size = 32, num_hidden_layers = 1, num_attention_heads = 4, intermediate_size = 64,
+        vocab_size = 50 }, "bert.encoder.layer.0", {} },
+      -- grouped key/value heads: two query heads share each
+      { "llama", { hidden_size = 32, num_hidden_layers = 1, num_attention_heads = 4, num_key_value_heads = 2,
+        intermediate_size = 64, vocab_size = 50 }, "model.layers.0",
+        { slapo.zeros({ 1, 5, 8 }, { device = "meta" }), slapo.zeros({ 1, 5, 8 }, { device = "meta" }) } },
+    }
+    for _, c in ipairs(cases) do
+      local layer = slapo.models[c[1]](c[2], { device = "meta" })
+      for part in c[3]:gmatch("[^.]+") do layer = layer[part] end
+      local out = layer(slapo.randn({ 1, 5, 32 }, { device = "meta" }), unpack(c[4]))
+      eq({ 1, 5, 32 }, out:size(), c[1])
+      eq("meta", out:device(), c[1])
+    end
+  end)
+
   it("use causal attention in GPT-2: a later token does not change earlier logits", function()
     slapo.manual_seed(3)
     local model = slapo.models.gpt2({ n_embd = 32, n_layer = 1, n_head = 2, vocab_size = 20, n_positions = 8 }):eval()

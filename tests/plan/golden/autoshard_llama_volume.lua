@@ -1,4 +1,4 @@
--- autoshard: 7 projections and 60 other ops chosen by the cbc ILP (233 variables, 714 constraints)
+-- autoshard: 7 projections and 66 other ops chosen by the cbc ILP (251 variables, 757 constraints)
 -- predicted 0.00757553 s and 4013.0 MiB per device (all replicated: 0.0114131 s, 5706.1 MiB)
 return function(sch)
   sch:sync("fwd_pre", "scatter", { axis = 1 })
