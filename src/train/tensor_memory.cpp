@@ -3,7 +3,11 @@
 #include "train/tensor_memory.h"
 
 #include <c10/core/Allocator.h>
+#include <c10/util/Logging.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
+#ifdef C10_USE_GLOG
+#include <glog/logging.h>  // FLAGS_minloglevel: a glog build's threshold (Debian's LibTorch)
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -35,11 +39,34 @@ class MeterFor<R (C::*)(void*, int64_t, Rest...)> : public c10::MemoryReportingI
 };
 using PeakMeter = MeterFor<decltype(&c10::MemoryReportingInfoBase::reportMemoryUsage)>;
 
+// While a meter listens, the CPU allocator logs a warning for every 1,000th free of a block it
+// saw allocated before ("Memory block of unknown size ..."): expected here, and noise to a user.
+// Its log's threshold is raised to errors for the metered call (LibTorch's TORCH_WARN warnings
+// take another path and still show).
+class QuietAllocatorLog {
+ public:
+  QuietAllocatorLog() : saved_(threshold()) { threshold() = std::max(saved_, 2); }
+  ~QuietAllocatorLog() { threshold() = saved_; }
+  QuietAllocatorLog(const QuietAllocatorLog&) = delete;
+  QuietAllocatorLog& operator=(const QuietAllocatorLog&) = delete;
+
+ private:
+  static int32_t& threshold() {
+#ifdef C10_USE_GLOG
+    return FLAGS_minloglevel;
+#else
+    return FLAGS_caffe2_log_level;
+#endif
+  }
+  int32_t saved_;
+};
+
 }  // namespace
 
 TensorBytes tensor_bytes(const std::function<void()>& fn) {
   auto meter = std::make_shared<PeakMeter>();
   {
+    QuietAllocatorLog quiet;
     c10::DebugInfoGuard guard(c10::DebugInfoKind::PROFILER_STATE, meter);
     fn();
   }
