@@ -70,6 +70,20 @@ describe("test_subgraph.py (module patterns)", function()
     eq("relu", subgraph[2].target)
   end)
 
+  it("test_tree_pattern: (x + y) * (y - z) over three inputs, y read twice", function()
+    local m = slapo.nn.Module({ type = "Model",
+      forward = function(self, x, y, z) return (x + y) * (y - z) end })
+    local sch = slapo.create_schedule(m)
+    sch:trace({ inputs = { slapo.randn({ 2, 4 }), slapo.randn({ 2, 4 }), slapo.randn({ 2, 4 }) } })
+    local found = sch:find(function(x, y, z) return (x + y) * (y - z) end)
+    eq(1, #found)
+    local subgraph = found[1]
+    eq(3, #subgraph)
+    eq("aten::add", subgraph[1].op)
+    eq("aten::sub", subgraph[2].op)
+    eq("aten::mul", subgraph[3].op)
+  end)
+
   -- LeNet5's classifier, where Slapo's test_linear_relu finds its two Linear-ReLU pairs
   it("test_linear_relu: Linear then ReLU, by module type, found twice", function()
     local m = slapo.nn.Module({ type = "LeNet5Classifier",
@@ -150,6 +164,37 @@ describe("test_replace.py", function()
     local sch = slapo.create_schedule(linear_act())
     sch["activation"]:replace(slapo.nn.GELU())
     eq("GELU", sch["activation"].mod:type())
+  end)
+
+  it("test_replace_all_with_seq: a replacement that wraps the old module is not replaced again", function()
+    local m = slapo.nn.Module({ type = "Model", children = { fc1 = slapo.nn.Linear(16, 16), fc2 = slapo.nn.Linear(16, 16) },
+      forward = function(self, x) return self.fc2(self.fc1(x)) end })
+    local sch = slapo.create_schedule(m)
+    local is_relu = true  -- Slapo passes it as a keyword argument; here make_fn closes over it
+    eq(2, sch:replace_all("Linear", function(path, old)
+      assert(is_relu)
+      return slapo.nn.Sequential({ old, slapo.nn.ReLU() })
+    end))
+    eq("Sequential", sch["fc1"].mod:type())
+    eq("Linear", sch["fc1.0"].mod:type())
+    eq("ReLU", sch["fc1.1"].mod:type())
+    eq({ 16, 16 }, sch["fc2.0"].mod.weight:size())
+    eq({ 2, 16 }, sch.mod(slapo.randn({ 2, 16 })):size())
+  end)
+
+  it("test_replace_all_module_list: the Linears inside a ModuleList and a Sequential", function()
+    local function block() return { slapo.nn.Linear(16, 16), slapo.nn.ReLU(), slapo.nn.Linear(16, 16), slapo.nn.ReLU() } end
+    local m = slapo.nn.Module({ type = "Model",
+      children = { mod = slapo.nn.ModuleList(block()), seq = slapo.nn.Sequential(block()) },
+      forward = function(self, x)
+        for i = 0, 3 do x = self.mod[tostring(i)](x) end
+        return self.seq(x)
+      end })
+    local sch = slapo.create_schedule(m)
+    eq(4, sch:replace_all("Linear", function() return slapo.nn.Linear(16, 8) end))
+    for _, path in ipairs({ "mod.0", "mod.2", "seq.0", "seq.2" }) do
+      eq({ 8, 16 }, sch[path].mod.weight:size(), path)
+    end
   end)
 
   local function linear_norm_act()
