@@ -286,6 +286,28 @@ describe("test_replace.py", function()
     eq(1, count_calls(sch:graph(), new.name))
   end)
 
+  it("test_insertion_point: the replacement is called after the node that makes its last input", function()
+    local m = slapo.nn.Module({ type = "Model",
+      forward = function(self, a, b, c)
+        local x = a + b
+        local y = c * 2
+        return x + y
+      end })
+    local sch = slapo.create_schedule(m)
+    local a, b, c = slapo.randn({ 2, 4 }), slapo.randn({ 2, 4 }), slapo.randn({ 2, 4 })
+    sch:trace({ inputs = { a, b, c } })
+    local subgraph = sch:find(function(a1, b1, y1) return (a1 + b1) + y1 end)
+    eq(1, #subgraph)
+    local new = sch:replace(function(p, q, y) return p * q * y end, subgraph[1], { check = false })
+    local mul_at, call_at
+    for i, node in ipairs(sch:graph().nodes) do
+      if node.op == "aten::mul" then mul_at = i end
+      if node.op:match("^slapo::call_module") and node.target == new.name then call_at = i end
+    end
+    assert(mul_at and call_at and mul_at < call_at, "the call comes after c * 2")
+    eq((a * b * (c * 2)):tolist(), sch.mod(a, b, c):tolist())
+  end)
+
   it("test_transfer_hook: the root's syncs keep running after trace", function()
     local m = slapo.nn.Module({ type = "Model", children = { linear = slapo.nn.Linear(10, 10) },
       forward = function(self, x) return self.linear(x) end })
