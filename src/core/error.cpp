@@ -1,7 +1,11 @@
-// Edit-distance suggestions for error messages.
+// Edit-distance suggestions for error messages, and LibTorch's messages without their backtrace.
 #include "core/error.h"
 
+#include <c10/util/Exception.h>
+
 #include <algorithm>
+
+#include "core/torch_error.h"
 
 namespace slapo {
 
@@ -38,6 +42,11 @@ std::vector<std::string> closest_names(const std::string& wanted,
     out.push_back(s.second);
   }
   return out;
+}
+
+std::string message_without_backtrace(const std::exception& e) {
+  if (auto* c10_error = dynamic_cast<const c10::Error*>(&e)) return c10_error->what_without_backtrace();
+  return e.what();
 }
 
 }  // namespace slapo

@@ -21,16 +21,11 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/torch_error.h"
 
 namespace slapo {
 
 namespace {
-
-// LibTorch's errors carry a C++ backtrace the user has no use for
-std::string message_without_backtrace(const std::exception& e) {
-  if (auto* c10_error = dynamic_cast<const c10::Error*>(&e)) return c10_error->what_without_backtrace();
-  return e.what();
-}
 
 // Leaf modules a graph calls, by id (a graph holds the id as a constant).
 struct LeafRegistry {

@@ -9,6 +9,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "core/torch_error.h"
 #include "models/layers.h"
 #include "models/zoo.h"
 #include "plan/planner.h"
@@ -125,8 +126,7 @@ LayerPricing price_layers(const std::string& how, const ModelConfig& config, con
   try {
     return {std::make_shared<const PassLayouts>(config, shape, cluster, work), ""};
   } catch (const std::exception& e) {  // a layer the tracer refuses: Megatron's layout, and the reason
-    auto* torch_error = dynamic_cast<const c10::Error*>(&e);  // its message without LibTorch's backtrace
-    std::string why = torch_error ? torch_error->what_without_backtrace() : e.what();
+    std::string why = message_without_backtrace(e);
     std::replace(why.begin(), why.end(), '\n', ' ');  // it goes into one-line comments
     return {nullptr, fmt::format("Megatron's layout prices tensor parallelism: the intra-op pass could not trace "
                                  "one layer ({})", why)};
