@@ -157,6 +157,11 @@ void push_plan_record(lua_State* L, const plan::Plan& plan, int steps) {
     lua_setfield(L, -2, "layer_layout");
   }
   set_string(L, "layer_layout_note", plan.layer_layout_note);
+  if (plan.unpinned) {
+    set_string(L, "pins", plan.pins);
+    push_ranked_plan(L, *plan.unpinned, layers);
+    lua_setfield(L, -2, "unpinned");
+  }
   lua_createtable(L, static_cast<int>(plan.mesh_layouts.size()), 0);
   for (size_t i = 0; i < plan.mesh_layouts.size(); ++i) {
     const plan::Plan::MeshLayout& m = plan.mesh_layouts[i];

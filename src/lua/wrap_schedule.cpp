@@ -641,6 +641,27 @@ int w_Schedule_log(lua_State* L) {
   return 1;
 }
 
+// sch:log_entries() -> {{primitive =, path =, args = {Lua source, ...}, source = "file:line"}, ...}: the log as
+// data, for readers of what a schedule did (the planner's pins, stdlib/slapo/plan_pins.lua)
+int w_Schedule_log_entries(lua_State* L) {
+  const auto& entries = lx_check_schedule(L, 1)->log().entries();
+  lua_createtable(L, static_cast<int>(entries.size()), 0);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const LogEntry& e = entries[i];
+    lua_createtable(L, 0, 4);
+    lua_pushstring(L, e.primitive.c_str());
+    lua_setfield(L, -2, "primitive");
+    lua_pushstring(L, e.path.c_str());
+    lua_setfield(L, -2, "path");
+    lx_push_strings(L, e.lua_args);
+    lua_setfield(L, -2, "args");
+    lua_pushstring(L, e.source.c_str());
+    lua_setfield(L, -2, "source");
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+  return 1;
+}
+
 int w_Schedule_named_schedules(lua_State* L) {
   auto all = lx_check_schedule(L, 1)->named_schedules();
   lua_createtable(L, static_cast<int>(2 * all.size()), 0);
@@ -706,6 +727,7 @@ int w_create_schedule(lua_State* L) {
 
 const luaL_Reg schedule_methods[] = {{"log", w_Schedule_log},
                                      {"log_args", w_Schedule_log_args},
+                                     {"log_entries", w_Schedule_log_entries},
                                      {"replace", w_Schedule_replace},
                                      {"shard", w_Schedule_shard},
                                      {"sync", w_Schedule_sync},

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <optional>
+#include <set>
 
 #include "core/data_dirs.h"
 #include "core/error.h"
@@ -131,6 +133,56 @@ Plan plan_parallel(const ModelShape& model, const Cluster& cluster, const Worklo
   return plan;
 }
 
+void keep_pins(Plan& plan, const Pins& pins) {
+  pins.check(plan.model);
+  const int layers = static_cast<int>(plan.model.layers);
+  const std::vector<Candidate> grid = megatron_grid(plan.model, plan.cluster, plan.work);
+  std::vector<Ranked> kept;
+  std::set<std::string> seen;
+  auto keep = [&](Ranked r) {
+    if (seen.insert(r.candidate.describe()).second) kept.push_back(std::move(r));
+  };
+  // the search's own plans first (the inter-op program's stages among them), then the grid's
+  // reshaped to the pinned stages and their checkpointing
+  for (const auto& r : plan.ranked)
+    if (pins.kept_by(r.candidate, layers)) keep(r);
+  for (const auto& c : grid)
+    if (auto r = pins.reshape(c, layers)) keep({*r, estimate(plan.model, plan.cluster, plan.work, *r), ""});
+  if (kept.empty()) {
+    std::set<int> tps, pps;
+    for (const auto& c : grid) tps.insert(c.tp), pps.insert(c.pp());
+    throw Error(fmt::format("plan: no layout of {} devices keeps the pins ({}): its plans have tp {} and pp {}, "
+                            "data parallelism dividing --batch {}",
+                            plan.cluster.devices(), pins.describe(), fmt::join(tps, ", "), fmt::join(pps, ", "),
+                            plan.work.batch));
+  }
+  Ranked unpinned = plan.chosen();
+  plan.ranked = std::move(kept);
+  try {
+    rank_and_explain(plan);
+  } catch (const Error& e) {
+    std::string why = e.what();
+    if (why.rfind("plan: ", 0) == 0) why.erase(0, 6);
+    throw Error(fmt::format("plan: keeping the pins ({}): {}", pins.describe(), why));
+  }
+  const double ratio = plan.chosen().estimate.step_s / unpinned.estimate.step_s;
+  if (unpinned.candidate.describe() == plan.chosen().candidate.describe())
+    unpinned.verdict = "the same: the pins cost nothing";
+  else if (ratio >= 1)
+    unpinned.verdict = fmt::format("without the pins; keeping them costs {:.0f}%", 100.0 * (ratio - 1.0));
+  else
+    unpinned.verdict = fmt::format("without the pins; {:.0f}% slower", 100.0 * (1.0 / ratio - 1.0));
+  // Alpa's plan beside them, against the plan that keeps the pins now
+  for (auto& r : plan.unrestricted) {
+    const double against = r.estimate.step_s / plan.chosen().estimate.step_s;
+    if (r.candidate.describe() == plan.chosen().candidate.describe()) r.verdict = "the same as the chosen plan";
+    else r.verdict = fmt::format("{:.0f}% {} (a submesh per stage{})", 100.0 * std::abs(against - 1.0),
+                            against >= 1 ? "slower" : "faster", pins.kept_by(r.candidate, layers) ? "" : "; not pinned");
+  }
+  plan.pins = pins.describe();
+  plan.unpinned = std::move(unpinned);
+}
+
 void Plan::pick(const std::string& name) {
   // a search's name picks its plan: Alpa's program's, or the fastest of the others' that fits
   std::string description = name;
@@ -181,6 +233,10 @@ std::string Plan::summary() const {
     out += fmt::format("  ... {} more plans ({} of all {} do not fit)\n", ranked.size() - shown, unfit, ranked.size());
   }
   for (auto& r : unrestricted) out += row(r);
+  if (unpinned) {
+    out += fmt::format("  pinned: {}; the planner's choice without them:\n", pins);
+    out += row(*unpinned);
+  }
   if (!layer_layout_note.empty()) out += fmt::format("  each layer: {}\n", layer_layout_note);
   if (search_s > 0)
     out += fmt::format("  searched in {:.2f} s{}\n", search_s,
@@ -199,6 +255,7 @@ Plan make_plan(const PlanRequest& request) {
   auto pricing = price_layers(request.layer_costs, config, shape, cluster, request.work);
   shape.layouts = pricing.layouts;
   Plan plan = plan_parallel(shape, cluster, request.work, request.search);
+  if (request.pins.any()) keep_pins(plan, request.pins);
   if (request.config) plan.model_source = config.json();
   // the script runs from anywhere (a tuner's trials, another directory): the absolute path
   else if (directory) plan.model_source = fs::absolute(request.model).lexically_normal().string();

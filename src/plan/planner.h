@@ -13,6 +13,7 @@
 #include "models/config.h"
 #include "plan/cost_model.h"
 #include "plan/intra_op_plan.h"
+#include "plan/pins.h"
 
 namespace slapo::plan {
 
@@ -36,6 +37,11 @@ struct Plan {
   /// Alpa's unrestricted program's pipeline (a submesh per stage), reported beside the chosen plan;
   /// it is also one of `ranked`, and chosen when fastest.
   std::vector<Ranked> unrestricted;
+  /// With pins (PlanRequest::pins): what they hold ("tp 2, checkpoint"), and the plan the search
+  /// chose without them, its verdict saying what keeping them costs; `ranked` holds only plans
+  /// that keep them.
+  std::string pins;
+  std::optional<Ranked> unpinned;
   double search_s = 0;  ///< wall time of the search (the layer layouts' solves included)
   double trace_s = 0;   ///< wall time of building and tracing the layer the pass prices (layer_layouts.h)
   /// The intra-op pass's layout of one layer (its paths below the first layer's), the layout the
@@ -99,10 +105,16 @@ struct PlanRequest {
   SearchOptions search;
   std::string pick;                   ///< Plan::pick's name; empty: the planner's choice
   std::string layer_costs = "ilp";    ///< price_layers' choice: "ilp" or "megatron"
+  Pins pins;                          ///< choices already made: the plan keeps them
 };
 
-/// The planner's one entry point: prices the layers, searches, applies the pick and lays out the
-/// chosen plan's layers. Raises naming the option that cannot be planned for.
+/// Narrows a searched plan to the plans that keep `pins` (the search's own, and Megatron's grid
+/// reshaped to the pinned stages), the best without them kept as `unpinned`. Raises naming the
+/// pins when no plan keeps them, or none that keeps them fits.
+void keep_pins(Plan& plan, const Pins& pins);
+
+/// The planner's one entry point: prices the layers, searches, keeps the pins, applies the pick
+/// and lays out the chosen plan's layers. Raises naming the option that cannot be planned for.
 Plan make_plan(const PlanRequest& request);
 
 }  // namespace slapo::plan

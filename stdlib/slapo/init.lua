@@ -163,6 +163,25 @@ end
 ---   local p = slapo.plan("gpt2", {cluster = "1x8:h100", batch = 16, seq = 1024})
 ---   print(p); print(p.source)
 function slapo.plan(model, opts)
+  local unpriced
+  if getmetatable(model) == debug.getregistry()["slapo.Schedule"] then
+    -- a schedule: the choices its primitives made are pins (stdlib/slapo/plan_pins.lua)
+    if model.path ~= "" then
+      error(("plan: give the model's schedule (sch), not the one of %s"):format(model.path), 2)
+    end
+    local pins = require("slapo.plan_pins")
+    local pin
+    pin, unpriced = pins.from_schedule(model)
+    opts = opts or {}
+    if type(opts) ~= "table" then error("plan: options must be a table, got " .. type(opts), 2) end
+    local given = opts.pin
+    if given == nil or type(given) == "table" then
+      local copy = {}
+      for key, value in pairs(opts) do copy[key] = value end
+      copy.pin, opts = pins.merge(pin, given), copy
+    end
+    model = model.mod
+  end
   local record = core._plan(model, opts)
   local plan = {}
   for key, value in pairs(record.ranked[1]) do plan[key] = value end
@@ -172,6 +191,7 @@ function slapo.plan(model, opts)
   plan.ranks, plan.parameters = record.cluster.devices, record.model.parameters
   plan.search_s, plan.trace_s = record.search_s, record.trace_s
   plan.record = record
+  plan.pins, plan.unpinned, plan.unpriced = record.pins, record.unpinned, unpriced
   return setmetatable(plan, { __tostring = function(p) return p.summary end })
 end
 

@@ -76,6 +76,11 @@ local function header(record)
   for i = 1, shown do line(record.ranked[i]) end
   if #record.ranked > shown then out[#out + 1] = ("--   ... and %d more\n"):format(#record.ranked - shown) end
   for _, r in ipairs(record.unrestricted) do line(r) end
+  if record.unpinned then
+    out[#out + 1] = ("-- Pinned (kept from the schedule or pin = {...}): %s; the planner's choice without them:\n")
+      :format(record.pins)
+    line(record.unpinned)
+  end
   return table.concat(out)
 end
 
