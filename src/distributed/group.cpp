@@ -4,14 +4,16 @@
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
+#include <atomic>
 #include <iterator>
+#include <thread>
 
 #include "core/error.h"
 
 namespace slapo::dist {
 
 struct Group::PendingSends {
-  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  std::vector<std::pair<c10::intrusive_ptr<c10d::Work>, bool>> works;  // each with whether Gloo runs it
 };
 
 Group::Group(int id, int rank, std::vector<int> global_ranks, c10::intrusive_ptr<CollectiveBackend> cpu,
@@ -66,6 +68,27 @@ at::Tensor on_wire(const at::Tensor& t, at::Device device, bool widen_bf16) {
 bool same_memory(const at::Tensor& a, const at::Tensor& b) {
   return a.device() == b.device() && a.data_ptr() == b.data_ptr();
 }
+
+// Waits for a collective, then (on Gloo) for the backend's worker thread to let go of it. Gloo's
+// worker drops its references just after marking a work done; were it the last owner of the
+// tensors the work holds, they would be freed on that thread, where LibTorch's memory reporting
+// (slapo.peak_tensor_mib, held_tensor_mib: thread-local) never hears of it, and every such buffer
+// would look held forever. `work` must be this thread's one reference. NCCL's works (its watchdog
+// keeps them) are not waited for.
+// Should the worker not let go within the bound (a LibTorch whose Gloo keeps its works), it stops
+// being waited for.
+void finish(const c10::intrusive_ptr<c10d::Work>& work, bool gloo) {
+  static std::atomic<bool> worker_lets_go{true};
+  work->wait();
+  if (!gloo || !worker_lets_go.load(std::memory_order_relaxed)) return;
+  for (int spins = 0; work.use_count() > 1; ++spins) {
+    if (spins == 10000) {
+      worker_lets_go = false;
+      return;
+    }
+    std::this_thread::yield();
+  }
+}
 }  // namespace
 
 at::Tensor& Group::all_reduce(at::Tensor& t, const char* caller) {
@@ -74,7 +97,7 @@ at::Tensor& Group::all_reduce(at::Tensor& t, const char* caller) {
   if (!to.backend) return t;
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> bufs{on_wire(t, to.device, to.widen_bf16)};
-  to.backend->allreduce(bufs)->wait();
+  finish(to.backend->allreduce(bufs), to.device.is_cpu());
   if (!same_memory(bufs[0], t)) t.detach().copy_(bufs[0]);
   return t;
 }
@@ -86,13 +109,14 @@ std::function<void()> Group::all_reduce_async(at::Tensor t, const char* caller) 
   if (!to.backend) return [] {};
   std::vector<at::Tensor> bufs{on_wire(t, to.device, to.widen_bf16)};  // staged when its backend is missing
   auto work = to.backend->allreduce(bufs);
+  const bool gloo = to.device.is_cpu();
   if (!same_memory(bufs[0], t))
-    return [work, staged = bufs[0], t]() mutable {
-      work->wait();
+    return [work, staged = bufs[0], t, gloo]() mutable {
+      finish(work, gloo);
       torch::NoGradGuard no_grad;
       t.detach().copy_(staged);
     };
-  return [work] { work->wait(); };
+  return [work, gloo] { finish(work, gloo); };
 }
 
 at::Tensor Group::all_gather(const at::Tensor& t, int64_t dim, const char* caller) {
@@ -108,7 +132,7 @@ std::vector<at::Tensor> Group::all_gather_slices(const at::Tensor& t, const char
   std::vector<at::Tensor> input{on_wire(t, to.device, to.widen_bf16)};
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int i = 0; i < size(); ++i) outputs[0].push_back(torch::empty_like(input[0]));
-  to.backend->allgather(outputs, input)->wait();
+  finish(to.backend->allgather(outputs, input), to.device.is_cpu());
   for (auto& slice : outputs[0]) slice = slice.to(t.device(), t.scalar_type());
   return outputs[0];
 }
@@ -183,7 +207,7 @@ std::function<void()> Group::all_gather_into_async(at::Tensor out, const at::Ten
   std::vector<at::Tensor> input{on_wire(t, to.device, false)};
   std::vector<std::vector<at::Tensor>> outputs{parts};
   auto work = to.backend->allgather(outputs, input);
-  return [work, input, out] { work->wait(); };
+  return [work, input, out, gloo = to.device.is_cpu()] { finish(work, gloo); };
 }
 
 at::Tensor& Group::broadcast(at::Tensor& t, int src, const char* caller) {
@@ -196,7 +220,7 @@ at::Tensor& Group::broadcast(at::Tensor& t, int src, const char* caller) {
   std::vector<at::Tensor> bufs{on_wire(t, to.device, to.widen_bf16)};
   c10d::BroadcastOptions opts;
   opts.rootRank = src;
-  to.backend->broadcast(bufs, opts)->wait();
+  finish(to.backend->broadcast(bufs, opts), to.device.is_cpu());
   if (!same_memory(bufs[0], t)) t.detach().copy_(bufs[0]);
   return t;
 }
@@ -225,7 +249,7 @@ void Group::send(const at::Tensor& t, int dst, int tag, const char* caller) {
   std::vector<at::Tensor> bufs{t.detach().contiguous()};  // the work holds the buffer until sent
   auto to = route(t);
   if (bufs[0].device() != to.device) bufs[0] = bufs[0].to(to.device);
-  pending_->works.push_back(to.backend->send(bufs, dst, tag));
+  pending_->works.emplace_back(to.backend->send(bufs, dst, tag), to.device.is_cpu());
 }
 
 void Group::recv(at::Tensor& t, int src, int tag, const char* caller) {
@@ -239,13 +263,13 @@ void Group::recv(at::Tensor& t, int src, int tag, const char* caller) {
   if (t.device() != to.device)
     throw Error(fmt::format("dist.{}: the receive buffer is on {}, but this group receives on {}", caller,
                             t.device().str(), to.device.str()));
-  to.backend->recv(bufs, src, tag)->wait();
+  finish(to.backend->recv(bufs, src, tag), to.device.is_cpu());
 }
 
 void Group::wait_sends() {
   auto works = std::move(pending_->works);
   pending_->works.clear();
-  for (auto& w : works) w->wait();
+  for (auto& [work, gloo] : works) finish(work, gloo);
 }
 
 void Group::barrier() {

@@ -25,8 +25,11 @@ int cmd_plan(const PlanArgs& a) {
     plan::PlanRequest request;
     request.model = a.model, request.cluster = a.cluster, request.work = {a.batch, a.seq, a.dtype};
     request.search.max_stages = a.max_stages, request.pick = a.pick, request.layer_costs = a.layer_costs;
+    std::vector<std::string> unpriced;
+    if (!a.from.empty()) request.pins = pins_from_schedule_file(a.model, a.from, unpriced);
     auto result = plan::make_plan(request);
     fmt::print("{}", result.summary());
+    for (auto& what : unpriced) fmt::print("  applied in {}, not priced: {}\n", a.from, what);
     if (!a.out.empty()) {
       std::ofstream(a.out) << write_plan_script(result, a.steps);
       fmt::print("wrote {}: slapo-lua run --nproc {} {}\n", a.out, result.cluster.devices(), a.out);

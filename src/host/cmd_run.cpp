@@ -110,10 +110,7 @@ int cmd_plot(const std::vector<std::string>& files) {
   try {
     LuaState lua;
     lua_State* L = lua.get();
-    lua_getglobal(L, "require");
-    lua_pushstring(L, "slapo.plot");
-    lx_pcall(L, 1, 1);
-    lua_getfield(L, -1, "main");
+    lua.push_stdlib_function("slapo.plot", "main");
     for (auto& f : files) lua_pushstring(L, f.c_str());
     lx_pcall(L, static_cast<int>(files.size()), 0);
   } catch (const std::exception& e) {

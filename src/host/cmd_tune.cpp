@@ -54,10 +54,7 @@ int cmd_tune(const TuneArgs& a) {
       return 0;
     }
     lua_State* L = lua.get();
-    lua_getglobal(L, "require");
-    lua_pushstring(L, "slapo.tune");
-    lx_pcall(L, 1, 1);
-    lua_getfield(L, -1, "run");
+    lua.push_stdlib_function("slapo.tune", "run");
     lua_newtable(L);
     auto set_string = [&](const char* key, const std::string& v) {
       lua_pushstring(L, v.c_str());

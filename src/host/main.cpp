@@ -125,6 +125,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"float32", "bfloat16"}));
   plan->add_option("--max-stages", plan_args.max_stages, "pipeline stages at most (1: no pipeline, 0: no limit)")
       ->check(CLI::Range(0, 1 << 20));
+  plan->add_option("--from", plan_args.from,
+                   "a schedule file (return function(sch) ... end, as sch:log() writes): its stage cuts, layer "
+                   "checkpoints, shard and fully_shard calls are kept, the rest searched");
   plan->add_option("--pick", plan_args.pick, "write the script for this plan of the table (its first column), or a search's: grid, inter-op, alpa");
   plan->add_option("--layer-costs", plan_args.layer_costs,
                    "what prices each layer's tensor parallelism: ilp (the intra-op pass on one traced layer, per "

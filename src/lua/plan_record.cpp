@@ -1,6 +1,9 @@
 // The planner's records pushed as plain Lua tables (plan_record.h).
 #include "lua/plan_record.h"
 
+#include <optional>
+
+#include "core/error.h"
 #include "lua/runtime.h"
 #include "lua/state.h"
 #include "lua/wrap.h"
@@ -180,19 +183,120 @@ void push_plan_record(lua_State* L, const plan::Plan& plan, int steps) {
   set_number(L, "trace_s", plan.trace_s);
 }
 
+namespace {
+
+// options.pin[key] as true or false; none when absent
+std::optional<bool> pin_flag(lua_State* L, int pin, const char* key) {
+  lua_getfield(L, pin, key);
+  std::optional<bool> flag;
+  if (lua_isboolean(L, -1)) flag = lua_toboolean(L, -1) != 0;
+  else if (!lua_isnil(L, -1))
+    throw Error(fmt::format("plan: pin.{} must be true or false, got {}", key, luaL_typename(L, -1)));
+  lua_pop(L, 1);
+  return flag;
+}
+
+// fn(i) with the array on the stack top's item i pushed, for each item
+template <class Fn>
+void for_each_item(lua_State* L, Fn fn) {
+  for (size_t i = 1; i <= lua_objlen(L, -1); ++i) {
+    lua_rawgeti(L, -1, static_cast<int>(i));
+    fn(i);
+    lua_pop(L, 1);
+  }
+}
+
+// options.pin[key] as a count of 1 or more; 0 (free) when absent
+int pin_count(lua_State* L, int pin, const char* key, const char* what) {
+  const double value = lx_opt_number(L, pin, key, 0, "plan");
+  return value == 0 && lx_opt_number(L, pin, key, -1, "plan") == -1
+             ? 0
+             : static_cast<int>(lx_check_integer_value(value, what, 1, 1 << 20, "plan"));
+}
+
+}  // namespace
+
+plan::Pins read_plan_pins(lua_State* L, int pin) {
+  plan::Pins pins;
+  if (pin < 0) pin = lua_gettop(L) + pin + 1;  // the reads below push
+  if (lua_isnil(L, pin)) return pins;
+  if (!lua_istable(L, pin)) throw Error(fmt::format("plan: option 'pin' must be a table, got {}", luaL_typename(L, pin)));
+  lx_check_option_keys(L, pin, {"tp", "dp", "micro_batches", "stages", "checkpoint", "zero", "fully_shard",
+                                "reshard_after_forward", "sequence"}, "plan: pin");
+  lua_getfield(L, pin, "tp");
+  if (lua_isboolean(L, -1)) pins.tensor_parallel = lua_toboolean(L, -1) != 0;
+  else if (!lua_isnil(L, -1)) pins.tp = pin_count(L, pin, "tp", "pin.tp (a size, or true: tensor parallel of any size)");
+  lua_pop(L, 1);
+  if (pins.tp == 1) pins.tensor_parallel = false;
+  pins.dp = pin_count(L, pin, "dp", "pin.dp");
+  pins.micro_batches = pin_count(L, pin, "micro_batches", "pin.micro_batches");
+  lua_getfield(L, pin, "stages");
+  if (lua_istable(L, -1)) {
+    for_each_item(L, [&](size_t i) {
+      if (!lua_isnumber(L, -1))
+        throw Error(fmt::format("plan: pin.stages must list each stage's layer count, got {} at [{}]",
+                                luaL_typename(L, -1), i));
+      pins.stage_layers.push_back(static_cast<int>(
+          lx_check_integer_value(lua_tonumber(L, -1), "pin.stages (layer counts)", 1, 1 << 20, "plan")));
+    });
+  } else if (!lua_isnil(L, -1)) {
+    throw Error(fmt::format("plan: pin.stages must list each stage's layer count ({{8, 4}}), got {}",
+                            luaL_typename(L, -1)));
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, pin, "checkpoint");
+  if (lua_istable(L, -1)) {
+    for_each_item(L, [&](size_t i) {
+      if (!lua_isboolean(L, -1))
+        throw Error(fmt::format("plan: pin.checkpoint lists each stage's checkpointing as true or false, got {} at [{}]",
+                                luaL_typename(L, -1), i));
+      pins.stage_checkpoint.push_back(lua_toboolean(L, -1) != 0);
+    });
+    lua_pop(L, 1);
+  } else {
+    lua_pop(L, 1);
+    pins.checkpoint = pin_flag(L, pin, "checkpoint");
+  }
+  pins.zero = pin_flag(L, pin, "zero");
+  pins.fully_sharded = pin_flag(L, pin, "fully_shard");
+  if (auto reshard = pin_flag(L, pin, "reshard_after_forward")) {
+    pins.keep_gathered = !*reshard;
+    if (!pins.fully_sharded) pins.fully_sharded = true;  // the setting is fully_shard's
+  }
+  pins.sequence = pin_flag(L, pin, "sequence");
+  return pins;
+}
+
+plan::Pins pins_from_schedule_file(const std::string& model, const std::string& file, std::vector<std::string>& unpriced) {
+  LuaState lua;
+  lua_State* L = lua.get();
+  lua.push_stdlib_function("slapo.plan_pins", "from_file");
+  lua_pushstring(L, model.c_str());
+  lua_pushstring(L, file.c_str());
+  try {
+    lx_pcall(L, 2, 2);
+  } catch (const std::exception& e) {
+    throw Error(without_traceback(e.what()));  // the file's own mistake: its line, not our stack
+  }
+  plan::Pins pins = read_plan_pins(L, -2);
+  for (size_t i = 1; lua_istable(L, -1) && i <= lua_objlen(L, -1); ++i) {
+    lua_rawgeti(L, -1, static_cast<int>(i));
+    unpriced.emplace_back(lua_tostring(L, -1));
+    lua_pop(L, 1);
+  }
+  return pins;
+}
+
 std::string write_plan_script(const plan::Plan& plan, int steps) {
   LuaState lua;
   lua_State* L = lua.get();
-  lua_getglobal(L, "require");
-  lua_pushstring(L, "slapo.plan_script");
-  lx_pcall(L, 1, 1);
-  lua_getfield(L, -1, "write");
+  lua.push_stdlib_function("slapo.plan_script", "write");
   push_plan_record(L, plan, steps);
   lx_pcall(L, 1, 1);
   size_t size = 0;
   const char* text = lua_tolstring(L, -1, &size);
   std::string source = text ? std::string(text, size) : std::string();
-  lua_pop(L, 2);
+  lua_pop(L, 1);
   return source;
 }
 

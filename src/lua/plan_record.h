@@ -5,6 +5,7 @@
 #include <lua.hpp>
 
 #include <string>
+#include <vector>
 
 #include "plan/planner.h"
 
@@ -25,6 +26,17 @@ void push_ranked_plan(lua_State* L, const plan::Ranked& ranked, int layers);
 /// layer_layout =, layer_layout_note =, mesh_layouts = {{tp, dp, sequence, layout, note}...},
 /// summary, search_s, trace_s}.
 void push_plan_record(lua_State* L, const plan::Plan& plan, int steps);
+
+/// The pin table at `idx` (nil: none): {tp = n | true, dp =, micro_batches =, stages = {layers, ...},
+/// checkpoint = bool | {bool per stage}, zero =, fully_shard =, reshard_after_forward =, sequence =}.
+/// Errors name `plan: pin.<key>` and the valid forms.
+plan::Pins read_plan_pins(lua_State* L, int idx);
+
+/// The pins a schedule file makes (`slapo-lua plan MODEL --from FILE`): FILE returns
+/// `function(sch) ... end` (what `sch:log()` writes), applied to MODEL built on the meta device;
+/// stdlib/slapo/plan_pins.lua reads the pins. `unpriced` gets the primitives it applied that the
+/// planner does not price.
+plan::Pins pins_from_schedule_file(const std::string& model, const std::string& file, std::vector<std::string>& unpriced);
 
 /// The plan script for `plan` (stdlib/slapo/plan_script.lua's write), from a Lua state of its own:
 /// what `slapo-lua plan --out` writes.

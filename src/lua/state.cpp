@@ -91,13 +91,17 @@ void LuaState::run_file(const std::string& path, const std::vector<std::string>&
   lx_pcall(L_, static_cast<int>(args.size()), 0);
 }
 
-void LuaState::call_stdlib(const std::string& module, const std::string& function, const std::string& argument,
-                           int nresults) {
+void LuaState::push_stdlib_function(const std::string& module, const std::string& function) {
   lua_getglobal(L_, "require");
   lua_pushstring(L_, module.c_str());
   lx_pcall(L_, 1, 1);
   lua_getfield(L_, -1, function.c_str());
   lua_remove(L_, -2);
+}
+
+void LuaState::call_stdlib(const std::string& module, const std::string& function, const std::string& argument,
+                           int nresults) {
+  push_stdlib_function(module, function);
   lua_pushstring(L_, argument.c_str());
   lx_pcall(L_, 1, nresults);
 }

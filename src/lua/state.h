@@ -24,6 +24,9 @@ class LuaState {
   /// Runs a chunk of Lua source; throws LuaError on failure.
   void run_string(const std::string& code, const std::string& chunkname = "=(slapo)");
 
+  /// Pushes require(module)[function], to be called with lx_pcall; throws LuaError when the module
+  /// does not load.
+  void push_stdlib_function(const std::string& module, const std::string& function);
   /// Calls require(module)[function](argument) and leaves `nresults` results on the stack;
   /// throws LuaError on failure.
   void call_stdlib(const std::string& module, const std::string& function, const std::string& argument, int nresults);

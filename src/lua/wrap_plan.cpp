@@ -2,7 +2,6 @@
 // the planner's record (lua/plan_record.h), which slapo.plan in stdlib/slapo/init.lua turns into
 // its result and its script; _autoshard(sch, {...}): the intra-op pass's layout record.
 #include <cmath>
-#include <optional>
 
 #include "core/data_dirs.h"
 #include "core/error.h"
@@ -19,94 +18,6 @@
 namespace slapo {
 
 namespace {
-
-// options.pin[key] as true or false; none when absent
-std::optional<bool> pin_flag(lua_State* L, int pin, const char* key) {
-  lua_getfield(L, pin, key);
-  std::optional<bool> flag;
-  if (lua_isboolean(L, -1)) flag = lua_toboolean(L, -1) != 0;
-  else if (!lua_isnil(L, -1))
-    throw Error(fmt::format("plan: pin.{} must be true or false, got {}", key, luaL_typename(L, -1)));
-  lua_pop(L, 1);
-  return flag;
-}
-
-// fn(i) with the array on the stack top's item i pushed, for each item
-template <class Fn>
-void for_each_item(lua_State* L, Fn fn) {
-  for (size_t i = 1; i <= lua_objlen(L, -1); ++i) {
-    lua_rawgeti(L, -1, static_cast<int>(i));
-    fn(i);
-    lua_pop(L, 1);
-  }
-}
-
-// options.pin[key] as a count of 1 or more; 0 (free) when absent
-int pin_count(lua_State* L, int pin, const char* key, const char* what) {
-  const double value = lx_opt_number(L, pin, key, 0, "plan");
-  return value == 0 && lx_opt_number(L, pin, key, -1, "plan") == -1
-             ? 0
-             : static_cast<int>(lx_check_integer_value(value, what, 1, 1 << 20, "plan"));
-}
-
-// pin = {tp = n | true, dp =, micro_batches =, stages = {layers, ...}, checkpoint = bool | {bool, ...},
-// zero =, fully_shard =, reshard_after_forward =, sequence =}: the choices the plan keeps
-plan::Pins read_pins(lua_State* L, int options) {
-  plan::Pins pins;
-  if (!lua_istable(L, options)) return pins;
-  lua_getfield(L, options, "pin");
-  const int pin = lua_gettop(L);
-  if (lua_isnil(L, pin)) {
-    lua_pop(L, 1);
-    return pins;
-  }
-  if (!lua_istable(L, pin)) throw Error(fmt::format("plan: option 'pin' must be a table, got {}", luaL_typename(L, pin)));
-  lx_check_option_keys(L, pin, {"tp", "dp", "micro_batches", "stages", "checkpoint", "zero", "fully_shard",
-                                "reshard_after_forward", "sequence"}, "plan: pin");
-  lua_getfield(L, pin, "tp");
-  if (lua_isboolean(L, -1)) pins.tensor_parallel = lua_toboolean(L, -1) != 0;
-  else if (!lua_isnil(L, -1)) pins.tp = pin_count(L, pin, "tp", "pin.tp (a size, or true: tensor parallel of any size)");
-  lua_pop(L, 1);
-  if (pins.tp == 1) pins.tensor_parallel = false;
-  pins.dp = pin_count(L, pin, "dp", "pin.dp");
-  pins.micro_batches = pin_count(L, pin, "micro_batches", "pin.micro_batches");
-  lua_getfield(L, pin, "stages");
-  if (lua_istable(L, -1)) {
-    for_each_item(L, [&](size_t i) {
-      if (!lua_isnumber(L, -1))
-        throw Error(fmt::format("plan: pin.stages must list each stage's layer count, got {} at [{}]",
-                                luaL_typename(L, -1), i));
-      pins.stage_layers.push_back(static_cast<int>(
-          lx_check_integer_value(lua_tonumber(L, -1), "pin.stages (layer counts)", 1, 1 << 20, "plan")));
-    });
-  } else if (!lua_isnil(L, -1)) {
-    throw Error(fmt::format("plan: pin.stages must list each stage's layer count ({{8, 4}}), got {}",
-                            luaL_typename(L, -1)));
-  }
-  lua_pop(L, 1);
-  lua_getfield(L, pin, "checkpoint");
-  if (lua_istable(L, -1)) {
-    for_each_item(L, [&](size_t i) {
-      if (!lua_isboolean(L, -1))
-        throw Error(fmt::format("plan: pin.checkpoint lists each stage's checkpointing as true or false, got {} at [{}]",
-                                luaL_typename(L, -1), i));
-      pins.stage_checkpoint.push_back(lua_toboolean(L, -1) != 0);
-    });
-    lua_pop(L, 1);
-  } else {
-    lua_pop(L, 1);
-    pins.checkpoint = pin_flag(L, pin, "checkpoint");
-  }
-  pins.zero = pin_flag(L, pin, "zero");
-  pins.fully_sharded = pin_flag(L, pin, "fully_shard");
-  if (auto reshard = pin_flag(L, pin, "reshard_after_forward")) {
-    pins.keep_gathered = !*reshard;
-    if (!pins.fully_sharded) pins.fully_sharded = true;  // the setting is fully_shard's
-  }
-  pins.sequence = pin_flag(L, pin, "sequence");
-  lua_pop(L, 1);
-  return pins;
-}
 
 int w_plan(lua_State* L) {
   const char* fn = "plan";
@@ -131,7 +42,11 @@ int w_plan(lua_State* L) {
       lx_check_integer_value(lx_opt_number(L, 2, "max_stages", 0, fn), "max_stages", 0, 1 << 20, fn));
   request.layer_costs = lx_opt_string(L, 2, "layer_costs", "ilp", fn);
   request.pick = lx_opt_string(L, 2, "pick", "", fn);
-  request.pins = read_pins(L, 2);
+  if (lua_istable(L, 2)) {
+    lua_getfield(L, 2, "pin");
+    request.pins = read_plan_pins(L, lua_gettop(L));
+    lua_pop(L, 1);
+  }
   push_plan_record(L, plan::make_plan(request), steps);
   return 1;
 }

@@ -46,6 +46,10 @@ M.functions = {
   autoshard = "slapo.autoshard(sch, {ranks =, dp =, batch =, seq =, memory_mib =, zero =}): the planner's intra-op "
     .. "pass (Alpa's ILP) on a layer or a model: which projections go column- or row-parallel, as a Lua schedule "
     .. "(p.source; p:apply(layer)). `slapo-lua plan` writes a whole plan as a script (docs/planner.md).",
+  plan = "slapo.plan(model | sch, {cluster = \"1x8:h100\", batch =, seq =, steps =, dtype =, max_stages =, pick =, "
+    .. "layer_costs =, pin = {tp =, dp =, stages = {8, 4}, checkpoint =, zero =, fully_shard =, ...}}): the planner's "
+    .. "fastest plan and its script (p.source); given a schedule, its stage cuts, layer checkpoints, shard and "
+    .. "fully_shard calls are kept (pins) and p.unpinned says what they cost (docs/planner.md).",
   save = "slapo.save(model_or_pipeline, dir, {max_shard_size = bytes}): a Hugging Face checkpoint "
     .. "(config.json and safetensors), gathered once from sharded ranks.",
   from_pretrained = "slapo.models.from_pretrained(dir, {dtype =, device = \"meta\"}): a Hugging Face "

@@ -104,6 +104,26 @@ function M.from_schedule(sch)
   return pin, unpriced
 end
 
+--- pin, unpriced = from_file(model, path): the pins of the schedule file `path` (`slapo-lua plan MODEL
+--- --from FILE`). The file returns `function(sch, args) ... end`, the form `sch:log()` writes; it is
+--- applied to MODEL (a preset name or a Hugging Face directory) built on the meta device.
+function M.from_file(model, path)
+  local chunk, why = loadfile(path)
+  if not chunk then error(("plan: --from %s: %s"):format(path, why), 0) end
+  local apply = chunk()
+  if type(apply) ~= "function" then
+    error(("plan: --from %s must return function(sch) ... end (the form sch:log() writes), not %s"):format(path,
+      type(apply)), 0)
+  end
+  local config = io.open(model .. "/config.json", "r")
+  if config then config:close() end
+  local built = config and slapo.models.from_pretrained(model, { device = "meta" })
+    or slapo.models.build(model, { device = "meta" })
+  local sch = slapo.create_schedule(built)
+  apply(sch, {})
+  return M.from_schedule(sch)
+end
+
 --- The schedule's pins with `given` (slapo.plan's own `pin` option) laid over them: what the user
 --- says by hand wins.
 function M.merge(from_schedule, given)

@@ -242,4 +242,29 @@ set +e
 set -e
 expect_code 1 "$rc"
 grep -q "does not fit 1 x 1: the most sharded plan" "$tmp/err" || { cat "$tmp/err"; exit 1; }
+# pins from a schedule file (--from): its stage cut and checkpointed layer are kept, the plan without
+# them is priced beside, and the written pipeline verifies and trains on 2 ranks
+cat > "$tmp/pins.lua" <<'LUA'
+return function(sch, args)
+  sch["transformer.h.0"]:checkpoint()
+  sch["transformer.h.0"]:cut_pipeline_stage()
+end
+LUA
+"$bin" plan "$tiny" --cluster 1x2:cpu --batch 4 --seq 16 --steps 2 --from "$tmp/pins.lua" --out "$tmp/pinned.lua" \
+  >"$tmp/pinned.table"
+grep -q "^  pinned: pp 2 (1c+1 layers); the planner's choice without them:" "$tmp/pinned.table" \
+  || { cat "$tmp/pinned.table"; exit 1; }
+sed -n 3p "$tmp/pinned.table" | grep -q "^  tp 1 x dp 1 x pp 2 (1c+1), .* chosen$" || { cat "$tmp/pinned.table"; exit 1; }
+"$bin" run --nproc 2 "$tmp/pinned.lua" >"$tmp/pinned.out" 2>&1 || { cat "$tmp/pinned.lua" "$tmp/pinned.out"; exit 1; }
+grep -q "^verify: the pipeline's loss and [0-9]* gradients match the unscheduled model" "$tmp/pinned.out" \
+  || { cat "$tmp/pinned.out"; exit 1; }
+grep -q "^plan: 2 steps, final loss" "$tmp/pinned.out"
+echo 'return 42' > "$tmp/not_schedule.lua"
+set +e
+"$bin" plan "$tiny" --cluster 1x2:cpu --from "$tmp/not_schedule.lua" >/dev/null 2>"$tmp/err"; rc=$?
+set -e
+expect_code 1 "$rc"
+grep -q "plan: --from $tmp/not_schedule.lua must return function(sch) ... end (the form sch:log() writes), not number" \
+  "$tmp/err" || { cat "$tmp/err"; exit 1; }
+
 echo "plan ok: $(sed -n 3p "$tmp/table" | sed 's/  */ /g')"
