@@ -30,6 +30,7 @@ int luaopen_slapo_core(lua_State* L) {
   open_kernels(L);
   open_cuda(L);
   open_plan(L);
+  open_text(L);
   open_process(L);
   lua_pushstring(L, SLAPO_VERSION);
   lua_setfield(L, -2, "version");

@@ -34,6 +34,7 @@ void open_train(lua_State* L);       // clock, clip_grad_norm, measure_peak_flop
 void open_kernels(lua_State* L);     // slapo.kernels (fused CPU kernels)
 void open_cuda(lua_State* L);        // slapo.cuda (is_available, device_count, synchronize)
 void open_plan(lua_State* L);        // slapo.plan (the planner)
+void open_text(lua_State* L);        // slapo.tokenizer
 void open_process(lua_State* L);     // run_process, executable, machine, file_hash (the tuner's trials)
 /// The slapo.Pipeline at `idx` (a Lua error otherwise).
 class Pipeline;

@@ -278,9 +278,8 @@ function schedule_methods.replace_all(sch, type_name, make_fn)
 end
 
 -- A name slapo does not have is an error that says so where it is written, not a nil that fails a
--- line later as "attempt to index field 'tokenizer' (a nil value)". Only misses come here.
+-- line later as "attempt to index field 'bpe' (a nil value)". Only misses come here.
 local module_hints = {
-  tokenizer = "GPT-2's byte-level BPE tokenizer is require('slapo.bpe')",
   bpe = "it is a module of its own: require('slapo.bpe')",
   parallel = "it is a module of its own: require('slapo.parallel')",
   subgraph = "it is a module of its own: require('slapo.subgraph')",
