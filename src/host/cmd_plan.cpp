@@ -119,13 +119,13 @@ int cmd_profile_device(const ProfileDeviceArgs& a) {
     fmt::print("device: {} (LibTorch {})\n", j["device"].get<std::string>(), j["torch"].get<std::string>());
     fmt::print("| matmul m x k x n | dtype | TFLOP/s |\n|---|---|---|\n");
     for (auto& row : j["matmul"])
-      fmt::print("| {} x {} x {} | {} | {:.3f} |\n", row["m"].get<int64_t>(), row["k"].get<int64_t>(),
+      fmt::print("| {} x {} x {} | {} | {:.3g} |\n", row["m"].get<int64_t>(), row["k"].get<int64_t>(),
                  row["n"].get<int64_t>(), row["dtype"].get<std::string>(), row["tflops"].get<double>());
     for (auto& row : j["attention"])
-      fmt::print("attention seq {} heads {} head_dim {}: {:.3f} TFLOP/s forward + backward\n", row["seq"].get<int64_t>(),
+      fmt::print("attention seq {} heads {} head_dim {}: {:.3g} TFLOP/s forward + backward\n", row["seq"].get<int64_t>(),
                  row["heads"].get<int64_t>(), row["head_dim"].get<int64_t>(), row["tflops"].get<double>());
     for (auto& row : j["layer"])
-      fmt::print("transformer layer width {}: {:.3f} TFLOP/s forward + backward\n", row["hidden"].get<int64_t>(),
+      fmt::print("transformer layer width {}: {:.3g} TFLOP/s forward + backward\n", row["hidden"].get<int64_t>(),
                  row["tflops"].get<double>());
     fmt::print("copy: {:.1f} GB/s\n", j["copy_GBps"].get<double>());
     if (a.ranks > 1)

@@ -176,7 +176,9 @@ int lx_traceback(lua_State* L) {
   std::istringstream lines(lua_tostring(L, -1));
   std::string line, out;
   while (std::getline(lines, line))
-    if (line.rfind("\t[C]: at 0x", 0) != 0) out += (out.empty() ? "" : "\n") + line;
+    // "\t[C]: at 0x..." and LuaJIT's "\t[builtin#19]: at 0x...": an address, nothing to read
+    if (!(line.rfind("\t[", 0) == 0 && line.find("]: at 0x") != std::string::npos))
+      out += (out.empty() ? "" : "\n") + line;
   lua_pushstring(L, out.c_str());
   return 1;
 }

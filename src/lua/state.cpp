@@ -36,6 +36,10 @@ int luaopen_slapo_core(lua_State* L) {
   lua_setfield(L, -2, "version");
   lua_pushboolean(L, kAddressSanitizer);  // slapo.sanitized: an AddressSanitizer build (scripts/sanitize)
   lua_setfield(L, -2, "sanitized");
+  // slapo._traceback: lx_pcall's message handler for the stdlib's own xpcall (the REPL, hot swaps,
+  // a training step's callback), so their tracebacks read as the program's do
+  lua_pushcfunction(L, lx_traceback);
+  lua_setfield(L, -2, "_traceback");
   // The checkout the stdlib came from (data/ lives there): slapo._source_dir()
   lua_pushstring(L, (stdlib_dir() + "/..").c_str());
   lua_pushcclosure(L, [](lua_State* T) { lua_pushvalue(T, lua_upvalueindex(1)); return 1; }, 1);

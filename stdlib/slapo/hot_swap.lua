@@ -16,7 +16,7 @@ function M.load(path)
   end
   local env = setmetatable({}, { __index = _G })
   setfenv(chunk, env)
-  local ok, result = xpcall(chunk, debug.traceback)
+  local ok, result = xpcall(chunk, slapo._traceback)
   if not ok then
     return nil, result
   end
@@ -33,7 +33,7 @@ function M.apply(make_model, fn, group)
     local sch = slapo.create_schedule(make_model(), group and { group = group } or nil)
     fn(sch)
     return sch
-  end, debug.traceback)
+  end, slapo._traceback)
   if not ok then  -- the frames below the schedule's own are the trainer's
     result = tostring(result):gsub("\n[^\n]*stdlib/slapo/hot_swap%.lua.*$", "")
   end

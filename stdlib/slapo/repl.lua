@@ -26,9 +26,19 @@ local function show(value)
   return tostring(value)
 end
 
+-- A line's leading `local` dropped: each line runs as a chunk of its own, where a local would end
+-- with the line; at the prompt its names stay for the lines after, as they would in a script, so a
+-- snippet pastes as written. Locals inside blocks (for, function, do) are left alone.
+local function keep_top_level_locals(source)
+  local kept = source:gsub("^(%s*)local%s+function(%s)", "%1function%2", 1)
+  if kept ~= source then return kept end
+  return (source:gsub("^(%s*)local%s+([%a_][%w_]*%s*[,=])", "%1%2", 1))
+end
+
 --- Evaluates `source` in the global environment. Returns "incomplete" (the chunk needs more
 --- lines), or "ok"/"error" with the text to print.
 function M.eval(source)
+  source = keep_top_level_locals(source)
   local chunk, expression_err = load("return " .. source, "=stdin")
   if not chunk then
     local err
@@ -41,7 +51,7 @@ function M.eval(source)
       return "error", err
     end
   end
-  local results = { xpcall(chunk, debug.traceback) }
+  local results = { xpcall(chunk, slapo._traceback) }
   if not results[1] then
     -- the frames below the typed chunk are the REPL's own
     local text = tostring(results[2]):gsub("\n[^\n]*in function 'xpcall'.*$", "")

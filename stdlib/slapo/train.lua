@@ -349,7 +349,7 @@ local function try_swap(opts, state, step, rank0)
     local moved, result = xpcall(function()
       optimizer = make_optimizer(sch.mod, opts)
       return swap.carry(state.sch, state.optimizer, sch, optimizer, zero_group)
-    end, debug.traceback)
+    end, slapo._traceback)
     ok, carried = moved, result
     if not moved then
       sch = "carrying the weights and optimizer state over: " .. tostring(result)

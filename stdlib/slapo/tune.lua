@@ -174,12 +174,21 @@ local function classify(result, log_text, report)
   return "ok", nil
 end
 
--- Runs the script once with `config`; returns the database row and the knobs it declared.
-local function run_trial(opts, config, order, k)
+-- The first trial log path not taken yet: scripts and setups that share a database keep their logs.
+local function next_log(db)
+  for k = 1, math.huge do
+    local path = ("%s.logs/trial-%03d.log"):format(db, k)
+    local taken = io.open(path, "r")
+    if not taken then return path end
+    taken:close()
+  end
+end
+
+-- Runs the script once with `config`, its output to `log`; returns the database row and the knobs
+-- it declared.
+local function run_trial(opts, config, log)
   local report_path = ("%s.trial-report.json"):format(opts.db)
   os.remove(report_path)
-  local log = ("%s.logs/trial-%03d.log"):format(opts.db, k)
-  os.remove(log)
   local argv = { slapo._executable(), "run" }
   if opts.nproc > 1 then
     table.insert(argv, "--nproc")
@@ -339,9 +348,9 @@ function M.run(opts)
 
   -- The defaults run first: they tell the space (the knobs the script declares).
   if not declared then
-    say("tune: %s: trial 1 with the defaults (finds the knobs; its output goes to %s.logs/trial-001.log)", opts.script,
-      opts.db)
-    local row, found, predicted = run_trial(opts, {}, {}, 1)
+    local log = next_log(opts.db)
+    say("tune: %s: trial 1 with the defaults (finds the knobs; its output goes to %s)", opts.script, log)
+    local row, found, predicted = run_trial(opts, {}, log)
     stats.ran = stats.ran + 1
     if not found or #found == 0 then
       error(("tune: %s declared no knobs (slapo.knob); the default run %s%s"):format(opts.script, row.status,
@@ -454,7 +463,7 @@ function M.run(opts)
           left)
         break
       else
-        local row = run_trial(opts, config, order, #rows + 1)
+        local row = run_trial(opts, config, next_log(opts.db))
         row.knobs = declared
         row.predicted_step_s = predicted[key]
         stats.ran = stats.ran + 1

@@ -145,6 +145,15 @@ describe("the database", function()
     local r = tune.run({ script = copy, db = db, budget = 2, search = "exhaustive", quiet = true, timeout = 60 })
     eq(0, r.reused)
     eq(2, r.ran)
+    -- each setup's trials keep their own logs: four rows, four logs
+    local logs = {}
+    for _, row in ipairs(tune.read_db(db)) do logs[row.log] = (logs[row.log] or 0) + 1 end
+    local count = 0
+    for path, uses in pairs(logs) do
+      eq(1, uses, path)
+      count = count + 1
+    end
+    eq(4, count)
   end)
 
   it("--show prints the leaderboard, the failures and the best configuration as a command line", function()
