@@ -22,7 +22,8 @@ printf '%b' "I don't think it's THEY'RE, we'll see; she'd've gone.\n" \
   "123 4,567.89 ٣٤٥ ½ ² x²\n" \
   "nbsp\xc2\xa0here ideographic\xe3\x80\x80space thin\xe2\x80\x89space bom\xef\xbb\xbfmark\n" \
   "<|endoftext|>The end.   " > "$tmp/mixed.txt"
-ls "$data"/sotu/*.txt | head -3 | xargs cat > "$tmp/sotu.txt"
+addresses=("$data"/sotu/*.txt)
+cat "${addresses[@]:0:3}" > "$tmp/sotu.txt"
 
 cat > "$tmp/reference.js" <<'JS'
 const fs = require('fs');
