@@ -362,9 +362,6 @@ function M.run(opts)
       config[k.name] = k.value
       names[#names + 1] = k.name
     end
-    say("tune: [defaults] %s %s in %s", knobs.config_text(config, names),
-      row.status == "ok" and score_text(row.metrics) or (row.status .. ": " .. (row.reason or "")),
-      clock_text(row.seconds or 0))
     row.config, row.knobs = config, found
     if type(predicted) == "table" and #predicted > 0 then
       row.predictions, predictions = predicted, predicted  -- the cost model's ranking, kept for a resumed run
@@ -376,6 +373,10 @@ function M.run(opts)
         row.predicted_step_s = same and p.step_s or row.predicted_step_s
       end
     end
+    say("tune: [defaults] %s %s in %s%s", knobs.config_text(config, names),
+      row.status == "ok" and score_text(row.metrics) or (row.status .. ": " .. (row.reason or "")),
+      clock_text(row.seconds or 0),
+      row.predicted_step_s and (" (predicted %.4f s/step)"):format(row.predicted_step_s) or "")
     append_db(opts.db, row)
     table.insert(rows, row)
   end

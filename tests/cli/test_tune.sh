@@ -91,4 +91,13 @@ set +e
 set -e
 expect_code 2 "$rc"
 grep -q "tune: give a SCRIPT to tune, or --show DB" err
+# the defaults trial's line carries its prediction, as every other trial's does
+cat > predicted.lua <<'LUA'
+local c = slapo.knob("c", {1, 2, 3}, 2)
+slapo.predict({ {c = 3, step_s = 0.1}, {c = 2, step_s = 0.3} })
+slapo.report({step_s = 1 / c})
+LUA
+"$bin" tune predicted.lua --budget 1 --db predicted.jsonl > predicted.out 2>&1
+grep -q '^tune: \[defaults\] {c = 2} 0.5000 s/step in .* (predicted 0.3000 s/step)$' predicted.out \
+  || { cat predicted.out; exit 1; }
 echo "tune ok: $(grep -c . ex.jsonl) trials of the GPT-2 example on 2 ranks; resumed after kill -9"
