@@ -69,8 +69,10 @@ int cmd_watch(const std::string& script, const std::vector<std::string>& args) {
     try {
       LuaState lua;
       lua.run_file(script, args);
+      std::fflush(stdout);  // the run's output before the watcher's line, when both go to one file
       fmt::print(stderr, "[watch] finished; waiting for changes to {}/*.lua (Ctrl-C stops)\n", dir.string());
     } catch (const std::exception& e) {
+      std::fflush(stdout);
       report_error(e.what());
       fmt::print(stderr, "[watch] failed; fix it and save: waiting for changes to {}/*.lua (Ctrl-C stops)\n",
                  dir.string());
