@@ -208,10 +208,11 @@ void for_each_item(lua_State* L, Fn fn) {
 
 // options.pin[key] as a count of 1 or more; 0 (free) when absent
 int pin_count(lua_State* L, int pin, const char* key, const char* what) {
-  const double value = lx_opt_number(L, pin, key, 0, "plan");
-  return value == 0 && lx_opt_number(L, pin, key, -1, "plan") == -1
-             ? 0
-             : static_cast<int>(lx_check_integer_value(value, what, 1, 1 << 20, "plan"));
+  lua_getfield(L, pin, key);
+  const bool absent = lua_isnil(L, -1);
+  lua_pop(L, 1);
+  return absent ? 0 : static_cast<int>(lx_check_integer_value(lx_opt_number(L, pin, key, 0, "plan"), what, 1, 1 << 20,
+                                                                 "plan"));
 }
 
 }  // namespace

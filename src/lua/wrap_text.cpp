@@ -54,6 +54,9 @@ int w_decode(lua_State* L) {
   std::vector<int64_t> ids;
   for (size_t i = 1; i <= lua_objlen(L, 2); ++i) {
     lua_rawgeti(L, 2, static_cast<int>(i));
+    if (!lua_isnumber(L, -1))
+      throw Error(fmt::format("tokenizer:decode: ids[{}] is a {}; give a table of token ids (numbers)", i,
+                              luaL_typename(L, -1)));
     ids.push_back(lx_check_integer_value(lua_tonumber(L, -1), "tokenizer:decode's ids", -9.0e15, 9.0e15,
                                          "tokenizer:decode"));
     lua_pop(L, 1);

@@ -10,8 +10,8 @@
 namespace slapo::plan {
 
 bool Pins::any() const {
-  return tp || tensor_parallel || dp || micro_batches || !stage_layers.empty() || checkpoint || !stage_checkpoint.empty() || zero ||
-         fully_sharded || keep_gathered || sequence;
+  return tp || tensor_parallel || dp || micro_batches || !stage_layers.empty() || checkpoint ||
+         !stage_checkpoint.empty() || zero || fully_sharded || keep_gathered || sequence;
 }
 
 std::string Pins::describe() const {
