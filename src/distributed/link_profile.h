@@ -22,4 +22,15 @@ struct LinkMeasurement {
 /// from the largest. Every rank of the group calls it with the same `quick`.
 LinkMeasurement measure_all_reduce_links(Group& group, bool quick);
 
+/// How much of a collective hides behind compute that runs while it is in flight, as fully_shard's
+/// prefetch runs them: a gather of each rank's slice alone, matmuls of about its time alone, then
+/// the gather started and the matmuls run before waiting for it.
+struct OverlapMeasurement {
+  double gather_s = 0, compute_s = 0, both_s = 0;  ///< the median round's means, on the rank that hid the least
+  /// (gather + compute - both) / the shorter of the two, in [0, 1]: 0 when they take turns, 1
+  /// when the shorter hides entirely behind the longer; the least over the group's ranks
+  double overlap = 0;
+};
+OverlapMeasurement measure_gather_overlap(Group& group, bool quick);
+
 }  // namespace slapo::dist

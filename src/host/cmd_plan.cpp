@@ -73,13 +73,22 @@ std::vector<pid_t> start_rank_copies(const ProfileDeviceArgs& a, int count, int 
   return pids;
 }
 
-// Rank `rank` of the profile's world: all-reduces among its ranks, fitted to alpha-beta.
-dist::LinkMeasurement measure_links(int rank, int ranks, int port, bool quick) {
+struct MeasuredLinks {
+  dist::LinkMeasurement links;
+  dist::OverlapMeasurement overlap;
+};
+
+// Rank `rank` of the profile's world: all-reduces among its ranks, fitted to alpha-beta, and how
+// much of a gather hides behind compute.
+MeasuredLinks measure_links(int rank, int ranks, int port, bool quick) {
   dist::WorldOptions w;
   w.rank = rank, w.local_rank = rank, w.world_size = ranks, w.master_port = port, w.backend = "gloo";
   w.timeout = dist::timeout_from_env();
   dist::init(w);
-  return dist::measure_all_reduce_links(*dist::world(), quick);
+  MeasuredLinks out;
+  out.links = dist::measure_all_reduce_links(*dist::world(), quick);
+  out.overlap = dist::measure_gather_overlap(*dist::world(), quick);
+  return out;
 }
 }  // namespace
 
@@ -104,7 +113,7 @@ int cmd_profile_device(const ProfileDeviceArgs& a) {
     if (a.ranks > 1) copies = start_rank_copies(a, a.ranks - 1, port);
     auto j = plan::profile_device(o);
     if (a.ranks > 1) {
-      auto links = measure_links(0, a.ranks, port, a.quick);
+      auto [links, overlap] = measure_links(0, a.ranks, port, a.quick);
       auto& l = j["links"];
       l["intra_GBps"] = links.bandwidth_Bps / 1e9;
       l["intra_latency_us"] = links.latency_s * 1e6;
@@ -112,6 +121,10 @@ int cmd_profile_device(const ProfileDeviceArgs& a) {
                                 a.ranks, l["source"].get<std::string>());
       l["all_reduce"] = nlohmann::json::array();
       for (auto& row : links.rows) l["all_reduce"].push_back({{"bytes", row.bytes}, {"s", row.seconds}});
+      // what the planner hides behind compute of fully_shard's prefetched gathers
+      l["overlap"] = overlap.overlap;
+      l["overlap_measured"] = {{"gather_s", overlap.gather_s}, {"compute_s", overlap.compute_s},
+                               {"both_s", overlap.both_s}};
     }
     reap();
     if (a.ranks > 1) j["device"] = fmt::format("{}, beside {} more", j["device"].get<std::string>(), a.ranks - 1);
@@ -129,8 +142,9 @@ int cmd_profile_device(const ProfileDeviceArgs& a) {
                  row["tflops"].get<double>());
     fmt::print("copy: {:.1f} GB/s\n", j["copy_GBps"].get<double>());
     if (a.ranks > 1)
-      fmt::print("links: all-reduce among {} ranks: {:.2f} GB/s, {:.0f} us per ring step\n", a.ranks,
-                 j["links"]["intra_GBps"].get<double>(), j["links"]["intra_latency_us"].get<double>());
+      fmt::print("links: all-reduce among {} ranks: {:.2f} GB/s, {:.0f} us per ring step; a gather beside "
+                 "compute hides {:.0f}% of the shorter\n", a.ranks, j["links"]["intra_GBps"].get<double>(),
+                 j["links"]["intra_latency_us"].get<double>(), 100 * j["links"]["overlap"].get<double>());
     if (!a.out.empty()) {
       std::ofstream file(a.out);
       if (!file) throw Error(fmt::format("profile-device: cannot write '{}'", a.out));

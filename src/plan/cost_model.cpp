@@ -159,7 +159,19 @@ Cluster Cluster::parse(const std::string& spec, const std::string& devices_dir) 
     c.intra_bw = number("intra_GBps", 450) * 1e9, c.intra_latency = number("intra_latency_us", 5) * 1e-6;
     c.inter_bw = number("inter_GBps", 50) * 1e9, c.inter_latency = number("inter_latency_us", 10) * 1e-6;
   }
+  c.overlap = c.device.host ? 0.0 : 1.0;
+  if (j.contains("links") && j["links"].is_object() && j["links"].contains("overlap")) {
+    auto& v = j["links"]["overlap"];
+    if (!v.is_number() || v.get<double>() < 0 || v.get<double>() > 1)
+      throw bad(fmt::format("has links.overlap {} in '{}' (a fraction from 0 to 1)", v.dump(), file.string()));
+    c.overlap = v.get<double>();
+  }
   return c;
+}
+
+double exposed_prefetched(double comm, double compute, int units, double overlap) {
+  if (units <= 0) return 0.0;
+  return comm + (units - 1) * std::max(0.0, comm - overlap * compute);
 }
 
 double all_reduce_seconds(double bytes, int ranks, double bandwidth, double latency) {
@@ -314,17 +326,28 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
   double gradient_sync = all_reduce_seconds(params * element_bytes(work), stage.dp, bw, latency);
   e.sync_s = gradient_sync * (stage.zero && stage.dp > 1 ? zero_sync_all_reduces(cluster.device) : 1.0);
   // Fully sharded: every micro-batch all-gathers each layer for its forward and again for its
-  // backward, and reduce-scatters its gradients (counted in full: what prefetch hides behind
-  // compute is not subtracted). A one-stage plan fully shards its root too (the embedding and
-  // head); a pipeline stage's root holds the cuts, so there they stay whole, averaged once a step.
+  // backward, and reduce-scatters its gradients. Each layer's gathers after the first are
+  // prefetched while the layer before it computes, so only what the compute does not hide is
+  // waited for (Cluster::overlap); the reduce-scatter runs in the layer's backward, waited for. A
+  // one-stage plan fully shards its root too (the embedding and head, gathered first, unhidden); a
+  // pipeline stage's root holds the cuts, so there they stay whole, averaged once a step.
   // Kept gathered (ZeRO-2): one gather a call, the weights whole from forward to backward.
   const bool fully_sharded = stage.fully_sharded && stage.dp > 1, kept = fully_sharded && stage.keep_gathered;
   const double sharded = !fully_sharded ? 0.0 : where.first && where.last ? params : layer_part;
   if (fully_sharded) {
-    const double all_reduces = kept ? kept_gathered_sync_all_reduces(cluster.device)
-                                    : fully_sharded_sync_all_reduces(cluster.device);
-    e.sync_s = all_reduces * where.micro_batches * all_reduce_seconds(sharded * element_bytes(work), stage.dp, bw, latency);
-    if (params > sharded) e.sync_s += all_reduce_seconds((params - sharded) * element_bytes(work), stage.dp, bw, latency);
+    const double gathers = kept ? 1.0 : 2.0, gather = gather_all_reduces(cluster.device);
+    const double scatter = reduce_scatter_all_reduces(cluster.device);
+    auto collective = [&](double parameters) {
+      return all_reduce_seconds(parameters * element_bytes(work), stage.dp, bw, latency);
+    };
+    const double one_layer = stage.layers > 0 ? collective(layer_part / stage.layers) : 0.0;
+    const double forward = c.overhead * c.layer_fwd_s, backward = forward * (stage.checkpoint ? 3.0 : 2.0);
+    const double root = sharded - layer_part;
+    double waited = exposed_prefetched(gather * one_layer, forward, stage.layers, cluster.overlap) +
+                    stage.layers * scatter * one_layer + (root > 0 ? (gathers * gather + scatter) * collective(root) : 0.0);
+    if (!kept) waited += exposed_prefetched(gather * one_layer, backward, stage.layers, cluster.overlap);
+    e.sync_s = where.micro_batches * waited;
+    if (params > sharded) e.sync_s += collective(params - sharded);
   }
   const double held = params - sharded + sharded / stage.dp;  // this rank's slices and what stays whole
   // AdamW reads and writes each parameter, its gradient and two moments: 28 bytes a parameter

@@ -50,6 +50,10 @@ struct Cluster {
   int nodes = 1, per_node = 1;
   DeviceProfile device;
   double intra_bw = 0, intra_latency = 0, inter_bw = 0, inter_latency = 0;
+  /// Of compute running while a collective is in flight, the part the collective hides behind
+  /// (0..1): a profile's links.overlap (profile-device --ranks measures it); else none on a CPU
+  /// (Gloo's thread shares the rank's cores) and all on a GPU (NCCL's own stream; assumed)
+  double overlap = 0;
   int devices() const { return nodes * per_node; }
   /// "1x2:cpu", "8x8:h100" or "2x4:path/to/profile.json"; named profiles are looked up in
   /// `devices_dir`. Errors name the option and the valid forms.
@@ -189,15 +193,17 @@ StageEstimate stage_estimate(const ModelShape& model, const Cluster& cluster, co
 /// all-reduce and a slice, then an all-gather (half an all-reduce; on a CPU a second all-reduce,
 /// dist/zero.cpp).
 inline double zero_sync_all_reduces(const DeviceProfile& device) { return device.host ? 2.0 : 1.5; }
-/// A fully sharded step's communication per micro-batch, in all-reduces of the parameters: two
-/// all-gathers (forward, and backward after the reshard) and a reduce-scatter, half an all-reduce
-/// each; on a CPU the reduce-scatter is a whole all-reduce (dist/group.h) and Gloo's all-gather is
-/// counted as one too (it ran slower than an all-reduce of the same bytes, bench/RESULTS.md).
-inline double fully_sharded_sync_all_reduces(const DeviceProfile& device) { return device.host ? 3.0 : 1.5; }
-/// Fully sharded with the weights kept whole to backward (ZeRO-2): one all-gather in forward and a
-/// reduce-scatter, per micro-batch; the volume of one all-reduce on GPUs (half of one each), 2 on a
-/// CPU (counted as above): with one micro-batch, ZeRO-1's collectives in another order.
-inline double kept_gathered_sync_all_reduces(const DeviceProfile& device) { return device.host ? 2.0 : 1.0; }
+/// Fully sharded communication in all-reduces of the gathered bytes: an all-gather is half an
+/// all-reduce's volume on GPUs; on a CPU Gloo's all-gather is counted as a whole one (it ran slower
+/// than an all-reduce of the same bytes, bench/RESULTS.md).
+inline double gather_all_reduces(const DeviceProfile& device) { return device.host ? 1.0 : 0.5; }
+/// A reduce-scatter: half an all-reduce on GPUs; on a CPU a whole one (Gloo has none, dist/group.h).
+inline double reduce_scatter_all_reduces(const DeviceProfile& device) { return device.host ? 1.0 : 0.5; }
+
+/// Seconds waited for `units` collectives of `comm` s each, where each after the first is started
+/// (prefetched) while the unit before it computes for `compute` s, and `overlap` of that compute
+/// can hide communication (Cluster::overlap): the first in full, each other's excess over what hides.
+double exposed_prefetched(double comm, double compute, int units, double overlap);
 
 /// Bytes a rank holds per parameter for weights + gradients, and for the optimizer (AdamW's two
 /// moments, plus bf16's float32 master copy).

@@ -55,9 +55,10 @@ done
 # pipeline with uneven stages; it verifies and trains. Edited by hand (the stage boundary moved, the
 # first stage checkpointed, ZeRO-1; or tp 2 x dp 1; or each stage's layers fully sharded over 2
 # replicas) it verifies and trains again.
-# a device profile: write_profile FILE NAME MEMORY_BYTES TFLOPS LINK_GBPS LINK_LATENCY_US
+# a device profile: write_profile FILE NAME MEMORY_BYTES TFLOPS LINK_GBPS LINK_LATENCY_US (links that
+# hide nothing behind compute, so fully sharded replicas pay every gather)
 write_profile() {
-  printf '{"device": "%s", "memory_bytes": %s,\n "matmul": [{"dtype": "float32", "m": 1024, "k": 1024, "n": 1024, "tflops": %s}],\n "links": {"intra_GBps": %s, "intra_latency_us": %s, "inter_GBps": %s, "inter_latency_us": %s}}\n' \
+  printf '{"device": "%s", "memory_bytes": %s,\n "matmul": [{"dtype": "float32", "m": 1024, "k": 1024, "n": 1024, "tflops": %s}],\n "links": {"intra_GBps": %s, "intra_latency_us": %s, "inter_GBps": %s, "inter_latency_us": %s, "overlap": 0}}\n' \
     "$2" "$3" "$4" "$5" "$6" "$5" "$6" >"$1"
 }
 write_profile "$tmp/pp.json" pipeline-friendly 8e9 0.05 0.5 50
@@ -222,6 +223,11 @@ links = json.load(open(sys.argv[1]))["links"]
 assert links["source"].startswith("intra: Gloo all-reduces among the 2 ranks of this profile, measured"), links
 assert [r["bytes"] for r in links["all_reduce"]] == [1024, 16777216], links
 assert links["intra_GBps"] > 0 and links["intra_latency_us"] > 0, links
+# ... and how much of a gather hid behind matmuls run while it was in flight, a fraction
+m = links["overlap_measured"]
+assert 0 <= links["overlap"] <= 1 and m["gather_s"] > 0 and m["compute_s"] > 0 and m["both_s"] > 0, links
+expected = min(1, max(0, (m["gather_s"] + m["compute_s"] - m["both_s"]) / min(m["gather_s"], m["compute_s"])))
+assert abs(links["overlap"] - expected) < 1e-9, links
 PY
 "$bin" plan gpt2 --cluster 1x2:"$tmp/dev.json" --batch 4 --seq 32 >"$tmp/table2"
 grep -q "on 1 x 2 cpu" "$tmp/table2"

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
 
@@ -338,6 +339,64 @@ TEST_CASE("plan: Alpa's stages on meshes of their own are chosen when fastest") 
   plan.pick("alpa");
   CHECK(plan.chosen().candidate.describe() == alpa.candidate.describe());
   CHECK_THROWS_WITH_AS(plan.pick("gird"), doctest::Contains("did you mean 'grid"), Error);
+}
+
+TEST_CASE("plan: fully sharded gathers are prefetched behind the layer before; the reduce-scatter is waited for") {
+  // the first unit's collective in full, each other's excess over what the compute before it hides
+  CHECK(exposed_prefetched(2.0, 5.0, 4, 1.0) == doctest::Approx(2.0));
+  CHECK(exposed_prefetched(2.0, 5.0, 4, 0.0) == doctest::Approx(8.0));
+  CHECK(exposed_prefetched(2.0, 1.0, 4, 0.5) == doctest::Approx(2.0 + 3 * 1.5));
+  CHECK(exposed_prefetched(2.0, 1.0, 0, 1.0) == 0.0);
+
+  auto model = gpt2("gpt2-medium");
+  Workload work{16, 512};
+  auto cluster = synthetic(1, 4, 80);
+  cluster.intra_bw = 400e9;  // a layer's gather shorter than its forward
+  const Candidate fully{1, 4, false, false, 2, {}, false, true}, kept{1, 4, false, false, 2, {}, false, true, true};
+  auto at = [&](double overlap, const Candidate& c) {
+    cluster.overlap = overlap;
+    return estimate(model, cluster, work, c);
+  };
+  // nothing hidden: every layer's two gathers and reduce-scatter (half an all-reduce each on a GPU),
+  // and the root's, every micro-batch
+  auto costs = layer_costs(model, cluster, work, 8, 1, 4);
+  auto layer_bytes = [&](double params) { return all_reduce_seconds(params * 4.0, 4, 400e9, 5e-6); };
+  const double per_micro = 24 * 1.5 * layer_bytes(model.layer_params) + 1.5 * layer_bytes(model.embedding_params);
+  CHECK(at(0.0, fully).dp_comm_s == doctest::Approx(2 * per_micro));
+  // hidden entirely (each layer's gather is shorter than a layer's forward here): the first layer's
+  // two gathers, the reduce-scatters and the root's collectives remain
+  REQUIRE(0.5 * layer_bytes(model.layer_params) < costs.overhead * costs.layer_fwd_s);
+  const double hidden = 2 * (2 * 0.5 * layer_bytes(model.layer_params) + 24 * 0.5 * layer_bytes(model.layer_params) +
+                             1.5 * layer_bytes(model.embedding_params));
+  CHECK(at(1.0, fully).dp_comm_s == doctest::Approx(hidden));
+  CHECK(at(0.5, fully).dp_comm_s <= at(0.0, fully).dp_comm_s);
+  CHECK(at(0.5, fully).dp_comm_s >= at(1.0, fully).dp_comm_s);
+  // ZeRO-2 gathers once a call: only its forward gathers hide
+  CHECK(at(0.0, kept).dp_comm_s - at(1.0, kept).dp_comm_s ==
+        doctest::Approx(2 * 23 * 0.5 * layer_bytes(model.layer_params)));
+  // memory and compute are not what overlap changes
+  CHECK(at(1.0, fully).peak_bytes == at(0.0, fully).peak_bytes);
+  CHECK(at(1.0, fully).compute_s == at(0.0, fully).compute_s);
+  // plain data parallelism averages after backward: nothing of it hides
+  const Candidate plain{1, 4, false, false, 2, {}, false, false};
+  CHECK(at(1.0, plain).dp_comm_s == at(0.0, plain).dp_comm_s);
+}
+
+TEST_CASE("plan: a profile's links.overlap is a fraction; GPUs assume NCCL hides all, CPUs nothing") {
+  auto dir = h100_devices_dir();
+  CHECK(Cluster::parse("1x8:h100", dir).overlap == 1.0);
+  auto tmp = std::filesystem::temp_directory_path() / "slapo_overlap_profile";
+  std::filesystem::create_directories(tmp);
+  auto write = [&](const char* name, const char* links) {
+    std::ofstream(tmp / name) << R"j({"device": "cpu (1 threads)", "matmul": [{"dtype": "float32", "m": 64, "k": 64, )j"
+                              << R"j("n": 64, "tflops": 0.1}], "links": )j" << links << "}";
+    return (tmp / name).string();
+  };
+  CHECK(Cluster::parse("1x2:" + write("a.json", R"({"overlap": 0.25})"), dir).overlap == 0.25);
+  CHECK(Cluster::parse("1x2:" + write("b.json", R"({"intra_GBps": 1})"), dir).overlap == 0.0);
+  CHECK_THROWS_WITH(Cluster::parse("1x2:" + write("c.json", R"({"overlap": 1.5})"), dir),
+                    doctest::Contains("links.overlap 1.5"));
+  std::filesystem::remove_all(tmp);
 }
 
 TEST_CASE("plan: stages that differ only in sequence parallelism are not one rank layout") {

@@ -6,7 +6,7 @@
 local util = require("slapo.util")
 local dir = assert(arg[1], "usage: slapo-lua run tests/plan/write_golden.lua OUT_DIR")
 local here = debug.getinfo(1, "S").source:sub(2):match("(.*)/") or "."
-local slow = here .. "/pipeline_friendly.json"  -- slow matmuls and links: pipelines pay
+local slow = here .. "/pipeline_friendly.json"  -- slow matmuls and links (hiding nothing): pipelines pay
 local small = { n_embd = 64, n_layer = 4, n_head = 4, vocab_size = 2048, n_positions = 64 }
 
 local plans = {

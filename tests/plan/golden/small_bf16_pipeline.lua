@@ -2,28 +2,28 @@
 -- Run it: slapo-lua run --nproc 2 plan.lua   (edit the plan table and run again)
 --
 -- Predicted (step seconds, GiB per rank), the best plans considered:
---   tp 1 x dp 1 x pp 2 (2+2), 1 micro                       0.0000 s    0.01 GiB  picked, 15% slower
---   tp 1 x dp 2, zero-2                                     0.0000 s    0.01 GiB  the planner's choice
---   tp 1 x dp 2, checkpoint, zero-2                         0.0000 s    0.00 GiB  4% slower
---   tp 1 x dp 2                                             0.0000 s    0.01 GiB  10% slower
---   tp 1 x dp 2, 2 micro                                    0.0000 s    0.01 GiB  10% slower
---   tp 1 x dp 2, 4 micro                                    0.0000 s    0.01 GiB  10% slower
---   tp 1 x dp 2, checkpoint                                 0.0000 s    0.01 GiB  14% slower
---   tp 1 x dp 2, 2 micro, checkpoint                        0.0000 s    0.01 GiB  14% slower
---   tp 1 x dp 2, 4 micro, checkpoint                        0.0000 s    0.01 GiB  14% slower
---   tp 1 x dp 1 x pp 2 (2c+2c), 1 micro                     0.0000 s    0.01 GiB  22% slower
---   tp 1 x dp 2, zero-1                                     0.0000 s    0.01 GiB  36% slower
---   tp 1 x dp 2, fully sharded                              0.0000 s    0.01 GiB  36% slower
---   tp 1 x dp 2, 2 micro, zero-1                            0.0000 s    0.00 GiB  36% slower
---   tp 1 x dp 2, 4 micro, zero-1                            0.0000 s    0.00 GiB  36% slower
---   tp 1 x dp 2, checkpoint, zero-1                         0.0000 s    0.00 GiB  40% slower
---   tp 1 x dp 2, checkpoint, fully sharded                  0.0000 s    0.00 GiB  40% slower
---   tp 1 x dp 2, 2 micro, checkpoint, zero-1                0.0000 s    0.00 GiB  40% slower
---   tp 1 x dp 2, 4 micro, checkpoint, zero-1                0.0000 s    0.00 GiB  40% slower
---   tp 1 x dp 1 x pp 2 (2+2), 2 micro                       0.0000 s    0.01 GiB  64% slower
---   tp 1 x dp 1 x pp 2 (2c+2c), 2 micro                     0.0000 s    0.00 GiB  70% slower
+--   tp 1 x dp 1 x pp 2 (2+2), 1 micro                       0.0000 s    0.01 GiB  picked, 5% slower
+--   tp 1 x dp 2                                             0.0000 s    0.01 GiB  the planner's choice
+--   tp 1 x dp 2, 2 micro                                    0.0000 s    0.01 GiB  0% slower
+--   tp 1 x dp 2, 4 micro                                    0.0000 s    0.01 GiB  0% slower
+--   tp 1 x dp 2, checkpoint                                 0.0000 s    0.01 GiB  4% slower
+--   tp 1 x dp 2, 2 micro, checkpoint                        0.0000 s    0.01 GiB  4% slower
+--   tp 1 x dp 2, 4 micro, checkpoint                        0.0000 s    0.01 GiB  4% slower
+--   tp 1 x dp 1 x pp 2 (2c+2c), 1 micro                     0.0000 s    0.01 GiB  12% slower
+--   tp 1 x dp 2, zero-1                                     0.0000 s    0.01 GiB  24% slower
+--   tp 1 x dp 2, 2 micro, zero-1                            0.0000 s    0.00 GiB  24% slower
+--   tp 1 x dp 2, 4 micro, zero-1                            0.0000 s    0.00 GiB  24% slower
+--   tp 1 x dp 2, checkpoint, zero-1                         0.0000 s    0.00 GiB  27% slower
+--   tp 1 x dp 2, 2 micro, checkpoint, zero-1                0.0000 s    0.00 GiB  27% slower
+--   tp 1 x dp 2, 4 micro, checkpoint, zero-1                0.0000 s    0.00 GiB  27% slower
+--   tp 1 x dp 1 x pp 2 (2+2), 2 micro                       0.0000 s    0.01 GiB  49% slower
+--   tp 1 x dp 1 x pp 2 (2c+2c), 2 micro                     0.0000 s    0.00 GiB  55% slower
+--   tp 1 x dp 1 x pp 2 (2+2), 4 micro                       0.0000 s    0.00 GiB  157% slower
+--   tp 1 x dp 1 x pp 2 (2c+2c), 4 micro                     0.0000 s    0.00 GiB  162% slower
+--   tp 1 x dp 2, zero-2                                     0.0001 s    0.01 GiB  216% slower
+--   tp 1 x dp 2, checkpoint, zero-2                         0.0001 s    0.00 GiB  219% slower
 --   ... and 20 more
---   tp 1 x dp 2                                             0.0000 s    0.01 GiB  10% slower (a submesh per stage)
+--   tp 1 x dp 2                                             0.0000 s    0.01 GiB  the same as the chosen plan
 --
 -- The chosen pipeline, stage by stage (micro-batch seconds, GiB per rank):
 --   stage 0: layers 0..1, 0.0000 s, 0.00 GiB

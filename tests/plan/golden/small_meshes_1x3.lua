@@ -4,24 +4,24 @@
 -- Predicted (step seconds, GiB per rank), the best plans considered:
 --   pp 2 on tp x dp 1x1,1x2 (2+2 layers), 6 micro           0.0099 s    0.00 GiB  chosen
 --   tp 1 x dp 3                                             0.0100 s    0.01 GiB  1% slower
---   tp 1 x dp 3, zero-2                                     0.0100 s    0.01 GiB  1% slower
 --   tp 1 x dp 3, 2 micro                                    0.0100 s    0.01 GiB  1% slower
 --   tp 1 x dp 3, 4 micro                                    0.0100 s    0.01 GiB  1% slower
+--   tp 1 x dp 3, zero-2                                     0.0108 s    0.01 GiB  9% slower
 --   tp 1 x dp 3, checkpoint                                 0.0113 s    0.01 GiB  14% slower
---   tp 1 x dp 3, checkpoint, zero-2                         0.0113 s    0.01 GiB  14% slower
 --   tp 1 x dp 3, 2 micro, checkpoint                        0.0113 s    0.01 GiB  14% slower
 --   tp 1 x dp 3, 4 micro, checkpoint                        0.0113 s    0.01 GiB  14% slower
 --   tp 1 x dp 3, zero-1                                     0.0119 s    0.01 GiB  20% slower
---   tp 1 x dp 3, fully sharded                              0.0119 s    0.01 GiB  20% slower
 --   tp 1 x dp 3, 2 micro, zero-1                            0.0119 s    0.01 GiB  20% slower
 --   tp 1 x dp 3, 4 micro, zero-1                            0.0119 s    0.01 GiB  20% slower
+--   tp 1 x dp 3, checkpoint, zero-2                         0.0121 s    0.01 GiB  23% slower
+--   tp 1 x dp 3, fully sharded                              0.0131 s    0.01 GiB  32% slower
 --   tp 1 x dp 3, checkpoint, zero-1                         0.0132 s    0.01 GiB  33% slower
---   tp 1 x dp 3, checkpoint, fully sharded                  0.0132 s    0.01 GiB  33% slower
 --   tp 1 x dp 3, 2 micro, checkpoint, zero-1                0.0132 s    0.01 GiB  33% slower
 --   tp 1 x dp 3, 4 micro, checkpoint, zero-1                0.0132 s    0.01 GiB  33% slower
---   tp 1 x dp 3, 2 micro, zero-2                            0.0137 s    0.01 GiB  39% slower
 --   tp 1 x dp 1 x pp 3 (1+1+2), 12 micro                    0.0139 s    0.00 GiB  40% slower
+--   tp 1 x dp 3, checkpoint, fully sharded                  0.0144 s    0.01 GiB  45% slower
 --   tp 1 x dp 1 x pp 3 (1+1+2), 6 micro                     0.0144 s    0.01 GiB  46% slower
+--   tp 1 x dp 1 x pp 3 (1+1+2), 4 micro                     0.0150 s    0.01 GiB  51% slower
 --   ... and 17 more
 --   pp 2 on tp x dp 1x1,1x2 (2+2 layers), 6 micro           0.0099 s    0.00 GiB  the same as the chosen plan
 --

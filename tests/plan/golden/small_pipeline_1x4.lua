@@ -5,23 +5,23 @@
 --   tp 1 x dp 2 x pp 2 (3+1), 4 micro                       0.0067 s    0.01 GiB  picked, 6% slower
 --   pp 3 on tp x dp 1x1,1x1,2x1s (1+2+1 layers), 8 micro    0.0063 s    0.00 GiB  the planner's choice
 --   tp 2 x dp 2                                             0.0069 s    0.01 GiB  11% slower
---   tp 2 x dp 2, zero-2                                     0.0069 s    0.01 GiB  11% slower
 --   tp 1 x dp 2 x pp 2 (2+2), 4 micro                       0.0069 s    0.00 GiB  11% slower
 --   tp 4 x dp 1, sequence                                   0.0071 s    0.01 GiB  14% slower
 --   tp 2 x dp 2, sequence                                   0.0072 s    0.00 GiB  15% slower
---   tp 2 x dp 2, sequence, zero-2                           0.0072 s    0.00 GiB  15% slower
+--   tp 2 x dp 2, zero-2                                     0.0073 s    0.01 GiB  17% slower
 --   tp 1 x dp 4                                             0.0074 s    0.01 GiB  18% slower
---   tp 1 x dp 4, zero-2                                     0.0074 s    0.00 GiB  18% slower
 --   tp 1 x dp 4, 2 micro                                    0.0074 s    0.01 GiB  18% slower
 --   tp 1 x dp 2 x pp 2 (2+2), 2 micro                       0.0075 s    0.01 GiB  19% slower
 --   tp 2 x dp 1 x pp 2 (2+2), 2 micro, sequence             0.0076 s    0.00 GiB  21% slower
+--   tp 2 x dp 2, sequence, zero-2                           0.0076 s    0.00 GiB  22% slower
 --   tp 2 x dp 1 x pp 2 (2+2), 4 micro, sequence             0.0077 s    0.00 GiB  23% slower
 --   tp 2 x dp 2, 2 micro                                    0.0077 s    0.00 GiB  23% slower
 --   tp 1 x dp 2 x pp 2 (2c+2c), 4 micro                     0.0078 s    0.00 GiB  24% slower
 --   tp 2 x dp 2, zero-1                                     0.0078 s    0.01 GiB  24% slower
---   tp 2 x dp 2, fully sharded                              0.0078 s    0.01 GiB  24% slower
 --   tp 1 x dp 2 x pp 2 (2+2), 4 micro, zero-1               0.0079 s    0.00 GiB  26% slower
 --   tp 1 x dp 1 x pp 4 (1+1+1+1), 8 micro                   0.0079 s    0.00 GiB  27% slower
+--   tp 2 x dp 2, sequence, zero-1                           0.0079 s    0.00 GiB  27% slower
+--   tp 1 x dp 4, checkpoint                                 0.0081 s    0.01 GiB  29% slower
 --   ... and 110 more
 --   pp 3 on tp x dp 1x1,1x1,2x1s (1+2+1 layers), 8 micro    0.0063 s    0.00 GiB  the same as the chosen plan
 --

@@ -4,24 +4,24 @@
 -- Predicted (step seconds, GiB per rank), the best plans considered:
 --   tp 1 x dp 8 x pp 2 (11+11), 8 micro, zero-1             0.1576 s   19.49 GiB  chosen
 --   tp 1 x dp 8 x pp 2 (11+11), 8 micro                     0.1600 s   24.87 GiB  2% slower
+--   tp 1 x dp 8 x pp 2 (11+11), 8 micro, zero-2             0.1720 s   19.50 GiB  9% slower
+--   tp 1 x dp 8 x pp 2 (11+11), 8 micro, fully sharded      0.1737 s   18.88 GiB  10% slower
+--   tp 2 x dp 8, sequence, zero-2                           0.1737 s   71.16 GiB  10% slower
 --   tp 1 x dp 8 x pp 2 (11+11), 4 micro, zero-1             0.1737 s   36.16 GiB  10% slower
 --   tp 1 x dp 8 x pp 2 (11+11), 4 micro                     0.1761 s   41.54 GiB  12% slower
+--   tp 2 x dp 8, sequence, fully sharded                    0.1769 s   70.35 GiB  12% slower
+--   tp 1 x dp 8 x pp 2 (11+11), 4 micro, zero-2             0.1782 s   36.18 GiB  13% slower
+--   tp 1 x dp 8 x pp 2 (11+11), 4 micro, fully sharded      0.1791 s   35.55 GiB  14% slower
+--   tp 1 x dp 16, zero-2                                    0.1795 s   70.77 GiB  14% slower
 --   tp 1 x dp 4 x pp 4 (5+6+5+6), 16 micro, zero-1          0.1814 s   17.02 GiB  15% slower
 --   tp 1 x dp 4 x pp 4 (5+6+5+6), 16 micro                  0.1826 s   19.41 GiB  16% slower
---   tp 1 x dp 8 x pp 2 (11+11), 8 micro, zero-2             0.1829 s   19.50 GiB  16% slower
 --   tp 2 x dp 4 x pp 2 (11+11), 4 micro, sequence, zero-1    0.1833 s   36.76 GiB  16% slower
---   tp 1 x dp 8 x pp 2 (11+11), 4 micro, zero-2             0.1837 s   36.18 GiB  17% slower
 --   tp 2 x dp 4 x pp 2 (11+11), 4 micro, sequence           0.1850 s   40.66 GiB  17% slower
---   tp 2 x dp 8, sequence, zero-2                           0.1883 s   71.16 GiB  19% slower
+--   tp 2 x dp 4 x pp 2 (11+11), 4 micro, sequence, zero-2    0.1861 s   36.57 GiB  18% slower
+--   tp 1 x dp 16, fully sharded                             0.1864 s   69.02 GiB  18% slower
+--   tp 2 x dp 4 x pp 2 (11+11), 4 micro, sequence, fully sharded    0.1867 s   36.11 GiB  18% slower
 --   tp 2 x dp 4 x pp 2 (11+11), 16 micro, sequence, zero-1    0.1889 s   11.46 GiB  20% slower
 --   tp 4 x dp 2 x pp 2 (11+11), 8 micro, sequence, zero-1    0.1896 s   21.18 GiB  20% slower
---   tp 2 x dp 8, 2 micro                                    0.1896 s   44.32 GiB  20% slower
---   tp 2 x dp 8, 2 micro, sequence                          0.1896 s   42.77 GiB  20% slower
---   tp 2 x dp 4 x pp 2 (11+11), 4 micro, zero-1             0.1902 s   37.43 GiB  21% slower
---   tp 2 x dp 4 x pp 2 (11+11), 16 micro, sequence          0.1906 s   15.36 GiB  21% slower
---   tp 4 x dp 2 x pp 2 (11+11), 8 micro, sequence           0.1907 s   23.54 GiB  21% slower
---   tp 2 x dp 4 x pp 2 (11+11), 4 micro, sequence, zero-2    0.1907 s   36.57 GiB  21% slower
---   tp 2 x dp 4 x pp 2 (11+11), 4 micro                     0.1913 s   39.73 GiB  21% slower
 --   ... and 610 more
 --   tp 1 x dp 8 x pp 2 (11+11), 8 micro, zero-1             0.1576 s   19.49 GiB  the same as the chosen plan
 --
