@@ -5,6 +5,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <iterator>
 #include <thread>
 
@@ -75,18 +76,24 @@ bool same_memory(const at::Tensor& a, const at::Tensor& b) {
 // (slapo.peak_tensor_mib, held_tensor_mib: thread-local) never hears of it, and every such buffer
 // would look held forever. `work` must be this thread's one reference. NCCL's works (its watchdog
 // keeps them) are not waited for.
-// Should the worker not let go within the bound (a LibTorch whose Gloo keeps its works), it stops
-// being waited for.
+// Should the worker not let go within a second (a LibTorch whose Gloo keeps its works), it stops
+// being waited for. The bound is time, not a count of yields: with more ranks than cores the worker
+// may wait its turn for milliseconds.
 void finish(const c10::intrusive_ptr<c10d::Work>& work, bool gloo) {
   static std::atomic<bool> worker_lets_go{true};
   work->wait();
   if (!gloo || !worker_lets_go.load(std::memory_order_relaxed)) return;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   for (int spins = 0; work.use_count() > 1; ++spins) {
-    if (spins == 10000) {
+    if (spins < 1000) {
+      std::this_thread::yield();
+      continue;
+    }
+    if (std::chrono::steady_clock::now() > give_up) {
       worker_lets_go = false;
       return;
     }
-    std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }
 }  // namespace
