@@ -1,4 +1,4 @@
-// slapo.tokenizer(dir): a checkpoint's tokenizer (text/byte_level_bpe.h): tok:encode(text) -> ids,
+// slapo.tokenizer(dir_or_file): a checkpoint's tokenizer (text/byte_level_bpe.h): tok:encode(text) -> ids,
 // tok:decode(ids) -> text, tok.vocab_size, tok.bos_id, tok.eos_id.
 #include <filesystem>
 
@@ -17,18 +17,32 @@ const text::ByteLevelBpe& check_tokenizer(lua_State* L, int idx) {
   return **static_cast<Tokenizer*>(luaL_checkudata(L, idx, "slapo.Tokenizer"));
 }
 
-// tokenizer(dir): GPT-2's encoder.json + vocab.bpe in `dir`
+// tokenizer(path): a Hugging Face tokenizer.json (the file, or the directory holding it), or
+// GPT-2's encoder.json + vocab.bpe in a directory
 int w_tokenizer(lua_State* L) {
-  lx_check_arg_count(L, 1, "tokenizer", "slapo.tokenizer(dir)");
-  std::string dir = luaL_checkstring(L, 1);
+  lx_check_arg_count(L, 1, "tokenizer", "slapo.tokenizer(dir_or_file)");
+  std::string path = luaL_checkstring(L, 1);
   namespace fs = std::filesystem;
-  if (!fs::is_directory(dir))
-    throw Error(fmt::format("tokenizer: {} is not a directory; give the one that holds encoder.json and vocab.bpe "
-                            "(GPT-2's byte-level BPE, e.g. data/gpt2-bpe from scripts/fetch-data)", dir));
-  if (!fs::exists(fs::path(dir) / "encoder.json") || !fs::exists(fs::path(dir) / "vocab.bpe"))
-    throw Error(fmt::format("tokenizer: {} has no encoder.json and vocab.bpe (GPT-2's byte-level BPE, the one kind "
-                            "read so far)", dir));
-  new (lua_newuserdata(L, sizeof(Tokenizer))) Tokenizer(text::ByteLevelBpe::load(dir));
+  const char* kinds = "read: tokenizer.json of a byte-level BPE (LLaMA-3, GPT-2), or GPT-2's encoder.json and vocab.bpe";
+  Tokenizer tok;
+  if (fs::is_regular_file(path)) {
+    if (fs::path(path).filename() == "tokenizer.model")
+      throw Error(fmt::format("tokenizer: {} is a SentencePiece model, not read yet ({})", path, kinds));
+    tok = text::ByteLevelBpe::load_tokenizer_json(path);
+  } else if (!fs::is_directory(path)) {
+    throw Error(fmt::format("tokenizer: {} does not exist; give a tokenizer.json, or the directory of a checkpoint "
+                            "that holds one (or GPT-2's encoder.json and vocab.bpe, e.g. data/gpt2-bpe from "
+                            "scripts/fetch-data)", path));
+  } else if (fs::exists(fs::path(path) / "tokenizer.json")) {
+    tok = text::ByteLevelBpe::load_tokenizer_json((fs::path(path) / "tokenizer.json").string());
+  } else if (fs::exists(fs::path(path) / "encoder.json") && fs::exists(fs::path(path) / "vocab.bpe")) {
+    tok = text::ByteLevelBpe::load(path);
+  } else {
+    throw Error(fmt::format("tokenizer: {} holds no tokenizer file that is read ({}{})", path, kinds,
+                            fs::exists(fs::path(path) / "tokenizer.model") ? "; its tokenizer.model is SentencePiece's, "
+                                                                              "not read yet" : ""));
+  }
+  new (lua_newuserdata(L, sizeof(Tokenizer))) Tokenizer(std::move(tok));
   luaL_getmetatable(L, "slapo.Tokenizer");
   lua_setmetatable(L, -2);
   return 1;
@@ -66,13 +80,13 @@ int w_decode(lua_State* L) {
   return 1;
 }
 
-// tok.vocab_size, tok.bos_id, tok.eos_id (GPT-2: <|endoftext|> both)
+// tok.vocab_size, tok.bos_id, tok.eos_id (GPT-2: <|endoftext|> both; nil when unknown)
 int w_index(lua_State* L) {
   const auto& tok = check_tokenizer(L, 1);
   std::string key = luaL_checkstring(L, 2);
   if (key == "vocab_size") lua_pushnumber(L, static_cast<lua_Number>(tok.vocab_size()));
   else if (key == "bos_id" || key == "eos_id") {
-    auto id = tok.token_id("<|endoftext|>");
+    auto id = key == "bos_id" ? tok.bos_id() : tok.eos_id();
     if (id) lua_pushnumber(L, static_cast<lua_Number>(*id));
     else lua_pushnil(L);
   } else {

@@ -7,7 +7,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <climits>
+#include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 
@@ -41,6 +44,65 @@ std::string read_file(const std::string& path) {
 std::string utf8(uint32_t code) {
   if (code < 0x80) return std::string(1, static_cast<char>(code));
   return {static_cast<char>(0xC0 | (code >> 6)), static_cast<char>(0x80 | (code & 0x3F))};
+}
+
+// Unicode's White_Space, what Oniguruma's \s means in a tokenizer.json pattern (and what
+// Tokenizers.js rewrites it to): JavaScript's \s without U+FEFF, with U+0085.
+constexpr const char* kWhiteSpace = "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}"
+                                    "\\x{202F}\\x{205F}\\x{3000}";
+
+// A tokenizer.json Split pattern (Oniguruma's syntax) for PCRE2: \s and \S as Unicode's White_Space.
+std::string pattern_for_pcre2(const std::string& regex, const std::string& where) {
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < regex.size(); ++i) {
+    char c = regex[i];
+    if (c == '\\' && i + 1 < regex.size()) {
+      char next = regex[++i];
+      if (next == 's') {
+        out += in_class ? std::string(kWhiteSpace) : fmt::format("[{}]", kWhiteSpace);
+      } else if (next == 'S') {
+        if (in_class) throw Error(fmt::format("tokenizer: {}: \\S inside a character class is not read yet", where));
+        out += fmt::format("[^{}]", kWhiteSpace);
+      } else {
+        out += c;
+        out += next;
+      }
+      continue;
+    }
+    if (c == '[' && !in_class) {
+      in_class = true;
+      out += c;
+      if (i + 1 < regex.size() && regex[i + 1] == '^') out += regex[++i];
+      if (i + 1 < regex.size() && regex[i + 1] == ']') out += regex[++i];  // a ']' first is literal
+      continue;
+    }
+    if (c == ']' && in_class) in_class = false;
+    out += c;
+  }
+  return out;
+}
+
+const nlohmann::json& field(const nlohmann::json& j, const char* key, const std::string& where) {
+  if (!j.is_object() || !j.contains(key)) throw Error(fmt::format("tokenizer: {} has no \"{}\"", where, key));
+  return j[key];
+}
+
+// A special token's text in tokenizer_config.json: "<s>" or {"content": "<s>", ...}.
+std::optional<std::string> config_token(const nlohmann::json& config, const char* key) {
+  if (!config.contains(key)) return std::nullopt;
+  const auto& v = config[key];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+  return std::nullopt;
+}
+
+nlohmann::json parse_json_file(const std::string& path) {
+  try {
+    return nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("tokenizer: {} is not JSON: {}", path, e.what()));
+  }
 }
 
 }  // namespace
@@ -90,29 +152,169 @@ std::shared_ptr<ByteLevelBpe> ByteLevelBpe::load(const std::string& dir) {
                               number, line));
     bpe->ranks_.emplace(line, rank++);
   }
+  bpe->map_bytes();
+  bpe->compile_pattern(gpt2_pattern(), "GPT-2's pre-tokenizer");
+  bpe->bos_ = bpe->eos_ = bpe->token_id("<|endoftext|>");
+  return bpe;
+}
+
+void ByteLevelBpe::map_bytes() {
   // GPT-2's reversible map of bytes to printable characters: the printable ones stand for
   // themselves, the others for 256, 257, ... in byte order
   uint32_t next = 256;
   for (uint32_t b = 0; b < 256; ++b) {
     bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
-    bpe->byte_chars_[b] = utf8(printable ? b : next++);
-    bpe->char_bytes_[bpe->byte_chars_[b]] = static_cast<uint8_t>(b);
+    byte_chars_[b] = utf8(printable ? b : next++);
+    char_bytes_[byte_chars_[b]] = static_cast<uint8_t>(b);
   }
+}
+
+void ByteLevelBpe::compile_pattern(const std::string& pattern, const std::string& source) {
 #if SLAPO_WITH_PCRE2
-  bpe->pattern_ = std::make_unique<Pattern>();
+  pattern_ = std::make_unique<Pattern>();
   int error = 0;
   PCRE2_SIZE at = 0;
-  const std::string pattern = gpt2_pattern();
-  bpe->pattern_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.c_str()), pattern.size(),
-                                      PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error, &at, nullptr);
-  if (!bpe->pattern_->code) {
+  pattern_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.c_str()), pattern.size(),
+                                 PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error, &at, nullptr);
+  if (!pattern_->code) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof(message));
-    throw Error(fmt::format("tokenizer: the pre-tokenizer pattern does not compile at {}: {}", at,
+    throw Error(fmt::format("tokenizer: {} does not compile at {}: {}", source, at,
                             reinterpret_cast<const char*>(message)));
   }
-  pcre2_jit_compile(bpe->pattern_->code, PCRE2_JIT_COMPLETE);  // the interpreter runs it where JIT cannot
+  pcre2_jit_compile(pattern_->code, PCRE2_JIT_COMPLETE);  // the interpreter runs it where JIT cannot
+#else
+  (void)pattern, (void)source;
 #endif
+}
+
+std::shared_ptr<ByteLevelBpe> ByteLevelBpe::load_tokenizer_json(const std::string& path) {
+  if (!available())
+    throw Error("tokenizer: this build has no PCRE2 (built with -DSLAPO_PCRE2=OFF); byte-level BPE's pre-tokenizer "
+                "needs it");
+  std::shared_ptr<ByteLevelBpe> bpe(new ByteLevelBpe());
+  const nlohmann::json j = parse_json_file(path);
+  const auto& model = field(j, "model", path);
+  const std::string type = model.value("type", "");
+  if (type != "BPE")
+    throw Error(fmt::format("tokenizer: {}: model type '{}' is not read yet (read: BPE, byte-level)", path, type));
+  if (j.contains("normalizer") && !j["normalizer"].is_null())
+    throw Error(fmt::format("tokenizer: {}: normalizer {} is not read yet (read: none)", path,
+                            j["normalizer"].value("type", j["normalizer"].dump())));
+  for (const char* unused : {"continuing_subword_prefix", "end_of_word_suffix"})
+    if (model.contains(unused) && !model[unused].is_null() && model[unused] != "")
+      throw Error(fmt::format("tokenizer: {}: model.{} is not read yet (byte-level BPE has none)", path, unused));
+  bpe->ignore_merges_ = model.value("ignore_merges", false);
+
+  // the vocabulary, then the added tokens' ids past it (or over it)
+  const auto& vocab = field(model, "vocab", path + "'s model");
+  if (!vocab.is_object() || vocab.empty())
+    throw Error(fmt::format("tokenizer: {}: model.vocab must map each token to its id (a JSON object)", path));
+  int64_t size = 0;
+  auto check_id = [&](const nlohmann::json& id, const std::string& token) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > (int64_t(1) << 31))
+      throw Error(fmt::format("tokenizer: {}: token '{}' has id {}; ids are numbers from 0", path, token, id.dump()));
+    size = std::max(size, id.get<int64_t>() + 1);
+    return id.get<int64_t>();
+  };
+  for (auto& [token, id] : vocab.items()) bpe->ids_[token] = check_id(id, token);
+  if (j.contains("added_tokens") && j["added_tokens"].is_array())
+    for (auto& added : j["added_tokens"]) {
+      const std::string content = field(added, "content", path + "'s added token").get<std::string>();
+      for (const char* flag : {"lstrip", "rstrip", "single_word"})
+        if (added.value(flag, false))
+          throw Error(fmt::format("tokenizer: {}: added token '{}' has {} = true, not read yet", path, content, flag));
+      int64_t id = check_id(field(added, "id", path + "'s added token '" + content + "'"), content);
+      if (content.empty()) throw Error(fmt::format("tokenizer: {}: added token {} is empty", path, id));
+      bpe->added_.emplace_back(content, id);
+      bpe->added_first_[static_cast<unsigned char>(content[0])] = true;
+      bpe->added_text_[id] = content;
+      bpe->ids_[content] = id;
+    }
+  // longest first: where two added tokens start at one place, the longer is taken (leftmost-longest)
+  std::stable_sort(bpe->added_.begin(), bpe->added_.end(),
+                   [](auto& a, auto& b) { return a.first.size() > b.first.size(); });
+  bpe->tokens_.assign(static_cast<size_t>(size), std::string());
+  for (auto& [token, id] : bpe->ids_) bpe->tokens_[static_cast<size_t>(id)] = token;
+  for (auto& [id, content] : bpe->added_text_) bpe->tokens_[static_cast<size_t>(id)] = content;
+
+  // merges: "left right" strings, or [left, right] pairs (tokenizers >= 0.20)
+  int rank = 0;
+  for (auto& merge : field(model, "merges", path + "'s model")) {
+    if (merge.is_string() && std::count(merge.get_ref<const std::string&>().begin(),
+                                        merge.get_ref<const std::string&>().end(), ' ') == 1) {
+      bpe->ranks_.emplace(merge.get<std::string>(), rank++);
+    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
+      bpe->ranks_.emplace(merge[0].get<std::string>() + " " + merge[1].get<std::string>(), rank++);
+    } else {
+      throw Error(fmt::format("tokenizer: {}: merge {} ({}) is not \"left right\" or [left, right]", path, rank + 1,
+                              merge.dump()));
+    }
+  }
+
+  // the pre-tokenizer: ByteLevel (GPT-2's pattern), or a Split by a pattern and then ByteLevel
+  const auto& pre = field(j, "pre_tokenizer", path);
+  const std::string pre_type = pre.is_object() ? pre.value("type", "") : "";
+  auto refuse_pre = [&](const std::string& what) {
+    return Error(fmt::format("tokenizer: {}: pre_tokenizer {} is not read yet (read: ByteLevel, or a Sequence of "
+                             "Split (Regex, Isolated) and ByteLevel without its regex)", path, what));
+  };
+  auto check_byte_level = [&](const nlohmann::json& b, bool regex) {
+    if (b.value("type", "") != "ByteLevel") throw refuse_pre(b.value("type", b.dump()));
+    if (b.value("add_prefix_space", false)) throw refuse_pre("ByteLevel with add_prefix_space");
+    if (b.value("use_regex", true) != regex) throw refuse_pre(regex ? "ByteLevel without its regex" : "a Split, then ByteLevel's regex");
+  };
+  if (pre_type == "ByteLevel") {
+    check_byte_level(pre, true);
+    bpe->map_bytes();
+    bpe->compile_pattern(gpt2_pattern(), "GPT-2's pre-tokenizer");
+  } else if (pre_type == "Sequence" && pre.contains("pretokenizers") && pre["pretokenizers"].size() == 2) {
+    const auto& split = pre["pretokenizers"][0];
+    if (split.value("type", "") != "Split" || split.value("behavior", "") != "Isolated" || split.value("invert", false) ||
+        !split.contains("pattern") || !split["pattern"].contains("Regex"))
+      throw refuse_pre(split.dump().substr(0, 120));
+    check_byte_level(pre["pretokenizers"][1], false);
+    bpe->map_bytes();
+    const std::string regex = split["pattern"]["Regex"].get<std::string>();
+    bpe->compile_pattern(pattern_for_pcre2(regex, path), fmt::format("{}'s Split pattern", path));
+  } else {
+    throw refuse_pre(pre_type.empty() ? pre.dump().substr(0, 120) : pre_type);
+  }
+
+  // the post-processor: ByteLevel adds nothing; TemplateProcessing's single template puts its
+  // special tokens before and after the text
+  std::function<void(const nlohmann::json&)> post = [&](const nlohmann::json& p) {
+    if (p.is_null()) return;
+    const std::string kind = p.value("type", "");
+    if (kind == "ByteLevel") return;
+    if (kind == "Sequence") {
+      for (auto& each : field(p, "processors", path + "'s post_processor")) post(each);
+      return;
+    }
+    if (kind != "TemplateProcessing")
+      throw Error(fmt::format("tokenizer: {}: post_processor {} is not read yet (read: ByteLevel, TemplateProcessing)",
+                              path, kind));
+    bool after = false;
+    for (auto& piece : field(p, "single", path + "'s post_processor")) {
+      if (piece.contains("Sequence")) {
+        after = true;
+        continue;
+      }
+      const std::string name = field(field(piece, "SpecialToken", path + "'s template"), "id", path).get<std::string>();
+      const auto& ids = field(field(field(p, "special_tokens", path + "'s post_processor"), name.c_str(), path), "ids", path);
+      for (auto& id : ids) (after ? bpe->suffix_ : bpe->prefix_).push_back(id.get<int64_t>());
+    }
+  };
+  if (j.contains("post_processor")) post(j["post_processor"]);
+
+  // bos and eos: tokenizer_config.json beside it names them
+  namespace fs = std::filesystem;
+  auto config_path = fs::path(path).parent_path() / "tokenizer_config.json";
+  if (fs::exists(config_path)) {
+    auto config = parse_json_file(config_path.string());
+    if (auto bos = config_token(config, "bos_token")) bpe->bos_ = bpe->token_id(*bos);
+    if (auto eos = config_token(config, "eos_token")) bpe->eos_ = bpe->token_id(*eos);
+  }
   return bpe;
 }
 
@@ -122,6 +324,12 @@ const std::vector<int64_t>& ByteLevelBpe::piece_ids(const std::string& piece) co
   if (cached != cache_.end()) return cached->second;
   std::vector<std::string> word;
   for (unsigned char b : piece) word.push_back(byte_chars_[b]);
+  if (ignore_merges_) {  // a piece that is a token is that token
+    std::string whole;
+    for (auto& c : word) whole += c;
+    if (auto found = ids_.find(whole); found != ids_.end())
+      return cache_.emplace(piece, std::vector<int64_t>{found->second}).first->second;
+  }
   while (word.size() > 1) {
     // the adjacent pair merged earliest in training, then every occurrence of it, left to right
     int best = INT_MAX;
@@ -152,19 +360,18 @@ const std::vector<int64_t>& ByteLevelBpe::piece_ids(const std::string& piece) co
   return cache_.emplace(piece, std::move(ids)).first->second;
 }
 
-std::vector<int64_t> ByteLevelBpe::encode(const std::string& text) const {
-  std::vector<int64_t> out;
-  auto add = [&](size_t begin, size_t end) {
-    if (end <= begin) return;
-    const auto& ids = piece_ids(text.substr(begin, end - begin));
+void ByteLevelBpe::encode_ordinary(const std::string& text, size_t begin, size_t end, std::vector<int64_t>& out) const {
+  auto add = [&](size_t from, size_t to) {
+    if (to <= from) return;
+    const auto& ids = piece_ids(text.substr(from, to - from));
     out.insert(out.end(), ids.begin(), ids.end());
   };
 #if SLAPO_WITH_PCRE2
   pcre2_match_data* match = pcre2_match_data_create_from_pattern(pattern_->code, nullptr);
-  size_t offset = 0;
+  size_t offset = begin;
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  while (offset < text.size()) {
-    int rc = pcre2_match(pattern_->code, subject, text.size(), offset, 0, match, nullptr);
+  while (offset < end) {
+    int rc = pcre2_match(pattern_->code, subject, end, offset, 0, match, nullptr);
     if (rc < 0) break;
     PCRE2_SIZE* span = pcre2_get_ovector_pointer(match);
     add(offset, span[0]);  // bytes no piece matches (invalid UTF-8) are a piece of their own
@@ -172,10 +379,36 @@ std::vector<int64_t> ByteLevelBpe::encode(const std::string& text) const {
     offset = span[1] > span[0] ? span[1] : span[1] + 1;
   }
   pcre2_match_data_free(match);
-  add(offset, text.size());
+  add(offset, end);
 #else
-  add(0, text.size());
+  add(begin, end);
 #endif
+}
+
+std::vector<int64_t> ByteLevelBpe::encode(const std::string& text) const {
+  std::vector<int64_t> out(prefix_);
+  // added tokens first, leftmost and then longest, as Hugging Face's tokenizers split them; the
+  // text between them pre-tokenized
+  size_t start = 0;
+  for (size_t i = 0; i < text.size();) {
+    const std::pair<std::string, int64_t>* hit = nullptr;
+    if (added_first_[static_cast<unsigned char>(text[i])])
+      for (auto& added : added_)
+      if (text.compare(i, added.first.size(), added.first) == 0) {
+        hit = &added;
+        break;
+      }
+    if (!hit) {
+      ++i;
+      continue;
+    }
+    encode_ordinary(text, start, i, out);
+    out.push_back(hit->second);
+    i += hit->first.size();
+    start = i;
+  }
+  encode_ordinary(text, start, text.size(), out);
+  out.insert(out.end(), suffix_.begin(), suffix_.end());
   return out;
 }
 
@@ -184,6 +417,10 @@ std::string ByteLevelBpe::decode(const std::vector<int64_t>& ids) const {
   for (int64_t id : ids) {
     if (id < 0 || id >= vocab_size())
       throw Error(fmt::format("tokenizer: id {} is outside the vocabulary (0 .. {})", id, vocab_size() - 1));
+    if (auto added = added_text_.find(id); added != added_text_.end()) {
+      out += added->second;
+      continue;
+    }
     const std::string& token = tokens_[id];
     for (size_t i = 0; i < token.size();) {
       size_t length = static_cast<unsigned char>(token[i]) < 0x80 ? 1 : 2;

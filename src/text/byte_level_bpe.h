@@ -1,6 +1,8 @@
-// GPT-2's byte-level BPE as GPT-2 published it (encoder.json + vocab.bpe): its pre-tokenizer
-// pattern run by PCRE2 with Unicode properties, then the merges applied by rank within each piece.
-// No Lua. Ids match the npm reference implementation (gpt-3-encoder) exactly: tests/cli/test_tokenizer.sh.
+// Byte-level BPE: GPT-2's as GPT-2 published it (encoder.json + vocab.bpe), or a Hugging Face
+// tokenizer.json of that model type (LLaMA-3, Qwen2, GPT-2). Added tokens are split out first, then
+// the pre-tokenizer's pattern runs through PCRE2 with Unicode properties, then the merges apply by
+// rank within each piece. No Lua. Ids match the reference implementations exactly (gpt-3-encoder;
+// Hugging Face's Tokenizers.js on tokenizer.json): tests/cli/test_tokenizer.sh.
 #pragma once
 
 #include <cstdint>
@@ -17,15 +19,24 @@ class ByteLevelBpe {
  public:
   /// Reads `dir`/encoder.json and `dir`/vocab.bpe; raises naming the file and what is wrong.
   static std::shared_ptr<ByteLevelBpe> load(const std::string& dir);
+  /// Reads a Hugging Face tokenizer.json whose model is byte-level BPE; raises naming the file, the
+  /// field and the kinds it reads when it is another.
+  static std::shared_ptr<ByteLevelBpe> load_tokenizer_json(const std::string& path);
   /// Whether this build has the pre-tokenizer's regex engine (PCRE2; -DSLAPO_PCRE2=OFF builds do not).
   static bool available();
 
+  /// The ids of `text`, with the post-processor's tokens around them (tokenizer.json's
+  /// TemplateProcessing: LLaMA-3.1's BOS), as Hugging Face's encode does by default.
   std::vector<int64_t> encode(const std::string& text) const;
   /// The text of `ids`; raises naming an id outside the vocabulary.
   std::string decode(const std::vector<int64_t>& ids) const;
   int64_t vocab_size() const { return static_cast<int64_t>(tokens_.size()); }
   /// A token's id ("<|endoftext|>"), none when the vocabulary lacks it.
   std::optional<int64_t> token_id(const std::string& token) const;
+  /// The beginning- and end-of-text tokens: tokenizer_config.json's bos_token / eos_token beside a
+  /// tokenizer.json, GPT-2's <|endoftext|> for both otherwise; none when unknown.
+  std::optional<int64_t> bos_id() const { return bos_; }
+  std::optional<int64_t> eos_id() const { return eos_; }
 
   ~ByteLevelBpe();
   ByteLevelBpe(const ByteLevelBpe&) = delete;
@@ -35,10 +46,21 @@ class ByteLevelBpe {
   ByteLevelBpe() = default;
   /// The ids of one pre-tokenized piece (its bytes), merged by rank; cached.
   const std::vector<int64_t>& piece_ids(const std::string& piece) const;
+  /// The ids of text with no added token in it: pre-tokenized, each piece merged.
+  void encode_ordinary(const std::string& text, size_t begin, size_t end, std::vector<int64_t>& out) const;
+  /// GPT-2's byte-to-character map, and `pattern` compiled as the pre-tokenizer.
+  void map_bytes();
+  void compile_pattern(const std::string& pattern, const std::string& source);
 
   std::unordered_map<std::string, int64_t> ids_;  // token (byte-mapped characters) -> id
   std::vector<std::string> tokens_;               // id -> token
   std::unordered_map<std::string, int> ranks_;    // "left right" -> merge rank
+  bool ignore_merges_ = false;                    // a piece that is a token is that token, unmerged
+  std::vector<std::pair<std::string, int64_t>> added_;  // added tokens (their text, not byte-mapped), longest first
+  std::unordered_map<int64_t, std::string> added_text_;  // id -> an added token's text, for decode
+  bool added_first_[256] = {};                            // the bytes an added token starts with
+  std::vector<int64_t> prefix_, suffix_;                 // the post-processor's tokens around a text
+  std::optional<int64_t> bos_, eos_;
   std::string byte_chars_[256];                   // each byte's printable stand-in (UTF-8)
   std::unordered_map<std::string, uint8_t> char_bytes_;
   struct Pattern;

