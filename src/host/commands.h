@@ -40,6 +40,14 @@ struct ProfileDeviceArgs {
 /// Measures this machine's device into a profile (devices/*.json's format) for `plan --cluster`.
 int cmd_profile_device(const ProfileDeviceArgs& args);
 
+struct TokenizeArgs {
+  std::string tokenizer, out, field = "text";
+  std::vector<std::string> inputs;
+  bool no_eos = false;
+};
+/// Tokenizes text and JSON-lines files into one token file (text/token_file.h).
+int cmd_tokenize(const TokenizeArgs& args);
+
 struct TuneArgs {
   std::string script, db = "tune.jsonl", search = "auto", show;
   std::vector<std::string> args;

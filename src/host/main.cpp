@@ -109,6 +109,17 @@ int main(int argc, char** argv) {
   auto* plot = app.add_subcommand("plot", "Chart a metrics.jsonl as SVG: slapo-lua plot metrics.jsonl [out.svg]");
   plot->add_option("files", plot_args, "metrics.jsonl, then optionally the SVG to write")->required()->expected(1, 2);
 
+  slapo::TokenizeArgs tokenize_args;
+  auto* tokenize = app.add_subcommand("tokenize", "Tokenize a corpus into one token file for training: slapo-lua "
+                                                  "tokenize --tokenizer DIR --out tokens.bin FILES...");
+  tokenize->add_option("--tokenizer", tokenize_args.tokenizer, "tokenizer.json, or a checkpoint directory holding one")
+      ->required();
+  tokenize->add_option("--out", tokenize_args.out, "the token file to write")->required();
+  tokenize->add_option("--field", tokenize_args.field, "JSON-lines files: the field holding each document's text");
+  tokenize->add_flag("--no-eos", tokenize_args.no_eos, "do not end each document with the end-of-text token");
+  tokenize->add_option("files", tokenize_args.inputs, "text files (a document each) and .jsonl files (a document a line)")
+      ->required();
+
   std::string repl_script;
   auto* repl = app.add_subcommand("repl", "Interactive prompt (libedit): slapo-lua repl [SCRIPT.lua]");
   repl->add_option("script", repl_script, "a script to run first");
@@ -239,6 +250,7 @@ int main(int argc, char** argv) {
   if (*inspect) return slapo::cmd_inspect(model);
   if (*repl) return slapo::cmd_repl(repl_script);
   if (*plot) return slapo::cmd_plot(plot_args);
+  if (*tokenize) return slapo::cmd_tokenize(tokenize_args);
   if (*plan) return slapo::cmd_plan(plan_args);
   if (*profile_device) return slapo::cmd_profile_device(profile_args);
   return 2;

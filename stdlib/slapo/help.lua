@@ -54,6 +54,10 @@ M.functions = {
     .. "(config.json and safetensors), gathered once from sharded ranks.",
   from_pretrained = "slapo.models.from_pretrained(dir, {dtype =, device = \"meta\"}): a Hugging Face "
     .. "checkpoint's model; on meta, slapo.build reads each rank's slices only.",
+  tokenizer = "slapo.tokenizer(dir_or_file): a checkpoint's tokenizer (tokenizer.json of a byte-level BPE, or "
+    .. "GPT-2's encoder.json + vocab.bpe): tok:encode(text) -> ids, tok:decode(ids), tok.vocab_size, bos_id, eos_id.",
+  token_file = "slapo.token_file(path): a corpus slapo-lua tokenize wrote, mapped: f.tokens, f.documents, "
+    .. "f:document(i), f:batch{step =, batch =, seq =, rank =, ranks =, seed =} -> this rank's rows of the step.",
 }
 
 local function sorted_keys(t)

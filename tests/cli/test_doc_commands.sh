@@ -11,6 +11,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 for d in examples tests scripts; do ln -s "$root/$d" "$scratch/$d"; done
+[ -d "$root/data" ] && ln -s "$root/data" "$scratch/data"  # what scripts/fetch-data fetched
 ln -s "$(dirname "$bin")" "$scratch/build"  # scripts/run finds the build it would make there
 # (4 layers and 8 rows: enough for the docs' pipelines, 2 stages x 2 chunks and 8 micro-batches)
 schedule_small="--steps 2 --layers 4 --hidden 64 --heads 4 --vocab 512 --seq 16 --batch 8"

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# slapo-lua tokenize writes one token file from text and JSON-lines files (LLaMA-3's tokenizer.json):
+# each document's ids are the tokenizer's, ending with its end-of-text token; slapo.token_file maps
+# it and packs fixed-length batches whose rank parts make the same global batch for 1, 2 and 4 ranks,
+# a shuffled epoch visiting every sample once. Bad lines, missing fields and cut files are named.
+set -euo pipefail
+bin="$1"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "$root/tests/cli/lib.sh"
+data="${SLAPO_DATA_DIR:-$root/data}"
+tokenizer="$data/llama3-tokenizer"
+for need in "$tokenizer/tokenizer.json" "$data/sotu"; do
+  [ -e "$need" ] || { echo "skip: no $need (scripts/fetch-data fetches it)"; exit 77; }
+done
+if "$bin" run <(echo 'slapo.tokenizer(arg[1])') "$tokenizer" 2>&1 | grep -q "no PCRE2"; then
+  echo "skip: this build has no PCRE2"
+  exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+printf '%s\n' '{"text": "First document: caf\u00e9, \u65e5\u672c\u8a9e, code x**2.", "id": 1}' '' \
+  '{"id": 2, "text": "Second <|eot_id|> with a special token inside."}' > "$tmp/corpus.jsonl"
+addresses=("$data"/sotu/*.txt)
+cp "${addresses[0]}" "$tmp/address.txt"
+"$bin" tokenize --tokenizer "$tokenizer" --out "$tmp/tokens.bin" "$tmp/corpus.jsonl" "$tmp/address.txt" \
+  >"$tmp/out" 2>"$tmp/progress"
+grep -q "^wrote $tmp/tokens.bin: [0-9]* tokens in 3 documents (vocabulary 128256)$" "$tmp/out" || { cat "$tmp/out"; exit 1; }
+grep -q "^tokenize: .* MB/s, 3 documents, in [0-9.]* s$" "$tmp/progress" || { cat "$tmp/progress"; exit 1; }
+"$bin" tokenize --no-eos --tokenizer "$tokenizer/tokenizer.json" --out "$tmp/plain.bin" "$tmp/corpus.jsonl" \
+  >/dev/null 2>&1
+
+cat > "$tmp/check.lua" <<'LUA'
+local dir, tokens, plain, corpus, address = unpack(arg)
+local util = require("slapo.util")
+local tok = slapo.tokenizer(dir)
+local f = slapo.token_file(tokens)
+assert(f.documents == 3 and f.vocab_size == 128256, ("%d documents, vocabulary %d"):format(f.documents, f.vocab_size))
+-- each document: the tokenizer's ids, then <|end_of_text|>
+local texts = { "First document: café, 日本語, code x**2.", "Second <|eot_id|> with a special token inside.",
+  util.read_file(address) }
+local count = 0
+for i, text in ipairs(texts) do
+  local ids = tok:encode(text)
+  ids[#ids + 1] = tok.eos_id
+  assert(util.same_array(f:document(i):tolist(), ids), "document " .. i .. " is not the tokenizer's ids")
+  count = count + #ids
+end
+assert(f.tokens == count, ("%d tokens, the documents hold %d"):format(f.tokens, count))
+local p = slapo.token_file(plain)
+assert(p.documents == 2 and util.same_array(p:document(2):tolist(), tok:encode(texts[2])), "--no-eos")
+-- samples of 32 tokens packed in order; each rank's part of a step, joined, is the one-rank batch
+local seq, batch = 32, 8
+local first = f:batch{ step = 1, batch = batch, seq = seq }
+local all = {}
+for i = 1, f.documents do
+  for _, id in ipairs(f:document(i):tolist()) do all[#all + 1] = id end
+end
+for row = 0, batch - 1 do
+  local want = {}
+  for k = 1, seq do want[k] = all[row * seq + k] end
+  assert(util.same_array(first:narrow(0, row, 1):reshape({ -1 }):tolist(), want), "sample " .. row .. " is not the corpus in order")
+end
+for _, seed in ipairs({ 0, 5 }) do
+  for step = 1, 3 do
+    local whole = f:batch{ step = step, batch = batch, seq = seq, seed = seed }
+    for _, ranks in ipairs({ 2, 4 }) do
+      local parts = {}
+      for rank = 0, ranks - 1 do
+        parts[#parts + 1] = f:batch{ step = step, batch = batch, seq = seq, rank = rank, ranks = ranks, seed = seed }
+      end
+      assert(slapo.cat(parts, 0):equal(whole), ("step %d, seed %d: %d ranks' parts are not the batch"):format(step,
+        seed, ranks))
+    end
+  end
+end
+-- a shuffled epoch (one row a step) visits every sample once, in another order than the file's
+local samples = math.floor(f.tokens / seq)
+local shuffled, ordered = {}, {}
+for step = 1, samples do
+  shuffled[step] = table.concat(f:batch{ step = step, batch = 1, seq = seq, seed = 5 }:reshape({ -1 }):tolist(), ",")
+  ordered[step] = table.concat(f:batch{ step = step, batch = 1, seq = seq }:reshape({ -1 }):tolist(), ",")
+end
+local moved = not util.same_array(shuffled, ordered)
+table.sort(shuffled)
+table.sort(ordered)
+assert(moved and util.same_array(shuffled, ordered), "a shuffled epoch is not the file's samples in another order")
+-- the next epoch is shuffled anew
+local again = table.concat(f:batch{ step = samples + 1, batch = samples, seq = seq, seed = 5 }:reshape({ -1 }):tolist(), ",")
+assert(again ~= table.concat(f:batch{ step = 1, batch = samples, seq = seq, seed = 5 }:reshape({ -1 }):tolist(), ","),
+  "the second epoch repeats the first's order")
+for _, bad in ipairs({ { step = 0, batch = 8, seq = 32 }, { step = 1, batch = 6, seq = 32, ranks = 4 },
+  { step = 1, batch = 8, seq = 32, shuffle = true } }) do
+  print((select(2, pcall(f.batch, f, bad))))
+end
+LUA
+"$bin" run "$tmp/check.lua" "$tokenizer" "$tmp/tokens.bin" "$tmp/plain.bin" "$tmp/corpus.jsonl" "$tmp/address.txt" \
+  >"$tmp/check.out" 2>&1 || { cat "$tmp/check.out"; exit 1; }
+grep -q "token_file:batch: step must be" "$tmp/check.out" || grep -q "token_file:batch: .*step" "$tmp/check.out" \
+  || { echo "step 0 was not refused:"; cat "$tmp/check.out"; exit 1; }
+grep -qF "token_file: a batch of 6 rows does not split over 4 ranks" "$tmp/check.out" || { cat "$tmp/check.out"; exit 1; }
+grep -qF "unknown option 'shuffle'" "$tmp/check.out" || { cat "$tmp/check.out"; exit 1; }
+
+# bad input: a line that is not JSON, a record without the field, a cut file; nothing half-written stays
+printf '{"text": "fine"}\nnot json\n' > "$tmp/bad.jsonl"
+printf '{"body": "no text field"}\n' > "$tmp/nofield.jsonl"
+set +e
+"$bin" tokenize --tokenizer "$tokenizer" --out "$tmp/bad.bin" "$tmp/bad.jsonl" 2>"$tmp/err1"; rc1=$?
+"$bin" tokenize --tokenizer "$tokenizer" --out "$tmp/bad.bin" "$tmp/nofield.jsonl" 2>"$tmp/err2"; rc2=$?
+set -e
+expect_code 1 "$rc1" "a line that is not JSON"
+expect_code 1 "$rc2" "a record without the field"
+grep -qF "tokenize: $tmp/bad.jsonl:2: the line is not JSON" "$tmp/err1" || { cat "$tmp/err1"; exit 1; }
+grep -qF "tokenize: $tmp/nofield.jsonl:1: the record has no string field \"text\" (--field names it)" "$tmp/err2" \
+  || { cat "$tmp/err2"; exit 1; }
+[ ! -e "$tmp/bad.bin" ] && [ ! -e "$tmp/bad.bin.partial" ] || { echo "a failed tokenize left a file"; exit 1; }
+head -c 1000 "$tmp/tokens.bin" > "$tmp/cut.bin"
+"$bin" run <(echo 'print(select(2, pcall(slapo.token_file, arg[1])))') "$tmp/cut.bin" > "$tmp/cut.out"
+grep -q "token_file: .*cut.bin is truncated or damaged: its header counts [0-9]* tokens in 3 documents ([0-9]* bytes); it ends at byte 1000, inside token 242" \
+  "$tmp/cut.out" || { cat "$tmp/cut.out"; exit 1; }
+echo "tokenize ok"
