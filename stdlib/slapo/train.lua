@@ -5,7 +5,8 @@
 ---
 --- Example usage:
 ---   local result = slapo.train{ model = model, steps = 200, lr = 3e-4, warmup = 20,
----     data = { vocab = 8192, batch = 8, seq = 128 },          -- or a function(step, micro) -> ids
+---     data = { vocab = 8192, batch = 8, seq = 128 },          -- or a function(step, micro) -> ids,
+---                                                             -- or { tokens = "corpus.tokens", batch =, seq = }
 ---     metrics = "metrics.jsonl" }
 --- Output (one line per log_every steps):
 ---   step   10 | loss 6.2143 | lr 3.00e-04 | 12,345 tok/s | 0.41 TFLOP/s | MFU 4.1% | 812 MiB
@@ -104,7 +105,23 @@ local function check_options(opts)
   elseif type(out.resume) ~= "string" and type(out.resume) ~= "boolean" then
     error(("train: resume must be true, false or a checkpoint directory, got %s"):format(type(out.resume)), 3)
   end
-  if type(out.data) == "table" then  -- synthetic batches: every size given, as a whole number
+  if type(out.data) == "table" and out.data.tokens ~= nil then  -- a token file (slapo-lua tokenize)
+    util.check_options(out.data, { "tokens", "batch", "seq", "seed" }, "train: data", 3)
+    for _, key in ipairs({ "batch", "seq", "seed" }) do
+      local v = out.data[key]
+      if key ~= "seed" or v ~= nil then
+        if type(v) ~= "number" or v ~= math.floor(v) or v < (key == "seed" and 0 or 1) then
+          error(("train: data.%s must be a whole number (data = {tokens = file, batch = rows per micro-batch over all "
+            .. "replicas, seq =, seed = 0}), got %s"):format(key, tostring(v)), 3)
+        end
+      end
+    end
+    if type(out.data.tokens) == "string" then
+      local ok, file = pcall(slapo.token_file, out.data.tokens)
+      if not ok then error("train: data.tokens: " .. tostring(file), 3) end
+      out.data = { tokens = file, batch = out.data.batch, seq = out.data.seq, seed = out.data.seed }
+    end
+  elseif type(out.data) == "table" then  -- synthetic batches: every size given, as a whole number
     util.check_options(out.data, { "vocab", "batch", "seq" }, "train: data", 3)
     for _, key in ipairs({ "vocab", "batch", "seq" }) do
       local v = out.data[key]
@@ -114,7 +131,8 @@ local function check_options(opts)
       end
     end
   elseif type(out.data) ~= "function" then
-    error(("train: 'data' must be a function(step, micro) returning token ids, or {vocab =, batch =, seq =}, got %s")
+    error(("train: 'data' must be a function(step, micro) returning token ids, {tokens = file, batch =, seq =} or "
+      .. "{vocab =, batch =, seq =}, got %s")
       :format(type(out.data)), 3)
   end
   return out
@@ -156,6 +174,28 @@ function M.synthetic(spec, replica)
       slapo.set_rng_state(saved)
     end
     return batches[micro]
+  end
+end
+
+--- Batches from a token file (slapo.token_file): micro-batch `micro` of step `step` is the file's
+--- global step (step - 1) x grad_accum + micro, `spec.batch` rows over all replicas, of which this
+--- replica (0-based, of `replicas`) takes its part. A pure function of the step, so a run resumed
+--- from a checkpoint sees the batches an uninterrupted run sees, on any number of replicas.
+function M.token_batches(spec, model, grad_accum, replica, replicas)
+  local file = spec.tokens
+  local ok, config = pcall(slapo.models.config, model)
+  local vocab = ok and type(config) == "table" and config.vocab_size
+  if vocab and file.vocab_size > vocab then
+    error(("train: data.tokens holds ids up to %d (its tokenizer's vocabulary), past the model's vocab_size %d: "
+      .. "tokenize with the model's own tokenizer"):format(file.vocab_size - 1, vocab), 0)
+  end
+  if spec.batch % replicas ~= 0 then
+    error(("train: data.batch %d (rows per micro-batch over all replicas) does not split over %d data-parallel "
+      .. "replicas"):format(spec.batch, replicas), 0)
+  end
+  return function(step, micro)
+    return file:batch({ step = (step - 1) * grad_accum + micro, batch = spec.batch, seq = spec.seq,
+      rank = replica or 0, ranks = replicas or 1, seed = spec.seed or 0 })
   end
 end
 
@@ -463,7 +503,9 @@ function M.run(user_opts)
   end
   local group, replicas, replica = replicas_of(opts, fully_sharded)
   local tp_group = tp_group_of(opts)
-  local data = type(opts.data) == "function" and opts.data or M.synthetic(opts.data, replica)
+  local data = type(opts.data) == "function" and opts.data
+    or opts.data.tokens and M.token_batches(opts.data, model, opts.grad_accum, replica, replicas)
+    or M.synthetic(opts.data, replica)
   local rank0 = slapo.dist.rank() == 0
   local optimizer = make_optimizer(model, opts)
   if swap_state then

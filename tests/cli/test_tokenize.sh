@@ -101,6 +101,47 @@ grep -q "token_file:batch: step must be" "$tmp/check.out" || grep -q "token_file
 grep -qF "token_file: a batch of 6 rows does not split over 4 ranks" "$tmp/check.out" || { cat "$tmp/check.out"; exit 1; }
 grep -qF "unknown option 'shuffle'" "$tmp/check.out" || { cat "$tmp/check.out"; exit 1; }
 
+# slapo.train{data = {tokens = ...}}: a tiny LLaMA of the tokenizer's vocabulary trains on the file; on
+# 2 data-parallel ranks each takes half of the global batch, so the losses are the one-rank run's;
+# resumed from a step-2 checkpoint with a shuffling seed, steps 3-4 see the same batches (equal losses)
+cat > "$tmp/train.lua" <<'LUA'
+local tokens, dir, resume = arg[1], arg[2], arg[3]
+local layout = require("slapo.parallel").layout({ tp = 1 })
+slapo.manual_seed(0)
+local model = slapo.models.llama({ hidden_size = 16, intermediate_size = 32, num_hidden_layers = 1,
+  num_attention_heads = 2, num_key_value_heads = 2, vocab_size = 128256, max_position_embeddings = 64 })
+local result = slapo.train({ model = model, layout = layout, steps = 4, lr = 1e-2, quiet = true, grad_accum = 2,
+  data = { tokens = tokens, batch = 4, seq = 32, seed = 3 }, checkpoint_dir = dir, checkpoint_every = 2,
+  resume = resume or false })
+if slapo.dist.rank() == 0 then
+  for step = result.first_step, 4 do print(("loss %d %.6f"):format(step, result.losses[step])) end
+end
+LUA
+"$bin" run "$tmp/train.lua" "$tmp/tokens.bin" "$tmp/one" > "$tmp/one.out" 2>&1 || { cat "$tmp/one.out"; exit 1; }
+"$bin" run --nproc 2 "$tmp/train.lua" "$tmp/tokens.bin" "$tmp/two" > "$tmp/two.out" 2>&1 || { cat "$tmp/two.out"; exit 1; }
+"$bin" run "$tmp/train.lua" "$tmp/tokens.bin" "$tmp/again" "$tmp/one/step-000002" > "$tmp/resumed.out" 2>&1 \
+  || { cat "$tmp/resumed.out"; exit 1; }
+python3 - "$tmp/one.out" "$tmp/two.out" "$tmp/resumed.out" <<'PY'
+import re, sys
+def losses(path):
+    return {int(s): float(v) for s, v in re.findall(r"^loss (\d+) (\S+)$", open(path).read(), re.M)}
+one, two, resumed = (losses(p) for p in sys.argv[1:])
+assert sorted(one) == [1, 2, 3, 4] and sorted(two) == [1, 2, 3, 4], (one, two)
+for step in one:
+    assert abs(one[step] - two[step]) < 1e-5 * one[step], f"step {step}: one rank {one[step]}, two ranks {two[step]}"
+assert sorted(resumed) == [3, 4], resumed
+for step in resumed:
+    assert resumed[step] == one[step], f"step {step}: resumed {resumed[step]}, uninterrupted {one[step]}"
+PY
+# ids past the model's vocabulary are refused by name
+cat > "$tmp/small_vocab.lua" <<'LUA'
+local model = slapo.models.gpt2({ n_embd = 16, n_layer = 1, n_head = 2, vocab_size = 64, n_positions = 32 })
+print(select(2, pcall(slapo.train, { model = model, steps = 1, quiet = true, data = { tokens = arg[1], batch = 2, seq = 8 } })))
+LUA
+"$bin" run "$tmp/small_vocab.lua" "$tmp/tokens.bin" > "$tmp/small_vocab.out" 2>&1
+grep -qF "train: data.tokens holds ids up to 128255 (its tokenizer's vocabulary), past the model's vocab_size 64" \
+  "$tmp/small_vocab.out" || { cat "$tmp/small_vocab.out"; exit 1; }
+
 # bad input: a line that is not JSON, a record without the field, a cut file; nothing half-written stays
 printf '{"text": "fine"}\nnot json\n' > "$tmp/bad.jsonl"
 printf '{"body": "no text field"}\n' > "$tmp/nofield.jsonl"
