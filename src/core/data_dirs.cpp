@@ -23,4 +23,17 @@ std::string devices_dir() {
   return stdlib_dir() + "/devices";
 }
 
+namespace {
+std::string& program_name_storage() {
+  static std::string name = "slapo-lua";
+  return name;
+}
+}  // namespace
+
+const std::string& program_name() { return program_name_storage(); }
+
+void set_program_name(const std::string& argv0) {
+  if (!argv0.empty() && argv0.rfind("/proc/", 0) != 0) program_name_storage() = argv0;
+}
+
 }  // namespace slapo

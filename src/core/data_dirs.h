@@ -14,4 +14,9 @@ std::string stdlib_dir();
 /// so an installed copy, a build tree and $SLAPO_STDLIB each carry their own.
 std::string devices_dir();
 
+/// The program as the user invoked it ("build/slapo-lua", "slapo-lua"), for the commands it
+/// suggests: main sets it from argv[0]; "slapo-lua" until then, or when started as /proc/self/exe.
+const std::string& program_name();
+void set_program_name(const std::string& argv0);
+
 }  // namespace slapo

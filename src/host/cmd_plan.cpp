@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "core/child_process.h"
+#include "core/data_dirs.h"
 #include "core/error.h"
 #include "distributed/group.h"
 #include "distributed/link_profile.h"
@@ -32,7 +33,7 @@ int cmd_plan(const PlanArgs& a) {
     for (auto& what : unpriced) fmt::print("  applied in {}, not priced: {}\n", a.from, what);
     if (!a.out.empty()) {
       std::ofstream(a.out) << write_plan_script(result, a.steps);
-      fmt::print("wrote {}: slapo-lua run --nproc {} {}\n", a.out, result.cluster.devices(), a.out);
+      fmt::print("wrote {}: {} run --nproc {} {}\n", a.out, program_name(), result.cluster.devices(), a.out);
     }
   } catch (const std::exception& e) {
     report_error(e.what());
@@ -149,7 +150,7 @@ int cmd_profile_device(const ProfileDeviceArgs& a) {
       std::ofstream file(a.out);
       if (!file) throw Error(fmt::format("profile-device: cannot write '{}'", a.out));
       file << j.dump(1) << "\n";
-      fmt::print("wrote {}: slapo-lua plan MODEL --cluster 1x2:{}\n", a.out, a.out);
+      fmt::print("wrote {}: {} plan MODEL --cluster 1x2:{}\n", a.out, program_name(), a.out);
     }
   } catch (const std::exception& e) {
     for (pid_t pid : copies) ::kill(pid, SIGTERM);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/data_dirs.h"
 #include "host/commands.h"
 #include "host/heap.h"
 #include "slapo/build_config.h"
@@ -77,6 +78,7 @@ int script_position(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   slapo::keep_freed_blocks_for_reuse();  // before anything allocates
+  slapo::set_program_name(argv[0]);       // the commands it suggests name it as the user did
   CLI::App app{"slapo-lua: schedule a LibTorch model from Lua without touching its definition", "slapo-lua"};
   app.set_version_flag("--version", std::string("slapo-lua ") + SLAPO_VERSION);
   app.require_subcommand(1);

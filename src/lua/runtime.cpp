@@ -176,9 +176,15 @@ int lx_traceback(lua_State* L) {
   std::istringstream lines(lua_tostring(L, -1));
   std::string line, out;
   while (std::getline(lines, line))
-    // "\t[C]: at 0x..." and LuaJIT's "\t[builtin#19]: at 0x...": an address, nothing to read
-    if (!(line.rfind("\t[", 0) == 0 && line.find("]: at 0x") != std::string::npos))
+    // "\t[C]: at 0x..." and LuaJIT's "\t[builtin#19]: at 0x...": an address, nothing to read;
+    // "\t[C]: in function 'error'": where every raised error passes
+    if (!(line.rfind("\t[", 0) == 0 && line.find("]: at 0x") != std::string::npos) &&
+        line != "\t[C]: in function 'error'")
       out += (out.empty() ? "" : "\n") + line;
+  // a header with no frame left under it says nothing
+  const std::string header = "\nstack traceback:";
+  if (out.size() >= header.size() && out.compare(out.size() - header.size(), header.size(), header) == 0)
+    out.resize(out.size() - header.size());
   lua_pushstring(L, out.c_str());
   return 1;
 }

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "core/child_process.h"
+#include "core/data_dirs.h"
 #include "core/error.h"
 #include "core/sanitizer.h"
 #include "lua/runtime.h"
@@ -120,6 +121,12 @@ int w_executable(lua_State* L) {
   return 1;
 }
 
+// program_name() -> the program as the user invoked it, for suggested commands (core/data_dirs.h)
+int w_program_name(lua_State* L) {
+  lua_pushstring(L, program_name().c_str());
+  return 1;
+}
+
 // machine() -> "host, N cores" : which machine a measurement belongs to
 int w_machine(lua_State* L) {
   char host[256] = {0};
@@ -150,6 +157,7 @@ int w_file_hash(lua_State* L) {
 void open_process(lua_State* L) {
   lx_set_func(L, "run_process", w_run_process);
   lx_set_func(L, "_executable", w_executable);
+  lx_set_func(L, "_program_name", w_program_name);
   lx_set_func(L, "_machine", w_machine);
   lx_set_func(L, "_file_hash", w_file_hash);
 }

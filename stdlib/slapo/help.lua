@@ -89,8 +89,9 @@ function M.help(name)
       table.insert(all, f)
     end
     local close = type(name) == "string" and slapo._closest_names(name, all) or {}
-    error(("help: no primitive or function '%s'%s (primitives: %s; functions: %s)"):format(tostring(name),
-      #close > 0 and (", did you mean '" .. close[1] .. "'?") or "", table.concat(M.list(), ", "),
+    -- a name not found, not a fault: reported without a traceback through this file
+    require("slapo.util").usage_error(("help: no primitive or function '%s'%s (primitives: %s; functions: %s)"):format(
+      tostring(name), #close > 0 and (", did you mean '" .. close[1] .. "'?") or "", table.concat(M.list(), ", "),
       table.concat(function_names(), ", ")), 2)
   end
   return text

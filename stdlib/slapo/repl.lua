@@ -55,6 +55,8 @@ function M.eval(source)
   if not results[1] then
     -- the frames below the typed chunk are the REPL's own
     local text = tostring(results[2]):gsub("\n[^\n]*in function 'xpcall'.*$", "")
+    -- nor is the typed line itself (stdin:1, the main chunk): a header left with no frame goes too
+    text = text:gsub("\n\tstdin:%d+: in main chunk$", ""):gsub("\nstack traceback:$", "")
     return "error", text
   end
   local lines = {}

@@ -282,7 +282,7 @@ end
 
 --- The command line that runs `config` again.
 function M.command_line(row, order)
-  local parts = { "slapo-lua run" }
+  local parts = { (slapo._program_name and slapo._program_name() or "slapo-lua") .. " run" }
   if (row.nproc or 1) > 1 then
     table.insert(parts, "--nproc " .. row.nproc)
   end

@@ -25,7 +25,7 @@ grep -q '"tokens_per_s":[1-9]' ex.jsonl
 "$bin" tune --show ex.jsonl >show
 grep -q "gpt2_schedule.lua (version [0-9a-f]*, 2 ranks)" show
 grep -q "^| 1 | {checkpoint = 0, batch = " show
-grep -q "^best: slapo-lua run --nproc 2 --knob" show
+grep -q "^best: [^ ]*slapo-lua run --nproc 2 --knob" show
 
 # 2. run --knob: a chosen value, a value not among the choices, a knob the script lacks
 cat >knobbed.lua <<'LUA'
