@@ -404,6 +404,7 @@ local function try_swap(opts, state, step, rank0)
   end
   if rank0 then
     print(("[swap] step %d: applied %s (%d parameters carried over)"):format(step, opts.schedule_file, carried))
+    io.stdout:flush()
   end
   state.sch, state.optimizer = sch, optimizer
   return true
@@ -591,6 +592,7 @@ function M.run(user_opts)
         io.stdout:flush()
       elseif step % opts.log_every == 0 or step == opts.steps then
         print(line)
+        io.stdout:flush()  -- a log file or pipe sees each line as it comes, even if the run is killed
       end
     end
     if opts.on_step then
