@@ -116,15 +116,21 @@ std::shared_ptr<TokenFile> TokenFile::open(const std::string& path) {
   f->tokens_ = header.tokens, f->documents_ = header.documents, f->vocab_size_ = header.vocab_size;
   const auto* base = static_cast<const char*>(f->map_);
   f->ids_ = reinterpret_cast<const uint32_t*>(base + kHeaderBytes);
-  f->offsets_ = reinterpret_cast<const uint64_t*>(base + kHeaderBytes + 4 * header.tokens);
+  f->offsets_ = base + kHeaderBytes + 4 * header.tokens;
   for (uint64_t i = 0; i <= f->documents_; ++i) {
-    uint64_t at = f->offsets_[i];
-    bool ordered = i == 0 ? at == 0 : at >= f->offsets_[i - 1];
+    uint64_t at = f->offset(i);
+    bool ordered = i == 0 ? at == 0 : at >= f->offset(i - 1);
     if (!ordered || at > f->tokens_ || (i == f->documents_ && at != f->tokens_))
       throw Error(fmt::format("token_file: {}: document offset {} (at byte {}) is {}, out of order or past the {} "
                               "tokens", path, i, kHeaderBytes + 4 * header.tokens + 8 * i, at, f->tokens_));
   }
   return f;
+}
+
+uint64_t TokenFile::offset(uint64_t i) const {
+  uint64_t at;
+  std::memcpy(&at, offsets_ + 8 * i, sizeof at);
+  return at;
 }
 
 TokenFile::~TokenFile() {

@@ -51,8 +51,8 @@ class TokenFile {
   uint32_t vocab_size() const { return vocab_size_; }
   const uint32_t* ids() const { return ids_; }
   /// Where document `i` starts and ends (in tokens).
-  uint64_t begin(uint64_t i) const { return offsets_[i]; }
-  uint64_t end(uint64_t i) const { return offsets_[i + 1]; }
+  uint64_t begin(uint64_t i) const { return offset(i); }
+  uint64_t end(uint64_t i) const { return offset(i + 1); }
 
   /// Fixed-length samples packed from the documents in order (sample k: tokens [k seq, (k+1) seq);
   /// the tail shorter than `seq` unused), how many there are.
@@ -72,7 +72,8 @@ class TokenFile {
   uint64_t tokens_ = 0, documents_ = 0;
   uint32_t vocab_size_ = 0;
   const uint32_t* ids_ = nullptr;
-  const uint64_t* offsets_ = nullptr;
+  const char* offsets_ = nullptr;  // u64s 4-byte aligned when the token count is odd: read by copying
+  uint64_t offset(uint64_t i) const;
 };
 
 }  // namespace slapo::text
