@@ -49,21 +49,11 @@ class Progress {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), shown_ = start_;
 };
 
-std::shared_ptr<text::ByteLevelBpe> load_tokenizer(const std::string& path) {
-  namespace fs = std::filesystem;
-  if (fs::is_regular_file(path)) return text::ByteLevelBpe::load_tokenizer_json(path);
-  if (fs::exists(fs::path(path) / "tokenizer.json"))
-    return text::ByteLevelBpe::load_tokenizer_json((fs::path(path) / "tokenizer.json").string());
-  if (fs::exists(fs::path(path) / "encoder.json")) return text::ByteLevelBpe::load(path);
-  throw Error(fmt::format("tokenize: --tokenizer {} is not a tokenizer.json or a directory holding one (or GPT-2's "
-                          "encoder.json and vocab.bpe)", path));
-}
-
 }  // namespace
 
 int cmd_tokenize(const TokenizeArgs& a) {
   try {
-    auto tokenizer = load_tokenizer(a.tokenizer);
+    auto tokenizer = text::ByteLevelBpe::open(a.tokenizer);
     double total = 0;
     for (auto& file : a.inputs) {
       if (!std::filesystem::is_regular_file(file)) throw Error(fmt::format("tokenize: {} is not a file", file));

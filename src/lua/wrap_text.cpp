@@ -23,26 +23,7 @@ const text::ByteLevelBpe& check_tokenizer(lua_State* L, int idx) {
 int w_tokenizer(lua_State* L) {
   lx_check_arg_count(L, 1, "tokenizer", "slapo.tokenizer(dir_or_file)");
   std::string path = luaL_checkstring(L, 1);
-  namespace fs = std::filesystem;
-  const char* kinds = "read: tokenizer.json of a byte-level BPE (LLaMA-3, GPT-2), or GPT-2's encoder.json and vocab.bpe";
-  Tokenizer tok;
-  if (fs::is_regular_file(path)) {
-    if (fs::path(path).filename() == "tokenizer.model")
-      throw Error(fmt::format("tokenizer: {} is a SentencePiece model, not read yet ({})", path, kinds));
-    tok = text::ByteLevelBpe::load_tokenizer_json(path);
-  } else if (!fs::is_directory(path)) {
-    throw Error(fmt::format("tokenizer: {} does not exist; give a tokenizer.json, or the directory of a checkpoint "
-                            "that holds one (or GPT-2's encoder.json and vocab.bpe, e.g. data/gpt2-bpe from "
-                            "scripts/fetch-data)", path));
-  } else if (fs::exists(fs::path(path) / "tokenizer.json")) {
-    tok = text::ByteLevelBpe::load_tokenizer_json((fs::path(path) / "tokenizer.json").string());
-  } else if (fs::exists(fs::path(path) / "encoder.json") && fs::exists(fs::path(path) / "vocab.bpe")) {
-    tok = text::ByteLevelBpe::load(path);
-  } else {
-    throw Error(fmt::format("tokenizer: {} holds no tokenizer file that is read ({}{})", path, kinds,
-                            fs::exists(fs::path(path) / "tokenizer.model") ? "; its tokenizer.model is SentencePiece's, "
-                                                                              "not read yet" : ""));
-  }
+  Tokenizer tok = text::ByteLevelBpe::open(path);
   new (lua_newuserdata(L, sizeof(Tokenizer))) Tokenizer(std::move(tok));
   luaL_getmetatable(L, "slapo.Tokenizer");
   lua_setmetatable(L, -2);

@@ -22,6 +22,9 @@ class ByteLevelBpe {
   /// Reads a Hugging Face tokenizer.json whose model is byte-level BPE; raises naming the file, the
   /// field and the kinds it reads when it is another.
   static std::shared_ptr<ByteLevelBpe> load_tokenizer_json(const std::string& path);
+  /// A tokenizer.json (the file, or a directory holding one), else GPT-2's files in a directory;
+  /// raises naming the path and the kinds read.
+  static std::shared_ptr<ByteLevelBpe> open(const std::string& path);
   /// Whether this build has the pre-tokenizer's regex engine (PCRE2; -DSLAPO_PCRE2=OFF builds do not).
   static bool available();
 
