@@ -189,6 +189,30 @@ void Module::set_child(const std::string& name, std::shared_ptr<Module> module) 
   slots_.emplace_back(name, std::move(module));
 }
 
+size_t Module::remove_child(const std::string& name) {
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i].first != name) continue;
+    unregister_module(name);
+    slots_.erase(slots_.begin() + static_cast<std::ptrdiff_t>(i));
+    return i;
+  }
+  child(name);  // raises, naming the children there are
+  return slots_.size();
+}
+
+void Module::insert_child(size_t index, const std::string& name, std::shared_ptr<Module> module) {
+  if (has_child(name)) throw Error(fmt::format("{}: slot '{}' is taken", type_name_, name));
+  set_child(name, std::move(module));  // appended, with set_child's checks
+  if (index + 1 >= slots_.size()) return;
+  // LibTorch keeps children in registration order (named_parameters follows it): register the
+  // ones after `index` again behind the new one.
+  std::rotate(slots_.begin() + static_cast<std::ptrdiff_t>(index), slots_.end() - 1, slots_.end());
+  for (size_t i = index + 1; i < slots_.size(); ++i) {
+    unregister_module(slots_[i].first);
+    register_module(slots_[i].first, slots_[i].second);
+  }
+}
+
 bool Module::has_param(const std::string& name) const { return parameters_.contains(name); }
 
 at::Tensor Module::param(const std::string& name) const {
@@ -241,7 +265,34 @@ std::shared_ptr<Module> Module::deep_clone_impl(
   for (auto& item : parameters_) copy->parameters_[item.key()] = clone_tensor(item.value());
   for (auto& item : named_buffers(/*recurse=*/false)) copy->register_buffer(item.key(), clone_tensor(item.value()));
   for (auto& slot : slots_) copy->set_child(slot.first, slot.second->deep_clone_impl(copies));
+  copy->take_back_moved_leaves();
   return copy;
+}
+
+// Each wrapper child that holds leaves gives them back to their old places, newest wrapper and
+// newest move first, so every leaf lands where it stood; the emptied wrapper goes.
+void Module::take_back_moved_leaves() {
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> wrappers;
+  for (auto& slot : slots_)
+    if (!slot.second->meta().moved_leaves.empty()) wrappers.push_back(slot);
+  for (auto w = wrappers.rbegin(); w != wrappers.rend(); ++w) {
+    const auto& [name, wrapper] = *w;
+    const auto& moved = wrapper->meta().moved_leaves;
+    for (auto it = moved.rbegin(); it != moved.rend(); ++it) {
+      // the path's modules above the leaf: the old parent's in this module, the holders in the wrapper
+      Module* old_parent = this;
+      Module* holder = wrapper.get();
+      size_t start = 0;
+      for (size_t dot; (dot = it->path.find('.', start)) != std::string::npos; start = dot + 1) {
+        std::string token = it->path.substr(start, dot - start);
+        old_parent = old_parent->child(token).get();
+        holder = holder->child(token).get();
+      }
+      std::string slot = it->path.substr(start);
+      old_parent->insert_child(it->index, slot, holder->child(slot));
+    }
+    remove_child(name);
+  }
 }
 
 Value Module::call(const std::string& name, Values args) const {
@@ -262,6 +313,20 @@ std::vector<std::pair<std::string, at::Tensor>> unique_named_parameters(const to
   for (auto& p : m.named_parameters())
     if (p.value().defined() && seen.insert(p.value().unsafeGetTensorImpl()).second) out.emplace_back(p.key(), p.value());
   return out;
+}
+
+std::string unscheduled_name(const Module& root, const std::string& name) {
+  std::string out;
+  const Module* m = &root;
+  for (size_t start = 0;;) {
+    size_t dot = name.find('.', start);
+    std::string token = name.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    const Module* child = m && dot != std::string::npos && m->has_child(token) ? m->child(token).get() : nullptr;
+    if (!child || child->meta().moved_leaves.empty()) out += (out.empty() ? "" : ".") + token;
+    if (dot == std::string::npos) return out;
+    m = child;
+    start = dot + 1;
+  }
 }
 
 std::unordered_map<c10::TensorImpl*, const ShardSpec*> shard_specs_by_tensor(const Module& root) {

@@ -67,6 +67,14 @@ struct ModuleMeta {
   std::map<std::string, ShardSpec> fully_sharded;
   bool fully_shard_root = false;  ///< fully_shard was applied here: its calls gather the subtree
   std::map<std::string, ParamSource> sources;  ///< from_pretrained on meta: by parameter name
+  /// checkpoint/fuse of a subgraph: the leaves this wrapper took from the traced module it sits
+  /// in, in the order taken, each by its path below that module and the place it held among its
+  /// old parent's children. unscheduled_name leaves a wrapper holding leaves out.
+  struct MovedLeaf {
+    std::string path;
+    size_t index;
+  };
+  std::vector<MovedLeaf> moved_leaves;
 };
 
 /// Base of every schedulable module.
@@ -116,6 +124,10 @@ class Module : public torch::nn::Module {
   bool contains(const Module* other) const;
   /// Adds a new slot or swaps the module in an existing one.
   void set_child(const std::string& name, std::shared_ptr<Module> module);
+  /// Takes the child out of slot `name` (which must exist); returns the slot's place among the children.
+  size_t remove_child(const std::string& name);
+  /// Adds a new slot `name` at place `index` among the children (the end when past it).
+  void insert_child(size_t index, const std::string& name, std::shared_ptr<Module> module);
 
   /// Parameters by name, on this module only (no recursion).
   at::Tensor param(const std::string& name) const;
@@ -123,7 +135,9 @@ class Module : public torch::nn::Module {
   /// Adds or swaps a parameter (a swap keeps its position among the parameters).
   void set_param(const std::string& name, at::Tensor value);
 
-  /// A deep copy: fresh parameter storage, tied parameters stay tied inside the copy.
+  /// A deep copy: fresh parameter storage, tied parameters stay tied inside the copy. Like a
+  /// traced module's copy, which runs the eager forward it was traced from, a copy has the leaves
+  /// that checkpoint/fuse wrappers took back in their old places and no such wrappers.
   std::shared_ptr<Module> deep_clone() const;
 
   /// One line of settings for the tree printer ("p=0.1", "eps=1e-12"); empty for none.
@@ -199,6 +213,8 @@ class Module : public torch::nn::Module {
   ModuleMeta meta_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> slots_;
   Value call_unwrapped(Values args);
+  /// deep_clone's last step on a copy: its wrappers' leaves back where they were (ModuleMeta::moved_leaves).
+  void take_back_moved_leaves();
   [[noreturn]] void rethrow_located(const char* what) const;
 
   CallWrapper wrapper_;
@@ -234,6 +250,11 @@ class ModuleBase : public Module {
 /// Every defined parameter once (tied ones under their first name), in module order, as
 /// PyTorch's named_parameters() deduplicates.
 std::vector<std::pair<std::string, at::Tensor>> unique_named_parameters(const torch::nn::Module& m);
+
+/// A parameter's or module's name below `root` as the model had it before checkpoint/fuse of a
+/// subgraph moved leaves into wrappers ("attn.CheckPointWrapper_0.q.weight" -> "attn.q.weight"):
+/// the name Hugging Face checkpoints (save, from_pretrained) and verify's unscheduled model use.
+std::string unscheduled_name(const Module& root, const std::string& name);
 
 /// The shard spec of every sharded parameter below `root`, by tensor (ties included).
 std::unordered_map<c10::TensorImpl*, const ShardSpec*> shard_specs_by_tensor(const Module& root);

@@ -112,7 +112,7 @@ std::string Schedule::to_string() const {
   for (size_t i = 0; i < entries.size(); ++i) {
     const LogEntry& e = entries[i];
     std::string note = fmt::format("{}({})", e.primitive, fmt::join(e.lua_args, ", "));
-    std::string path = e.primitive == "sync" ? log_->sync_path(i, e.path) : e.path;
+    std::string path = log_->current_path(i, e.primitive, e.path);
     if (path != e.path) note += fmt::format(" from {}", e.path);
     notes[path].push_back(std::move(note));
   }

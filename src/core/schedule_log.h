@@ -28,11 +28,23 @@ class ScheduleLog {
 
   /// A subgraph `replace` moved the syncs of the module at `from` onto the one at `to`: the syncs
   /// logged before now run there (the printed tree shows them there; the log itself replays as is).
-  void note_syncs_moved(const std::string& from, const std::string& to) { moves_.push_back({entries_.size(), from, to}); }
-  /// Where the syncs logged as entry `index` on `path` run now.
-  std::string sync_path(size_t index, std::string path) const {
-    for (const auto& m : moves_)
-      if (index < m.before && path == m.from) path = m.to;
+  void note_syncs_moved(const std::string& from, const std::string& to) {
+    moves_.push_back({entries_.size(), from, to, false});
+  }
+  /// checkpoint/fuse of a subgraph moved the module at `from`, with everything below it, to `to`:
+  /// whatever was logged before on that subtree now lives under `to`.
+  void note_module_moved(const std::string& from, const std::string& to) {
+    moves_.push_back({entries_.size(), from, to, true});
+  }
+  /// Where entry `index` (of `primitive`, logged on `path`) acts now, after the moves since.
+  std::string current_path(size_t index, const std::string& primitive, std::string path) const {
+    for (const auto& m : moves_) {
+      if (index >= m.before) continue;
+      if (m.subtree && (path == m.from || path.rfind(m.from + ".", 0) == 0))
+        path = m.to + path.substr(m.from.size());
+      else if (!m.subtree && primitive == "sync" && path == m.from)
+        path = m.to;
+    }
     return path;
   }
 
@@ -42,12 +54,13 @@ class ScheduleLog {
   std::string to_lua() const;
 
  private:
-  struct SyncMove {
-    size_t before;  // entries before this one are the syncs it moved
+  struct Move {
+    size_t before;  // entries before this one are the ones it moved
     std::string from, to;
+    bool subtree;  // the whole subtree (checkpoint/fuse), else only the syncs on `from` (replace)
   };
   std::vector<LogEntry> entries_;
-  std::vector<SyncMove> moves_;
+  std::vector<Move> moves_;
 };
 
 /// An IValue written as a Lua literal: 3, 0.5, true, "str", nil, {1, 2}, {key = v}.

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "core/error.h"
 #include "core/module.h"
 #include "graph/traced_graph.h"
 
@@ -12,16 +13,22 @@ namespace slapo {
 
 class GraphModule : public ModuleBase<GraphModule> {
  public:
+  /// The graph is also the module's trace, so graph(), find and the subgraph primitives work
+  /// inside the wrapper as in any traced module (and change what it runs).
   GraphModule(std::string type_name, std::shared_ptr<TracedGraph> graph)
-      : ModuleBase(std::move(type_name)), graph_(std::move(graph)) {}
+      : ModuleBase(std::move(type_name)), graph_(std::move(graph)) {
+    meta().graph = graph_;
+  }
 
   TracedGraph& graph() { return *graph_; }
 
-  /// The parameters of the leaves the graph calls (they stay children of the traced module).
+  /// The parameters of the leaves the graph calls that stayed children of the traced module (the
+  /// rest of its graph calls them too).
   std::vector<at::Tensor> borrowed_parameters() const override {
     std::vector<at::Tensor> out;
     for (auto& leaf : graph_->called_leaves())
-      for (auto& [name, p] : unique_named_parameters(*leaf)) out.push_back(p);
+      if (!contains(leaf.get()))
+        for (auto& [name, p] : unique_named_parameters(*leaf)) out.push_back(p);
     return out;
   }
 
@@ -30,6 +37,19 @@ class GraphModule : public ModuleBase<GraphModule> {
 
  private:
   std::shared_ptr<TracedGraph> graph_;
+};
+
+/// Holds a wrapper's leaves along their old paths ("layer1" of "layer1.dense"), as the traced
+/// module's blocks held them; the wrapper's graph calls the leaves, never the holder.
+class PathHolder : public ModuleBase<PathHolder> {
+ public:
+  PathHolder() : ModuleBase("Module") {}
+
+ protected:
+  Value forward(Values) override {
+    throw Error(fmt::format("'{}' only holds the leaves its wrapper's graph calls, and has no forward of its own",
+                            schedule_path()));
+  }
 };
 
 }  // namespace slapo

@@ -156,6 +156,49 @@ std::vector<std::shared_ptr<Module>> TracedGraph::called_leaves() const {
   return out;
 }
 
+std::vector<int64_t> TracedGraph::leaf_call_ids() const {
+  std::vector<int64_t> out;
+  for (auto* node : graph_->nodes()) {
+    std::string kind = node->kind().toQualString();
+    if (kind != "slapo::call_module" && kind != "slapo::call_module_list") continue;
+    auto id = torch::jit::toIValue(node->input(0));
+    if (id && id->isInt()) out.push_back(id->toInt());
+  }
+  return out;
+}
+
+void TracedGraph::renumber_leaf_calls(const std::unordered_map<int64_t, int64_t>& ids) {
+  for (auto* node : graph_->nodes()) {
+    std::string kind = node->kind().toQualString();
+    if (kind != "slapo::call_module" && kind != "slapo::call_module_list") continue;
+    auto id = torch::jit::toIValue(node->input(0));
+    auto found = id && id->isInt() ? ids.find(id->toInt()) : ids.end();
+    if (found == ids.end()) continue;
+    torch::jit::WithInsertPoint guard(node);
+    node->replaceInput(0, graph_->insertConstant(found->second));
+  }
+  torch::jit::EliminateDeadCode(graph_->block());  // the old id constants
+  function_ = std::make_unique<torch::jit::GraphFunction>("slapo_traced", graph_, nullptr);
+}
+
+TraceLeaf leaf_place(int64_t id) {
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  auto found = registry().leaves.find(id);
+  if (found == registry().leaves.end()) return {};
+  return {found->second.parent.lock(), found->second.slot, found->second.path};
+}
+
+int64_t relocate_leaf(int64_t id, const TraceLeaf& place) {
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  auto entry = registry().leaves.at(id);
+  entry.parent = place.parent;
+  entry.slot = place.slot;
+  entry.path = place.path;
+  int64_t fresh = registry().next++;
+  registry().leaves[fresh] = std::move(entry);
+  return fresh;
+}
+
 int64_t register_leaf(const TraceLeaf& leaf) {
   std::lock_guard<std::mutex> lock(registry().mutex);
   int64_t id = registry().next++;

@@ -46,6 +46,10 @@ class TracedGraph {
   std::vector<GraphNode> nodes() const;
   /// The modules the graph's slapo::call_module nodes call now, once each, in graph order.
   std::vector<std::shared_ptr<Module>> called_leaves() const;
+  /// The leaf ids of the graph's call nodes, in graph order (repeats included).
+  std::vector<int64_t> leaf_call_ids() const;
+  /// Points each call node whose leaf id is a key of `ids` at the id it maps to.
+  void renumber_leaf_calls(const std::unordered_map<int64_t, int64_t>& ids);
 
   /// The subgraphs that match `pattern` (a traced pattern function) by dataflow: the same ops
   /// wired the same way, constants equal. Each match lists its nodes in graph order.
@@ -123,6 +127,10 @@ std::shared_ptr<Module> leaf_module(int64_t id, std::string* path_out = nullptr)
 std::string kernel_patterns(bool chosen);
 /// Registers a leaf for call nodes; returns its id.
 int64_t register_leaf(const TraceLeaf& leaf);
+/// Where call nodes with this id find their leaf (parent null when the id is unknown or its parent gone).
+TraceLeaf leaf_place(int64_t id);
+/// A new id for the call site `id` (its constant arguments kept) whose leaf now sits at `place`.
+int64_t relocate_leaf(int64_t id, const TraceLeaf& place);
 
 /// Traces `module.forward` on `example_inputs`; `leaves` are recorded as single call nodes and
 /// keep running their own forward. Raises

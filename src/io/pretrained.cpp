@@ -74,7 +74,9 @@ struct WeightMatch {
 };
 
 WeightMatch match_weights(Module& model, const NamedTensors& tensors, const std::string& source) {
-  auto params = model.named_parameters();
+  // by unscheduled name: a checkpoint names a leaf a wrapper took where the model first had it
+  torch::OrderedDict<std::string, at::Tensor> params;
+  for (auto& p : model.named_parameters()) params.insert(unscheduled_name(model, p.key()), p.value());
   std::vector<std::string> base_prefixes;
   for (auto& [name, child] : model.children_in_order()) base_prefixes.push_back(name + ".");
   WeightMatch out;
@@ -167,8 +169,12 @@ bool elected_writer(bool holds_full_model, const char* caller) {
   return writer == world->rank();
 }
 
-void write_pretrained(const Module& model, const std::string& dir, const NamedTensors& tensors,
+void write_pretrained(const Module& model, const std::string& dir, const NamedTensors& scheduled_names,
                       int64_t max_shard_bytes) {
+  // on disk under the model's own names: a leaf checkpoint/fuse moved into a wrapper is saved
+  // where from_pretrained of the unscheduled model looks for it
+  NamedTensors tensors;
+  for (auto& [name, t] : scheduled_names) tensors.emplace_back(unscheduled_name(model, name), t);
   write_checkpoint_dir(dir, tensors, max_shard_bytes);
   if (const ModelConfig* config = model_config(model)) {
     // The dtype the weights are written in, under the names transformers 5.x and 4.x read.

@@ -1,6 +1,7 @@
 // The subgraph primitives: replace, checkpoint and fuse a chosen part of a traced module. Each
 // moves the subgraph (or its replacement) into a new child that one call node runs.
 #include <algorithm>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "graph/graph_module.h"
@@ -142,6 +143,56 @@ void install(Schedule& sch, TracedGraph& graph, const SubgraphNames& nodes, cons
   sch.refresh_children();
 }
 
+// The leaves the traced module's graph, and the graphs of wrappers already in it, still call.
+std::vector<std::shared_ptr<Module>> leaves_called_outside(const Module& traced, const TracedGraph& graph,
+                                                           const Module& wrapper) {
+  auto out = graph.called_leaves();
+  for (auto& [name, child] : traced.children_in_order()) {
+    auto* other = dynamic_cast<GraphModule*>(child.get());
+    if (!other || other == &wrapper) continue;
+    for (auto& leaf : other->graph().called_leaves())
+      if (!other->contains(leaf.get())) out.push_back(leaf);
+  }
+  return out;
+}
+
+std::string joined(const std::string& path, const std::string& name) { return path.empty() ? name : path + "." + name; }
+
+// checkpoint and fuse own what they wrap (Slapo's CheckPointWrapper_0.layer1): each leaf the
+// wrapper's graph calls moves into it at its path below the traced module, in PathHolders for
+// the blocks above it, and the graph's calls follow it there. A leaf the rest of the traced
+// graph also calls (a ReLU used twice) stays where it is, and the wrapper calls it there.
+void move_called_leaves(Schedule& sch, const TracedGraph& graph, GraphModule& wrapper, const std::string& name) {
+  auto outside = leaves_called_outside(*sch.mod(), graph, wrapper);
+  std::unordered_map<const Module*, TraceLeaf> moved_to;
+  std::unordered_map<int64_t, int64_t> renumbered;
+  for (int64_t id : wrapper.graph().leaf_call_ids()) {
+    if (renumbered.count(id)) continue;
+    TraceLeaf from = leaf_place(id);
+    auto leaf = from.parent && from.parent->has_child(from.slot) ? from.parent->child(from.slot) : nullptr;
+    if (!leaf || std::find(outside.begin(), outside.end(), leaf) != outside.end()) continue;
+    auto to = moved_to.find(leaf.get());
+    if (to == moved_to.end()) {
+      std::shared_ptr<Module> holder = std::dynamic_pointer_cast<Module>(wrapper.shared_from_this());
+      size_t start = 0;
+      for (size_t dot; (dot = from.path.find('.', start)) != std::string::npos; start = dot + 1) {
+        std::string token = from.path.substr(start, dot - start);
+        if (!holder->has_child(token)) holder->set_child(token, std::make_shared<PathHolder>());
+        holder = holder->child(token);
+      }
+      std::string slot = from.path.substr(start);
+      size_t index = from.parent->remove_child(from.slot);
+      holder->set_child(slot, leaf);
+      wrapper.meta().moved_leaves.push_back({from.path, index});
+      sch.log().note_module_moved(joined(sch.path(), from.path), joined(joined(sch.path(), name), from.path));
+      to = moved_to.emplace(leaf.get(), TraceLeaf{holder, slot, from.path}).first;
+    }
+    renumbered[id] = relocate_leaf(id, to->second);
+  }
+  wrapper.graph().renumber_leaf_calls(renumbered);
+  sch.refresh_children();
+}
+
 // The hooks (syncs) of the leaves a replaced subgraph calls. Slapo's rule, made exact: a leaf's
 // fwd_pre and bwd_post syncs transform its first input, so they move onto the new module when
 // that input is the subgraph's first input and nothing else in the subgraph reads it; its
@@ -239,8 +290,9 @@ std::string checkpoint_subgraph(Schedule& sch, const SubgraphNames& nodes, const
   auto& graph = traced_graph(sch, "checkpoint");
   auto child = std::make_shared<GraphModule>("CheckPointWrapper", graph.extract(nodes, sch.where(), "checkpoint"));
   std::string name = fresh_child_name(*sch.mod(), "CheckPointWrapper");
-  make_checkpointed(*child, fmt::format("'{}{}{}'", sch.path(), sch.path().empty() ? "" : ".", name));
+  make_checkpointed(*child, fmt::format("'{}'", joined(sch.path(), name)));
   install(sch, graph, nodes, name, child);
+  move_called_leaves(sch, graph, *child, name);
   sch.log().append({"checkpoint", sch.path(), site.lua_args, site.source});
   return name;
 }
@@ -260,7 +312,9 @@ std::string fuse_subgraph(Schedule& sch, const SubgraphNames& nodes, const std::
     throw Error(fmt::format("fuse: no kernel pattern in the chosen subgraph of {} (looked for: {})", sch.where(),
                             kernel_patterns(/*chosen=*/true)));
   std::string child_name = fresh_child_name(*sch.mod(), name);
-  install(sch, graph, nodes, child_name, std::make_shared<GraphModule>(name, extracted));
+  auto child = std::make_shared<GraphModule>(name, extracted);
+  install(sch, graph, nodes, child_name, child);
+  move_called_leaves(sch, graph, *child, child_name);
   sch.log().append({"fuse", sch.path(), site.lua_args, site.source});
   return child_name;
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "core/error.h"
@@ -26,13 +27,16 @@ void collect(const std::shared_ptr<Module>& m, const std::string& path,
 }
 
 // Runs `model` on inputs with a recording hook on every module: path -> first output tensor.
+// Paths are the unscheduled model's names, so a leaf a wrapper took is found under its old path; the wrappers
+// themselves are not recorded.
 std::vector<std::pair<std::string, at::Tensor>> trace_outputs(const std::shared_ptr<Module>& model, const Values& inputs) {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> mods;
   collect(model, "", mods);
   std::vector<std::pair<std::string, at::Tensor>> seen;
   std::vector<std::pair<std::shared_ptr<Module>, int>> hooks;
   for (auto& [path, m] : mods) {
-    std::string p = path;
+    if (!m->meta().moved_leaves.empty()) continue;
+    std::string p = unscheduled_name(*model, path);
     hooks.emplace_back(m, m->add_forward_post_hook([p, &seen](Module&, const Values&, Value& out) {
       if (out.isTensor()) seen.emplace_back(p, out.toTensor().detach());
     }));
@@ -124,26 +128,37 @@ std::shared_ptr<Module> build(Schedule& sch, const ScheduleBuildOptions& options
     std::vector<std::pair<std::string, std::shared_ptr<Module>>> live, copy;
     collect(root, "", live);
     collect(full, "", copy);
+    // The copy has the model's own tree (deep_clone takes back what wrappers hold), so each live
+    // parameter finds its copy by its unscheduled name, and the copy initialises in the model's order.
+    std::unordered_map<std::string, at::Tensor> copy_params;
+    for (auto& [path, m] : copy)
+      for (auto& p : m->named_parameters(/*recurse=*/false))
+        copy_params.emplace(unscheduled_name(*full, path.empty() ? p.key() : path + "." + p.key()), p.value());
     // by tensor, so a tie split under one name only (GPT-2's lm_head.weight) is split alike
     const auto splits = splits_by_tensor(*root);
-    auto splits_of_live = [&](size_t i, const std::string& name) {
-      auto found = splits.find(live[i].second->param(name).unsafeGetTensorImpl());
-      return found == splits.end() ? Splits{} : found->second;
+    struct Pair {
+      at::Tensor live, copy;
+      Splits splits;
     };
-    for (size_t i = 0; i < copy.size(); ++i)
-      for (auto& p : copy[i].second->named_parameters(/*recurse=*/false)) {
-        Splits kept = splits_of_live(i, p.key());
-        if (!kept.empty()) p.value().set_data(torch::empty(kept[0]->full_shape, p.value().options()));
+    std::vector<Pair> pairs;
+    for (auto& [path, m] : live)
+      for (auto& p : m->named_parameters(/*recurse=*/false)) {
+        std::string name = unscheduled_name(*root, path.empty() ? p.key() : path + "." + p.key());
+        auto found = copy_params.find(name);
+        if (found == copy_params.end())
+          throw Error(fmt::format("build: '{}' of {} has no counterpart in the model's copy", name, sch.where()));
+        auto split = splits.find(p.value().unsafeGetTensorImpl());
+        pairs.push_back({p.value(), found->second, split == splits.end() ? Splits{} : split->second});
       }
+    for (auto& pair : pairs)
+      if (!pair.splits.empty()) pair.copy.set_data(torch::empty(pair.splits[0]->full_shape, pair.copy.options()));
     torch::manual_seed(options.seed);
     if (auto* c = model_config(*root))  // a zoo model: HF's _init_weights
       init_weights_hf(*full, c->number("initializer_range", 0.02));
     else  // anything else: each layer's own PyTorch initialisation
       init_weights_torch(*full);
     torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < live.size(); ++i)
-      for (auto& p : live[i].second->named_parameters(/*recurse=*/false))
-        p.value().copy_(local_part(splits_of_live(i, p.key()), copy[i].second->param(p.key())));
+    for (auto& pair : pairs) pair.live.copy_(local_part(pair.splits, pair.copy));
     meta = first_meta_parameter(*root);
     if (!meta.empty())  // a buffer: no initialiser knows its values
       throw Error(fmt::format("build: '{}' of {} is on the meta device and is not a parameter, so build cannot "
@@ -240,10 +255,13 @@ VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inpu
   if (!sch_roots.empty()) torch::autograd::backward(sch_roots, grads_out);
 
   // Compare every gradient (gathering sharded ones: a collective, so every rank walks them all).
-  auto ref_params = reference->named_parameters();
+  // by unscheduled name: a leaf that checkpoint/fuse moved into a wrapper keeps its counterpart
+  std::unordered_map<std::string, at::Tensor> ref_params;
+  for (auto& p : reference->named_parameters()) ref_params.emplace(unscheduled_name(*reference, p.key()), p.value());
   for (auto& [name, param] : unique_named_parameters(*scheduled)) {
     ++report.params;
-    const at::Tensor* ref = ref_params.find(name);
+    auto ref_found = ref_params.find(unscheduled_name(*scheduled, name));
+    const at::Tensor* ref = ref_found == ref_params.end() ? nullptr : &ref_found->second;
     if (!ref) {
       bool allowed = o.allow_any_missing ||
                      std::find(o.allow_missing.begin(), o.allow_missing.end(), name) != o.allow_missing.end();

@@ -12,7 +12,7 @@ M.primitives = {
   sync = "sub:sync(mode, op, {axis = n}): differentiable collective; mode fwd_pre | fwd_post | bwd_post | bwd_params (parameter gradients); "
     .. "op all_reduce | all_gather | reduce_scatter | scatter | \"RS->SR\"-style reshard | a Lua function.",
   checkpoint = "sub:checkpoint(): recompute the module in backward, random states restored (bit-identical gradients); "
-    .. "sub:checkpoint(subgraph): the same for a subgraph of a traced module (CheckPointWrapper_n).",
+    .. "sub:checkpoint(subgraph): the same for a subgraph of a traced module (CheckPointWrapper_n, which holds the leaves it calls: CheckPointWrapper_0.layer1).",
   fork_rng = "sub:fork_rng([seed]): the module draws random numbers from its own per-rank stream.",
   fully_shard = "sub:fully_shard{reshard_after_forward = true, group = dp_group}: each rank keeps 1/N of the subtree's parameters "
     .. "(their gradients and optimizer state too); calls gather them, backward reduce-scatters the averaged "

@@ -64,3 +64,75 @@ TEST_CASE("schedule log: Lua literals of values") {
   CHECK(lua_literal(Value(0.5)) == "0.5");
   CHECK(lua_literal(Value()) == "nil");
 }
+
+namespace {
+std::vector<std::string> parameter_names(const Module& m) {
+  std::vector<std::string> out;
+  for (auto& p : m.named_parameters()) out.push_back(p.key());
+  return out;
+}
+}  // namespace
+
+TEST_CASE("module: a child removed and inserted back stands where it stood, in LibTorch's order too") {
+  auto model = tiny_gpt2();
+  auto block = model->child("transformer")->child("h")->child("1");
+  auto before = parameter_names(*block);
+  auto attn = block->child("attn");
+  CHECK(block->remove_child("attn") == 1);
+  CHECK_FALSE(block->has_child("attn"));
+  block->insert_child(1, "attn", attn);
+  CHECK(block->children_in_order()[1].first == "attn");
+  CHECK(parameter_names(*block) == before);
+  CHECK_THROWS_AS(block->remove_child("nope"), Error);
+}
+
+TEST_CASE("module: unscheduled names leave out wrappers that hold moved leaves, and a copy takes them back") {
+  auto model = tiny_gpt2();
+  auto block = model->child("transformer")->child("h")->child("0");
+  auto names = parameter_names(*model);
+  // what checkpoint(subgraph) does to a flattened trace of the block: attn.c_attn moves into a
+  // wrapper at the same path below the block, in a holder standing for attn
+  struct Wrapper : ModuleBase<Wrapper> {
+    Wrapper() : ModuleBase("CheckPointWrapper") {}
+    Value forward(Values) override { return Value(); }
+  };
+  struct Holder : ModuleBase<Holder> {
+    Holder() : ModuleBase("Module") {}
+    Value forward(Values) override { return Value(); }
+  };
+  auto wrapper = std::make_shared<Wrapper>();
+  block->set_child("CheckPointWrapper_0", wrapper);
+  auto holder = std::make_shared<Holder>();
+  wrapper->set_child("attn", holder);
+  auto attn = block->child("attn");
+  auto c_attn = attn->child("c_attn");
+  size_t index = attn->remove_child("c_attn");
+  holder->set_child("c_attn", c_attn);
+  wrapper->meta().moved_leaves.push_back({"attn.c_attn", index});
+
+  CHECK(model->named_parameters().contains("transformer.h.0.CheckPointWrapper_0.attn.c_attn.weight"));
+  CHECK(unscheduled_name(*model, "transformer.h.0.CheckPointWrapper_0.attn.c_attn.weight") ==
+        "transformer.h.0.attn.c_attn.weight");
+  CHECK(unscheduled_name(*model, "transformer.h.0.attn.c_proj.bias") == "transformer.h.0.attn.c_proj.bias");
+  CHECK(unscheduled_name(*block, "CheckPointWrapper_0.attn.c_attn") == "attn.c_attn");
+
+  auto copy = model->deep_clone();
+  CHECK(parameter_names(*copy) == names);  // every leaf back in its place, in the model's order
+  CHECK_FALSE(copy->child("transformer")->child("h")->child("0")->has_child("CheckPointWrapper_0"));
+  CHECK(model->child("transformer")->child("h")->child("0")->has_child("CheckPointWrapper_0"));
+}
+
+TEST_CASE("schedule log: what was applied to a moved module shows under its new path") {
+  auto sch = Schedule::create(tiny_gpt2(), dist::world());
+  sch->log().append({"annotate", "transformer.h.0.attn.c_attn", {lua_quote("weight"), lua_quote("k"), "1"}, ""});
+  sch->log().append({"sync", "transformer.h.0.attn.c_proj", {lua_quote("fwd_post")}, ""});
+  sch->log().note_module_moved("transformer.h.0.attn", "transformer.h.0.W_0.attn");
+  sch->log().append({"shard", "transformer.h.0.W_0.attn.c_attn", {lua_quote("weight"), "1"}, ""});
+  CHECK(sch->log().current_path(0, "annotate", "transformer.h.0.attn.c_attn") == "transformer.h.0.W_0.attn.c_attn");
+  CHECK(sch->log().current_path(1, "sync", "transformer.h.0.attn.c_proj") == "transformer.h.0.W_0.attn.c_proj");
+  CHECK(sch->log().current_path(2, "shard", "transformer.h.0.W_0.attn.c_attn") == "transformer.h.0.W_0.attn.c_attn");
+  CHECK(sch->log().current_path(0, "annotate", "transformer.h.0.attn_x") == "transformer.h.0.attn_x");
+  sch->log().note_syncs_moved("transformer.h.1.mlp.c_fc", "transformer.h.1.mlp.Fused_0");
+  CHECK(sch->log().current_path(0, "annotate", "transformer.h.1.mlp.c_fc") == "transformer.h.1.mlp.c_fc");
+  CHECK(sch->log().current_path(1, "sync", "transformer.h.1.mlp.c_fc") == "transformer.h.1.mlp.Fused_0");
+}

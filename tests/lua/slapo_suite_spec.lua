@@ -369,6 +369,56 @@ describe("test_fusion.py", function()
     sch:fuse(subgraph[1], { compiler = "torchscript" })
     close(ref, slapo.build(sch)(inp))
   end)
+
+  -- Slapo names the grouped modules 0 and 1 (a Sequential of them); here they keep the paths
+  -- they had, conv and relu, under the group.
+  it("test_fallback_fusion: fuse without a compiler groups conv and relu, the modules inside it", function()
+    local function model()
+      slapo.manual_seed(4)
+      return slapo.nn.Module({ type = "Model",
+        children = { conv = slapo.nn.Conv2d(3, 8, 3), relu = slapo.nn.ReLU() },
+        forward = function(self, x) return self.relu(self.conv(x)) + 1 end })
+    end
+    local inp = slapo.randn({ 1, 3, 16, 16 })
+    local ref = model()(inp)
+    local sch = slapo.create_schedule(model())
+    sch:trace({ inputs = { inp } })
+    local subgraph = sch:find(function(x) return slapo.F.relu(slapo.pattern.call_module("conv", x)) end,
+      { modules = true })
+    eq(1, #subgraph)
+    eq(2, #subgraph[1])
+    local group = sch:fuse(subgraph[1], { compiler = "none", name = "FusedConvReLU" })
+    eq("FusedConvReLU_0", group.name)
+    eq("FusedConvReLU", group.mod:type())
+    eq("Conv2d", sch["FusedConvReLU_0.conv"].mod:type())
+    eq("ReLU", sch["FusedConvReLU_0.relu"].mod:type())
+    close(ref, slapo.build(sch)(inp))
+  end)
+end)
+
+describe("test_checkpoint.py", function()
+  it("test_checkpoint_function: the checkpointed subgraph's wrapper holds layer1; gradients unchanged", function()
+    local function model()
+      slapo.manual_seed(5)
+      return slapo.nn.Module({ type = "Model",
+        children = { layer1 = slapo.nn.Linear(10, 10), layer2 = slapo.nn.Linear(10, 10) },
+        forward = function(self, x) return self.layer2(slapo.F.relu(self.layer1(x))) end })
+    end
+    local inp = slapo.randn({ 4, 10 })
+    local ref = model()
+    ref(inp):sum():backward()
+    local m = model()
+    local sch = slapo.create_schedule(m)
+    sch:trace({ inputs = { inp } })
+    local subgraph = sch:find(function(x) return slapo.F.relu(slapo.pattern.call_module("layer1", x)) end)
+    eq(1, #subgraph)
+    local wrapper = sch:checkpoint(subgraph[1])
+    eq("CheckPointWrapper_0", wrapper.name)
+    eq("Linear", sch["CheckPointWrapper_0.layer1"].mod:type())
+    m(inp):sum():backward()
+    close(ref.layer1.weight.grad, m.CheckPointWrapper_0.layer1.weight.grad)
+    close(ref.layer2.weight.grad, m.layer2.weight.grad)
+  end)
 end)
 
 describe("test_trace.py", function()
@@ -592,21 +642,6 @@ describe("init_empty_weights (deferred initialisation)", function()
     end)
     eq(1, report.outputs)
     eq(report.params, report.gradients)
-  end)
-end)
-
-describe("fuse without a compiler", function()
-  it("groups the subgraph's nodes into one module and keeps its results", function()
-    local m = slapo.nn.Module({ type = "M", children = { fc = slapo.nn.Linear(8, 8) },
-      forward = function(self, x) return slapo.F.relu(self.fc(x)) * 2 + 1 end })
-    local x = slapo.randn({ 2, 8 })
-    local expected = m(x)
-    local sch = slapo.create_schedule(m)
-    sch:trace({ inputs = { x } })
-    local child = sch:fuse(sch:find(function(h) return slapo.F.relu(h) * 2 + 1 end)[1], { compiler = "none",
-      name = "Group" })
-    eq("Group_0", child.name)
-    close(expected, m(x))
   end)
 end)
 

@@ -320,20 +320,152 @@ describe("subgraphs that read a leaf call", function()
     sch:replace(function(t) return slapo.F.relu(t) end, found[1])
     close(expected, m(x))
   end)
+end)
 
-  it("checkpoint a subgraph holding a leaf call: the leaf's parameters get their gradients", function()
+-- Slapo's test_checkpoint_function and test_fallback_fusion: the wrapper holds the leaves its
+-- graph calls (CheckPointWrapper_0.layer1), so primitives reach them there.
+describe("checkpoint and fuse own the leaves they wrap", function()
+  local function nested()
+    slapo.manual_seed(13)
+    local block = slapo.nn.Module({ type = "Block", children = { fc = slapo.nn.Linear(4, 4), act = slapo.nn.ReLU() },
+      forward = function(self, x) return self.act(self.fc(x)) end })
+    return slapo.nn.Module({ type = "M", children = { block = block, out = slapo.nn.Linear(4, 4) },
+      forward = function(self, x) return self.out(self.block(x)) * 2 end })
+  end
+  local function param_names(m)
+    local names = {}
+    for name in m:named_parameters() do
+      table.insert(names, name)
+    end
+    return table.concat(names, ",")
+  end
+  local function relu_of_fc(sch)
+    local found = sch:find(function(t)
+      return slapo.pattern.call_module("block.act", slapo.pattern.call_module("block.fc", t))
+    end)
+    eq(1, #found)
+    return found[1]
+  end
+  -- nested() traced flat on x with its layers kept as calls; also its output before
+  local function traced(x)
+    local m = nested()
+    local expected = m(x)
+    local sch = slapo.create_schedule(m)
+    sch:trace({ inputs = { x }, flatten = true, leaves = { "Linear", "ReLU" } })
+    return m, sch, expected
+  end
+  local function checkpointed(x)
+    local m, sch = traced(x)
+    sch:checkpoint(relu_of_fc(sch))
+    return m, sch
+  end
+
+  it("moves each called leaf under the wrapper at its old path, the graph calling it there", function()
     local x = slapo.randn({ 2, 4 })
-    local ref = leafy()
+    local m, sch, expected = traced(x)
+    local wrapper = sch:checkpoint(relu_of_fc(sch))
+    eq("CheckPointWrapper_0", wrapper.name)
+    eq("Linear", sch["CheckPointWrapper_0.block.fc"].mod:type())
+    eq("ReLU", sch["CheckPointWrapper_0.block.act"].mod:type())
+    eq("Module", sch["CheckPointWrapper_0.block"].mod:type(), "a holder along the leaf's old path")
+    eq("Block", sch["block"].mod:type(), "the block itself stays, without the leaves")
+    matches("no module 'fc' under 'block'", pcall_err(function() return sch["block.fc"] end))
+    local calls = {}
+    for _, n in ipairs(wrapper:graph().nodes) do
+      if n.op == "slapo::call_module" then
+        table.insert(calls, n.target)
+      end
+    end
+    eq("block.fc,block.act", table.concat(calls, ","), "the wrapper's graph calls the leaves it holds")
+    close(expected, m(x))
+    eq("out.weight,out.bias,CheckPointWrapper_0.block.fc.weight,CheckPointWrapper_0.block.fc.bias", param_names(m))
+  end)
+
+  it("reaches the moved leaves with later primitives: a replace inside the wrapper is what its graph runs", function()
+    local x = slapo.randn({ 2, 4 })
+    local m, sch = checkpointed(x)
+    sch["CheckPointWrapper_0.block.act"]:replace(slapo.nn.Identity())
+    local plain = nested()
+    close(plain.out(plain.block.fc(x)) * 2, m(x))
+  end)
+
+  it("verifies against the unscheduled model, every gradient matched by its old name", function()
+    local x = slapo.randn({ 2, 4 })
+    local report = slapo.verify(slapo.create_schedule(nested()), { x }, {}, function(sch)
+      sch:trace({ inputs = { x }, flatten = true, leaves = { "Linear", "ReLU" } })
+      sch:checkpoint(relu_of_fc(sch))
+    end)
+    eq(4, report.params)
+    eq(4, report.gradients, "every parameter's gradient compared")
+  end)
+
+  it("shows what was applied to a leaf before the move under its new path", function()
+    local x = slapo.randn({ 2, 4 })
+    local sch = slapo.create_schedule(nested())
+    sch["block.fc"]:annotate("weight", "tag", 1)
+    sch:trace({ inputs = { x }, flatten = true, leaves = { "Linear", "ReLU" } })
+    sch:checkpoint(relu_of_fc(sch))
+    matches("%(CheckPointWrapper_0%.block%.fc%) Linear[^\n]*annotate%(\"weight\", \"tag\", 1%) from block%.fc",
+      tostring(sch))
+    matches('sch%["block.fc"%]:annotate', sch:log(), "the log replays as recorded")
+  end)
+
+  it("keeps a leaf the rest of the graph also calls where it is (a ReLU used twice)", function()
+    slapo.manual_seed(14)
+    local m = slapo.nn.Module({ type = "Twice", children = { fc = slapo.nn.Linear(4, 4), act = slapo.nn.ReLU() },
+      forward = function(self, x) return self.act(self.act(self.fc(x)) * 3 - 1) end })
+    local x = slapo.randn({ 2, 4 })
+    local ref = m:clone()
     ref(x):sum():backward()
-    local m = leafy()
     local sch = slapo.create_schedule(m)
     sch:trace({ inputs = { x } })
-    local found = sch:find(function(t) return slapo.F.relu(slapo.pattern.call_module("fc", t)) end)
+    local found = sch:find(function(t)
+      return slapo.pattern.call_module("act", slapo.pattern.call_module("fc", t))
+    end)
     eq(1, #found)
     sch:checkpoint(found[1])
+    eq("Linear", sch["CheckPointWrapper_0.fc"].mod:type())
+    eq("ReLU", sch["act"].mod:type(), "still called outside the wrapper")
     m(x):sum():backward()
-    close(ref.fc.weight.grad, m.fc.weight.grad)
-    close(ref.fc.bias.grad, m.fc.bias.grad)
+    close(ref.fc.weight.grad, m.CheckPointWrapper_0.fc.weight.grad)
+  end)
+
+  it("fuse without a compiler groups the leaves it calls as its children (test_fallback_fusion)", function()
+    local x = slapo.randn({ 2, 4 })
+    local m, sch, expected = traced(x)
+    local fused = sch:fuse(relu_of_fc(sch), { compiler = "none", name = "FusedLinearReLU" })
+    eq("FusedLinearReLU_0", fused.name)
+    eq("Linear", sch["FusedLinearReLU_0.block.fc"].mod:type())
+    eq("ReLU", sch["FusedLinearReLU_0.block.act"].mod:type())
+    close(expected, m(x))
+  end)
+
+  it("copies with the leaves back in their places, in their order, and no wrapper", function()
+    local x = slapo.randn({ 2, 4 })
+    local m = checkpointed(x)
+    local copy = m:clone()
+    eq("block.fc.weight,block.fc.bias,out.weight,out.bias", param_names(copy))
+    close(m(x), copy(x))
+  end)
+
+  it("saves under the model's own names: from_pretrained loads it as the unscheduled model", function()
+    local model = bert()
+    local x = ids()
+    local sch = slapo.create_schedule(model)
+    local sub = sch[attention]
+    sub:trace({ inputs = { slapo.randn(hidden) } })
+    local found = sub:find(function(t) return slapo.pattern.call_module("query", t) end)
+    eq(1, #found)
+    sub:checkpoint(found[1])
+    eq("Linear", sch[attention .. ".CheckPointWrapper_0.query"].mod:type())
+    local dir = os.tmpname()
+    os.remove(dir)
+    slapo.save(model, dir)
+    local loaded = slapo.models.from_pretrained(dir)
+    os.execute("rm -rf '" .. dir .. "'")
+    model:eval()
+    loaded:eval()
+    close(model(x), loaded(x))
   end)
 end)
 
