@@ -23,6 +23,15 @@ std::string devices_dir() {
   return stdlib_dir() + "/devices";
 }
 
+std::string module_path(const std::string& file) {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  for (auto candidate : {exe.parent_path() / file, exe.parent_path().parent_path() / "lib" / "slapo-lua" / file})
+    if (std::filesystem::is_regular_file(candidate, ec)) return candidate.string();
+  return "";
+}
+
 namespace {
 std::string& program_name_storage() {
   static std::string name = "slapo-lua";

@@ -14,6 +14,10 @@ std::string stdlib_dir();
 /// so an installed copy, a build tree and $SLAPO_STDLIB each carry their own.
 std::string devices_dir();
 
+/// A module the program opens at run time (libslapo_sentencepiece.so): beside the executable in a
+/// build tree, in <prefix>/lib/slapo-lua for an installed copy; "" when neither holds it.
+std::string module_path(const std::string& file);
+
 /// The program as the user invoked it ("build/slapo-lua", "slapo-lua"), for the commands it
 /// suggests: main sets it from argv[0]; "slapo-lua" until then, or when started as /proc/self/exe.
 const std::string& program_name();

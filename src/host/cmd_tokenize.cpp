@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 #include "host/commands.h"
-#include "text/byte_level_bpe.h"
+#include "text/tokenizer.h"
 #include "text/token_file.h"
 
 namespace slapo {
@@ -53,7 +53,7 @@ class Progress {
 
 int cmd_tokenize(const TokenizeArgs& a) {
   try {
-    auto tokenizer = text::ByteLevelBpe::open(a.tokenizer);
+    auto tokenizer = text::open_tokenizer(a.tokenizer);
     double total = 0;
     for (auto& file : a.inputs) {
       if (!std::filesystem::is_regular_file(file)) throw Error(fmt::format("tokenize: {} is not a file", file));

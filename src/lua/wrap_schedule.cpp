@@ -326,7 +326,8 @@ int w_Schedule_fork_rng(lua_State* L) {
   return 1;
 }
 
-// sub:trace{inputs = {x, ...}, leaves = {"path" or "Type", ...}, flatten = false}; without inputs,
+// sub:trace{inputs = {x, ...}, leaves = {"path" or "Type", ...}, flatten = false, recursive = false,
+// fallback = false} -> sub (and, with fallback, the paths of the children kept as calls); without inputs,
 // example inputs shaped like the module's last call
 int w_Schedule_trace(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "trace");
@@ -335,7 +336,7 @@ int w_Schedule_trace(lua_State* L) {
     lua_settop(L, 1);
     lua_newtable(L);
   }
-  lx_check_option_keys(L, 2, {"inputs", "leaves", "flatten", "recursive"}, caller.c_str());
+  lx_check_option_keys(L, 2, {"inputs", "leaves", "flatten", "recursive", "fallback"}, caller.c_str());
   Values inputs;
   std::vector<std::string> leaves;
   lua_getfield(L, 2, "inputs");
@@ -365,11 +366,18 @@ int w_Schedule_trace(lua_State* L) {
   lua_pop(L, 1);
   bool flatten = lx_opt_bool(L, 2, "flatten", false, caller.c_str());
   bool recursive = lx_opt_bool(L, 2, "recursive", false, caller.c_str());
+  bool fallback = lx_opt_bool(L, 2, "fallback", false, caller.c_str());
   // The options hold tensors, so the log refers to them as args[N] (sch:log_args()).
   CallSite site = call_site(L, *s, 2, 2);
-  trace(*s, inputs, leaves, flatten, site, recursive);
+  auto kept = trace(*s, inputs, leaves, flatten, site, recursive, fallback);
   lua_settop(L, 1);
-  return 1;
+  if (!fallback) return 1;
+  lua_createtable(L, static_cast<int>(kept.size()), 0);  // and the children kept as calls
+  for (size_t i = 0; i < kept.size(); ++i) {
+    lua_pushstring(L, kept[i].c_str());
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+  return 2;
 }
 
 void push_graph_nodes(lua_State* L, const std::vector<GraphNode>& nodes) {

@@ -1,29 +1,29 @@
-// slapo.tokenizer(dir_or_file): a checkpoint's tokenizer (text/byte_level_bpe.h): tok:encode(text) -> ids,
+// slapo.tokenizer(dir_or_file): a checkpoint's tokenizer (text/tokenizer.h): tok:encode(text) -> ids,
 // tok:decode(ids) -> text, tok.vocab_size, tok.bos_id, tok.eos_id.
 #include <filesystem>
 
 #include "core/error.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
-#include "text/byte_level_bpe.h"
+#include "text/tokenizer.h"
 #include "text/token_file.h"
 
 namespace slapo {
 
 namespace {
 
-using Tokenizer = std::shared_ptr<text::ByteLevelBpe>;
+using Tokenizer = std::shared_ptr<text::Tokenizer>;
 
-const text::ByteLevelBpe& check_tokenizer(lua_State* L, int idx) {
+const text::Tokenizer& check_tokenizer(lua_State* L, int idx) {
   return **static_cast<Tokenizer*>(luaL_checkudata(L, idx, "slapo.Tokenizer"));
 }
 
-// tokenizer(path): a Hugging Face tokenizer.json (the file, or the directory holding it), or
-// GPT-2's encoder.json + vocab.bpe in a directory
+// tokenizer(path): a Hugging Face tokenizer.json or SentencePiece tokenizer.model (the file, or the
+// directory holding it), or GPT-2's encoder.json + vocab.bpe in a directory
 int w_tokenizer(lua_State* L) {
   lx_check_arg_count(L, 1, "tokenizer", "slapo.tokenizer(dir_or_file)");
   std::string path = luaL_checkstring(L, 1);
-  Tokenizer tok = text::ByteLevelBpe::open(path);
+  Tokenizer tok = text::open_tokenizer(path);
   new (lua_newuserdata(L, sizeof(Tokenizer))) Tokenizer(std::move(tok));
   luaL_getmetatable(L, "slapo.Tokenizer");
   lua_setmetatable(L, -2);

@@ -137,9 +137,10 @@ void sum_fully_shard_gradients(const std::vector<const Module*>& units);
 /// data-dependent forwards (a value read into a number) rather than baking the value in.
 /// recursive = true (Slapo's default): then each child that has children of its own, and is not
 /// named in `leaves`, is traced the same way on inputs shaped like its call in that trace; all or
-/// nothing (a child that cannot be traced leaves every module untraced and names the child).
-void trace(Schedule& sch, const Values& inputs, const std::vector<std::string>& leaves, bool flatten,
-           const CallSite& site, bool recursive = false);
+/// nothing (a child that cannot be traced leaves every module untraced and names the child), or
+/// with `fallback` (Slapo's behaviour) such a child stays one call: returns the paths kept so.
+std::vector<std::string> trace(Schedule& sch, const Values& inputs, const std::vector<std::string>& leaves,
+                               bool flatten, const CallSite& site, bool recursive = false, bool fallback = false);
 
 /// Example inputs shaped like `m`'s last call, for a trace of it: its leading tensors (random
 /// for floating dtypes, zeros otherwise); trailing non-tensor arguments (an absent mask) are left

@@ -83,9 +83,10 @@ void untrace(Module& m) {
 }
 
 // The children to trace in turn: those with children of their own (blocks, containers), not
-// named in `leaves` by path (below `root`) or type.
-void trace_children(Schedule& sch, const Schedule& root, const std::vector<std::string>& leaves,
-                    std::vector<std::shared_ptr<Schedule>>& traced) {
+// named in `leaves` by path (below `root`) or type. With `fallback`, a child that cannot be traced
+// stays one call in its parent's graph (its forward runs as written), listed in `kept`.
+void trace_children(Schedule& sch, const Schedule& root, const std::vector<std::string>& leaves, bool fallback,
+                    std::vector<std::shared_ptr<Schedule>>& traced, std::vector<std::string>& kept) {
   for (auto& child : sch.children()) {
     if (child->children().empty()) continue;
     std::string below = child->path().substr(root.path().empty() ? 0 : root.path().size() + 1);
@@ -96,12 +97,18 @@ void trace_children(Schedule& sch, const Schedule& root, const std::vector<std::
     try {
       trace_one(*child, {}, {}, false);
     } catch (const std::exception& e) {
+      if (fallback) {
+        fmt::print(stderr, "trace{{recursive = true, fallback = true}} on {}: kept {} ({}) as one call: {}\n",
+                   root.where(), child->where(), child->mod()->type_name(), e.what());
+        kept.push_back(child->path());
+        continue;
+      }
       throw Error(fmt::format("trace{{recursive = true}} on {}: its child {} ({}) cannot be traced: {}; name it in "
-                              "leaves = {{...}} to keep it one call. Nothing was traced",
+                              "leaves = {{...}} to keep it one call, or pass fallback = true. Nothing was traced",
                               root.where(), child->where(), child->mod()->type_name(), e.what()));
     }
     traced.push_back(child);
-    trace_children(*child, root, leaves, traced);
+    trace_children(*child, root, leaves, fallback, traced, kept);
   }
 }
 
@@ -129,16 +136,20 @@ Values examples_like_last_call(const Module& m, const std::string& where, const 
   return examples;
 }
 
-void trace(Schedule& sch, const Values& inputs, const std::vector<std::string>& leaves, bool flatten,
-           const CallSite& site, bool recursive) {
+std::vector<std::string> trace(Schedule& sch, const Values& inputs, const std::vector<std::string>& leaves,
+                               bool flatten, const CallSite& site, bool recursive, bool fallback) {
   if (recursive && flatten)
     throw Error(fmt::format("trace: {}: recursive and flatten exclude each other (flatten inlines the children that "
                             "recursive would trace one by one)", sch.where()));
+  if (fallback && !recursive)
+    throw Error(fmt::format("trace: {}: fallback = true applies to the children a recursive trace visits; pass "
+                            "recursive = true with it", sch.where()));
   trace_one(sch, inputs, leaves, flatten);
+  std::vector<std::string> kept;
   if (recursive) {
     std::vector<std::shared_ptr<Schedule>> traced;
     try {
-      trace_children(sch, sch, leaves, traced);
+      trace_children(sch, sch, leaves, fallback, traced, kept);
     } catch (...) {
       for (auto& t : traced) untrace(*t->mod());
       untrace(*sch.mod());
@@ -146,6 +157,7 @@ void trace(Schedule& sch, const Values& inputs, const std::vector<std::string>& 
     }
   }
   sch.log().append({"trace", sch.path(), site.lua_args, site.source});
+  return kept;
 }
 
 std::vector<GraphNode> find_nodes(Schedule& sch, const std::string& pattern) {

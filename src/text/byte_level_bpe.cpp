@@ -318,26 +318,6 @@ std::shared_ptr<ByteLevelBpe> ByteLevelBpe::load_tokenizer_json(const std::strin
   return bpe;
 }
 
-std::shared_ptr<ByteLevelBpe> ByteLevelBpe::open(const std::string& path) {
-  namespace fs = std::filesystem;
-  const char* kinds = "read: tokenizer.json of a byte-level BPE (LLaMA-3, GPT-2), or GPT-2's encoder.json and vocab.bpe";
-  if (fs::is_regular_file(path)) {
-    if (fs::path(path).filename() == "tokenizer.model")
-      throw Error(fmt::format("tokenizer: {} is a SentencePiece model, not read yet ({})", path, kinds));
-    return load_tokenizer_json(path);
-  }
-  if (!fs::is_directory(path)) {
-    throw Error(fmt::format("tokenizer: {} does not exist; give a tokenizer.json, or the directory of a checkpoint "
-                            "that holds one (or GPT-2's encoder.json and vocab.bpe, e.g. data/gpt2-bpe from "
-                            "scripts/fetch-data)", path));
-  }
-  if (fs::exists(fs::path(path) / "tokenizer.json")) return load_tokenizer_json((fs::path(path) / "tokenizer.json").string());
-  if (fs::exists(fs::path(path) / "encoder.json") && fs::exists(fs::path(path) / "vocab.bpe")) return load(path);
-  throw Error(fmt::format("tokenizer: {} holds no tokenizer file that is read ({}{})", path, kinds,
-                          fs::exists(fs::path(path) / "tokenizer.model") ? "; its tokenizer.model is SentencePiece's, "
-                                                                            "not read yet" : ""));
-}
-
 const std::vector<int64_t>& ByteLevelBpe::piece_ids(const std::string& piece) const {
   std::lock_guard<std::mutex> lock(cache_mutex_);
   auto cached = cache_.find(piece);

@@ -13,35 +13,34 @@
 #include <unordered_map>
 #include <vector>
 
+#include "text/tokenizer.h"
+
 namespace slapo::text {
 
-class ByteLevelBpe {
+class ByteLevelBpe : public Tokenizer {
  public:
   /// Reads `dir`/encoder.json and `dir`/vocab.bpe; raises naming the file and what is wrong.
   static std::shared_ptr<ByteLevelBpe> load(const std::string& dir);
   /// Reads a Hugging Face tokenizer.json whose model is byte-level BPE; raises naming the file, the
   /// field and the kinds it reads when it is another.
   static std::shared_ptr<ByteLevelBpe> load_tokenizer_json(const std::string& path);
-  /// A tokenizer.json (the file, or a directory holding one), else GPT-2's files in a directory;
-  /// raises naming the path and the kinds read.
-  static std::shared_ptr<ByteLevelBpe> open(const std::string& path);
   /// Whether this build has the pre-tokenizer's regex engine (PCRE2; -DSLAPO_PCRE2=OFF builds do not).
   static bool available();
 
   /// The ids of `text`, with the post-processor's tokens around them (tokenizer.json's
   /// TemplateProcessing: LLaMA-3.1's BOS), as Hugging Face's encode does by default.
-  std::vector<int64_t> encode(const std::string& text) const;
+  std::vector<int64_t> encode(const std::string& text) const override;
   /// The text of `ids`; raises naming an id outside the vocabulary.
-  std::string decode(const std::vector<int64_t>& ids) const;
-  int64_t vocab_size() const { return static_cast<int64_t>(tokens_.size()); }
+  std::string decode(const std::vector<int64_t>& ids) const override;
+  int64_t vocab_size() const override { return static_cast<int64_t>(tokens_.size()); }
   /// A token's id ("<|endoftext|>"), none when the vocabulary lacks it.
-  std::optional<int64_t> token_id(const std::string& token) const;
+  std::optional<int64_t> token_id(const std::string& token) const override;
   /// The beginning- and end-of-text tokens: tokenizer_config.json's bos_token / eos_token beside a
   /// tokenizer.json, GPT-2's <|endoftext|> for both otherwise; none when unknown.
-  std::optional<int64_t> bos_id() const { return bos_; }
-  std::optional<int64_t> eos_id() const { return eos_; }
+  std::optional<int64_t> bos_id() const override { return bos_; }
+  std::optional<int64_t> eos_id() const override { return eos_; }
 
-  ~ByteLevelBpe();
+  ~ByteLevelBpe() override;
   ByteLevelBpe(const ByteLevelBpe&) = delete;
   ByteLevelBpe& operator=(const ByteLevelBpe&) = delete;
 

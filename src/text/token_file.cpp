@@ -137,6 +137,17 @@ TokenFile::~TokenFile() {
   if (map_) ::munmap(map_, size_);
 }
 
+const std::vector<uint64_t>& TokenFile::epoch_order(uint64_t seed, uint64_t epoch, uint64_t n) const {
+  if (order_.size() == n && order_seed_ == seed && order_epoch_ == epoch) return order_;
+  order_.resize(n);
+  std::iota(order_.begin(), order_.end(), 0);
+  std::mt19937_64 random(seed * 0x9E3779B97F4A7C15ull + epoch);
+  for (uint64_t i = n - 1; i > 0; --i) std::swap(order_[i], order_[random() % (i + 1)]);
+  order_seed_ = seed;
+  order_epoch_ = epoch;
+  return order_;
+}
+
 std::vector<uint64_t> TokenFile::batch_samples(uint64_t step, int64_t batch, int64_t seq, int rank, int ranks,
                                                uint64_t seed) const {
   if (batch < 1 || seq < 1 || ranks < 1 || rank < 0 || rank >= ranks || batch % ranks != 0)
@@ -148,23 +159,11 @@ std::vector<uint64_t> TokenFile::batch_samples(uint64_t step, int64_t batch, int
                             batch));
   const uint64_t rows = static_cast<uint64_t>(batch / ranks);
   std::vector<uint64_t> out;
-  std::vector<uint64_t> order;  // this epoch's shuffle
-  uint64_t order_epoch = UINT64_MAX;
+  std::lock_guard<std::mutex> lock(order_mutex_);
   for (uint64_t r = 0; r < rows; ++r) {
     const uint64_t global = step * static_cast<uint64_t>(batch) + static_cast<uint64_t>(rank) * rows + r;
     const uint64_t epoch = global / n, at = global % n;
-    if (seed == 0) {
-      out.push_back(at);
-      continue;
-    }
-    if (epoch != order_epoch) {
-      order.resize(n);
-      std::iota(order.begin(), order.end(), 0);
-      std::mt19937_64 random(seed * 0x9E3779B97F4A7C15ull + epoch);
-      for (uint64_t i = n - 1; i > 0; --i) std::swap(order[i], order[random() % (i + 1)]);
-      order_epoch = epoch;
-    }
-    out.push_back(order[at]);
+    out.push_back(seed == 0 ? at : epoch_order(seed, epoch, n)[at]);
   }
   return out;
 }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,12 @@ class TokenFile {
   const uint32_t* ids_ = nullptr;
   const char* offsets_ = nullptr;  // u64s 4-byte aligned when the token count is odd: read by copying
   uint64_t offset(uint64_t i) const;
+  /// The order of the `n` samples in `epoch` under `seed`, kept for the next call (a training run
+  /// asks for the same epoch's order step after step); call with order_mutex_ held.
+  const std::vector<uint64_t>& epoch_order(uint64_t seed, uint64_t epoch, uint64_t n) const;
+  mutable std::mutex order_mutex_;
+  mutable std::vector<uint64_t> order_;
+  mutable uint64_t order_seed_ = 0, order_epoch_ = 0;
 };
 
 }  // namespace slapo::text

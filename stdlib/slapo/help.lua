@@ -20,7 +20,8 @@ M.primitives = {
     .. "group = layout.dp_group fully shards across data-parallel ranks what shard split over tensor-parallel ones.",
   annotate = "sub:annotate(param, key, value): attach metadata to a parameter (see sub:param_info(param)).",
   trace = "sub:trace{inputs = {...}, leaves = {...}, flatten = false}: the module's forward becomes a graph; "
-    .. "leaves (direct children, or with flatten the named paths/types) stay calls; see sub:graph().",
+    .. "leaves (direct children, or with flatten the named paths/types) stay calls; see sub:graph(). "
+    .. "recursive = true traces blocks below too; fallback = true keeps a block it cannot trace as a call.",
   find = "sub:find(regex | function): on a traced module, the call nodes whose leaf path matches, or the "
     .. "subgraphs matching a traced Lua function by dataflow.",
   fuse = "sub:fuse(nil, {compiler = \"kernels\"}): on a traced module, rewrite matmul -> bias add -> gelu into "

@@ -199,6 +199,35 @@ function M.token_batches(spec, model, grad_accum, replica, replicas)
   end
 end
 
+--- What fixes a token-file run's batches: the file (its token, document and vocabulary counts) and how
+--- it is read. Checkpoints keep it; a resume with other values would see other batches.
+function M.data_identity(opts)
+  local d = type(opts.data) == "table" and opts.data.tokens and opts.data
+  if not d then
+    return nil
+  end
+  return { tokens = d.tokens.tokens, documents = d.tokens.documents, vocab_size = d.tokens.vocab_size,
+    batch = d.batch, seq = d.seq, seed = d.seed or 0, grad_accum = opts.grad_accum }
+end
+
+-- Refuses a resume whose data would give other batches than the run that wrote the checkpoint.
+local function check_same_data(from, saved, now)
+  if not saved or not now then
+    return
+  end
+  local differ = {}
+  for _, key in ipairs({ "tokens", "documents", "vocab_size", "batch", "seq", "seed", "grad_accum" }) do
+    if saved[key] ~= now[key] then
+      table.insert(differ, ("%s %s, now %s"):format(key, tostring(saved[key]), tostring(now[key])))
+    end
+  end
+  if #differ > 0 then
+    error(("train: %s was trained on other data, so resuming would not see the batches that run saw (%s); "
+      .. "give the same token file, batch, seq, seed and grad_accum, or resume = false to start over")
+      :format(from, table.concat(differ, "; ")), 0)
+  end
+end
+
 local function json_line(fields)
   local parts = {}
   for _, kv in ipairs(fields) do
@@ -467,6 +496,7 @@ local function resume_run(opts, model, optimizer, losses, rank0, scaler)
     return 1
   end
   local step, trainer = checkpoint.load(from, model, optimizer)
+  check_same_data(from, trainer.data, M.data_identity(opts))
   if step > opts.steps then
     error(("train: %s is at step %d, past steps = %d (resume = false starts over)"):format(from, step, opts.steps), 0)
   end
@@ -604,7 +634,8 @@ function M.run(user_opts)
       -- the schedule that produced these weights travels with them
       local log = opts.schedule_log or (swap_state and swap_state.sch:log()) or nil
       checkpoint.save(opts.checkpoint_dir, step, model, optimizer, log,
-        { losses = losses_record(losses, step), scaler = scaler and scaler:state() or nil })
+        { losses = losses_record(losses, step), scaler = scaler and scaler:state() or nil,
+          data = M.data_identity(opts) })
     end
   end
   if metrics then

@@ -23,3 +23,24 @@ if ref != ours:
 print(f"{sys.argv[3]}: {len(ours)} ids equal to the reference's")
 PY
 }
+
+# mixed_corpus FILE SPECIALS: a text that tokenizers get wrong first (contractions, code with tabs and
+# CRLF, CJK, emoji with modifiers and joiners, accents, ligatures, other scripts' digits, Unicode
+# spaces, whitespace runs), then SPECIALS: a model's special tokens written inside the text
+mixed_corpus() {
+  printf '%b' "I don't think it's THEY'RE, we'll see; she'd've gone. DON'T SHOUT\n" \
+    "def f(x):\n\treturn x**2  # squares\n\n\n    if a != b: {}\r\n" \
+    "日本語のテキスト、中文句子。한국어 문장입니다.\n" \
+    "emoji 🙂👍🏽 family 👨‍👩‍👧 flags 🇩🇪\n" \
+    "a   b\t\t c\n\n\n  d   \n" \
+    "café naïve Ångström Ελληνικά русский 12345678 ٣٤٥٦ ½ ² x² ﬁ ①\n" \
+    "nbsp\xc2\xa0here ideographic\xe3\x80\x80space thin\xe2\x80\x89space bom\xef\xbb\xbfmark nel\xc2\x85x\n" \
+    "$2" > "$1"
+}
+
+# need_data PATH...: skip the test (exit 77) unless each path is in the data directory ($data)
+need_data() {
+  for need in "$@"; do
+    [ -e "$data/$need" ] || { echo "skip: no $data/$need (scripts/fetch-data fetches it)"; exit 77; }
+  done
+}

@@ -44,4 +44,15 @@ if (cd "$tmp" && SLAPO_DEVICES="$tmp/devices" "$tmp/prefix/bin/slapo-lua" plan g
   echo "SLAPO_DEVICES was ignored: an empty folder of profiles still planned for h100"; exit 1
 fi
 grep -q "$tmp/devices/h100.json" "$tmp/plan.out" || { cat "$tmp/plan.out"; exit 1; }
-echo "installed copy runs from its prefix, device profiles included"
+
+# the SentencePiece module comes with it (where the build has one) and is found from the prefix
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+model="${SLAPO_DATA_DIR:-$root/data}/llama2-tokenizer/tokenizer.model"
+sentencepiece="no SentencePiece model here"
+if [ -f "$build_dir/libslapo_sentencepiece.so" ] && [ -f "$model" ]; then
+  [ -f "$tmp/prefix/lib/slapo-lua/libslapo_sentencepiece.so" ]
+  ids=$(cd "$tmp" && "$tmp/prefix/bin/slapo-lua" run <(echo 'print(slapo.json_encode(slapo.tokenizer(arg[1]):encode("Hello world")))') "$model")
+  [ "$ids" = "[1,15043,3186]" ] || { echo "the installed copy's SentencePiece gave $ids"; exit 1; }
+  sentencepiece="SentencePiece module included"
+fi
+echo "installed copy runs from its prefix, device profiles included, $sentencepiece"

@@ -105,13 +105,13 @@ grep -qF "unknown option 'shuffle'" "$tmp/check.out" || { cat "$tmp/check.out"; 
 # 2 data-parallel ranks each takes half of the global batch, so the losses are the one-rank run's;
 # resumed from a step-2 checkpoint with a shuffling seed, steps 3-4 see the same batches (equal losses)
 cat > "$tmp/train.lua" <<'LUA'
-local tokens, dir, resume = arg[1], arg[2], arg[3]
+local tokens, dir, resume, seed = arg[1], arg[2], arg[3], tonumber(arg[4]) or 3
 local layout = require("slapo.parallel").layout({ tp = 1 })
 slapo.manual_seed(0)
 local model = slapo.models.llama({ hidden_size = 16, intermediate_size = 32, num_hidden_layers = 1,
   num_attention_heads = 2, num_key_value_heads = 2, vocab_size = 128256, max_position_embeddings = 64 })
 local result = slapo.train({ model = model, layout = layout, steps = 4, lr = 1e-2, quiet = true, grad_accum = 2,
-  data = { tokens = tokens, batch = 4, seq = 32, seed = 3 }, checkpoint_dir = dir, checkpoint_every = 2,
+  data = { tokens = tokens, batch = 4, seq = 32, seed = seed }, checkpoint_dir = dir, checkpoint_every = 2,
   resume = resume or false })
 if slapo.dist.rank() == 0 then
   for step = result.first_step, 4 do print(("loss %d %.6f"):format(step, result.losses[step])) end
@@ -133,6 +133,11 @@ assert sorted(resumed) == [3, 4], resumed
 for step in resumed:
     assert resumed[step] == one[step], f"step {step}: resumed {resumed[step]}, uninterrupted {one[step]}"
 PY
+# resumed with another shuffling seed: other batches, so refused, naming what differs
+"$bin" run "$tmp/train.lua" "$tmp/tokens.bin" "$tmp/other" "$tmp/one/step-000002" 4 > "$tmp/other.out" 2>&1 &&
+  { echo "a resume with another seed was not refused"; exit 1; }
+grep -qF "was trained on other data, so resuming would not see the batches that run saw (seed 3, now 4)" \
+  "$tmp/other.out" || { cat "$tmp/other.out"; exit 1; }
 # ids past the model's vocabulary are refused by name
 cat > "$tmp/small_vocab.lua" <<'LUA'
 local model = slapo.models.gpt2({ n_embd = 16, n_layer = 1, n_head = 2, vocab_size = 64, n_positions = 32 })

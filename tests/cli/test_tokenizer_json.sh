@@ -10,9 +10,7 @@ bin="$1"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 source "$root/tests/cli/lib.sh"
 data="${SLAPO_DATA_DIR:-$root/data}"
-for need in llama3-tokenizer/tokenizer.json tokenizers-js/dist/tokenizers.mjs sotu; do
-  [ -e "$data/$need" ] || { echo "skip: no $data/$need (scripts/fetch-data fetches it)"; exit 77; }
-done
+need_data llama3-tokenizer/tokenizer.json tokenizers-js/dist/tokenizers.mjs sotu
 command -v node >/dev/null || { echo "skip: no Node.js to run the reference implementation"; exit 77; }
 if "$bin" run <(echo 'slapo.tokenizer(arg[1])') "$data/gpt2-bpe" 2>&1 | grep -q "no PCRE2"; then
   echo "skip: this build has no PCRE2"
@@ -21,14 +19,7 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-printf '%b' "I don't think it's THEY'RE, we'll see; she'd've gone. DON'T SHOUT\n" \
-  "def f(x):\n\treturn x**2  # squares\n\n\n    if a != b: {}\r\n" \
-  "日本語のテキスト、中文句子。한국어 문장입니다.\n" \
-  "emoji 🙂👍🏽 family 👨‍👩‍👧 flags 🇩🇪\n" \
-  "a   b\t\t c\n\n\n  d   \n" \
-  "café naïve Ångström Ελληνικά русский 12345678 ٣٤٥٦ ½ ² x²\n" \
-  "nbsp\xc2\xa0here ideographic\xe3\x80\x80space thin\xe2\x80\x89space bom\xef\xbb\xbfmark nel\xc2\x85x\n" \
-  "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|> <|end_of_text|>   " > "$tmp/mixed.txt"
+mixed_corpus "$tmp/mixed.txt" "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|> <|end_of_text|>   "
 addresses=("$data"/sotu/*.txt)
 cat "${addresses[@]:0:3}" > "$tmp/sotu.txt"
 
@@ -103,8 +94,8 @@ LUA
 for want in "wordpiece/tokenizer.json: model type 'WordPiece' is not read yet (read: BPE, byte-level)" \
   "nfc/tokenizer.json: normalizer NFC is not read yet (read: none)" \
   "metaspace/tokenizer.json: pre_tokenizer Metaspace is not read yet" \
-  "sentencepiece holds no tokenizer file that is read (read: tokenizer.json of a byte-level BPE (LLaMA-3, GPT-2), or GPT-2's encoder.json and vocab.bpe; its tokenizer.model is SentencePiece's, not read yet)" \
-  "nowhere does not exist; give a tokenizer.json, or the directory of a checkpoint that holds one"; do
+  "sentencepiece/tokenizer.model is not a SentencePiece model" \
+  "nowhere does not exist; give a tokenizer.json or tokenizer.model, or the directory of a checkpoint"; do
   grep -qF "$want" "$tmp/bad.out" || { echo "expected: $want"; cat "$tmp/bad.out"; exit 1; }
 done
 echo "tokenizer.json ok"

@@ -269,6 +269,31 @@ describe("test_checkpoint.py", function()
   end)
 end)
 
+describe("test_checkpoint.py (a subgraph)", function()
+  -- Slapo's test_checkpoint_function on 2 ranks: the checkpointed subgraph's wrapper holds linear1,
+  -- so it can be sharded there (slapo-lua before: the Linear stayed outside the wrapper).
+  it("test_checkpoint_function: linear1 sharded inside CheckPointWrapper_0 verifies, outputs and gradients", function()
+    local function model()
+      slapo.manual_seed(17)
+      return slapo.nn.Module({ type = "Model",
+        children = { linear1 = slapo.nn.Linear(20, 8 * world), linear2 = slapo.nn.Linear(8 * world, 20) },
+        forward = function(self, x) return self.linear2(slapo.F.relu(self.linear1(x))) end })
+    end
+    local data = same_on_all_ranks(slapo.randn({ 6, 20 }))
+    local sch = slapo.create_schedule(model())
+    local report = slapo.verify(sch, { data }, { rtol = 1e-5, atol = 1e-5 }, function(s)
+      s:trace({ inputs = { data } })
+      local found = s:find(function(x) return slapo.F.relu(slapo.pattern.call_module("linear1", x)) end)
+      eq(1, #found)
+      s:checkpoint(found[1])
+      s["CheckPointWrapper_0.linear1"]:shard("weight", 0):shard("bias", 0):sync("bwd_post", "all_reduce")
+      s["linear2"]:shard("weight", 1):sync("fwd_post", "all_reduce")
+    end)
+    eq(4, report.gradients)
+    eq({ 8, 20 }, sch["CheckPointWrapper_0.linear1"].mod.weight:size())
+  end)
+end)
+
 describe("test_annotate.py", function()
   it("test_shard_annotate (init_empty_weights): a meta model sharded, then built: its slice of the same weights", function()
     local cfg = { hidden_size = 16, intermediate_size = 32, hidden_act = "gelu" }

@@ -533,11 +533,42 @@ describe("test_trace.py (recursive)", function()
       forward = function(self, x) return self.block(x) end })
     local sch = slapo.create_schedule(root)
     matches("trace{recursive = true} on the root module: its child 'block' %(Branchy%) cannot be traced: .*name it " ..
-      "in leaves = {...} to keep it one call. Nothing was traced",
+      "in leaves = {...} to keep it one call, or pass fallback = true. Nothing was traced",
       pcall_err(sch.trace, sch, { inputs = { slapo.ones({ 2, 4 }) }, recursive = true }))
     matches("is not traced", pcall_err(function() return sch:graph() end))
     sch:trace({ inputs = { slapo.ones({ 2, 4 }) }, recursive = true, leaves = { "Branchy" } })
     matches("is not traced", pcall_err(function() return sch["block"]:graph() end))
+  end)
+
+  -- Slapo's tracer keeps a submodule it cannot trace (GPT-Neo's attn.attention) as a call of
+  -- its traced parent; fallback = true does the same, and says which.
+  it("fallback = true keeps an untraceable child as one call of its traced parent", function()
+    local function model()
+      slapo.manual_seed(6)
+      local branchy = slapo.nn.Module({ type = "Branchy", children = { fc = slapo.nn.Linear(4, 4) },
+        forward = function(self, x)
+          if x:sum():item() > 0 then
+            return self.fc(x)
+          end
+          return -x
+        end })
+      local block = slapo.nn.Module({ type = "Block", children = { attn = branchy, out = slapo.nn.Linear(4, 4) },
+        forward = function(self, x) return self.out(self.attn(x)) + x end })
+      return slapo.nn.Module({ type = "Root", children = { block = block },
+        forward = function(self, x) return self.block(x) * 2 end })
+    end
+    local m = model()
+    local sch = slapo.create_schedule(m)
+    local _, kept = sch:trace({ inputs = { slapo.ones({ 2, 4 }) }, recursive = true, fallback = true })
+    eq({ "block.attn" }, kept)
+    eq(1, count_calls(sch["block"]:graph(), "attn"), "the block is traced, calling attn")
+    matches("is not traced", pcall_err(function() return sch["block.attn"]:graph() end))
+    local ref = model()
+    for _, x in ipairs({ slapo.ones({ 2, 4 }), -slapo.ones({ 2, 4 }) }) do
+      close(ref(x), m(x))  -- attn's own forward still takes either branch
+    end
+    matches("fallback = true applies to the children a recursive trace visits",
+      pcall_err(sch["block.attn"].trace, sch["block.attn"], { inputs = { slapo.ones({ 2, 4 }) }, fallback = true }))
   end)
 end)
 
