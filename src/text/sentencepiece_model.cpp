@@ -33,7 +33,12 @@ struct ShimApi {
   decltype(&slapo_sp_special_id) special_id;
 };
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SLAPO_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(SLAPO_ASAN)
 constexpr bool kSanitized = true;  // the sanitizer runtime refuses RTLD_DEEPBIND
 #else
 constexpr bool kSanitized = false;
