@@ -5,6 +5,9 @@
 
 #include <torch/torch.h>
 
+#include <string>
+#include <vector>
+
 namespace slapo::kernels {
 
 /// gelu(x + bias), bias broadcast over the last dim; `tanh_approx` selects GELU's tanh form.
@@ -22,6 +25,16 @@ at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& si
 /// softmax(q k^T / sqrt(D) [+ causal mask]) v for q [B, H, Sq, D], k and v [B, H, Sk, D], without
 /// materialising the Sq x Sk matrix (online softmax forward, recomputation backward).
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal);
+
+/// attention through one of LibTorch's scaled_dot_product_attention kernels chosen by name, as
+/// Slapo's test_attention picks its backends: "flash" (FlashAttention) or "efficient" (the
+/// memory-efficient kernel), the others switched off for the call. They run on CUDA tensors in a
+/// CUDA build of LibTorch 2.x; elsewhere, or for inputs the kernel does not take, this raises
+/// naming the backend and why. ATen gives the gradients.
+at::Tensor attention_sdpa(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
+                          const std::string& backend);
+/// The backends attention_sdpa runs in this build ({"flash", "efficient"} or none).
+std::vector<std::string> sdpa_backends();
 
 /// softmax(scores * scale + mask) over the last dim; `mask` is additive (0 or a large negative)
 /// and broadcasts to scores (e.g. [B, 1, 1, Sk] padding or [1, 1, Sq, Sk] causal). No gradient

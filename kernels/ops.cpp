@@ -344,6 +344,73 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   return op.call(q, k, v, causal);
 }
 
+std::vector<std::string> sdpa_backends() {
+#if defined(SLAPO_CUDA_OPS) && TORCH_VERSION_MAJOR >= 2
+  return {"flash", "efficient"};
+#else
+  return {};
+#endif
+}
+
+at::Tensor attention_sdpa(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
+                          const std::string& backend) {
+  if (backend != "flash" && backend != "efficient")
+    throw Error(fmt::format("kernels.attention: unknown backend '{}' (choices: auto, flash, efficient)", backend));
+  check_inputs("attention", {{&q, "q"}, {&k, "k"}, {&v, "v"}});
+#if defined(SLAPO_CUDA_OPS) && TORCH_VERSION_MAJOR >= 2
+  if (q.is_cuda()) {
+    // Only the named kernel is allowed for this call; the process's own choice comes back after.
+    auto& ctx = at::globalContext();
+    struct Allowed {
+      bool flash, efficient, math;
+    } before{ctx.userEnabledFlashSDP(), ctx.userEnabledMemEfficientSDP(), ctx.userEnabledMathSDP()};
+    struct Restore {
+      at::Context& ctx;
+      Allowed allowed;
+      ~Restore() {
+        ctx.setSDPUseFlash(allowed.flash);
+        ctx.setSDPUseMemEfficient(allowed.efficient);
+        ctx.setSDPUseMath(allowed.math);
+      }
+    } restore{ctx, before};
+#if TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 5
+    struct RestoreCuDNN {
+      at::Context& ctx;
+      bool allowed;
+      ~RestoreCuDNN() { ctx.setSDPUseCuDNN(allowed); }
+    } restore_cudnn{ctx, ctx.userEnabledCuDNNSDP()};
+    ctx.setSDPUseCuDNN(false);
+#endif
+    ctx.setSDPUseFlash(backend == "flash");
+    ctx.setSDPUseMemEfficient(backend == "efficient");
+    ctx.setSDPUseMath(false);
+    const int64_t sq = q.size(-2), sk = k.size(-2);
+    if (causal && sq != sk)
+      throw Error(fmt::format("kernels.attention: backend '{}' takes causal attention with as many queries as keys "
+                              "(here {} and {}); use backend = 'auto'", backend, sq, sk));
+    try {
+      return at::scaled_dot_product_attention(q, k, v, {}, 0.0, causal);
+    } catch (const c10::Error& e) {
+      std::string what = e.what_without_backtrace();
+      throw Error(fmt::format("kernels.attention: SDPA's {} kernel does not take these inputs (q [{}] {}): {}", backend,
+                              fmt::join(q.sizes(), ", "), c10::toString(q.scalar_type()),
+                              what.substr(0, what.find('\n'))));
+    }
+  }
+  throw Error(fmt::format("kernels.attention: backend '{}' runs on CUDA tensors, and q is on {}; move q, k and v to "
+                          "the GPU or use backend = 'auto'", backend, q.device().str()));
+#else
+#if defined(SLAPO_CUDA_OPS)
+  const char* build = "with CUDA";
+#else
+  const char* build = "for the CPU";
+#endif
+  throw Error(fmt::format("kernels.attention: backend '{}' is LibTorch's scaled_dot_product_attention kernel of that "
+                          "name, which needs a CUDA build of LibTorch 2.x; this build has LibTorch {} {} (choices "
+                          "here: auto)", backend, TORCH_VERSION, build));
+#endif
+}
+
 }  // namespace slapo::kernels
 
 namespace slapo::kernels {

@@ -28,11 +28,25 @@ int w_rope(lua_State* L) {
   return push(L, kernels::rope(lx_check_tensor(L, 1), lx_check_tensor(L, 2), lx_check_tensor(L, 3)));
 }
 
-// attention(q, k, v, {causal = false})
+// attention(q, k, v, {causal = false, backend = "auto" | "flash" | "efficient"})
 int w_attention(lua_State* L) {
-  lx_check_option_keys(L, 4, {"causal"}, "kernels.attention");
+  lx_check_option_keys(L, 4, {"causal", "backend"}, "kernels.attention");
   bool causal = lx_opt_bool(L, 4, "causal", false, "kernels.attention");
-  return push(L, kernels::attention(lx_check_tensor(L, 1), lx_check_tensor(L, 2), lx_check_tensor(L, 3), causal));
+  std::string backend = lx_opt_string(L, 4, "backend", "auto", "kernels.attention");
+  auto &q = lx_check_tensor(L, 1), &k = lx_check_tensor(L, 2), &v = lx_check_tensor(L, 3);
+  if (backend == "auto") return push(L, kernels::attention(q, k, v, causal));
+  return push(L, kernels::attention_sdpa(q, k, v, causal, backend));
+}
+
+// sdpa_backends() -> {"flash", "efficient"} in a CUDA build of LibTorch 2.x, else {}
+int w_sdpa_backends(lua_State* L) {
+  auto names = kernels::sdpa_backends();
+  lua_createtable(L, static_cast<int>(names.size()), 0);
+  for (size_t i = 0; i < names.size(); ++i) {
+    lua_pushstring(L, names[i].c_str());
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+  return 1;
 }
 
 // masked_softmax(scores, mask, scale)
@@ -51,6 +65,7 @@ int w_bias_dropout_add_layer_norm(lua_State* L) {
 }
 
 const luaL_Reg kernel_functions[] = {{"attention", w_attention},
+                                     {"sdpa_backends", w_sdpa_backends},
                                      {"bias_gelu", w_bias_gelu},
                                      {"masked_softmax", w_masked_softmax},
                                      {"bias_dropout_add_layer_norm", w_bias_dropout_add_layer_norm},

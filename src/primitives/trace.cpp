@@ -98,8 +98,9 @@ void trace_children(Schedule& sch, const Schedule& root, const std::vector<std::
       trace_one(*child, {}, {}, false);
     } catch (const std::exception& e) {
       if (fallback) {
+        std::string why = e.what();  // its first line: the Lua traceback after it adds nothing here
         fmt::print(stderr, "trace{{recursive = true, fallback = true}} on {}: kept {} ({}) as one call: {}\n",
-                   root.where(), child->where(), child->mod()->type_name(), e.what());
+                   root.where(), child->where(), child->mod()->type_name(), why.substr(0, why.find('\n')));
         kept.push_back(child->path());
         continue;
       }

@@ -187,8 +187,10 @@ end
 --- The head size is the original's; the head count follows c_attn's width, so it also works
 --- on a tensor-parallel shard. Attention dropout is not applied (use it for eval or p = 0).
 --- {backend = "kernel"} (default: slapo.kernels.attention, which is scaled_dot_product_attention
---- on CUDA with LibTorch 2.x) or "math" (matmul, softmax, matmul: the S x S scores in memory).
---- A padding mask always takes the math path: the kernel takes no mask.
+--- on CUDA with LibTorch 2.x) or "math" (matmul, softmax, matmul: the S x S scores in memory), or,
+--- in a CUDA build of LibTorch 2.x, one of SDPA's kernels by name as Slapo's test_attention picks
+--- them: "flash" (FlashAttention) or "efficient" (memory-efficient). A padding mask always takes
+--- the math path: the kernels take no mask.
 function M.FusedGPT2Attention(attn, opts)
   expect_type(attn, "GPT2Attention", "FusedGPT2Attention")
   opts = opts or {}
@@ -198,8 +200,19 @@ function M.FusedGPT2Attention(attn, opts)
     end
   end
   local backend = opts.backend or "kernel"
-  if backend ~= "kernel" and backend ~= "math" then
-    error(("op.FusedGPT2Attention: unknown backend '%s' (choices: kernel, math)"):format(tostring(backend)), 2)
+  local choices = { "kernel", "math" }
+  for _, name in ipairs(slapo.kernels.sdpa_backends()) do
+    table.insert(choices, name)
+  end
+  local known = false
+  for _, name in ipairs(choices) do
+    known = known or name == backend
+  end
+  if not known then
+    local why = (backend == "flash" or backend == "efficient")
+      and " in this build: SDPA's flash and efficient kernels need a CUDA build of LibTorch 2.x" or ""
+    error(("op.FusedGPT2Attention: unknown backend '%s'%s (choices: %s)"):format(tostring(backend), why,
+      table.concat(choices, ", ")), 2)
   end
   local head_dim = tonumber(attn:describe():match("head_dim=(%d+)"))
   if attn:describe():match("scale=") then  -- the kernel scales by 1 / sqrt(head_dim)
@@ -224,7 +237,8 @@ function M.FusedGPT2Attention(attn, opts)
         local scores = q:matmul(k:transpose(-1, -2)) * (1 / math.sqrt(head_dim))
         out = slapo.F.softmax(scores + (mask or causal_mask(s, scores)), -1):matmul(heads(2))
       else
-        out = slapo.kernels.attention(heads(0), heads(1), heads(2), { causal = true })
+        out = slapo.kernels.attention(heads(0), heads(1), heads(2),
+          { causal = true, backend = backend == "kernel" and "auto" or backend })
       end
       return self.resid_dropout(self.c_proj(out:transpose(1, 2):reshape({ b, s, width })))
     end,

@@ -87,6 +87,32 @@ local function every_op(title)
       end
     end)
 
+    -- Slapo's test_attention picks FlashAttention or the memory-efficient kernel by name: on a GPU
+    -- each is checked as the kernels are (flash takes half precision only); elsewhere each is
+    -- refused, saying what it needs.
+    it("attention through SDPA's flash and efficient kernels by name", function()
+      local backends = slapo.kernels.sdpa_backends()
+      local q = slapo.randn({ 2, 3, 40, 64 })
+      if device == "cpu" then
+        for _, backend in ipairs({ "flash", "efficient" }) do
+          matches(#backends > 0 and "runs on CUDA tensors" or "needs a CUDA build of LibTorch 2.x",
+            pcall_err(slapo.kernels.attention, q, q, q, { backend = backend }))
+        end
+        return
+      end
+      eq(2, #backends, "a CUDA build of LibTorch 2.x offers both")
+      for _, backend in ipairs(backends) do
+        if backend ~= "flash" or dtype ~= "float32" then
+          for _, causal in ipairs({ false, true }) do
+            slapo.manual_seed(7)
+            check(("attention %s causal=%s"):format(backend, tostring(causal)),
+              { slapo.randn({ 2, 3, 40, 64 }), slapo.randn({ 2, 3, 40, 64 }), slapo.randn({ 2, 3, 40, 64 }) },
+              function(t) return slapo.kernels.attention(t[1], t[2], t[3], { causal = causal, backend = backend }) end)
+          end
+        end
+      end
+    end)
+
     it("masked_softmax with a broadcast padding mask", function()
       slapo.manual_seed(4)
       local mask = slapo.zeros({ 2, 1, 1, 40 })

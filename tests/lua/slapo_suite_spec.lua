@@ -825,9 +825,13 @@ describe("test_op.py", function()
   end
   it("test_attention: a backend that does not exist is refused by name", function()
     local attn = gpt2().transformer.h["0"].attn
-    matches("op.FusedGPT2Attention: unknown backend 'triton' %(choices: kernel, math%)",
+    matches("op.FusedGPT2Attention: unknown backend 'triton' %(choices: kernel, math",
       pcall_err(slapo.op.FusedGPT2Attention, attn, { backend = "triton" }))
     matches("unknown option 'backnd'", pcall_err(slapo.op.FusedGPT2Attention, attn, { backnd = "math" }))
+    if #slapo.kernels.sdpa_backends() == 0 then  -- SDPA's kernels by name: a CUDA build of LibTorch 2.x
+      matches("unknown backend 'flash' in this build: SDPA's flash and efficient kernels need a CUDA build of "
+        .. "LibTorch 2.x %(choices: kernel, math%)", pcall_err(slapo.op.FusedGPT2Attention, attn, { backend = "flash" }))
+    end
   end)
   for _, act in ipairs({ "gelu", "gelu_new" }) do
     it("test_fused_mlp[" .. act .. "]: FusedGPT2MLP equals GPT2MLP", function()
