@@ -117,13 +117,15 @@ int w_document(lua_State* L) {
   return 1;
 }
 
-// file:batch{step =, batch =, seq =, rank = 0, ranks = 1, seed = 0} -> [batch / ranks, seq] int64:
-// global step `step`'s rows for this rank (TokenFile::batch_samples)
+// file:batch{step =, batch =, seq =, rank = 0, ranks = 1, seed = 0, positions = false} -> [batch / ranks, seq]
+// int64: global step `step`'s rows for this rank (TokenFile::batch_samples); with positions, also
+// each token's position in its document's piece of the row (TokenFile::sample_positions)
 int w_batch(lua_State* L) {
   const char* fn = "token_file:batch";
   const auto& f = check_token_file(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
-  lx_check_option_keys(L, 2, {"step", "batch", "seq", "rank", "ranks", "seed"}, fn);
+  lx_check_option_keys(L, 2, {"step", "batch", "seq", "rank", "ranks", "seed", "positions"}, fn);
+  const bool positions = lx_opt_bool(L, 2, "positions", false, fn);
   auto integer = [&](const char* key, double fallback, double lo, double hi) {
     return lx_check_integer_value(lx_opt_number(L, 2, key, fallback, fn), key, lo, hi, fn);
   };
@@ -136,7 +138,12 @@ int w_batch(lua_State* L) {
   for (size_t r = 0; r < samples.size(); ++r)
     out[static_cast<int64_t>(r)].copy_(ids_tensor(f.ids() + samples[r] * static_cast<uint64_t>(seq), seq));
   lx_push_tensor(L, out);
-  return 1;
+  if (!positions) return 1;
+  auto where = torch::empty({static_cast<int64_t>(samples.size()), seq}, torch::kLong);
+  for (size_t r = 0; r < samples.size(); ++r)
+    f.sample_positions(samples[r], seq, where[static_cast<int64_t>(r)].data_ptr<int64_t>());
+  lx_push_tensor(L, where);
+  return 2;
 }
 
 int w_token_file_index(lua_State* L) {

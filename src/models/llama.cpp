@@ -198,16 +198,25 @@ class LlamaModel : public ModuleBase<LlamaModel> {
   }
 
  protected:
-  // (input_ids, {attention_mask=})
+  // (input_ids, {attention_mask=, position_ids=})
   Value forward(Values args) override {
     auto ids = tensor_arg(args, 0, "LlamaModel", "input_ids");
     check_token_ids(ids, "LlamaModel");
     auto x = call("embed_tokens", ids);
-    auto positions = torch::arange(ids.size(1), ids.options()).unsqueeze(0).expand({ids.size(0), ids.size(1)});
+    auto kwargs = kwargs_arg(args, 1);
+    // position_ids: packed documents, each starting again at 0, attend only within themselves
+    auto given_positions = kwarg_tensor(kwargs, "position_ids");
+    if (given_positions && (given_positions->sizes() != ids.sizes() || given_positions->scalar_type() != at::kLong))
+      throw Error(fmt::format("LlamaModel: position_ids must be int64 of input_ids' shape [{}], got {} [{}]",
+                              fmt::join(ids.sizes(), ", "), c10::toString(given_positions->scalar_type()),
+                              fmt::join(given_positions->sizes(), ", ")));
+    auto positions = given_positions ? given_positions->to(ids.device())
+                                     : torch::arange(ids.size(1), ids.options()).unsqueeze(0).expand({ids.size(0), ids.size(1)});
     auto rope = call("rotary_emb", Values{x, positions}).toTuple();
-    // A mask only with padding: without one the attention is causal by itself.
-    auto padding = kwarg_tensor(kwargs_arg(args, 1), "attention_mask");
+    // A mask only with padding or packed documents: without either the attention is causal by itself.
+    auto padding = kwarg_tensor(kwargs, "attention_mask");
     auto mask = padding ? additive_mask(padding, ids.size(1), ids.size(1), /*causal=*/true, x.options()) : c10::nullopt;
+    if (given_positions) mask = within_documents(mask, positions, x.options());
     Value h = x;
     for (auto& [name, layer] : child("layers")->children_in_order())
       h = (*layer)(Values{h, rope->elements()[0], rope->elements()[1], mask ? Value(*mask) : Value()});
@@ -226,6 +235,9 @@ class LlamaForCausalLM : public CausalLM<LlamaForCausalLM> {
       head->set_param("weight", model->child("embed_tokens")->param("weight"));
     set_child("lm_head", head);
   }
+
+ protected:
+  std::vector<std::string> keywords() const override { return {"labels", "attention_mask", "position_ids"}; }
 };
 
 }  // namespace

@@ -55,6 +55,15 @@ at::Tensor with_sliding_window(const c10::optional<at::Tensor>& mask, int64_t q_
   return base.masked_fill(key_pos.le(query_pos - window), lowest_of(base.scalar_type()));
 }
 
+at::Tensor within_documents(const c10::optional<at::Tensor>& mask, const at::Tensor& positions,
+                            const at::TensorOptions& opts) {
+  const int64_t s = positions.size(1);
+  at::Tensor base = mask ? *mask : *additive_mask(c10::nullopt, s, s, /*causal=*/true, opts);
+  auto document = positions.to(opts.device()).eq(0).cumsum(1);  // which piece each token is in
+  auto other = document.unsqueeze(2).ne(document.unsqueeze(1)).unsqueeze(1);  // [B, 1, S, S]
+  return base.masked_fill(other, lowest_of(base.scalar_type()));
+}
+
 AttentionImpl attention_impl_from_config(const std::string& value) {
   if (value == "sdpa") return AttentionImpl::Sdpa;
   if (value == "eager") return AttentionImpl::Eager;

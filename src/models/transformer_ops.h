@@ -19,6 +19,11 @@ c10::optional<at::Tensor> additive_mask(const c10::optional<at::Tensor>& padding
 /// query masked out too: transformers' sliding-window attention (Mistral, Qwen2).
 at::Tensor with_sliding_window(const c10::optional<at::Tensor>& mask, int64_t q_len, int64_t k_len, int64_t window,
                                const at::TensorOptions& opts);
+/// `mask` (or the causal mask when none) with attention kept inside each packed document:
+/// `positions` [B, S] start again at 0 where a document starts (transformers' packing with
+/// position_ids), and no query sees a key of another document. [B, 1, S, S].
+at::Tensor within_documents(const c10::optional<at::Tensor>& mask, const at::Tensor& positions,
+                            const at::TensorOptions& opts);
 /// softmax(q k^T / sqrt(D) + mask) before dropout; q, k: [B, H, S, D].
 /// `scale` replaces 1 / sqrt(D) (GPT-2's scale_attn_weights and scale_attn_by_inverse_layer_idx).
 at::Tensor attention_probs(const at::Tensor& q, const at::Tensor& k, const c10::optional<at::Tensor>& mask,

@@ -148,6 +148,28 @@ const std::vector<uint64_t>& TokenFile::epoch_order(uint64_t seed, uint64_t epoc
   return order_;
 }
 
+void TokenFile::sample_positions(uint64_t sample, int64_t seq, int64_t* out) const {
+  const uint64_t start = sample * static_cast<uint64_t>(seq);
+  // the first document starting after the row's first token: binary search over the starts
+  uint64_t lo = 0, hi = documents_;
+  while (lo < hi) {
+    uint64_t mid = lo + (hi - lo) / 2;
+    if (begin(mid) <= start) lo = mid + 1;
+    else hi = mid;
+  }
+  uint64_t next = lo < documents_ ? begin(lo) : UINT64_MAX;
+  int64_t position = 0;
+  for (int64_t t = 0; t < seq; ++t, ++position) {
+    const uint64_t at = start + static_cast<uint64_t>(t);
+    while (at == next) {  // a document starts here (empty ones start here too)
+      position = 0;
+      ++lo;
+      next = lo < documents_ ? begin(lo) : UINT64_MAX;
+    }
+    out[t] = position;
+  }
+}
+
 std::vector<uint64_t> TokenFile::batch_samples(uint64_t step, int64_t batch, int64_t seq, int rank, int ranks,
                                                uint64_t seed) const {
   if (batch < 1 || seq < 1 || ranks < 1 || rank < 0 || rank >= ranks || batch % ranks != 0)

@@ -64,6 +64,10 @@ class TokenFile {
   /// not divide or a corpus with fewer samples than a batch.
   std::vector<uint64_t> batch_samples(uint64_t step, int64_t batch, int64_t seq, int rank, int ranks,
                                       uint64_t seed) const;
+  /// Packed sequences kept apart: each token's position in its piece of a document within sample
+  /// `sample` (0 at the row's start and at each document that starts in the row), into `out[seq]`.
+  /// A model given these positions attends only inside each piece (transformers' packing).
+  void sample_positions(uint64_t sample, int64_t seq, int64_t* out) const;
 
  private:
   TokenFile() = default;

@@ -6,7 +6,8 @@
 --- Example usage:
 ---   local result = slapo.train{ model = model, steps = 200, lr = 3e-4, warmup = 20,
 ---     data = { vocab = 8192, batch = 8, seq = 128 },          -- or a function(step, micro) -> ids,
----                                                             -- or { tokens = "corpus.tokens", batch =, seq = }
+---                                                             -- or { tokens = "corpus.tokens", batch =, seq =,
+---                                                             --   seed = 0, documents = "joined" | "separate" }
 ---     metrics = "metrics.jsonl" }
 --- Output (one line per log_every steps):
 ---   step   10 | loss 6.2143 | lr 3.00e-04 | 12,345 tok/s | 0.41 TFLOP/s | MFU 4.1% | 812 MiB
@@ -106,7 +107,12 @@ local function check_options(opts)
     error(("train: resume must be true, false or a checkpoint directory, got %s"):format(type(out.resume)), 3)
   end
   if type(out.data) == "table" and out.data.tokens ~= nil then  -- a token file (slapo-lua tokenize)
-    util.check_options(out.data, { "tokens", "batch", "seq", "seed" }, "train: data", 3)
+    util.check_options(out.data, { "tokens", "batch", "seq", "seed", "documents" }, "train: data", 3)
+    local documents = out.data.documents
+    if documents ~= nil and documents ~= "joined" and documents ~= "separate" then
+      error(("train: data.documents must be \"joined\" (documents run into each other in a row, the default) or "
+        .. "\"separate\" (each attends only within itself), got %s"):format(tostring(documents)), 3)
+    end
     for _, key in ipairs({ "batch", "seq", "seed" }) do
       local v = out.data[key]
       if key ~= "seed" or v ~= nil then
@@ -119,7 +125,8 @@ local function check_options(opts)
     if type(out.data.tokens) == "string" then
       local ok, file = pcall(slapo.token_file, out.data.tokens)
       if not ok then error("train: data.tokens: " .. tostring(file), 3) end
-      out.data = { tokens = file, batch = out.data.batch, seq = out.data.seq, seed = out.data.seed }
+      out.data = { tokens = file, batch = out.data.batch, seq = out.data.seq, seed = out.data.seed,
+        documents = out.data.documents }
     end
   elseif type(out.data) == "table" then  -- synthetic batches: every size given, as a whole number
     util.check_options(out.data, { "vocab", "batch", "seq" }, "train: data", 3)
@@ -193,9 +200,10 @@ function M.token_batches(spec, model, grad_accum, replica, replicas)
     error(("train: data.batch %d (rows per micro-batch over all replicas) does not split over %d data-parallel "
       .. "replicas"):format(spec.batch, replicas), 0)
   end
+  local separate = spec.documents == "separate"
   return function(step, micro)
     return file:batch({ step = (step - 1) * grad_accum + micro, batch = spec.batch, seq = spec.seq,
-      rank = replica or 0, ranks = replicas or 1, seed = spec.seed or 0 })
+      rank = replica or 0, ranks = replicas or 1, seed = spec.seed or 0, positions = separate })
   end
 end
 
@@ -207,7 +215,8 @@ function M.data_identity(opts)
     return nil
   end
   return { tokens = d.tokens.tokens, documents = d.tokens.documents, vocab_size = d.tokens.vocab_size,
-    batch = d.batch, seq = d.seq, seed = d.seed or 0, grad_accum = opts.grad_accum }
+    batch = d.batch, seq = d.seq, seed = d.seed or 0, grad_accum = opts.grad_accum,
+    packing = d.documents or "joined" }
 end
 
 -- Refuses a resume whose data would give other batches than the run that wrote the checkpoint.
@@ -216,7 +225,7 @@ local function check_same_data(from, saved, now)
     return
   end
   local differ = {}
-  for _, key in ipairs({ "tokens", "documents", "vocab_size", "batch", "seq", "seed", "grad_accum" }) do
+  for _, key in ipairs({ "tokens", "documents", "vocab_size", "batch", "seq", "seed", "grad_accum", "packing" }) do
     if saved[key] ~= now[key] then
       table.insert(differ, ("%s %s, now %s"):format(key, tostring(saved[key]), tostring(now[key])))
     end
@@ -340,7 +349,7 @@ end
 
 -- The token ids `data` gives for a micro-batch, refused with the step when they are not ids.
 local function batch_at(data, step, micro)
-  local ok, ids = pcall(data, step, micro)
+  local ok, ids, positions = pcall(data, step, micro)
   if not ok then
     error(("train: step %d, micro-batch %d: the data function failed: %s"):format(step, micro, tostring(ids)), 0)
   end
@@ -353,14 +362,21 @@ local function batch_at(data, step, micro)
     error(("train: step %d, micro-batch %d: the data function must return int64 token ids [batch, seq], got %s [%s]")
       :format(step, micro, dtype, table.concat(ids:size(), ", ")), 0)
   end
-  return ids
+  return ids, positions
 end
 
 -- The micro-batch's loss. A model that fails on it (a token id past the vocabulary, a sequence
 -- longer than its positions) is reported with the step and what the batch held; the check costs
 -- nothing on the way that works.
-local function forward_loss(model, ids, opts, step, micro)
-  local function forward() return model(ids, { labels = ids }) end
+local function forward_loss(model, ids, opts, step, micro, positions)
+  -- packed documents kept apart: no token is trained to predict the next document's first
+  local function forward()
+    if not positions then
+      return model(ids, { labels = ids })
+    end
+    local starts = positions:eq(0):long()  -- -100 (not trained) where a document starts
+    return model(ids, { labels = (ids - (ids + 100) * starts):long(), position_ids = positions })
+  end
   local ok, loss = pcall(function()
     return opts.autocast and slapo.autocast(opts.autocast, forward) or forward()
   end)
@@ -568,8 +584,8 @@ function M.run(user_opts)
     optimizer:zero_grad()
     local summed, tokens = nil, 0  -- the loss stays on its device until the step ends: one host read
     for micro = 1, opts.grad_accum do
-      local ids = batch_at(data, step, micro)
-      local loss = forward_loss(model, ids, opts, step, micro) / opts.grad_accum
+      local ids, positions = batch_at(data, step, micro)
+      local loss = forward_loss(model, ids, opts, step, micro, positions) / opts.grad_accum
       local scaled = scaler and scaler:scale(loss) or loss
       scaled:backward()
       summed = summed and summed + loss:detach() or loss:detach()

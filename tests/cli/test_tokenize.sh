@@ -89,6 +89,33 @@ assert(moved and util.same_array(shuffled, ordered), "a shuffled epoch is not th
 local again = table.concat(f:batch{ step = samples + 1, batch = samples, seq = seq, seed = 5 }:reshape({ -1 }):tolist(), ",")
 assert(again ~= table.concat(f:batch{ step = 1, batch = samples, seq = seq, seed = 5 }:reshape({ -1 }):tolist(), ","),
   "the second epoch repeats the first's order")
+-- positions: 0 at each row's start and where a document starts in it, else one more than before
+local starts = {}
+local at = 0
+for i = 1, f.documents do
+  starts[at] = true
+  at = at + f:document(i):numel()
+end
+local ids, positions = f:batch{ step = 1, batch = samples, seq = seq, seed = 5, positions = true }
+assert(ids:equal(f:batch{ step = 1, batch = samples, seq = seq, seed = 5 }), "positions = true changed the rows")
+local inside = 0  -- documents that start inside a row
+for row = 0, samples - 1 do
+  local row_ids, row_pos = ids:narrow(0, row, 1):reshape({ -1 }):tolist(), positions:narrow(0, row, 1):reshape({ -1 }):tolist()
+  -- which sample this row is: the one whose tokens it holds
+  local sample
+  for k = 0, samples - 1 do
+    local same = true
+    for t = 1, seq do same = same and all[k * seq + t] == row_ids[t] end
+    if same then sample = k break end
+  end
+  assert(sample, "row " .. row .. " is no sample of the file")
+  for t = 1, seq do
+    local want = (t == 1 or starts[sample * seq + t - 1]) and 0 or row_pos[t - 1] + 1
+    assert(row_pos[t] == want, ("row %d token %d: position %d, want %d"):format(row, t, row_pos[t], want))
+    if t > 1 and row_pos[t] == 0 then inside = inside + 1 end
+  end
+end
+assert(inside > 0, "no document starts inside a row: the check saw nothing")
 for _, bad in ipairs({ { step = 0, batch = 8, seq = 32 }, { step = 1, batch = 6, seq = 32, ranks = 4 },
   { step = 1, batch = 8, seq = 32, shuffle = true } }) do
   print((select(2, pcall(f.batch, f, bad))))
@@ -138,6 +165,24 @@ PY
   { echo "a resume with another seed was not refused"; exit 1; }
 grep -qF "was trained on other data, so resuming would not see the batches that run saw (seed 3, now 4)" \
   "$tmp/other.out" || { cat "$tmp/other.out"; exit 1; }
+# documents = "separate": each document attends only within itself; it trains, on other losses than
+# documents run together, and an unknown choice is refused
+cat > "$tmp/separate.lua" <<'LUA'
+slapo.manual_seed(0)
+local model = slapo.models.llama({ hidden_size = 16, intermediate_size = 32, num_hidden_layers = 1,
+  num_attention_heads = 2, num_key_value_heads = 2, vocab_size = 128256, max_position_embeddings = 64 })
+local result = slapo.train({ model = model, steps = 2, lr = 1e-2, quiet = true,
+  data = { tokens = arg[1], batch = 4, seq = 32, documents = arg[2] } })  -- file order: documents start in step 1's rows
+print(("loss %.6f"):format(result.losses[2]))
+LUA
+"$bin" run "$tmp/separate.lua" "$tmp/tokens.bin" separate > "$tmp/separate.out" 2>&1 || { cat "$tmp/separate.out"; exit 1; }
+"$bin" run "$tmp/separate.lua" "$tmp/tokens.bin" joined > "$tmp/joined.out" 2>&1 || { cat "$tmp/joined.out"; exit 1; }
+grep -q "^loss " "$tmp/separate.out" && ! cmp -s "$tmp/separate.out" "$tmp/joined.out" \
+  || { echo "documents = separate trained as joined:"; cat "$tmp/separate.out" "$tmp/joined.out"; exit 1; }
+"$bin" run "$tmp/separate.lua" "$tmp/tokens.bin" apart > "$tmp/apart.out" 2>&1 && { echo "documents = apart was taken"; exit 1; }
+grep -qF 'train: data.documents must be "joined" (documents run into each other in a row, the default) or "separate"' \
+  "$tmp/apart.out" || { cat "$tmp/apart.out"; exit 1; }
+
 # ids past the model's vocabulary are refused by name
 cat > "$tmp/small_vocab.lua" <<'LUA'
 local model = slapo.models.gpt2({ n_embd = 16, n_layer = 1, n_head = 2, vocab_size = 64, n_positions = 32 })
