@@ -380,6 +380,10 @@ local function forward_loss(model, ids, opts, step, micro, positions)
   local ok, loss = pcall(function()
     return opts.autocast and slapo.autocast(opts.autocast, forward) or forward()
   end)
+  if not ok and positions and tostring(loss):find("unknown keyword 'position_ids'", 1, true) then
+    error(("train: data.documents = \"separate\" hands the model position_ids, and %s takes none (LLaMA, Qwen2 "
+      .. "and Mistral do); use documents = \"joined\" with it"):format(model:type()), 0)
+  end
   if not ok then
     error(("train: step %d, micro-batch %d: the model failed on the data function's token ids (input_ids and "
       .. "labels: shape [%s], ids %d .. %d): %s"):format(step, micro, table.concat(ids:size(), ", "),

@@ -182,6 +182,14 @@ grep -q "^loss " "$tmp/separate.out" && ! cmp -s "$tmp/separate.out" "$tmp/joine
 "$bin" run "$tmp/separate.lua" "$tmp/tokens.bin" apart > "$tmp/apart.out" 2>&1 && { echo "documents = apart was taken"; exit 1; }
 grep -qF 'train: data.documents must be "joined" (documents run into each other in a row, the default) or "separate"' \
   "$tmp/apart.out" || { cat "$tmp/apart.out"; exit 1; }
+cat > "$tmp/separate_gpt2.lua" <<'LUA'
+local model = slapo.models.gpt2({ n_embd = 16, n_layer = 1, n_head = 2, vocab_size = 128256, n_positions = 32 })
+print(select(2, pcall(slapo.train, { model = model, steps = 1, quiet = true,
+  data = { tokens = arg[1], batch = 2, seq = 8, documents = "separate" } })))
+LUA
+"$bin" run "$tmp/separate_gpt2.lua" "$tmp/tokens.bin" > "$tmp/separate_gpt2.out" 2>&1
+grep -qF 'train: data.documents = "separate" hands the model position_ids, and GPT2LMHeadModel takes none' \
+  "$tmp/separate_gpt2.out" || { cat "$tmp/separate_gpt2.out"; exit 1; }
 
 # ids past the model's vocabulary are refused by name
 cat > "$tmp/small_vocab.lua" <<'LUA'
