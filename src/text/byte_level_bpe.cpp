@@ -3,12 +3,14 @@
 #if SLAPO_WITH_PCRE2
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#include <utf8proc.h>
 #endif
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <fstream>
@@ -198,9 +200,13 @@ std::shared_ptr<ByteLevelBpe> ByteLevelBpe::load_tokenizer_json(const std::strin
   const std::string type = model.value("type", "");
   if (type != "BPE")
     throw Error(fmt::format("tokenizer: {}: model type '{}' is not read yet (read: BPE, byte-level)", path, type));
-  if (j.contains("normalizer") && !j["normalizer"].is_null())
-    throw Error(fmt::format("tokenizer: {}: normalizer {} is not read yet (read: none)", path,
-                            j["normalizer"].value("type", j["normalizer"].dump())));
+  if (j.contains("normalizer") && !j["normalizer"].is_null()) {
+    const auto& normalizer = j["normalizer"];
+    if (normalizer.value("type", "") != "NFC")
+      throw Error(fmt::format("tokenizer: {}: normalizer {} is not read yet (read: none, NFC)", path,
+                              normalizer.value("type", normalizer.dump())));
+    bpe->nfc_ = true;  // Qwen2's and Qwen3's
+  }
   for (const char* unused : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (model.contains(unused) && !model[unused].is_null() && model[unused] != "")
       throw Error(fmt::format("tokenizer: {}: model.{} is not read yet (byte-level BPE has none)", path, unused));
@@ -385,6 +391,34 @@ void ByteLevelBpe::encode_ordinary(const std::string& text, size_t begin, size_t
 #endif
 }
 
+namespace {
+
+// Unicode's canonical composition (NFC) of `text`, by utf8proc; text that is not valid UTF-8 is
+// left as it is (Hugging Face's tokenizers only ever see valid text). ASCII is its own NFC.
+std::string nfc(const std::string& text) {
+  if (std::all_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) return text;
+#if SLAPO_WITH_PCRE2
+  utf8proc_uint8_t* composed = nullptr;
+  auto size = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
+                           static_cast<utf8proc_ssize_t>(text.size()), &composed,
+                           static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  if (size < 0) return text;
+  std::string out(reinterpret_cast<const char*>(composed), static_cast<size_t>(size));
+  std::free(composed);
+  return out;
+#else
+  return text;
+#endif
+}
+
+}  // namespace
+
+void ByteLevelBpe::encode_normalized(const std::string& text, size_t begin, size_t end, std::vector<int64_t>& out) const {
+  if (!nfc_) return encode_ordinary(text, begin, end, out);
+  const std::string composed = nfc(text.substr(begin, end - begin));
+  encode_ordinary(composed, 0, composed.size(), out);
+}
+
 std::vector<int64_t> ByteLevelBpe::encode(const std::string& text) const {
   std::vector<int64_t> out(prefix_);
   // added tokens first, leftmost and then longest, as Hugging Face's tokenizers split them; the
@@ -402,12 +436,12 @@ std::vector<int64_t> ByteLevelBpe::encode(const std::string& text) const {
       ++i;
       continue;
     }
-    encode_ordinary(text, start, i, out);
+    encode_normalized(text, start, i, out);
     out.push_back(hit->second);
     i += hit->first.size();
     start = i;
   }
-  encode_ordinary(text, start, text.size(), out);
+  encode_normalized(text, start, text.size(), out);
   out.insert(out.end(), suffix_.begin(), suffix_.end());
   return out;
 }

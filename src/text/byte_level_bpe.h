@@ -1,5 +1,5 @@
 // Byte-level BPE: GPT-2's as GPT-2 published it (encoder.json + vocab.bpe), or a Hugging Face
-// tokenizer.json of that model type (LLaMA-3, Qwen2, GPT-2). Added tokens are split out first, then
+// tokenizer.json of that model type (LLaMA-3, Qwen2/Qwen3 with their NFC normalizer, GPT-2). Added tokens are split out first, then
 // the pre-tokenizer's pattern runs through PCRE2 with Unicode properties, then the merges apply by
 // rank within each piece. No Lua. Ids match the reference implementations exactly (gpt-3-encoder;
 // Hugging Face's Tokenizers.js on tokenizer.json): tests/cli/test_tokenizer.sh.
@@ -50,6 +50,8 @@ class ByteLevelBpe : public Tokenizer {
   const std::vector<int64_t>& piece_ids(const std::string& piece) const;
   /// The ids of text with no added token in it: pre-tokenized, each piece merged.
   void encode_ordinary(const std::string& text, size_t begin, size_t end, std::vector<int64_t>& out) const;
+  /// encode_ordinary after the normalizer (NFC), which runs on the text between added tokens.
+  void encode_normalized(const std::string& text, size_t begin, size_t end, std::vector<int64_t>& out) const;
   /// GPT-2's byte-to-character map, and `pattern` compiled as the pre-tokenizer.
   void map_bytes();
   void compile_pattern(const std::string& pattern, const std::string& source);
@@ -58,6 +60,7 @@ class ByteLevelBpe : public Tokenizer {
   std::vector<std::string> tokens_;               // id -> token
   std::unordered_map<std::string, int> ranks_;    // "left right" -> merge rank
   bool ignore_merges_ = false;                    // a piece that is a token is that token, unmerged
+  bool nfc_ = false;                              // the normalizer: Unicode NFC (Qwen2, Qwen3)
   std::vector<std::pair<std::string, int64_t>> added_;  // added tokens (their text, not byte-mapped), longest first
   std::unordered_map<int64_t, std::string> added_text_;  // id -> an added token's text, for decode
   bool added_first_[256] = {};                            // the bytes an added token starts with

@@ -10,7 +10,7 @@ bin="$1"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 source "$root/tests/cli/lib.sh"
 data="${SLAPO_DATA_DIR:-$root/data}"
-need_data llama3-tokenizer/tokenizer.json tokenizers-js/dist/tokenizers.mjs sotu
+need_data llama3-tokenizer/tokenizer.json qwen3-tokenizer/tokenizer.json tokenizers-js/dist/tokenizers.mjs sotu
 command -v node >/dev/null || { echo "skip: no Node.js to run the reference implementation"; exit 77; }
 if "$bin" run <(echo 'slapo.tokenizer(arg[1])') "$data/gpt2-bpe" 2>&1 | grep -q "no PCRE2"; then
   echo "skip: this build has no PCRE2"
@@ -70,6 +70,40 @@ done
 "$bin" run <(echo 'local t = slapo.tokenizer(arg[1]); local ids = t:encode("Hi"); assert(#ids == 2 and ids[1] == 128000, slapo.json_encode(ids))') \
   "$tmp/llama31/tokenizer.json"
 
+# Qwen3's tokenizer.json (Qwen2's scheme): its NFC normalizer composes what the text decomposes (e and a
+# combining acute, A and a combining ring) between the added tokens; ids and decoded text as Tokenizers.js's
+cat > "$tmp/qwen_reference.mjs" <<'JS'
+import fs from 'fs';
+import { pathToFileURL } from 'url';
+const [pkg, dir, file] = process.argv.slice(2);
+const { Tokenizer } = await import(pathToFileURL(pkg + '/dist/tokenizers.mjs'));
+const read = (name) => JSON.parse(fs.readFileSync(dir + '/' + name, 'utf8'));
+const tok = new Tokenizer(read('tokenizer.json'), read('tokenizer_config.json'));
+const ids = tok.encode(fs.readFileSync(file, 'utf8')).ids;
+console.log(JSON.stringify({ ids, text: tok.decode(ids) }));
+JS
+cat > "$tmp/qwen_ours.lua" <<'LUA'
+local tok = slapo.tokenizer(arg[1])
+local ids = tok:encode(require("slapo.util").read_file(arg[2]))
+assert(tok.vocab_size == 151669 and tok.bos_id == nil and tok.eos_id == 151645,
+  ("vocab_size %s, bos_id %s, eos_id %s"):format(tok.vocab_size, tok.bos_id, tok.eos_id))
+print(slapo.json_encode({ ids = ids, text = tok:decode(ids) }))
+LUA
+mixed_corpus "$tmp/qwen_mixed.txt" "<|im_start|>user\nHi cafe\xcc\x81, A\xcc\x8angstro\xcc\x88m<|im_end|>\n<|endoftext|>   "
+for corpus in qwen_mixed sotu; do
+  node "$tmp/qwen_reference.mjs" "$data/tokenizers-js" "$data/qwen3-tokenizer" "$tmp/$corpus.txt" > "$tmp/q.reference.json"
+  "$bin" run "$tmp/qwen_ours.lua" "$data/qwen3-tokenizer" "$tmp/$corpus.txt" > "$tmp/q.ours.json"
+  python3 - "$tmp/q.reference.json" "$tmp/q.ours.json" "$tmp/q" <<'PY'
+import json, sys
+ref, ours = (json.load(open(p)) for p in sys.argv[1:3])
+json.dump(ref["ids"], open(sys.argv[3] + ".ref.ids", "w")); json.dump(ours["ids"], open(sys.argv[3] + ".ours.ids", "w"))
+assert ref["text"] == ours["text"], "decode differs from Tokenizers.js's"
+PY
+  same_token_ids "$tmp/q.ref.ids" "$tmp/q.ours.ids" "qwen3 $corpus"
+done
+python3 -c 'import sys; sys.exit(b"e\xcc\x81" not in open(sys.argv[1], "rb").read())' "$tmp/qwen_mixed.txt" ||
+  { echo "the corpus lost its decomposed e: NFC was not exercised"; exit 1; }
+
 # what is not read yet is refused by name
 python3 - "$data/llama3-tokenizer/tokenizer.json" "$tmp" <<'PY'
 import json, os, sys
@@ -79,12 +113,12 @@ def write(name, change):
     os.makedirs(f"{sys.argv[2]}/{name}", exist_ok=True)
     json.dump(u, open(f"{sys.argv[2]}/{name}/tokenizer.json", "w"))
 write("wordpiece", lambda u: u["model"].update(type="WordPiece"))
-write("nfc", lambda u: u.update(normalizer={"type": "NFC"}))
+write("nfkc", lambda u: u.update(normalizer={"type": "NFKC"}))
 write("metaspace", lambda u: u.update(pre_tokenizer={"type": "Metaspace", "replacement": "▁"}))
 PY
 mkdir -p "$tmp/sentencepiece" && touch "$tmp/sentencepiece/tokenizer.model"
 cat > "$tmp/bad.lua" <<'LUA'
-for _, name in ipairs({ "wordpiece", "nfc", "metaspace", "sentencepiece", "nowhere" }) do
+for _, name in ipairs({ "wordpiece", "nfkc", "metaspace", "sentencepiece", "nowhere" }) do
   local ok, err = pcall(slapo.tokenizer, arg[1] .. "/" .. name)
   assert(not ok, name .. " was read")
   print(err)
@@ -92,7 +126,7 @@ end
 LUA
 "$bin" run "$tmp/bad.lua" "$tmp" > "$tmp/bad.out"
 for want in "wordpiece/tokenizer.json: model type 'WordPiece' is not read yet (read: BPE, byte-level)" \
-  "nfc/tokenizer.json: normalizer NFC is not read yet (read: none)" \
+  "nfkc/tokenizer.json: normalizer NFKC is not read yet (read: none, NFC)" \
   "metaspace/tokenizer.json: pre_tokenizer Metaspace is not read yet" \
   "sentencepiece/tokenizer.model is not a SentencePiece model" \
   "nowhere does not exist; give a tokenizer.json or tokenizer.model, or the directory of a checkpoint"; do
