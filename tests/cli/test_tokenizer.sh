@@ -57,7 +57,7 @@ local _, field = pcall(function() return tok.vocab end)
 print(field)
 LUA
 "$bin" run "$tmp/bad.lua" "$data/gpt2-bpe" > "$tmp/bad.out"
-grep -q "tokenizer: .*/nowhere does not exist; give a tokenizer.json, or the directory of a checkpoint that holds one" "$tmp/bad.out"
+grep -q "tokenizer: .*/nowhere does not exist; give a tokenizer.json or tokenizer.model, or the directory of a checkpoint that holds one" "$tmp/bad.out"
 grep -q "tokenizer: id 50257 is outside the vocabulary (0 .. 50256)" "$tmp/bad.out"
 grep -q "tokenizer: no field 'vocab' (fields: vocab_size, bos_id, eos_id; methods: encode, decode)" "$tmp/bad.out" \
   || { cat "$tmp/bad.out"; exit 1; }
