@@ -141,16 +141,20 @@ const std::unordered_set<std::string> kDataDependent = {"aten::item", "aten::_lo
                                                         "aten::Float", "aten::Bool", "aten::ScalarImplicit",
                                                         "aten::is_nonzero"};
 
+// The leaf id a slapo::call_module(_list) node calls; none for any other node.
+c10::optional<int64_t> leaf_call_id(const torch::jit::Node* node) {
+  std::string kind = node->kind().toQualString();
+  if (kind != "slapo::call_module" && kind != "slapo::call_module_list") return c10::nullopt;
+  auto id = torch::jit::toIValue(node->input(0));
+  return id && id->isInt() ? c10::make_optional(id->toInt()) : c10::nullopt;
+}
+
 }  // namespace
 
 std::vector<std::shared_ptr<Module>> TracedGraph::called_leaves() const {
   std::vector<std::shared_ptr<Module>> out;
-  for (auto* node : graph_->nodes()) {
-    std::string kind = node->kind().toQualString();
-    if (kind != "slapo::call_module" && kind != "slapo::call_module_list") continue;
-    auto id = torch::jit::toIValue(node->input(0));
-    if (!id || !id->isInt()) continue;
-    auto m = leaf_module(id->toInt());
+  for (int64_t id : leaf_call_ids()) {
+    auto m = leaf_module(id);
     if (m && std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
   }
   return out;
@@ -158,21 +162,15 @@ std::vector<std::shared_ptr<Module>> TracedGraph::called_leaves() const {
 
 std::vector<int64_t> TracedGraph::leaf_call_ids() const {
   std::vector<int64_t> out;
-  for (auto* node : graph_->nodes()) {
-    std::string kind = node->kind().toQualString();
-    if (kind != "slapo::call_module" && kind != "slapo::call_module_list") continue;
-    auto id = torch::jit::toIValue(node->input(0));
-    if (id && id->isInt()) out.push_back(id->toInt());
-  }
+  for (auto* node : graph_->nodes())
+    if (auto id = leaf_call_id(node)) out.push_back(*id);
   return out;
 }
 
 void TracedGraph::renumber_leaf_calls(const std::unordered_map<int64_t, int64_t>& ids) {
   for (auto* node : graph_->nodes()) {
-    std::string kind = node->kind().toQualString();
-    if (kind != "slapo::call_module" && kind != "slapo::call_module_list") continue;
-    auto id = torch::jit::toIValue(node->input(0));
-    auto found = id && id->isInt() ? ids.find(id->toInt()) : ids.end();
+    auto id = leaf_call_id(node);
+    auto found = id ? ids.find(*id) : ids.end();
     if (found == ids.end()) continue;
     torch::jit::WithInsertPoint guard(node);
     node->replaceInput(0, graph_->insertConstant(found->second));

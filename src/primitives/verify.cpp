@@ -125,15 +125,12 @@ std::shared_ptr<Module> build(Schedule& sch, const ScheduleBuildOptions& options
   } else if (options.init == ScheduleBuildOptions::All) {
     // Initialise a full-size copy (same seed, same order on every rank), then take each slice.
     auto full = root->deep_clone();
-    std::vector<std::pair<std::string, std::shared_ptr<Module>>> live, copy;
+    std::vector<std::pair<std::string, std::shared_ptr<Module>>> live;
     collect(root, "", live);
-    collect(full, "", copy);
     // The copy has the model's own tree (deep_clone takes back what wrappers hold), so each live
     // parameter finds its copy by its unscheduled name, and the copy initialises in the model's order.
     std::unordered_map<std::string, at::Tensor> copy_params;
-    for (auto& [path, m] : copy)
-      for (auto& p : m->named_parameters(/*recurse=*/false))
-        copy_params.emplace(unscheduled_name(*full, path.empty() ? p.key() : path + "." + p.key()), p.value());
+    for (auto& p : full->named_parameters()) copy_params.emplace(p.key(), p.value());
     // by tensor, so a tie split under one name only (GPT-2's lm_head.weight) is split alike
     const auto splits = splits_by_tensor(*root);
     struct Pair {

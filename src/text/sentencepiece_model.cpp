@@ -98,14 +98,6 @@ std::optional<int64_t> id_or_none(int id) { return id < 0 ? std::nullopt : std::
 
 }  // namespace
 
-bool SentencePieceModel::available() {
-#if SLAPO_WITH_SENTENCEPIECE
-  return !kSanitized;
-#else
-  return false;
-#endif
-}
-
 SentencePieceModel::~SentencePieceModel() {
   if (sp_) shim().close(sp_);
 }
@@ -121,7 +113,10 @@ std::shared_ptr<SentencePieceModel> SentencePieceModel::load(const std::string& 
   model->sp_ = api.open(path.c_str(), &error);
   if (!model->sp_)
     throw Error(fmt::format("tokenizer: {} is not a SentencePiece model libsentencepiece can read ({})", path, error));
-  model->add_bos_ = model->bos_id().has_value();
+  model->vocab_size_ = api.piece_size(model->sp_);
+  model->bos_ = id_or_none(api.special_id(model->sp_, 0));
+  model->eos_ = id_or_none(api.special_id(model->sp_, 1));
+  model->add_bos_ = model->bos_.has_value();
   read_config_flags(path, model->add_bos_, model->add_eos_);
   if (model->add_bos_ && !model->bos_id())
     throw Error(fmt::format("tokenizer: {} asks for a BOS token (add_bos_token) but the model has none", path));
@@ -158,13 +153,8 @@ std::string SentencePieceModel::decode(const std::vector<int64_t>& ids) const {
   return text;
 }
 
-int64_t SentencePieceModel::vocab_size() const { return shim().piece_size(sp_); }
-
 std::optional<int64_t> SentencePieceModel::token_id(const std::string& token) const {
   return id_or_none(shim().piece_id(sp_, &token));
 }
-
-std::optional<int64_t> SentencePieceModel::bos_id() const { return id_or_none(shim().special_id(sp_, 0)); }
-std::optional<int64_t> SentencePieceModel::eos_id() const { return id_or_none(shim().special_id(sp_, 1)); }
 
 }  // namespace slapo::text

@@ -17,16 +17,13 @@ class SentencePieceModel : public Tokenizer {
   /// BOS and EOS (add_bos_token, add_eos_token), else LLaMA's choice: BOS when the model has one,
   /// no EOS. Raises naming the file when it is not a SentencePiece model.
   static std::shared_ptr<SentencePieceModel> load(const std::string& path);
-  /// Whether this build reads SentencePiece models (-DSLAPO_SENTENCEPIECE=OFF and AddressSanitizer
-  /// builds do not).
-  static bool available();
 
   std::vector<int64_t> encode(const std::string& text) const override;
   std::string decode(const std::vector<int64_t>& ids) const override;
-  int64_t vocab_size() const override;
+  int64_t vocab_size() const override { return vocab_size_; }
   std::optional<int64_t> token_id(const std::string& token) const override;
-  std::optional<int64_t> bos_id() const override;
-  std::optional<int64_t> eos_id() const override;
+  std::optional<int64_t> bos_id() const override { return bos_; }
+  std::optional<int64_t> eos_id() const override { return eos_; }
 
   ~SentencePieceModel() override;
 
@@ -34,6 +31,8 @@ class SentencePieceModel : public Tokenizer {
   SentencePieceModel() = default;
   void* sp_ = nullptr;  // the module's processor
   std::string path_;
+  int64_t vocab_size_ = 0;
+  std::optional<int64_t> bos_, eos_;
   bool add_bos_ = true, add_eos_ = false;
 };
 

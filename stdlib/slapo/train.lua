@@ -232,7 +232,7 @@ local function check_same_data(from, saved, now)
   end
   if #differ > 0 then
     error(("train: %s was trained on other data, so resuming would not see the batches that run saw (%s); "
-      .. "give the same token file, batch, seq, seed and grad_accum, or resume = false to start over")
+      .. "give the same token file, batch, seq, seed, documents and grad_accum, or resume = false to start over")
       :format(from, table.concat(differ, "; ")), 0)
   end
 end
