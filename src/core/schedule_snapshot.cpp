@@ -3,6 +3,8 @@
 
 #include <functional>
 
+#include "graph/traced_graph.h"
+
 namespace slapo {
 
 ScheduleSnapshot::ScheduleSnapshot(const Schedule& node) {
@@ -18,6 +20,7 @@ ScheduleSnapshot::ScheduleSnapshot(const Schedule& node) {
   std::function<void(const std::shared_ptr<Module>&)> visit_module = [&](const std::shared_ptr<Module>& m) {
     if (modules_.count(m.get())) return;
     modules_.emplace(m.get(), std::make_pair(m, m->save_state()));
+    if (auto& graph = m->meta().graph) graphs_.emplace_back(graph, graph->copy());
     for (auto& [name, child] : m->children_in_order()) visit_module(child);
   };
   visit_module(root_->mod_);
@@ -25,6 +28,7 @@ ScheduleSnapshot::ScheduleSnapshot(const Schedule& node) {
 
 void ScheduleSnapshot::restore() const {
   for (auto& [ptr, saved] : modules_) saved.first->restore_state(*saved.second);
+  for (auto& [graph, as_it_was] : graphs_) graph->assign(*as_it_was);
   for (auto& saved : nodes_) {
     saved.node->mod_ = saved.mod;
     saved.node->children_ = saved.children;

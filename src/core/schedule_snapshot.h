@@ -33,6 +33,8 @@ class ScheduleSnapshot {
   };
   std::vector<SavedNode> nodes_;
   std::unordered_map<Module*, std::pair<std::shared_ptr<Module>, std::shared_ptr<const Module::SavedState>>> modules_;
+  /// Each traced graph in the tree and a copy of it as it was (rewritten in place since, maybe).
+  std::vector<std::pair<std::shared_ptr<TracedGraph>, std::shared_ptr<const TracedGraph>>> graphs_;
   std::shared_ptr<Schedule> root_;
   size_t log_size_ = 0;
 };

@@ -334,6 +334,21 @@ TracedGraph::TracedGraph(std::shared_ptr<torch::jit::Graph> graph, std::vector<a
 
 TracedGraph::~TracedGraph() = default;
 
+std::shared_ptr<TracedGraph> TracedGraph::copy() const {
+  auto copied = std::make_shared<TracedGraph>(graph_->copy(), params_, input_shapes_, where_);
+  copied->input_names_ = input_names_;
+  return copied;
+}
+
+void TracedGraph::assign(const TracedGraph& other) {
+  graph_ = other.graph_->copy();  // `other` stays as it is, to be assigned again
+  params_ = other.params_;
+  input_shapes_ = other.input_shapes_;
+  where_ = other.where_;
+  input_names_ = other.input_names_;
+  function_ = std::make_unique<torch::jit::GraphFunction>("slapo_traced", graph_, nullptr);
+}
+
 Value TracedGraph::run(const Values& given) {
   Values args = given;  // a parent may pass optional arguments as None (BERT's absent mask)
   while (args.size() > input_shapes_.size() && args.back().isNone()) args.pop_back();

@@ -39,6 +39,12 @@ class TracedGraph {
               std::vector<std::vector<int64_t>> input_shapes, std::string where);
   ~TracedGraph();
 
+  /// A copy with a graph of its own (the same parameter tensors): what a schedule snapshot keeps,
+  /// since the subgraph primitives rewrite a graph in place.
+  std::shared_ptr<TracedGraph> copy() const;
+  /// Becomes `other` again, in place, so every module running this graph runs that one.
+  void assign(const TracedGraph& other);
+
   /// Runs the graph on `args` (the traced module's inputs) with the module's parameters. A trace
   /// holds the example's sizes as constants, so other input shapes are refused, not miscomputed.
   Value run(const Values& args);

@@ -75,3 +75,46 @@ describe("verify", function()
     matches("shard", sch:log())
   end)
 end)
+
+-- A subgraph rewrite changes the traced graph itself: a roll back puts the graph back as it was,
+-- and the leaves a wrapper took back in their places.
+describe("verify rolls back a subgraph rewrite", function()
+  local function traced_block(x)
+    slapo.manual_seed(21)
+    local m = slapo.nn.Module({ type = "Block", children = { fc = slapo.nn.Linear(4, 4), act = slapo.nn.ReLU() },
+      forward = function(self, t) return self.act(self.fc(t)) * 2 end })
+    local sch = slapo.create_schedule(m)
+    sch:trace({ inputs = { x }, leaves = { "Linear", "ReLU" } })
+    return m, sch
+  end
+
+  it("restores the graph, the leaves' places and the outputs after a checkpoint of a subgraph", function()
+    local x = slapo.randn({ 2, 4 })
+    local m, sch = traced_block(x)
+    local graph_before, out_before, tree_before = tostring(sch:graph()), m(x), tostring(sch)
+    local err = pcall_err(slapo.verify, sch, { x }, {}, function(s)
+      s:checkpoint(s:find(function(t) return slapo.pattern.call_module("act", slapo.pattern.call_module("fc", t)) end)[1])
+      s["CheckPointWrapper_0.act"]:replace(slapo.nn.Identity())  -- computes something else
+    end)
+    matches("rolled back the 2 primitives fn applied", err)
+    eq(graph_before, tostring(sch:graph()), "the traced graph as before the checkpoint")
+    eq(tree_before, tostring(sch))
+    eq("Linear", sch["fc"].mod:type())
+    eq("ReLU", sch["act"].mod:type())
+    close(out_before, m(x))
+    sch:checkpoint(sch:find(function(t) return slapo.pattern.call_module("act", slapo.pattern.call_module("fc", t)) end)[1])
+    close(out_before, m(x), "the same rewrite applies again")
+  end)
+
+  it("restores the graph after a replace of a subgraph", function()
+    local x = slapo.randn({ 2, 4 })
+    local m, sch = traced_block(x)
+    local graph_before, out_before = tostring(sch:graph()), m(x)
+    local err = pcall_err(slapo.verify, sch, { x }, {}, function(s)
+      s:replace(function(t) return t * 3 end, s:find(function(t) return t * 2 end)[1], { check = false })
+    end)
+    matches("differ.*rolled back the 1 primitive fn applied", err)
+    eq(graph_before, tostring(sch:graph()))
+    close(out_before, m(x))
+  end)
+end)
