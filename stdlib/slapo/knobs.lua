@@ -155,7 +155,8 @@ function M.knob(name, choices, default, opts)
       invalid_reason = ("the configuration %s breaks the constraint of knob '%s'%s"):format(M.config_text(config, order),
         name, ok and "" or (": " .. tostring(fits)))
       write_report()
-      error("knob: " .. invalid_reason, 2)
+      -- a configuration to change, not a fault in slapo's code: no traceback through this file
+      require("slapo.util").usage_error("knob: " .. invalid_reason, 2)
     end
   end
   write_report()

@@ -27,7 +27,7 @@ grep -q "gpt2_schedule.lua (version [0-9a-f]*, 2 ranks)" show
 grep -q "^| 1 | {checkpoint = 0, batch = " show
 grep -q "^best: [^ ]*slapo-lua run --nproc 2 --knob" show
 
-# 2. run --knob: a chosen value, a value not among the choices, a knob the script lacks
+# 2. run --knob: a chosen value, a value not among the choices, a knob the script lacks, a constraint
 cat >knobbed.lua <<'LUA'
 local b = slapo.knob("batch", {4, 8}, 4)
 print("batch " .. b)
@@ -40,6 +40,18 @@ expect_code 1 "$rc"
 grep -q "knob 'batch': 5 is not one of the choices {4, 8}" err
 "$bin" run --knob bacth=8 knobbed.lua 2>err | grep -q "batch 4"
 grep -q "warning: --knob bacth: the script declared no such knob (declared: batch)" err
+# a chosen configuration that breaks a knob's constraint: the script's line, no traceback
+cat >constrained.lua <<'LUA'
+local tp = slapo.knob("tp", {1, 2}, 1)
+local mb = slapo.knob("mb", {1, 4}, 1, {constraint = function(c) return c.tp * c.mb <= 4 end})
+LUA
+set +e
+"$bin" run --knob tp=2 --knob mb=4 constrained.lua >/dev/null 2>err; rc=$?
+set -e
+expect_code 1 "$rc"
+grep -q "constrained.lua:2: knob: the configuration {tp = 2, mb = 4} breaks the constraint of knob 'mb'" err \
+  || { cat err; exit 1; }
+if grep -q "traceback" err; then echo "a traceback for a configuration to change:"; cat err; exit 1; fi
 
 # 3. killed mid-trial: the trial goes with the tuner; the next run measures what is missing
 cat >hang.lua <<'LUA'
