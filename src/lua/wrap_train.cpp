@@ -42,8 +42,16 @@ int w_clip_grad_norm(lua_State* L) {
   return 1;
 }
 
+// measure_peak_flops([{device = "cpu" | "cuda[:N]", dtype = "float32" | "bfloat16" | ...}]) -> FLOP/s
 int w_peak_flops(lua_State* L) {
-  lua_pushnumber(L, measure_peak_flops());
+  const char* fn = "measure_peak_flops";
+  lx_check_arg_count(L, 1, fn, "slapo.measure_peak_flops([{device =, dtype =}])");
+  lx_check_option_keys(L, 1, {"device", "dtype"}, fn);
+  auto device = lx_opt_string(L, 1, "device", "cpu", fn);
+  lx_check_device_target(L, device, fn);
+  if (device.rfind("meta", 0) == 0) return luaL_error(L, "%s: the meta device runs nothing to time (devices: cpu, cuda, cuda:N)", fn);
+  auto dtype = tensor_dtype_from_name(lx_opt_string(L, 1, "dtype", "float32", fn), fn);
+  lua_pushnumber(L, measure_peak_flops(at::Device(device), dtype));
   return 1;
 }
 

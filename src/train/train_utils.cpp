@@ -8,6 +8,8 @@
 #include <map>
 #include <unordered_set>
 
+#include <torch/cuda.h>
+
 #include "core/error.h"
 #include "distributed/group.h"
 #include "distributed/split_tensors.h"
@@ -46,17 +48,24 @@ double clip_grad_norm(Module& model, double max_norm) {
   return norm;
 }
 
-double measure_peak_flops() {
+double measure_peak_flops(at::Device device, at::ScalarType dtype) {
   torch::NoGradGuard no_grad;
-  const int64_t n = 512;
-  auto a = torch::randn({n, n}), b = torch::randn({n, n});
-  at::mm(a, b);  // warm-up
+  bool cuda = device.is_cuda();
+  auto sync = [cuda] {
+    if (cuda) torch::cuda::synchronize();
+  };
+  const int64_t n = cuda ? 4096 : 512;
+  auto like = torch::TensorOptions().device(device).dtype(dtype);
+  auto a = torch::randn({n, n}, like), b = torch::randn({n, n}, like);
+  at::mm(a, b);  // warm-up: the library picks its kernel, the device its clocks
+  sync();
   double best = 0;
   for (int round = 0; round < 5; ++round) {
     auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < 4; ++i) at::mm(a, b);
+    sync();
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    best = std::max(best, 4.0 * 2.0 * n * n * n / seconds);
+    best = std::max(best, 4.0 * 2.0 * double(n) * double(n) * double(n) / seconds);
   }
   return best;
 }

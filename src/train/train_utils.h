@@ -16,8 +16,10 @@ class Group;
 /// squared norms are summed over the groups each split records; replicated ones count once.
 double clip_grad_norm(Module& model, double max_norm);
 
-/// Measured float32 matmul throughput of this process (FLOP/s), the denominator of MFU.
-double measure_peak_flops();
+/// Measured matmul throughput of this process on `device` in `dtype` (FLOP/s), the denominator of
+/// MFU: the best of several rounds of square matmuls (512 on a CPU, 4096 on a GPU, whose
+/// small matmuls are launch-bound), each round timed from one device synchronisation to the next.
+double measure_peak_flops(at::Device device = at::kCPU, at::ScalarType dtype = at::kFloat);
 
 /// Resident memory of this process in MiB (CPU runs), read from /proc/self/statm.
 double resident_memory_mib();

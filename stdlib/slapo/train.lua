@@ -563,7 +563,12 @@ function M.run(user_opts)
     swap_state.optimizer = optimizer
   end
   local terminal = slapo._stdout_is_terminal() and not opts.quiet
-  local peak = slapo.measure_peak_flops()
+  -- where and in what dtype the matmuls run: the batches go there, and the peak is measured there
+  local params_now = model:parameters()
+  local device = params_now[1] and params_now[1]:device() or "cpu"
+  local matmul_dtype = ({ bf16 = "bfloat16", fp16 = "float16" })[opts.autocast] or opts.autocast
+    or (params_now[1] and params_now[1]:dtype()) or "float32"
+  local peak = slapo.measure_peak_flops({ device = device, dtype = matmul_dtype })
   local params = model:num_params()
   local losses, grad_norms = {}, {}
   local checkpoint = require("slapo.checkpoint")
@@ -589,6 +594,7 @@ function M.run(user_opts)
     local summed, tokens = nil, 0  -- the loss stays on its device until the step ends: one host read
     for micro = 1, opts.grad_accum do
       local ids, positions = batch_at(data, step, micro)
+      ids, positions = ids:to(device), positions and positions:to(device)
       local loss = forward_loss(model, ids, opts, step, micro, positions) / opts.grad_accum
       local scaled = scaler and scaler:scale(loss) or loss
       scaled:backward()
@@ -615,6 +621,9 @@ function M.run(user_opts)
     peak_mib = math.max(peak_mib, slapo.memory_mib())
     local tps = all_tokens / seconds
     local flops = 6 * params * tokens / seconds  -- this rank's share: 6 FLOPs per parameter per token
+    if flops > peak then  -- the peak was measured while something else loaded the machine: again
+      peak = math.max(peak, slapo.measure_peak_flops({ device = device, dtype = matmul_dtype }))
+    end
     losses[step], grad_norms[step] = total, norm
     local record = { { "step", step }, { "loss", total }, { "lr", lr }, { "tokens_per_s", tps },
       { "tflops", flops / 1e12 }, { "mfu", flops / peak }, { "memory_mib", slapo.memory_mib() },

@@ -80,6 +80,29 @@ describe("bfloat16 and float16 models", function()
   end)
 end)
 
+describe("slapo.train on the test device", function()
+  it("feeds the data's CPU batches to the model's device and trains under bf16 autocast", function()
+    local path = os.tmpname()
+    local result = slapo.train({ model = zoo("gpt2"):to(device), steps = 4, lr = 1e-2, quiet = true, metrics = path,
+      autocast = "bf16", data = { vocab = 96, batch = 2, seq = 8 } })
+    assert(result.final_loss < result.losses[1], ("loss %f -> %f"):format(result.losses[1], result.final_loss))
+    local last
+    for line in io.lines(path) do last = line end
+    os.remove(path)
+    local mfu = tonumber(last:match('"mfu": ([-%d.e]+)'))
+    assert(mfu and mfu > 0, "MFU against the peak measured on " .. device .. ": " .. tostring(last))
+  end)
+
+  it("measures the peak on a device and in a dtype, and names what it cannot measure", function()
+    assert(slapo.measure_peak_flops({ device = device, dtype = "bfloat16" }) > 0)
+    matches("measure_peak_flops: the meta device runs nothing to time", pcall_err(slapo.measure_peak_flops,
+      { device = "meta" }))
+    matches("measure_peak_flops: unknown option 'devise' %(valid: device, dtype%)", pcall_err(slapo.measure_peak_flops,
+      { devise = "cpu" }))
+    matches("measure_peak_flops: unknown dtype 'float33'", pcall_err(slapo.measure_peak_flops, { dtype = "float33" }))
+  end)
+end)
+
 describe("fused kernel inputs", function()
   it("must share one dtype, and the error names the op and both dtypes", function()
     local x, bias = slapo.randn({ 4, 8 }), slapo.randn({ 8 }, { dtype = "float64" })
