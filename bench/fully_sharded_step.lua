@@ -4,7 +4,8 @@
 -- AdamW. Every mode's model is built first; then each round runs one step of each (the order turning
 -- round by round, so none always goes first), 2 rounds to warm up and 7 timed. Rank 0 prints the
 -- median step of each mode and the median over rounds of its ratio to the first mode's step in
--- the same round, and the same for prefetch on against off: ratios in one run, as this machine is noisy.
+-- the same round, and the same for prefetch on against off and for reduce-scatters overlapped with
+-- backward against waited for in place: ratios in one run, as this machine is noisy.
 --   slapo-lua run --nproc 2 bench/fully_sharded_step.lua
 package.path = "bench/?.lua;" .. package.path
 local timing = require("timing")
@@ -21,11 +22,12 @@ local function setup(mode)
   if mode:match("^fully sharded") then
     local sch = slapo.create_schedule(model)
     local keep = mode:match("kept") ~= nil
-    local prefetch = mode:match("no prefetch") == nil
+    local options = { reshard_after_forward = not keep, prefetch = mode:match("no prefetch") == nil,
+      overlap_reduce = mode:match("reduce in place") == nil }
     for _, block in ipairs(sch["transformer.h"]:children()) do
-      block:fully_shard({ reshard_after_forward = not keep, prefetch = prefetch })
+      block:fully_shard(options)
     end
-    sch:fully_shard({ reshard_after_forward = not keep, prefetch = prefetch })
+    sch:fully_shard(options)
   end
   local optimizer = slapo.optim.adamw(model, { lr = 1e-4 })
   local dp = mode == "data parallel, 25 MiB buckets" and layout:data_parallel(model, { bucket_mb = 25 })
@@ -42,7 +44,8 @@ local function setup(mode)
 end
 
 local modes = { "data parallel, per parameter", "data parallel, 25 MiB buckets",
-  "fully sharded (reshard after forward)", "fully sharded (reshard, no prefetch)", "fully sharded (kept to backward)" }
+  "fully sharded (reshard after forward)", "fully sharded (reshard, no prefetch)", "fully sharded (kept to backward)",
+  "fully sharded (reshard, reduce in place)" }
 local steps, params, times = {}, {}, {}
 for i, mode in ipairs(modes) do
   steps[i], params[i] = setup(mode)
@@ -77,4 +80,5 @@ if slapo.dist.rank() == 0 then
     print(("| %s | %.1f M | %.3f s | %.2f |"):format(mode, params[i] / 1e6, median(times[i]), ratio(i, 1)))
   end
   print(("prefetch on / off, median of rounds: %.2f"):format(ratio(3, 4)))
+  print(("reduce-scatter overlapped / in place, median of rounds: %.2f"):format(ratio(3, 6)))
 end

@@ -248,6 +248,20 @@ at::Tensor Group::reduce_scatter(const at::Tensor& t, int64_t dim, const char* c
   return local_slice(sum, dim, caller).contiguous();
 }
 
+std::function<at::Tensor()> Group::reduce_scatter_async(const at::Tensor& t, const char* caller) {
+  check_member(caller);
+  if (t.dim() == 0 || t.size(0) % size() != 0)
+    throw Error(fmt::format("dist.{}: [{}] does not split into {} equal parts along dim 0", caller,
+                            fmt::join(t.sizes(), ", "), size()));
+  at::Tensor sum = t.detach().clone(at::MemoryFormat::Contiguous);
+  auto wait = all_reduce_async(sum, caller);
+  const int64_t rows = t.size(0) / size(), first = rows * rank_;
+  return [wait, sum, rows, first]() mutable {
+    wait();
+    return sum.narrow(0, first, rows).clone();
+  };
+}
+
 void Group::send(const at::Tensor& t, int dst, int tag, const char* caller) {
   check_member(caller);
   if (dst < 0 || dst >= size() || dst == rank_)

@@ -11,6 +11,7 @@
 #include "lua/runtime.h"
 #include "lua/wrap.h"
 #include "primitives/pipeline.h"
+#include "primitives/fully_shard_reduce.h"
 #include "primitives/primitives.h"
 
 namespace slapo {
@@ -290,19 +291,21 @@ int w_Schedule_checkpoint(lua_State* L) {
   return 1;
 }
 
-// sub:fully_shard{reshard_after_forward = true, prefetch = true, group = dp_group}: fully sharded data
+// sub:fully_shard{reshard_after_forward = true, prefetch = true, overlap_reduce = true, group = dp_group}: fully sharded data
 // parallelism over `group` (default: the schedule's group)
 int w_Schedule_fully_shard(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "fully_shard");
-  check_no_more_args(L, 2, *s, "fully_shard", "sub:fully_shard{reshard_after_forward = true, prefetch = true, group = dp_group}");
+  check_no_more_args(L, 2, *s, "fully_shard",
+                     "sub:fully_shard{reshard_after_forward = true, prefetch = true, overlap_reduce = true, group = dp_group}");
   const std::string caller = on("fully_shard", *s);  // option errors name the module
   if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2))
     throw Error(fmt::format("{}: options must be a table like {{reshard_after_forward = false}}, got {}", caller,
                             luaL_typename(L, 2)));
-  lx_check_option_keys(L, 2, {"reshard_after_forward", "prefetch", "group"}, caller.c_str());
+  lx_check_option_keys(L, 2, {"reshard_after_forward", "prefetch", "overlap_reduce", "group"}, caller.c_str());
   FullyShardOptions options;
   options.reshard_after_forward = lx_opt_bool(L, 2, "reshard_after_forward", true, caller.c_str());
   options.prefetch = lx_opt_bool(L, 2, "prefetch", true, caller.c_str());
+  options.overlap_reduce = lx_opt_bool(L, 2, "overlap_reduce", true, caller.c_str());
   if (lua_istable(L, 2)) {
     lua_getfield(L, 2, "group");
     if (!lua_isnil(L, -1)) options.group = lx_group_arg(L, lua_gettop(L), caller + ": option 'group'");
@@ -769,6 +772,19 @@ int w_fully_shard_prefetches(lua_State* L) {
   return 1;
 }
 
+// _fully_shard_reductions() -> {in_flight =, beside_backward =, at_end =} (internal: tests)
+int w_fully_shard_reductions(lua_State* L) {
+  auto counts = gradient_reduction_counts();
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, static_cast<lua_Integer>(counts.in_flight));
+  lua_setfield(L, -2, "in_flight");
+  lua_pushinteger(L, static_cast<lua_Integer>(counts.beside_backward));
+  lua_setfield(L, -2, "beside_backward");
+  lua_pushinteger(L, static_cast<lua_Integer>(counts.at_end));
+  lua_setfield(L, -2, "at_end");
+  return 1;
+}
+
 const luaL_Reg schedule_meta[] = {
     {"__gc", w_Schedule_gc}, {"__tostring", w_Schedule_tostring}, {"__eq", w_Schedule_eq}, {nullptr, nullptr}};
 
@@ -783,6 +799,7 @@ void open_schedule(lua_State* L) {
   lx_new_class(L, "slapo.Schedule", schedule_methods, schedule_meta, schedule_fields);
   lx_set_func(L, "create_schedule", w_create_schedule);
   lx_set_func(L, "_fully_shard_prefetches", w_fully_shard_prefetches);
+  lx_set_func(L, "_fully_shard_reductions", w_fully_shard_reductions);
   lua_newtable(L);
   lx_set_func(L, "call_module", w_pattern_call_module);
   lx_set_func(L, "module", w_pattern_module);

@@ -328,7 +328,7 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
   // Fully sharded: every micro-batch all-gathers each layer for its forward and again for its
   // backward, and reduce-scatters its gradients. Each layer's gathers after the first are
   // prefetched while the layer before it computes, so only what the compute does not hide is
-  // waited for (Cluster::overlap); the reduce-scatter runs in the layer's backward, waited for. A
+  // waited for (Cluster::overlap); so is the reduce-scatter, beside the next layer's backward. A
   // one-stage plan fully shards its root too (the embedding and head, gathered first, unhidden); a
   // pipeline stage's root holds the cuts, so there they stay whole, averaged once a step.
   // Kept gathered (ZeRO-2): one gather a call, the weights whole from forward to backward.
@@ -343,9 +343,12 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
     const double one_layer = stage.layers > 0 ? collective(layer_part / stage.layers) : 0.0;
     const double forward = c.overhead * c.layer_fwd_s, backward = forward * (stage.checkpoint ? 3.0 : 2.0);
     const double root = sharded - layer_part;
+    // in backward each layer's reduce-scatter (and, resharded, the gather of the layer before it)
+    // runs beside that layer's backward (fully_shard's overlap_reduce): the last one is waited for
     double waited = exposed_prefetched(gather * one_layer, forward, stage.layers, cluster.overlap) +
-                    stage.layers * scatter * one_layer + (root > 0 ? (gathers * gather + scatter) * collective(root) : 0.0);
-    if (!kept) waited += exposed_prefetched(gather * one_layer, backward, stage.layers, cluster.overlap);
+                    exposed_prefetched(((kept ? 0.0 : gather) + scatter) * one_layer, backward, stage.layers,
+                                       cluster.overlap) +
+                    (root > 0 ? (gathers * gather + scatter) * collective(root) : 0.0);
     e.sync_s = where.micro_batches * waited;
     if (params > sharded) e.sync_s += collective(params - sharded);
   }

@@ -1,6 +1,7 @@
 // fully_shard: each rank keeps 1/N of a subtree's parameters; calls gather them, backward
 // reduce-scatters their gradients.
 #include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
 #include <unordered_map>
@@ -9,6 +10,7 @@
 #include "core/error.h"
 #include "distributed/group.h"
 #include "distributed/world.h"
+#include "primitives/fully_shard_reduce.h"
 #include "primitives/primitives.h"
 
 namespace slapo {
@@ -51,17 +53,30 @@ std::function<void()> start_gather(at::Tensor whole, const at::Tensor& slice, co
   };
 }
 
+// Whether something watches the parameter's gradient arrive: a tensor hook (sync's bwd_params) or
+// a hook on its accumulation (data_parallel's buckets). Its reduction then goes through autograd.
+bool gradient_observed(const at::Tensor& param) {
+  if (!torch::autograd::impl::hooks(param).empty()) return true;
+  auto accumulator = torch::autograd::impl::try_get_grad_accumulator(param);
+  return accumulator && !accumulator->post_hooks().empty();
+}
+
 // The whole parameter from every rank's slice along axis 0 (or the one a prefetch gathered);
 // backward gives each slice its part of the gradient summed over the group and, with `average`,
 // divided by its size: the data-parallel average (without: the sum, for replicas whose gradients
-// are each its rows' part of the batch's, as on pipeline stage meshes).
+// are each its rows' part of the batch's, as on pipeline stage meshes). With an `overlap_unit`
+// the reduce-scatter is left in flight while backward goes on, and lands on the slice's .grad
+// later (fully_shard_reduce.h); without, or when a hook watches the gradient, backward waits for
+// it and returns the slice's gradient.
 struct GatherSlices : public torch::autograd::Function<GatherSlices> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& slice, const ShardSpec* spec,
-                            const at::Tensor* prefetched, bool average) {
+                            const at::Tensor* prefetched, bool average, const void* overlap_unit) {
     ctx->saved_data["group"] = static_cast<int64_t>(spec->group_id);
     ctx->saved_data["average"] = average;
     ctx->saved_data["padded_rows"] = spec->part_stride() * spec->parts;
     ctx->saved_data["slice_rows"] = slice.size(0);
+    ctx->saved_data["overlap_unit"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(overlap_unit));
+    if (overlap_unit) ctx->saved_data["slice"] = slice;  // the parameter whose .grad the reduction lands on
     if (prefetched) return *prefetched;
     at::Tensor whole = empty_whole(slice, *spec);
     start_gather(whole, slice, *spec, "fully_shard")();
@@ -70,11 +85,15 @@ struct GatherSlices : public torch::autograd::Function<GatherSlices> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto group = dist::group_by_id(static_cast<int>(ctx->saved_data["group"].toInt()));
     at::Tensor grad = padded_rows(grads[0].contiguous(), ctx->saved_data["padded_rows"].toInt());
-    at::Tensor part = group->reduce_scatter(grad, 0, "fully_shard (backward)");
-    // a new tensor, not a view: the slice's gradient must not keep the whole reduced buffer alive
-    at::Tensor mine = part.narrow(0, 0, ctx->saved_data["slice_rows"].toInt());  // without the padding
-    if (ctx->saved_data["average"].toBool()) mine = mine.div(group->size());
-    return {mine, at::Tensor(), at::Tensor(), at::Tensor()};
+    auto wait = group->reduce_scatter_async(grad, "fully_shard (backward)");
+    const int64_t rows = ctx->saved_data["slice_rows"].toInt();
+    const int64_t divide_by = ctx->saved_data["average"].toBool() ? group->size() : 1;
+    const auto* unit = reinterpret_cast<const void*>(static_cast<intptr_t>(ctx->saved_data["overlap_unit"].toInt()));
+    at::Tensor slice = unit ? ctx->saved_data["slice"].toTensor() : at::Tensor();
+    if (!unit || gradient_observed(slice))  // the hook must see the reduced gradient, through autograd
+      return {slice_gradient(wait(), rows, divide_by), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    start_gradient_reduction({unit, std::move(wait), slice, rows, divide_by});
+    return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -368,7 +387,8 @@ void fully_shard(Schedule& sch, const FullyShardOptions& options, const CallSite
   call->module = &root;
   link_prefetch(root, call);
   const bool prefetch = options.prefetch;
-  root.add_forward_pre_hook([call, prefetch](Module& self, Values&) {
+  const void* overlap_unit = options.overlap_reduce ? call.get() : nullptr;
+  root.add_forward_pre_hook([call, prefetch, overlap_unit](Module& self, Values&) {
     restore(call->swaps);  // a call that failed half-way left whole tensors in place
     call->gathered.clear();
     auto ready = take_prefetched(*call);
@@ -379,7 +399,8 @@ void fully_shard(Schedule& sch, const FullyShardOptions& options, const CallSite
         auto& full = whole[slice.unsafeGetTensorImpl()];
         if (!full.defined()) {
           auto found = ready.find(slice.unsafeGetTensorImpl());
-          full = GatherSlices::apply(slice, &spec, found == ready.end() ? nullptr : &found->second, call->average);
+          full = GatherSlices::apply(slice, &spec, found == ready.end() ? nullptr : &found->second, call->average,
+                                     overlap_unit);
           call->gathered.push_back({full, slice, spec});
         }
         call->swaps.emplace_back(m, name, slice);

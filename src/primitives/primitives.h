@@ -109,11 +109,14 @@ void fork_rng(Schedule& sch, int64_t seed, const CallSite& site);
 /// gathered again when backward reaches the module. With `prefetch`, a unit's call starts the
 /// all-gather of the unit called after it (the fully sharded modules below a fully sharded root,
 /// in the tree's order) before its own compute, as FSDP2's forward prefetch; in backward, a unit's
-/// gather starts that of the call which returned before it. Errors name the
-/// parameter whose first axis the group does not divide.
+/// gather starts that of the call which returned before it. With `overlap_reduce`, a unit's
+/// reduce-scatters run while the backward of the unit before it computes, as FSDP2's do, and land
+/// on the slices' .grad when that unit's start or backward ends; without, each waits in place.
+/// Errors name the parameter whose first axis the group does not divide.
 struct FullyShardOptions {
   bool reshard_after_forward = true;
   bool prefetch = true;
+  bool overlap_reduce = true;
   std::shared_ptr<dist::Group> group;  ///< the data-parallel ranks; default: the schedule's group
 };
 void fully_shard(Schedule& sch, const FullyShardOptions& options, const CallSite& site);

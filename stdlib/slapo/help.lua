@@ -14,9 +14,10 @@ M.primitives = {
   checkpoint = "sub:checkpoint(): recompute the module in backward, random states restored (bit-identical gradients); "
     .. "sub:checkpoint(subgraph): the same for a subgraph of a traced module (CheckPointWrapper_n, which holds the leaves it calls: CheckPointWrapper_0.layer1).",
   fork_rng = "sub:fork_rng([seed]): the module draws random numbers from its own per-rank stream.",
-  fully_shard = "sub:fully_shard{reshard_after_forward = true, group = dp_group}: each rank keeps 1/N of the subtree's parameters "
-    .. "(their gradients and optimizer state too); calls gather them, backward reduce-scatters the averaged "
-    .. "gradient; with reshard_after_forward the gathered parameters are freed until backward gathers them again; "
+  fully_shard = "sub:fully_shard{reshard_after_forward = true, prefetch = true, overlap_reduce = true, group = dp_group}: "
+    .. "each rank keeps 1/N of the subtree's parameters (their gradients and optimizer state too); calls gather "
+    .. "them, backward reduce-scatters the averaged gradient (overlap_reduce: while the next unit's backward "
+    .. "computes); with reshard_after_forward the gathered parameters are freed until backward gathers them again; "
     .. "group = layout.dp_group fully shards across data-parallel ranks what shard split over tensor-parallel ones.",
   annotate = "sub:annotate(param, key, value): attach metadata to a parameter (see sub:param_info(param)).",
   trace = "sub:trace{inputs = {...}, leaves = {...}, flatten = false}: the module's forward becomes a graph; "

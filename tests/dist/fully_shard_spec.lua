@@ -284,6 +284,43 @@ describe("fully_shard", function()
     eq(off, on)
   end)
 
+  it("reduces each block's gradients while the block before it computes backward, with the gradients of waiting in place, bit for bit", function()
+    local function train(overlap)
+      local sch = slapo.create_schedule(reference.tiny_gpt2())
+      for _, block in ipairs(sch["transformer.h"]:children()) do block:fully_shard({ overlap_reduce = overlap }) end
+      sch:fully_shard({ overlap_reduce = overlap })
+      local opt = slapo.optim.adamw(sch.mod, { lr = 1e-2 })
+      slapo.manual_seed(11 + rank)
+      local losses, grads = {}, {}
+      for step = 1, 3 do
+        local ids = slapo.randint(0, 64, { 2, 8 })
+        opt:zero_grad()
+        local loss = sch.mod(ids, { labels = ids })
+        loss:backward()
+        eq(0, slapo._fully_shard_reductions().in_flight, "a reduction still in flight after backward")
+        for name, p in sch.mod:named_parameters() do grads[step .. name] = p.grad:clone() end
+        opt:step()
+        losses[step] = loss:item()
+      end
+      return losses, grads, sch
+    end
+    local before = slapo._fully_shard_reductions()
+    local off_losses, off_grads = train(false)
+    local between = slapo._fully_shard_reductions()
+    eq(before.beside_backward + before.at_end, between.beside_backward + between.at_end, "overlap_reduce = false left one in flight")
+    local on_losses, on_grads, sch = train(true)
+    local after = slapo._fully_shard_reductions()
+    local tensors = 0
+    for _ in sch.mod:named_parameters() do tensors = tensors + 1 end
+    -- every slice's reduction landed once a step: most beside the next block's backward, the
+    -- embeddings' (used first in forward, so reduced last) when backward ended
+    eq(3 * tensors, (after.beside_backward - between.beside_backward) + (after.at_end - between.at_end))
+    assert(after.beside_backward - between.beside_backward > after.at_end - between.at_end,
+      "most reductions ran beside the backward of the block before")
+    eq(off_losses, on_losses)
+    for key, g in pairs(off_grads) do assert(g:equal(on_grads[key]), "step and gradient " .. key .. " differ") end
+  end)
+
   it("refuses what it cannot shard, by name, and changes nothing", function()
     slapo.manual_seed(3)
     local sch = slapo.create_schedule(slapo.models.gpt2({ n_embd = 32, n_layer = 2, n_head = 2, vocab_size = 64,
@@ -296,7 +333,7 @@ describe("fully_shard", function()
     sch["transformer.h.1"]:fully_shard()
     matches("fully_shard: 'transformer.h.1' is already fully sharded",
       pcall_err(function() sch["transformer.h.1"]:fully_shard() end))
-    matches("fully_shard on 'transformer.h.1.attn': unknown option 'reshard' %(valid: reshard_after_forward, prefetch, group%)",
+    matches("fully_shard on 'transformer.h.1.attn': unknown option 'reshard' %(valid: reshard_after_forward, prefetch, overlap_reduce, group%)",
       pcall_err(function() sch["transformer.h.1.attn"]:fully_shard({ reshard = false }) end))
     matches("fully_shard on 'transformer.h.1.attn': options must be a table like {reshard_after_forward = false}, "
       .. "got boolean", pcall_err(function() sch["transformer.h.1.attn"]:fully_shard(false) end))

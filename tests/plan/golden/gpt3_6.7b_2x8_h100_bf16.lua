@@ -2,40 +2,40 @@
 -- Run it: slapo-lua run --nproc 16 plan.lua   (edit the plan table and run again)
 --
 -- Predicted (step seconds, GiB per rank), the best plans considered:
---   tp 1 x dp 8 x pp 2 (16+16), 8 micro, zero-1             0.7374 s   46.07 GiB  chosen
---   tp 2 x dp 4 x pp 2 (16+16), 16 micro, sequence, zero-1    0.7428 s   32.43 GiB  1% slower
---   tp 2 x dp 4 x pp 2 (16+16), 16 micro, sequence          0.7533 s   55.81 GiB  2% slower
---   tp 2 x dp 4 x pp 2 (16+16), 16 micro, zero-1            0.7552 s   26.58 GiB  2% slower
---   tp 2 x dp 4 x pp 2 (16+16), 16 micro                    0.7617 s   40.96 GiB  3% slower
---   tp 2 x dp 2 x pp 4 (8+8+8+8), 32 micro, sequence, zero-1    0.7715 s   27.73 GiB  5% slower
---   tp 2 x dp 2 x pp 4 (8+8+8+8), 32 micro, sequence        0.7752 s   35.81 GiB  5% slower
---   tp 4 x dp 2 x pp 2 (16+16), 32 micro, sequence, zero-1    0.7759 s   34.48 GiB  5% slower
---   tp 1 x dp 4 x pp 4 (8+8+8+8), 16 micro, zero-1          0.7797 s   40.37 GiB  6% slower
---   tp 2 x dp 4 x pp 2 (16+16), 8 micro, sequence, zero-1    0.7806 s   46.68 GiB  6% slower
---   tp 4 x dp 2 x pp 2 (16+16), 32 micro, sequence          0.7821 s   45.98 GiB  6% slower
---   tp 4 x dp 2 x pp 2 (16+16), 16 micro, sequence, zero-1    0.7821 s   37.24 GiB  6% slower
---   tp 1 x dp 4 x pp 4 (8+8+8+8), 16 micro                  0.7866 s   55.63 GiB  7% slower
---   tp 4 x dp 2 x pp 2 (16+16), 16 micro, sequence          0.7883 s   51.03 GiB  7% slower
---   tp 2 x dp 4 x pp 2 (16+16), 8 micro, sequence           0.7911 s   70.06 GiB  7% slower
---   tp 2 x dp 4 x pp 2 (16+16), 8 micro, zero-1             0.7917 s   41.98 GiB  7% slower
---   tp 2 x dp 2 x pp 4 (8+8+8+8), 32 micro, zero-1          0.7919 s   23.88 GiB  7% slower
---   tp 2 x dp 2 x pp 4 (8+8+8+8), 32 micro                  0.7942 s   28.96 GiB  8% slower
---   tp 4 x dp 1 x pp 4 (8+8+8+8), 64 micro, sequence        0.7974 s   25.91 GiB  8% slower
---   tp 2 x dp 4 x pp 2 (16+16), 8 micro                     0.7982 s   56.36 GiB  8% slower
+--   tp 1 x dp 8 x pp 2 (16+16), 8 micro, zero-2             0.7138 s   43.63 GiB  chosen
+--   tp 2 x dp 8, 2 micro, sequence, zero-2                  0.7180 s   69.77 GiB  1% slower
+--   tp 1 x dp 8 x pp 2 (16+16), 8 micro, fully sharded      0.7203 s   39.13 GiB  1% slower
+--   tp 2 x dp 4 x pp 2 (16+16), 16 micro, sequence, zero-2    0.7347 s   30.19 GiB  3% slower
+--   tp 1 x dp 8 x pp 2 (16+16), 8 micro, zero-1             0.7374 s   46.07 GiB  3% slower
+--   tp 2 x dp 4 x pp 2 (16+16), 16 micro, sequence, zero-1    0.7428 s   32.43 GiB  4% slower
+--   tp 2 x dp 4 x pp 2 (16+16), 16 micro, sequence, fully sharded    0.7439 s   27.06 GiB  4% slower
+--   tp 2 x dp 4 x pp 2 (16+16), 16 micro, zero-2            0.7507 s   25.59 GiB  5% slower
+--   tp 2 x dp 4 x pp 2 (16+16), 16 micro, sequence          0.7533 s   55.81 GiB  6% slower
+--   tp 2 x dp 4 x pp 2 (16+16), 16 micro, zero-1            0.7552 s   26.58 GiB  6% slower
+--   tp 2 x dp 4 x pp 2 (16+16), 16 micro, fully sharded     0.7563 s   23.71 GiB  6% slower
+--   tp 2 x dp 4 x pp 2 (16+16), 16 micro                    0.7617 s   40.96 GiB  7% slower
+--   tp 2 x dp 4 x pp 2 (16+16), 8 micro, sequence, zero-2    0.7634 s   44.44 GiB  7% slower
+--   tp 4 x dp 4, 4 micro, zero-2                            0.7664 s   44.49 GiB  7% slower
+--   tp 4 x dp 4, 4 micro, sequence, zero-2                  0.7664 s   37.60 GiB  7% slower
+--   tp 2 x dp 4 x pp 2 (16+16), 8 micro, sequence, fully sharded    0.7680 s   41.31 GiB  8% slower
+--   tp 2 x dp 2 x pp 4 (8+8+8+8), 32 micro, sequence, zero-1    0.7715 s   27.73 GiB  8% slower
+--   tp 2 x dp 2 x pp 4 (8+8+8+8), 32 micro, sequence        0.7752 s   35.81 GiB  9% slower
+--   tp 4 x dp 2 x pp 2 (16+16), 32 micro, sequence, zero-1    0.7759 s   34.48 GiB  9% slower
+--   tp 4 x dp 2 x pp 2 (16+16), 16 micro, sequence, zero-2    0.7770 s   35.84 GiB  9% slower
 --   ... and 734 more
---   tp 1 x dp 8 x pp 2 (16+16), 8 micro, zero-1             0.7374 s   46.07 GiB  the same as the chosen plan
+--   tp 1 x dp 8 x pp 2 (16+16), 8 micro, zero-1             0.7374 s   46.07 GiB  3% slower (a submesh per stage)
 --
 -- The chosen pipeline, stage by stage (micro-batch seconds, GiB per rank):
---   stage 0: layers 0..15, 0.0747 s, 46.07 GiB
---   stage 1: layers 16..31, 0.0773 s, 32.21 GiB
+--   stage 0: layers 0..15, 0.0747 s, 43.63 GiB
+--   stage 1: layers 16..31, 0.0773 s, 29.77 GiB
 
 local plan = {
   model = "gpt3-6.7b",  -- a preset name, a Hugging Face directory or a table of config fields
   tp = 1,           -- tensor parallel ranks in every stage (Megatron layout from slapo.schedules.gpt2)
   dp = 8,           -- data parallel replicas of the pipeline
-  zero = true,     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
-  fully_shard = false,  -- ZeRO-3: each layer's weights, gradients and AdamW state sharded over the data-parallel ranks
-  reshard_after_forward = true,  -- false: each layer's weights kept whole from forward to backward (ZeRO-2)
+  zero = false,     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
+  fully_shard = true,  -- ZeRO-3: each layer's weights, gradients and AdamW state sharded over the data-parallel ranks
+  reshard_after_forward = false,  -- false: each layer's weights kept whole from forward to backward (ZeRO-2)
   stages = {        -- pipeline stages in order: how many layers each holds, and whether they are recomputed
     { layers = 16, checkpoint = false },
     { layers = 16, checkpoint = false },

@@ -20,8 +20,8 @@
 --   tp 1 x dp 1 x pp 2 (2c+2c), 2 micro                     0.0000 s    0.00 GiB  55% slower
 --   tp 1 x dp 1 x pp 2 (2+2), 4 micro                       0.0000 s    0.00 GiB  157% slower
 --   tp 1 x dp 1 x pp 2 (2c+2c), 4 micro                     0.0000 s    0.00 GiB  162% slower
---   tp 1 x dp 2, zero-2                                     0.0001 s    0.01 GiB  216% slower
---   tp 1 x dp 2, checkpoint, zero-2                         0.0001 s    0.00 GiB  219% slower
+--   tp 1 x dp 2, zero-2                                     0.0001 s    0.01 GiB  210% slower
+--   tp 1 x dp 2, checkpoint, zero-2                         0.0001 s    0.00 GiB  211% slower
 --   ... and 20 more
 --   tp 1 x dp 2                                             0.0000 s    0.01 GiB  the same as the chosen plan
 --

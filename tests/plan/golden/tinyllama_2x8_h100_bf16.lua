@@ -2,60 +2,163 @@
 -- Run it: slapo-lua run --nproc 16 plan.lua   (edit the plan table and run again)
 --
 -- Predicted (step seconds, GiB per rank), the best plans considered:
---   tp 1 x dp 8 x pp 2 (11+11), 8 micro, zero-1             0.1576 s   19.49 GiB  chosen
---   tp 1 x dp 8 x pp 2 (11+11), 8 micro                     0.1600 s   24.87 GiB  2% slower
---   tp 1 x dp 8 x pp 2 (11+11), 8 micro, zero-2             0.1720 s   19.50 GiB  9% slower
---   tp 1 x dp 8 x pp 2 (11+11), 8 micro, fully sharded      0.1737 s   18.88 GiB  10% slower
---   tp 2 x dp 8, sequence, zero-2                           0.1737 s   71.16 GiB  10% slower
---   tp 1 x dp 8 x pp 2 (11+11), 4 micro, zero-1             0.1737 s   36.16 GiB  10% slower
---   tp 1 x dp 8 x pp 2 (11+11), 4 micro                     0.1761 s   41.54 GiB  12% slower
---   tp 2 x dp 8, sequence, fully sharded                    0.1769 s   70.35 GiB  12% slower
---   tp 1 x dp 8 x pp 2 (11+11), 4 micro, zero-2             0.1782 s   36.18 GiB  13% slower
---   tp 1 x dp 8 x pp 2 (11+11), 4 micro, fully sharded      0.1791 s   35.55 GiB  14% slower
---   tp 1 x dp 16, zero-2                                    0.1795 s   70.77 GiB  14% slower
---   tp 1 x dp 4 x pp 4 (5+6+5+6), 16 micro, zero-1          0.1814 s   17.02 GiB  15% slower
---   tp 1 x dp 4 x pp 4 (5+6+5+6), 16 micro                  0.1826 s   19.41 GiB  16% slower
---   tp 2 x dp 4 x pp 2 (11+11), 4 micro, sequence, zero-1    0.1833 s   36.76 GiB  16% slower
---   tp 2 x dp 4 x pp 2 (11+11), 4 micro, sequence           0.1850 s   40.66 GiB  17% slower
---   tp 2 x dp 4 x pp 2 (11+11), 4 micro, sequence, zero-2    0.1861 s   36.57 GiB  18% slower
---   tp 1 x dp 16, fully sharded                             0.1864 s   69.02 GiB  18% slower
---   tp 2 x dp 4 x pp 2 (11+11), 4 micro, sequence, fully sharded    0.1867 s   36.11 GiB  18% slower
---   tp 2 x dp 4 x pp 2 (11+11), 16 micro, sequence, zero-1    0.1889 s   11.46 GiB  20% slower
---   tp 4 x dp 2 x pp 2 (11+11), 8 micro, sequence, zero-1    0.1896 s   21.18 GiB  20% slower
+--   tp 1 x dp 16, zero-2                                    0.1417 s   70.77 GiB  chosen
+--   tp 1 x dp 16, fully sharded                             0.1486 s   69.02 GiB  5% slower
+--   tp 1 x dp 8 x pp 2 (11+11), 8 micro, zero-2             0.1555 s   19.50 GiB  10% slower
+--   tp 2 x dp 8, sequence, zero-2                           0.1561 s   71.16 GiB  10% slower
+--   tp 1 x dp 8 x pp 2 (11+11), 8 micro, fully sharded      0.1572 s   18.88 GiB  11% slower
+--   tp 1 x dp 8 x pp 2 (11+11), 8 micro, zero-1             0.1576 s   19.49 GiB  11% slower
+--   tp 2 x dp 8, 2 micro, zero-2                            0.1593 s   38.13 GiB  12% slower
+--   tp 2 x dp 8, 2 micro, sequence, zero-2                  0.1593 s   36.58 GiB  12% slower
+--   tp 2 x dp 8, sequence, fully sharded                    0.1593 s   70.35 GiB  12% slower
+--   tp 1 x dp 8 x pp 2 (11+11), 8 micro                     0.1600 s   24.87 GiB  13% slower
+--   tp 2 x dp 8, 2 micro, fully sharded                     0.1657 s   37.31 GiB  17% slower
+--   tp 2 x dp 8, 2 micro, sequence, fully sharded           0.1657 s   35.77 GiB  17% slower
+--   tp 1 x dp 8 x pp 2 (11+11), 4 micro, zero-2             0.1700 s   36.18 GiB  20% slower
+--   tp 1 x dp 8 x pp 2 (11+11), 4 micro, fully sharded      0.1708 s   35.55 GiB  21% slower
+--   tp 1 x dp 8 x pp 2 (11+11), 4 micro, zero-1             0.1737 s   36.16 GiB  23% slower
+--   tp 1 x dp 8 x pp 2 (11+11), 4 micro                     0.1761 s   41.54 GiB  24% slower
+--   tp 2 x dp 4 x pp 2 (11+11), 4 micro, sequence, zero-2    0.1802 s   36.57 GiB  27% slower
+--   tp 2 x dp 4 x pp 2 (11+11), 4 micro, sequence, fully sharded    0.1808 s   36.11 GiB  28% slower
+--   tp 1 x dp 4 x pp 4 (5+6+5+6), 16 micro, zero-1          0.1814 s   17.02 GiB  28% slower
+--   tp 1 x dp 16, checkpoint, zero-2                        0.1825 s    7.80 GiB  29% slower
 --   ... and 610 more
---   tp 1 x dp 8 x pp 2 (11+11), 8 micro, zero-1             0.1576 s   19.49 GiB  the same as the chosen plan
---
--- The chosen pipeline, stage by stage (micro-batch seconds, GiB per rank):
---   stage 0: layers 0..10, 0.0161 s, 19.49 GiB
---   stage 1: layers 11..21, 0.0168 s, 11.40 GiB
+--   tp 1 x dp 8 x pp 2 (11+11), 8 micro, zero-1             0.1576 s   19.49 GiB  11% slower (a submesh per stage)
 
 local plan = {
   model = "TinyLlama-1.1B",  -- a preset name, a Hugging Face directory or a table of config fields
-  tp = 1,           -- tensor parallel ranks in every stage (Megatron layout from slapo.schedules.llama)
-  dp = 8,           -- data parallel replicas of the pipeline
-  zero = true,     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
-  fully_shard = false,  -- ZeRO-3: each layer's weights, gradients and AdamW state sharded over the data-parallel ranks
-  reshard_after_forward = true,  -- false: each layer's weights kept whole from forward to backward (ZeRO-2)
-  stages = {        -- pipeline stages in order: how many layers each holds, and whether they are recomputed
-    { layers = 11, checkpoint = false },
-    { layers = 11, checkpoint = false },
-  },
-  micro_batches = 8,  -- 1F1B: each replica's batch is cut into this many
+  tp = 1,           -- tensor parallel ranks (Megatron layout from slapo.schedules.llama)
+  dp = 16,           -- data parallel replicas
+  checkpoint = 0.0,  -- fraction of layers whose activations are recomputed in backward
+  zero = false,     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
+  fully_shard = true,  -- ZeRO-3: weights, gradients and AdamW state sharded over the data-parallel ranks
+  reshard_after_forward = false,  -- false: each layer's weights kept whole from forward to backward (ZeRO-2)
+  micro_batches = 1,  -- each replica's batch in this many parts, their gradients accumulated
   sequence = false,  -- sequence parallelism: each layer's tokens split over the tp ranks between its projections
   batch = 64, seq = 2048, steps = 2, lr = 1e-4,
   dtype = "bfloat16",  -- "bfloat16": bf16 autocast (float32 weights and AdamW state, bf16 matmuls)
 }
 
-local pp = #plan.stages
+-- `slapo-lua tune plan.lua --nproc 16` runs the plans above as knobs, the best predicted first
+-- (a plain run keeps the table's values).
+local function knob(name, choices, default)
+  for _, c in ipairs(choices) do
+    if c == default then
+      return slapo.knob(name, choices, default)
+    end
+  end
+  table.insert(choices, default)  -- an edited table: its value is a choice too
+  return slapo.knob(name, choices, default)
+end
+local devices = plan.tp * plan.dp
+plan.tp = knob("tp", { 1, 2, 4 }, plan.tp)
+plan.dp = math.floor(devices / plan.tp)
+plan.checkpoint = knob("checkpoint", { 0.0, 1.0 }, plan.checkpoint)
+plan.zero = knob("zero", { false, true }, plan.zero)
+plan.fully_shard = knob("fully_shard", { false, true }, plan.fully_shard)
+plan.reshard_after_forward = knob("reshard_after_forward", { true, false }, plan.reshard_after_forward)
 assert(not (plan.zero and plan.fully_shard), "plan: zero (ZeRO-1) and fully_shard (ZeRO-3) are one or the other")
-assert(slapo.dist.world_size() == plan.tp * plan.dp * pp,
-  ("this plan needs %d ranks: slapo-lua run --nproc %d"):format(plan.tp * plan.dp * pp, plan.tp * plan.dp * pp))
-local parallel = require("slapo.parallel")
-local layout = parallel.layout({ tp = plan.tp, pp = pp })
-local replica_batch = math.floor(plan.batch / plan.dp)
-assert(replica_batch * plan.dp == plan.batch and replica_batch % plan.micro_batches == 0,
+plan.micro_batches = knob("micro_batches", { 1, 2, 4, 8, 16 }, plan.micro_batches)
+local micro_batch = math.floor(plan.batch / plan.dp / plan.micro_batches)
+assert(micro_batch >= 1 and micro_batch * plan.dp * plan.micro_batches == plan.batch,
   ("plan: batch %d does not split into %d replicas x %d micro-batches"):format(plan.batch, plan.dp, plan.micro_batches))
+slapo.predict({
+  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.141701, peak_gib = 70.8 },
+  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.148567, peak_gib = 69 },
+  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.159262, peak_gib = 38.1 },
+  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.165671, peak_gib = 37.3 },
+  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.182534, peak_gib = 7.8 },
+  { tp = 4, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.188354, peak_gib = 42.2 },
+  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.189401, peak_gib = 6.05 },
+  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.189635, peak_gib = 44.3 },
+  { tp = 4, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.1911, peak_gib = 41.8 },
+  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.193896, peak_gib = 36.9 },
+  { tp = 4, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.194469, peak_gib = 21.8 },
+  { tp = 4, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.199962, peak_gib = 21.5 },
+  { tp = 4, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.20137, peak_gib = 44.8 },
+  { tp = 4, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.201992, peak_gib = 24.5 },
+  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.204402, peak_gib = 38.9 },
+  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.20652, peak_gib = 7.59 },
+  { tp = 4, micro_batches = 2, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.207699, peak_gib = 42.5 },
+  { tp = 4, micro_batches = 4, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.208321, peak_gib = 22.1 },
+  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.208924, peak_gib = 4.8 },
+  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.209725, peak_gib = 6.78 },
+  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.215333, peak_gib = 3.98 },
+  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.218597, peak_gib = 26.3 },
+  { tp = 2, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.222117, peak_gib = 17.2 },
+  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.222724, peak_gib = 20.1 },
+  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.223485, peak_gib = 50.2 },
+  { tp = 1, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.223485, peak_gib = 33.3 },
+  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.233365, peak_gib = 20.9 },
+  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.235978, peak_gib = 5.46 },
+  { tp = 2, micro_batches = 8, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.236885, peak_gib = 11.8 },
+  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.239297, peak_gib = 11 },
+  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.243301, peak_gib = 13.8 },
+  { tp = 4, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.248273, peak_gib = 8.83 },
+  { tp = 4, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.249646, peak_gib = 8.49 },
+  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.254064, peak_gib = 5.61 },
+  { tp = 4, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.254979, peak_gib = 5.14 },
+  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.25513, peak_gib = 38.7 },
+  { tp = 1, micro_batches = 4, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.25513, peak_gib = 21.8 },
+  { tp = 4, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.257726, peak_gib = 4.8 },
+  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.258069, peak_gib = 8.41 },
+  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.261351, peak_gib = 21.1 },
+  { tp = 4, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.262318, peak_gib = 3.3 },
+  { tp = 4, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.264036, peak_gib = 11.5 },
+  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.265567, peak_gib = 20.5 },
+  { tp = 1, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.265567, peak_gib = 20.5 },
+  { tp = 4, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.265979, peak_gib = 14.3 },
+  { tp = 4, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.267811, peak_gib = 2.95 },
+  { tp = 4, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.267996, peak_gib = 7.79 },
+  { tp = 4, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.269841, peak_gib = 5.94 },
+  { tp = 4, micro_batches = 1, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.270365, peak_gib = 9.18 },
+  { tp = 4, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.272058, peak_gib = 11.6 },
+  { tp = 4, micro_batches = 8, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.272308, peak_gib = 12 },
+  { tp = 4, micro_batches = 2, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.274325, peak_gib = 5.48 },
+  { tp = 4, micro_batches = 4, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.27617, peak_gib = 3.64 },
+  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.278187, peak_gib = 10.2 },
+  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.278618, peak_gib = 35.2 },
+  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.278905, peak_gib = 19.3 },
+  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.280531, peak_gib = 3.7 },
+  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.282314, peak_gib = 3.4 },
+  { tp = 2, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.283467, peak_gib = 10.2 },
+  { tp = 4, micro_batches = 16, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.287099, peak_gib = 9.19 },
+  { tp = 4, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.288276, peak_gib = 11.3 },
+  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.292955, peak_gib = 4.23 },
+  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.292996, peak_gib = 9.56 },
+  { tp = 4, micro_batches = 16, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.293428, peak_gib = 6.88 },
+  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.295132, peak_gib = 2.59 },
+  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.297212, peak_gib = 7.3 },
+  { tp = 1, micro_batches = 4, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.297212, peak_gib = 7.3 },
+  { tp = 2, micro_batches = 8, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.298235, peak_gib = 4.23 },
+  { tp = 4, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.356897, peak_gib = 5.12 },
+  { tp = 4, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.362976, peak_gib = 2.37 },
+  { tp = 4, micro_batches = 8, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.363226, peak_gib = 2.72 },
+  { tp = 2, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.365862, peak_gib = 11 },
+  { tp = 1, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.368015, peak_gib = 20 },
+  { tp = 1, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.369928, peak_gib = 4.28 },
+  { tp = 4, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.373963, peak_gib = 2.03 },
+  { tp = 4, micro_batches = 16, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.380913, peak_gib = 6.54 },
+  { tp = 2, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.383849, peak_gib = 2.7 },
+  { tp = 4, micro_batches = 16, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.388577, peak_gib = 5.12 },
+  { tp = 4, micro_batches = 16, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.394906, peak_gib = 2.69 },
+  { tp = 4, micro_batches = 16, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.47716, peak_gib = 1.91 },
+  { tp = 4, micro_batches = 16, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.523948, peak_gib = 6.2 },
+  { tp = 2, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.532736, peak_gib = 10.2 },
+  { tp = 2, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.545148, peak_gib = 1.89 },
+  { tp = 1, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.546808, peak_gib = 18.3 },
+  { tp = 1, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.548721, peak_gib = 2.53 },
+  { tp = 4, micro_batches = 16, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.567511, peak_gib = 1.57 },
+})
 
+assert(slapo.dist.world_size() == plan.tp * plan.dp,
+  ("this plan needs %d ranks: slapo-lua run --nproc %d"):format(plan.tp * plan.dp, plan.tp * plan.dp))
+local layout = require("slapo.parallel").layout({ tp = plan.tp })
+slapo.manual_seed(0)
+local model = type(plan.model) == "string" and plan.model:find("/") and slapo.models.from_pretrained(plan.model)
+  or slapo.models.build(plan.model)
+local sch = slapo.create_schedule(model, { group = layout.tp_group })
+local vocab = slapo.models.config(model).vocab_size
 
 -- each layer's tensor parallelism: the reference schedule's (Megatron's) layout
 local shard_layer = nil
@@ -77,75 +180,37 @@ local function phase(text)
   if slapo.dist.rank() == 0 then io.stderr:write("plan: ", text, "\n") end
 end
 
-local function make_schedule()
-  slapo.manual_seed(0)
-  local model = type(plan.model) == "string" and plan.model:find("/") and slapo.models.from_pretrained(plan.model)
-    or slapo.models.build(plan.model)
-  return slapo.create_schedule(model, { group = layout.tp_group }), slapo.models.config(model).vocab_size
-end
-
--- the tensor parallelism (over this rank's tp group), then each stage's checkpointing and the cuts
-local function apply(s)
-  for _, note in ipairs(require("slapo.schedules.llama").schedule(s, { checkpoint = 0, layer = shard_layer })) do
+-- the schedule is checked against the unscheduled model (outputs and gradients) before training
+slapo.manual_seed(1)
+local example = slapo.randint(0, vocab, { micro_batch, plan.seq })
+phase("checking the schedule against the unscheduled model: outputs and gradients")
+local report = slapo.verify(sch, { example }, {}, function(s)
+  for _, note in ipairs(require("slapo.schedules.llama").schedule(s, { checkpoint = plan.checkpoint,
+    layer = shard_layer })) do
     if slapo.dist.rank() == 0 then print("note: " .. note) end
   end
-  local layers, placed = s["model.layers"]:children(), 0
-  for i, stage in ipairs(plan.stages) do
-    for l = placed + 1, placed + stage.layers do
-      if stage.checkpoint then layers[l]:checkpoint() end
-      -- fully sharded over the replicas of its stage
-      if plan.fully_shard and plan.dp > 1 then
-        layers[l]:fully_shard({ group = layout.dp_group, reshard_after_forward = plan.reshard_after_forward })
-      end
-    end
-    sequence_parallel(layers, placed + 1, placed + stage.layers)
-    placed = placed + stage.layers
-    if i < #plan.stages then layers[placed]:cut_pipeline_stage() end
-  end
-  assert(placed == #layers, ("plan.stages hold %d layers; the model has %d"):format(placed, #layers))
-end
-
--- the pipeline is checked against the unscheduled model (loss and gradients) before training;
--- a verified pipeline keeps only its stage's weights, so training builds the model again
-phase(("building the model on %d ranks, %d stages"):format(slapo.dist.world_size(), pp))
-local sch, vocab = make_schedule()
-slapo.manual_seed(1)
-local example = slapo.randint(0, vocab, { replica_batch, plan.seq })
-phase("checking the pipeline against the unscheduled model: loss and gradients")
-local report = slapo.verify(sch, { example }, { pipeline = { group = layout.pp_group,
-  micro_batches = plan.micro_batches } }, apply)
-if slapo.dist.rank() == 0 then
-  print(("verify: the pipeline's loss and %d gradients match the unscheduled model"):format(report.gradients))
-end
-sch = make_schedule()
-apply(sch)
-local pipe = slapo.build(sch, { pipeline = { group = layout.pp_group, micro_batches = plan.micro_batches,
-  schedule = "1f1b", dp_group = not plan.zero and layout.dp_group or nil } })
-slapo.manual_seed(100 + layout.dp_rank)  -- each data-parallel replica its own batch
-local ids = slapo.randint(0, vocab, { replica_batch, plan.seq })
-pipe:prepare(ids)
-local opt = plan.zero and slapo.optim.zero_adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0,
-  group = layout.dp_group }) or slapo.optim.adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0 })
-collectgarbage()  -- the verified copies go before memory is measured
--- tensor memory per rank: the stage's weights, and the most the steps held on top
-phase(("training %d steps"):format(plan.steps))
-local loss, times = nil, {}
-local peak_mib = slapo.peak_tensor_mib(function()
-  for step = 1, plan.steps do
-    local start = slapo.clock()
-    opt:zero_grad()
-    if plan.dtype == "bfloat16" then
-      loss = slapo.autocast("bf16", function() return pipe:step(ids, { labels = ids }) end)
-    else
-      loss = pipe:step(ids, { labels = ids })
-    end
-    opt:step()
-    if step > 1 then table.insert(times, slapo.clock() - start) end  -- the first step allocates
+  local layers = s["model.layers"]:children()
+  sequence_parallel(layers, 1, #layers)
+  if plan.fully_shard and plan.dp > 1 then  -- each layer, then the rest at the root (FSDP2's order)
+    local options = { group = layout.dp_group, reshard_after_forward = plan.reshard_after_forward }
+    for _, layer in ipairs(layers) do layer:fully_shard(options) end
+    s:fully_shard(options)
   end
 end)
-table.sort(times)
-local fullest = math.max(unpack(slapo.dist.all_gather(slapo.tensor({ pipe:num_params() * 4 / 2 ^ 20 + peak_mib })):tolist()))
+if slapo.dist.rank() == 0 then
+  print(("verify: %d output(s) and %d gradients match the unscheduled model"):format(report.outputs, report.gradients))
+end
+local built = slapo.build(sch)
+collectgarbage()  -- the verified copies go before memory is measured
+-- tensor memory per rank: the weights, and the most the steps held on top (gradients, AdamW, activations)
+phase(("training %d steps"):format(plan.steps))
+local peak_mib, result = slapo.peak_tensor_mib(slapo.train, {
+  model = built, layout = layout, optimizer = plan.zero and "zero_adamw" or "adamw",
+  data = { vocab = vocab, batch = micro_batch, seq = plan.seq }, grad_accum = plan.micro_batches,
+  steps = plan.steps, lr = plan.lr, autocast = plan.dtype == "bfloat16" and "bf16" or nil,
+})
+local fullest = math.max(unpack(slapo.dist.all_gather(slapo.tensor({ built:num_params() * 4 / 2 ^ 20 + peak_mib })):tolist()))
 if slapo.dist.rank() == 0 then
   print(("plan: %d steps, final loss %.4f, %.4f s/step, %.0f MiB of tensors on the fullest rank"):format(plan.steps,
-    loss, times[math.floor((#times + 1) / 2)] or 0, fullest))
+    result.final_loss, result.step_s or 0, fullest))
 end
