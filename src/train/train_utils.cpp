@@ -20,31 +20,32 @@ namespace slapo {
 double clip_grad_norm(Module& model, double max_norm) {
   // Squares summed by the groups a gradient's slices are spread over (shard's, fully_shard's):
   // each sum goes over those groups once, so every slice counts once and replicas not at all.
+  // The sums stay on the gradients' device until the one host read of the norm (a GPU would
+  // otherwise wait once per parameter).
   auto splits = splits_by_tensor(model);
-  std::map<std::vector<int>, double> squares;  // by group ids; {}: whole on every rank
+  std::map<std::vector<int>, std::vector<at::Tensor>> squares;  // by group ids; {}: whole on every rank
   std::vector<at::Tensor> grads;
+  torch::NoGradGuard no_grad;
   for (auto& [name, p] : unique_named_parameters(model)) {
     auto found = splits.find(p.unsafeGetTensorImpl());
-    double& sq = squares[found == splits.end() ? std::vector<int>{} : split_group_ids(found->second)];
+    auto& sq = squares[found == splits.end() ? std::vector<int>{} : split_group_ids(found->second)];
     if (!p.grad().defined()) continue;
-    sq += p.grad().detach().to(at::kDouble).pow(2).sum().item<double>();
+    sq.push_back(p.grad().detach().to(at::kDouble).pow(2).sum());
     grads.push_back(p.grad());
   }
-  double total = 0;
-  for (auto& [ids, sq] : squares) {  // in the same order on every rank
-    at::Tensor s = torch::full({1}, sq, at::kDouble);
+  at::Tensor total;
+  for (auto& [ids, parts] : squares) {  // in the same order on every rank
+    at::Tensor s = parts.empty() ? torch::zeros({1}, at::kDouble) : at::stack(parts).sum().reshape({1});
     for (int id : ids) {
       auto over = dist::group_by_id(id);
       if (over->size() > 1) over->all_reduce(s, "clip_grad_norm");
     }
-    total += s.item<double>();
+    total = total.defined() ? total + s.to(total.device()) : s;
   }
-  double norm = std::sqrt(total);
+  double norm = total.defined() ? std::sqrt(total.item<double>()) : 0.0;
   double scale = max_norm / (norm + 1e-6);
-  if (scale < 1.0) {
-    torch::NoGradGuard no_grad;
+  if (scale < 1.0)
     for (auto& g : grads) g.mul_(scale);
-  }
   return norm;
 }
 
