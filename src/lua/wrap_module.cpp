@@ -2,6 +2,7 @@
 #include <functional>
 #include <map>
 #include <tuple>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "core/error.h"
@@ -39,8 +40,25 @@ int w_Module_eq(lua_State* L) {
   return 1;
 }
 
+// m:num_params([{gathered = true}]) -> the parameters this rank holds, ties once. gathered: those
+// fully_shard slices counted whole, as every call computes with them (MFU's count); shard's
+// slices count as held, since this rank computes with its slice only.
 int w_Module_num_params(lua_State* L) {
-  lua_pushnumber(L, static_cast<double>(count_unique_parameters(*lx_check_module(L, 1))));
+  auto& m = lx_check_module(L, 1);
+  lx_check_arg_count(L, 1, "num_params", "m:num_params([{gathered = true}])", 1);
+  lx_check_option_keys(L, 2, {"gathered"}, "num_params");
+  int64_t total = count_unique_parameters(*m);
+  if (lx_opt_bool(L, 2, "gathered", false, "num_params")) {
+    std::unordered_map<const c10::TensorImpl*, int64_t> whole;  // a tie once
+    for (auto& item : m->named_modules("", /*include_self=*/true))
+      if (auto* mod = dynamic_cast<Module*>(item.value().get()))
+        for (auto& [name, spec] : mod->meta().fully_sharded)
+          whole[mod->param(name).unsafeGetTensorImpl()] = c10::multiply_integers(spec.full_shape);
+    for (auto& p : unique_named_parameters(*m))
+      if (auto found = whole.find(p.second.unsafeGetTensorImpl()); found != whole.end())
+        total += found->second - p.second.numel();
+  }
+  lua_pushnumber(L, static_cast<double>(total));
   return 1;
 }
 

@@ -286,6 +286,21 @@ local function tp_group_of(opts)
   return opts.group or (opts.layout and opts.layout.tp_group) or nil
 end
 
+-- Attention's FLOPs per token and per position of its sequence, beside the 6 per parameter, as MFU
+-- is usually counted (PaLM's): 12 x layers x hidden, forward and backward, this rank's share of
+-- the tensor-parallel group's heads. 0 for a model without a transformer config.
+local function attention_flops(model, tp_group)
+  local ok, config = pcall(slapo.models.config, model)
+  if not ok or type(config) ~= "table" then
+    return 0
+  end
+  local layers, hidden = config.n_layer or config.num_hidden_layers, config.n_embd or config.hidden_size
+  if type(layers) ~= "number" or type(hidden) ~= "number" then
+    return 0
+  end
+  return 12 * layers * hidden / (tp_group and tp_group:size() or 1)
+end
+
 -- The optimizer of a run; zero_adamw shards its state over the data-parallel group.
 local function make_optimizer(model, opts)
   if opts.optimizer == "zero_adamw" then
@@ -569,7 +584,8 @@ function M.run(user_opts)
   local matmul_dtype = ({ bf16 = "bfloat16", fp16 = "float16" })[opts.autocast] or opts.autocast
     or (params_now[1] and params_now[1]:dtype()) or "float32"
   local peak = slapo.measure_peak_flops({ device = device, dtype = matmul_dtype })
-  local params = model:num_params()
+  local params = model:num_params({ gathered = true })  -- what each step computes with
+  local attention_per_token_and_position = attention_flops(model, tp_group)
   local losses, grad_norms = {}, {}
   local checkpoint = require("slapo.checkpoint")
   -- float16's narrow range needs the loss scaled up before backward and the gradients back down
@@ -585,16 +601,18 @@ function M.run(user_opts)
     if swap_state and schedule_changed(opts, swap_state) and try_swap(opts, swap_state, step, rank0) then
       model, optimizer = swap_state.sch.mod, swap_state.optimizer
       model:train()
-      params = model:num_params()
+      params = model:num_params({ gathered = true })
+      attention_per_token_and_position = attention_flops(model, tp_group)
     end
     local started = slapo.clock()
     local lr = M.lr_at(step, opts)
     optimizer:set_lr(lr)
     optimizer:zero_grad()
-    local summed, tokens = nil, 0  -- the loss stays on its device until the step ends: one host read
+    local summed, tokens, seq_len = nil, 0, 0  -- the loss stays on its device until the step ends: one host read
     for micro = 1, opts.grad_accum do
       local ids, positions = batch_at(data, step, micro)
       ids, positions = ids:to(device), positions and positions:to(device)
+      seq_len = ids:size()[2]
       local loss = forward_loss(model, ids, opts, step, micro, positions) / opts.grad_accum
       local scaled = scaler and scaler:scale(loss) or loss
       scaled:backward()
@@ -620,7 +638,8 @@ function M.run(user_opts)
     step_seconds[step], step_tokens = seconds, all_tokens
     peak_mib = math.max(peak_mib, slapo.memory_mib())
     local tps = all_tokens / seconds
-    local flops = 6 * params * tokens / seconds  -- this rank's share: 6 FLOPs per parameter per token
+    -- this rank's share: 6 per parameter per token, and attention's
+    local flops = (6 * params + attention_per_token_and_position * seq_len) * tokens / seconds
     if flops > peak then  -- the peak was measured while something else loaded the machine: again
       peak = math.max(peak, slapo.measure_peak_flops({ device = device, dtype = matmul_dtype }))
     end
