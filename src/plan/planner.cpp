@@ -216,17 +216,22 @@ std::string Plan::summary() const {
   std::string out = fmt::format("plan for {} ({:.1f}M parameters) on {} x {} {}, batch {} x seq {}{}\n", model.name,
                                 model.total_params / 1e6, cluster.nodes, cluster.per_node, cluster.device.name,
                                 work.batch, work.seq, work.dtype == "float32" ? "" : ", " + work.dtype);
-  out += fmt::format("  {:<52} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {}\n", "plan", "step s", "compute",
+  // the best dozen, then a count of the rest; the name column as wide as the longest name shown
+  const size_t shown = std::min<size_t>(ranked.size(), 12);
+  size_t width = 52;
+  auto widen = [&](const Ranked& r) { width = std::max(width, r.candidate.describe().size()); };
+  std::for_each(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(shown), widen);
+  std::for_each(unrestricted.begin(), unrestricted.end(), widen);
+  if (unpinned) widen(*unpinned);
+  out += fmt::format("  {:<{}} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {}\n", "plan", width, "step s", "compute",
                      "tp comm", "p2p", "dp comm", "optim", "GiB/rank", "");
   auto row = [&](const Ranked& r) {
-    return fmt::format("  {:<52} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.2f}  {}{}\n",
-                       r.candidate.describe(), r.estimate.step_s, r.estimate.compute_s, r.estimate.tp_comm_s,
+    return fmt::format("  {:<{}} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.2f}  {}{}\n",
+                       r.candidate.describe(), width, r.estimate.step_s, r.estimate.compute_s, r.estimate.tp_comm_s,
                        r.estimate.p2p_s, r.estimate.dp_comm_s, r.estimate.optimizer_s, to_gib(r.estimate.peak_bytes),
                        r.verdict,
                        r.origin == "grid" ? "" : " (" + r.origin + ")");
   };
-  // the best dozen, then a count of the rest
-  const size_t shown = std::min<size_t>(ranked.size(), 12);
   for (size_t i = 0; i < shown; ++i) out += row(ranked[i]);
   if (ranked.size() > shown) {
     size_t unfit = std::count_if(ranked.begin(), ranked.end(), [](const Ranked& r) { return !r.estimate.fits; });

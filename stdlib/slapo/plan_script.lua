@@ -69,10 +69,15 @@ local function header(record)
     ("-- Run it: slapo-lua run --nproc %d plan.lua   (edit the plan table and run again)\n"):format(cluster.devices),
     "--\n-- Predicted (step seconds, GiB per rank), the best plans considered:\n",
   }
-  local function line(r)
-    out[#out + 1] = ("--   %-52s %9.4f s %7.2f GiB  %s\n"):format(r.name, r.step_s, r.peak_gib, r.verdict)
-  end
   local shown = math.min(#record.ranked, 20)
+  -- the name column as wide as the longest name listed
+  local width = 52
+  for i = 1, shown do width = math.max(width, #record.ranked[i].name) end
+  for _, r in ipairs(record.unrestricted) do width = math.max(width, #r.name) end
+  if record.unpinned then width = math.max(width, #record.unpinned.name) end
+  local function line(r)
+    out[#out + 1] = ("--   %-" .. width .. "s %9.4f s %7.2f GiB  %s\n"):format(r.name, r.step_s, r.peak_gib, r.verdict)
+  end
   for i = 1, shown do line(record.ranked[i]) end
   if #record.ranked > shown then out[#out + 1] = ("--   ... and %d more\n"):format(#record.ranked - shown) end
   for _, r in ipairs(record.unrestricted) do line(r) end

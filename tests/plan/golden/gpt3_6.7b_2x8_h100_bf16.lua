@@ -2,28 +2,28 @@
 -- Run it: slapo-lua run --nproc 16 plan.lua   (edit the plan table and run again)
 --
 -- Predicted (step seconds, GiB per rank), the best plans considered:
---   tp 1 x dp 8 x pp 2 (16+16), 8 micro, zero-2             0.7138 s   43.63 GiB  chosen
---   tp 2 x dp 8, 2 micro, sequence, zero-2                  0.7180 s   69.77 GiB  1% slower
---   tp 1 x dp 8 x pp 2 (16+16), 8 micro, fully sharded      0.7203 s   39.13 GiB  1% slower
---   tp 2 x dp 4 x pp 2 (16+16), 16 micro, sequence, zero-2    0.7347 s   30.19 GiB  3% slower
---   tp 1 x dp 8 x pp 2 (16+16), 8 micro, zero-1             0.7374 s   46.07 GiB  3% slower
---   tp 2 x dp 4 x pp 2 (16+16), 16 micro, sequence, zero-1    0.7428 s   32.43 GiB  4% slower
+--   tp 1 x dp 8 x pp 2 (16+16), 8 micro, zero-2                      0.7138 s   43.63 GiB  chosen
+--   tp 2 x dp 8, 2 micro, sequence, zero-2                           0.7180 s   69.77 GiB  1% slower
+--   tp 1 x dp 8 x pp 2 (16+16), 8 micro, fully sharded               0.7203 s   39.13 GiB  1% slower
+--   tp 2 x dp 4 x pp 2 (16+16), 16 micro, sequence, zero-2           0.7347 s   30.19 GiB  3% slower
+--   tp 1 x dp 8 x pp 2 (16+16), 8 micro, zero-1                      0.7374 s   46.07 GiB  3% slower
+--   tp 2 x dp 4 x pp 2 (16+16), 16 micro, sequence, zero-1           0.7428 s   32.43 GiB  4% slower
 --   tp 2 x dp 4 x pp 2 (16+16), 16 micro, sequence, fully sharded    0.7439 s   27.06 GiB  4% slower
---   tp 2 x dp 4 x pp 2 (16+16), 16 micro, zero-2            0.7507 s   25.59 GiB  5% slower
---   tp 2 x dp 4 x pp 2 (16+16), 16 micro, sequence          0.7533 s   55.81 GiB  6% slower
---   tp 2 x dp 4 x pp 2 (16+16), 16 micro, zero-1            0.7552 s   26.58 GiB  6% slower
---   tp 2 x dp 4 x pp 2 (16+16), 16 micro, fully sharded     0.7563 s   23.71 GiB  6% slower
---   tp 2 x dp 4 x pp 2 (16+16), 16 micro                    0.7617 s   40.96 GiB  7% slower
---   tp 2 x dp 4 x pp 2 (16+16), 8 micro, sequence, zero-2    0.7634 s   44.44 GiB  7% slower
---   tp 4 x dp 4, 4 micro, zero-2                            0.7664 s   44.49 GiB  7% slower
---   tp 4 x dp 4, 4 micro, sequence, zero-2                  0.7664 s   37.60 GiB  7% slower
---   tp 2 x dp 4 x pp 2 (16+16), 8 micro, sequence, fully sharded    0.7680 s   41.31 GiB  8% slower
---   tp 2 x dp 2 x pp 4 (8+8+8+8), 32 micro, sequence, zero-1    0.7715 s   27.73 GiB  8% slower
---   tp 2 x dp 2 x pp 4 (8+8+8+8), 32 micro, sequence        0.7752 s   35.81 GiB  9% slower
---   tp 4 x dp 2 x pp 2 (16+16), 32 micro, sequence, zero-1    0.7759 s   34.48 GiB  9% slower
---   tp 4 x dp 2 x pp 2 (16+16), 16 micro, sequence, zero-2    0.7770 s   35.84 GiB  9% slower
+--   tp 2 x dp 4 x pp 2 (16+16), 16 micro, zero-2                     0.7507 s   25.59 GiB  5% slower
+--   tp 2 x dp 4 x pp 2 (16+16), 16 micro, sequence                   0.7533 s   55.81 GiB  6% slower
+--   tp 2 x dp 4 x pp 2 (16+16), 16 micro, zero-1                     0.7552 s   26.58 GiB  6% slower
+--   tp 2 x dp 4 x pp 2 (16+16), 16 micro, fully sharded              0.7563 s   23.71 GiB  6% slower
+--   tp 2 x dp 4 x pp 2 (16+16), 16 micro                             0.7617 s   40.96 GiB  7% slower
+--   tp 2 x dp 4 x pp 2 (16+16), 8 micro, sequence, zero-2            0.7634 s   44.44 GiB  7% slower
+--   tp 4 x dp 4, 4 micro, zero-2                                     0.7664 s   44.49 GiB  7% slower
+--   tp 4 x dp 4, 4 micro, sequence, zero-2                           0.7664 s   37.60 GiB  7% slower
+--   tp 2 x dp 4 x pp 2 (16+16), 8 micro, sequence, fully sharded     0.7680 s   41.31 GiB  8% slower
+--   tp 2 x dp 2 x pp 4 (8+8+8+8), 32 micro, sequence, zero-1         0.7715 s   27.73 GiB  8% slower
+--   tp 2 x dp 2 x pp 4 (8+8+8+8), 32 micro, sequence                 0.7752 s   35.81 GiB  9% slower
+--   tp 4 x dp 2 x pp 2 (16+16), 32 micro, sequence, zero-1           0.7759 s   34.48 GiB  9% slower
+--   tp 4 x dp 2 x pp 2 (16+16), 16 micro, sequence, zero-2           0.7770 s   35.84 GiB  9% slower
 --   ... and 734 more
---   tp 1 x dp 8 x pp 2 (16+16), 8 micro, zero-1             0.7374 s   46.07 GiB  3% slower (a submesh per stage)
+--   tp 1 x dp 8 x pp 2 (16+16), 8 micro, zero-1                      0.7374 s   46.07 GiB  3% slower (a submesh per stage)
 --
 -- The chosen pipeline, stage by stage (micro-batch seconds, GiB per rank):
 --   stage 0: layers 0..15, 0.0747 s, 43.63 GiB

@@ -2,28 +2,28 @@
 -- Run it: slapo-lua run --nproc 32 plan.lua   (edit the plan table and run again)
 --
 -- Predicted (step seconds, GiB per rank), the best plans considered:
---   tp 2 x dp 16, 2 micro, sequence, zero-2                 0.7354 s   68.83 GiB  chosen
---   tp 2 x dp 4 x pp 4 (8+8+8+8), 32 micro, sequence, zero-1    0.7497 s   23.73 GiB  2% slower
---   tp 2 x dp 4 x pp 4 (8+8+8+8), 32 micro, sequence        0.7550 s   35.60 GiB  3% slower
---   tp 1 x dp 8 x pp 4 (8+8+8+8), 16 micro, zero-1          0.7613 s   37.46 GiB  4% slower
---   tp 1 x dp 8 x pp 4 (8+8+8+8), 16 micro                  0.7690 s   54.58 GiB  5% slower
---   tp 1 x dp 8 x pp 4 (8+8+8+8), 16 micro, zero-2          0.7693 s   36.86 GiB  5% slower
---   tp 2 x dp 4 x pp 4 (8+8+8+8), 32 micro, zero-1          0.7695 s   21.46 GiB  5% slower
---   tp 2 x dp 4 x pp 4 (8+8+8+8), 32 micro                  0.7728 s   28.80 GiB  5% slower
---   tp 2 x dp 4 x pp 4 (8+8+8+8), 32 micro, sequence, zero-2    0.7734 s   23.02 GiB  5% slower
---   tp 1 x dp 8 x pp 4 (8+8+8+8), 16 micro, fully sharded    0.7824 s   34.98 GiB  6% slower
+--   tp 2 x dp 16, 2 micro, sequence, zero-2                             0.7354 s   68.83 GiB  chosen
+--   tp 2 x dp 4 x pp 4 (8+8+8+8), 32 micro, sequence, zero-1            0.7497 s   23.73 GiB  2% slower
+--   tp 2 x dp 4 x pp 4 (8+8+8+8), 32 micro, sequence                    0.7550 s   35.60 GiB  3% slower
+--   tp 1 x dp 8 x pp 4 (8+8+8+8), 16 micro, zero-1                      0.7613 s   37.46 GiB  4% slower
+--   tp 1 x dp 8 x pp 4 (8+8+8+8), 16 micro                              0.7690 s   54.58 GiB  5% slower
+--   tp 1 x dp 8 x pp 4 (8+8+8+8), 16 micro, zero-2                      0.7693 s   36.86 GiB  5% slower
+--   tp 2 x dp 4 x pp 4 (8+8+8+8), 32 micro, zero-1                      0.7695 s   21.46 GiB  5% slower
+--   tp 2 x dp 4 x pp 4 (8+8+8+8), 32 micro                              0.7728 s   28.80 GiB  5% slower
+--   tp 2 x dp 4 x pp 4 (8+8+8+8), 32 micro, sequence, zero-2            0.7734 s   23.02 GiB  5% slower
+--   tp 1 x dp 8 x pp 4 (8+8+8+8), 16 micro, fully sharded               0.7824 s   34.98 GiB  6% slower
 --   tp 2 x dp 2 x pp 8 (4+4+4+4+4+4+4+4), 64 micro, sequence, zero-1    0.7841 s   21.40 GiB  7% slower
---   tp 2 x dp 4 x pp 4 (8+8+8+8), 32 micro, zero-2          0.7842 s   21.26 GiB  7% slower
---   tp 4 x dp 8, 2 micro, sequence, zero-2                  0.7851 s   69.38 GiB  7% slower
---   tp 2 x dp 2 x pp 8 (4+4+4+4+4+4+4+4), 64 micro, sequence    0.7860 s   25.54 GiB  7% slower
---   tp 2 x dp 4 x pp 4 (8+8+8+8), 32 micro, sequence, fully sharded    0.7919 s   21.76 GiB  8% slower
---   tp 4 x dp 8, 2 micro, sequence, fully sharded           0.7936 s   66.82 GiB  8% slower
---   tp 4 x dp 2 x pp 4 (8+8+8+8), 64 micro, sequence, zero-1    0.7941 s   19.13 GiB  8% slower
---   tp 2 x dp 4 x pp 4 (8+8+8+8), 32 micro, fully sharded    0.7954 s   20.50 GiB  8% slower
---   tp 4 x dp 2 x pp 4 (8+8+8+8), 64 micro, sequence        0.7973 s   26.11 GiB  8% slower
---   tp 1 x dp 4 x pp 8 (4+4+4+4+4+4+4+4), 32 micro, zero-1    0.8025 s   34.63 GiB  9% slower
+--   tp 2 x dp 4 x pp 4 (8+8+8+8), 32 micro, zero-2                      0.7842 s   21.26 GiB  7% slower
+--   tp 4 x dp 8, 2 micro, sequence, zero-2                              0.7851 s   69.38 GiB  7% slower
+--   tp 2 x dp 2 x pp 8 (4+4+4+4+4+4+4+4), 64 micro, sequence            0.7860 s   25.54 GiB  7% slower
+--   tp 2 x dp 4 x pp 4 (8+8+8+8), 32 micro, sequence, fully sharded     0.7919 s   21.76 GiB  8% slower
+--   tp 4 x dp 8, 2 micro, sequence, fully sharded                       0.7936 s   66.82 GiB  8% slower
+--   tp 4 x dp 2 x pp 4 (8+8+8+8), 64 micro, sequence, zero-1            0.7941 s   19.13 GiB  8% slower
+--   tp 2 x dp 4 x pp 4 (8+8+8+8), 32 micro, fully sharded               0.7954 s   20.50 GiB  8% slower
+--   tp 4 x dp 2 x pp 4 (8+8+8+8), 64 micro, sequence                    0.7973 s   26.11 GiB  8% slower
+--   tp 1 x dp 4 x pp 8 (4+4+4+4+4+4+4+4), 32 micro, zero-1              0.8025 s   34.63 GiB  9% slower
 --   ... and 1140 more
---   tp 2 x dp 4 x pp 4 (8+8+8+8), 32 micro, sequence, zero-1    0.7497 s   23.73 GiB  2% slower (a submesh per stage)
+--   tp 2 x dp 4 x pp 4 (8+8+8+8), 32 micro, sequence, zero-1            0.7497 s   23.73 GiB  2% slower (a submesh per stage)
 
 local plan = {
   model = "llama-7b",  -- a preset name, a Hugging Face directory or a table of config fields

@@ -2,28 +2,28 @@
 -- Run it: slapo-lua run --nproc 16 plan.lua   (edit the plan table and run again)
 --
 -- Predicted (step seconds, GiB per rank), the best plans considered:
---   tp 1 x dp 16, zero-2                                    0.1417 s   70.77 GiB  chosen
---   tp 1 x dp 16, fully sharded                             0.1486 s   69.02 GiB  5% slower
---   tp 1 x dp 8 x pp 2 (11+11), 8 micro, zero-2             0.1555 s   19.50 GiB  10% slower
---   tp 2 x dp 8, sequence, zero-2                           0.1561 s   71.16 GiB  10% slower
---   tp 1 x dp 8 x pp 2 (11+11), 8 micro, fully sharded      0.1572 s   18.88 GiB  11% slower
---   tp 1 x dp 8 x pp 2 (11+11), 8 micro, zero-1             0.1576 s   19.49 GiB  11% slower
---   tp 2 x dp 8, 2 micro, zero-2                            0.1593 s   38.13 GiB  12% slower
---   tp 2 x dp 8, 2 micro, sequence, zero-2                  0.1593 s   36.58 GiB  12% slower
---   tp 2 x dp 8, sequence, fully sharded                    0.1593 s   70.35 GiB  12% slower
---   tp 1 x dp 8 x pp 2 (11+11), 8 micro                     0.1600 s   24.87 GiB  13% slower
---   tp 2 x dp 8, 2 micro, fully sharded                     0.1657 s   37.31 GiB  17% slower
---   tp 2 x dp 8, 2 micro, sequence, fully sharded           0.1657 s   35.77 GiB  17% slower
---   tp 1 x dp 8 x pp 2 (11+11), 4 micro, zero-2             0.1700 s   36.18 GiB  20% slower
---   tp 1 x dp 8 x pp 2 (11+11), 4 micro, fully sharded      0.1708 s   35.55 GiB  21% slower
---   tp 1 x dp 8 x pp 2 (11+11), 4 micro, zero-1             0.1737 s   36.16 GiB  23% slower
---   tp 1 x dp 8 x pp 2 (11+11), 4 micro                     0.1761 s   41.54 GiB  24% slower
---   tp 2 x dp 4 x pp 2 (11+11), 4 micro, sequence, zero-2    0.1802 s   36.57 GiB  27% slower
+--   tp 1 x dp 16, zero-2                                            0.1417 s   70.77 GiB  chosen
+--   tp 1 x dp 16, fully sharded                                     0.1486 s   69.02 GiB  5% slower
+--   tp 1 x dp 8 x pp 2 (11+11), 8 micro, zero-2                     0.1555 s   19.50 GiB  10% slower
+--   tp 2 x dp 8, sequence, zero-2                                   0.1561 s   71.16 GiB  10% slower
+--   tp 1 x dp 8 x pp 2 (11+11), 8 micro, fully sharded              0.1572 s   18.88 GiB  11% slower
+--   tp 1 x dp 8 x pp 2 (11+11), 8 micro, zero-1                     0.1576 s   19.49 GiB  11% slower
+--   tp 2 x dp 8, 2 micro, zero-2                                    0.1593 s   38.13 GiB  12% slower
+--   tp 2 x dp 8, 2 micro, sequence, zero-2                          0.1593 s   36.58 GiB  12% slower
+--   tp 2 x dp 8, sequence, fully sharded                            0.1593 s   70.35 GiB  12% slower
+--   tp 1 x dp 8 x pp 2 (11+11), 8 micro                             0.1600 s   24.87 GiB  13% slower
+--   tp 2 x dp 8, 2 micro, fully sharded                             0.1657 s   37.31 GiB  17% slower
+--   tp 2 x dp 8, 2 micro, sequence, fully sharded                   0.1657 s   35.77 GiB  17% slower
+--   tp 1 x dp 8 x pp 2 (11+11), 4 micro, zero-2                     0.1700 s   36.18 GiB  20% slower
+--   tp 1 x dp 8 x pp 2 (11+11), 4 micro, fully sharded              0.1708 s   35.55 GiB  21% slower
+--   tp 1 x dp 8 x pp 2 (11+11), 4 micro, zero-1                     0.1737 s   36.16 GiB  23% slower
+--   tp 1 x dp 8 x pp 2 (11+11), 4 micro                             0.1761 s   41.54 GiB  24% slower
+--   tp 2 x dp 4 x pp 2 (11+11), 4 micro, sequence, zero-2           0.1802 s   36.57 GiB  27% slower
 --   tp 2 x dp 4 x pp 2 (11+11), 4 micro, sequence, fully sharded    0.1808 s   36.11 GiB  28% slower
---   tp 1 x dp 4 x pp 4 (5+6+5+6), 16 micro, zero-1          0.1814 s   17.02 GiB  28% slower
---   tp 1 x dp 16, checkpoint, zero-2                        0.1825 s    7.80 GiB  29% slower
+--   tp 1 x dp 4 x pp 4 (5+6+5+6), 16 micro, zero-1                  0.1814 s   17.02 GiB  28% slower
+--   tp 1 x dp 16, checkpoint, zero-2                                0.1825 s    7.80 GiB  29% slower
 --   ... and 610 more
---   tp 1 x dp 8 x pp 2 (11+11), 8 micro, zero-1             0.1576 s   19.49 GiB  11% slower (a submesh per stage)
+--   tp 1 x dp 8 x pp 2 (11+11), 8 micro, zero-1                     0.1576 s   19.49 GiB  11% slower (a submesh per stage)
 
 local plan = {
   model = "TinyLlama-1.1B",  -- a preset name, a Hugging Face directory or a table of config fields
