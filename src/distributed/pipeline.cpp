@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "primitives/fully_shard_reduce.h"
 
 namespace slapo::dist {
 
@@ -310,7 +311,7 @@ double PipelineRunner::step(const StageFn& run_stage, const LossFn& loss_fn, con
           if (out.requires_grad()) roots.push_back(out);
       }
       auto t0 = std::chrono::steady_clock::now();
-      if (!roots.empty()) torch::autograd::backward(roots, grads);
+      if (!roots.empty()) run_backward([&] { torch::autograd::backward(roots, grads); });
       busy += seconds_since(t0);
       if (!first)
         for (auto& peer : peers(vs, true, true, rows))

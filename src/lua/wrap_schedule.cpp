@@ -772,10 +772,12 @@ int w_fully_shard_prefetches(lua_State* L) {
   return 1;
 }
 
-// _fully_shard_reductions() -> {in_flight =, beside_backward =, at_end =} (internal: tests)
+// _fully_shard_reductions() -> {in_flight =, beside_backward =, at_end =, dropped =} (internal: tests)
 int w_fully_shard_reductions(lua_State* L) {
   auto counts = gradient_reduction_counts();
-  lua_createtable(L, 0, 3);
+  lua_createtable(L, 0, 4);
+  lua_pushinteger(L, static_cast<lua_Integer>(counts.dropped));
+  lua_setfield(L, -2, "dropped");
   lua_pushinteger(L, static_cast<lua_Integer>(counts.in_flight));
   lua_setfield(L, -2, "in_flight");
   lua_pushinteger(L, static_cast<lua_Integer>(counts.beside_backward));

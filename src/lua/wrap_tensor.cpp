@@ -7,6 +7,7 @@
 #include "lua/runtime.h"
 #include "lua/tensor_gc.h"
 #include "lua/wrap.h"
+#include "primitives/fully_shard_reduce.h"
 
 namespace slapo {
 
@@ -218,8 +219,8 @@ int w_Tensor_backward(lua_State* L) {
   if (lua_isnoneornil(L, 2) && t.numel() != 1)
     luaL_error(L, "Tensor:backward: a tensor of %d elements needs a gradient argument; only scalars default to 1",
                static_cast<int>(t.numel()));
-  if (lua_isnoneornil(L, 2)) t.backward();
-  else t.backward(lx_check_tensor(L, 2));
+  at::Tensor grad = lua_isnoneornil(L, 2) ? at::Tensor() : lx_check_tensor(L, 2);
+  run_backward([&] { grad.defined() ? t.backward(grad) : t.backward(); });
   tensor_gc_after_backward(L);
   return 0;
 }

@@ -73,6 +73,25 @@ void start_gradient_reduction(GradientReduction r) {
   });
 }
 
+void run_backward(const std::function<void()>& backward) {
+  try {
+    backward();
+  } catch (...) {
+    auto& state = in_flight();
+    std::lock_guard<std::mutex> lock(state.mutex);
+    for (auto& r : state.reductions) {
+      try {
+        r.wait();  // the collective must finish before its buffers go
+      } catch (...) {  // the failure at hand is the one to report
+      }
+      ++state.counts.dropped;
+    }
+    state.reductions.clear();
+    state.landing_queued = false;  // the failed pass's callback never runs
+    throw;
+  }
+}
+
 GradientReductionCounts gradient_reduction_counts() {
   auto& state = in_flight();
   std::lock_guard<std::mutex> lock(state.mutex);

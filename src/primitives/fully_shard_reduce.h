@@ -27,10 +27,16 @@ at::Tensor slice_gradient(const at::Tensor& part, int64_t rows, int64_t divide_b
 /// backward function: the end of that backward pass (an autograd final callback) lands the rest.
 void start_gradient_reduction(GradientReduction r);
 
+/// Runs `backward` (a backward pass). If it fails, the pass never reaches its end, where its
+/// reductions land: they are waited for and dropped instead, so none lands in a later pass, and
+/// the next pass lands its own at its end again.
+void run_backward(const std::function<void()>& backward);
+
 /// What the reductions did so far in this process (tests): `in_flight` now; landed when the next
-/// unit's started (`beside_backward`: they ran while its backward computed) or when backward ended.
+/// unit's started (`beside_backward`: they ran while its backward computed) or when backward ended;
+/// `dropped` after a backward pass that failed.
 struct GradientReductionCounts {
-  int64_t in_flight = 0, beside_backward = 0, at_end = 0;
+  int64_t in_flight = 0, beside_backward = 0, at_end = 0, dropped = 0;
 };
 GradientReductionCounts gradient_reduction_counts();
 

@@ -14,6 +14,7 @@
 #include "graph/traced_graph.h"
 #include "models/zoo.h"
 #include "primitives/pretrained_slices.h"
+#include "primitives/fully_shard_reduce.h"
 
 namespace slapo {
 
@@ -249,7 +250,7 @@ VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inpu
     grads_out.push_back(g);
   }
   if (!ref_roots.empty()) torch::autograd::backward(ref_roots, grads_out);
-  if (!sch_roots.empty()) torch::autograd::backward(sch_roots, grads_out);
+  if (!sch_roots.empty()) run_backward([&] { torch::autograd::backward(sch_roots, grads_out); });
 
   // Compare every gradient (gathering sharded ones: a collective, so every rank walks them all).
   // by unscheduled name: a leaf that checkpoint/fuse moved into a wrapper keeps its counterpart

@@ -324,6 +324,48 @@ describe("fully_shard", function()
     for key, g in pairs(off_grads) do assert(g:equal(on_grads[key]), "step and gradient " .. key .. " differ") end
   end)
 
+  it("drops a failed backward's reductions: none lands later, and the next backward lands its own", function()
+    local fail_recompute = false
+    local function build(overlap)
+      slapo.manual_seed(4)
+      local pre = slapo.nn.Module({ type = "Pre", children = { fc = slapo.nn.Linear(8, 8) },
+        forward = function(self, x)
+          if fail_recompute then error("the recomputation failed", 0) end
+          return self.fc(x)
+        end })
+      local m = slapo.nn.Module({ type = "M", children = { pre = pre, a = slapo.nn.Linear(8, 8), b = slapo.nn.Linear(8, 8) },
+        forward = function(self, x)
+          local y = self.b(self.a(self.pre(x)))
+          return (y * y):sum()
+        end })
+      local sch = slapo.create_schedule(m)
+      sch["pre"]:checkpoint()  -- its recomputation runs last in backward, after a's and b's reductions started
+      sch["a"]:fully_shard({ overlap_reduce = overlap })
+      sch["b"]:fully_shard({ overlap_reduce = overlap })
+      return m, slapo.optim.sgd(m, { lr = 0.1 })
+    end
+    local m, opt = build(true)
+    local ref, ref_opt = build(false)
+    slapo.manual_seed(20 + rank)
+    local x = slapo.randn({ 4, 8 })
+    local before = slapo._fully_shard_reductions()
+    local loss = m(x)
+    fail_recompute = true
+    matches("the recomputation failed", pcall_err(loss.backward, loss))
+    fail_recompute = false
+    local after = slapo._fully_shard_reductions()
+    eq(0, after.in_flight)
+    eq(2, after.dropped - before.dropped, "a's weight and bias were in flight when backward failed")
+    opt:zero_grad()
+    ref_opt:zero_grad()
+    m(x):backward()
+    ref(x):backward()
+    eq(0, slapo._fully_shard_reductions().in_flight, "the next backward landed its own at its end")
+    local theirs = {}
+    for name, p in ref:named_parameters() do theirs[name] = p.grad end
+    for name, p in m:named_parameters() do assert(p.grad:equal(theirs[name]), name .. "'s gradient differs") end
+  end)
+
   it("refuses what it cannot shard, by name, and changes nothing", function()
     slapo.manual_seed(3)
     local sch = slapo.create_schedule(slapo.models.gpt2({ n_embd = 32, n_layer = 2, n_head = 2, vocab_size = 64,
