@@ -1,6 +1,7 @@
 // fully_shard: each rank keeps 1/N of a subtree's parameters; calls gather them, backward
 // reduce-scatters their gradients.
 #include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
@@ -61,13 +62,20 @@ bool gradient_observed(const at::Tensor& param) {
   return accumulator && !accumulator->post_hooks().empty();
 }
 
+// Whether the backward pass running asks for the gradients of chosen tensors (autograd::grad, or
+// backward with inputs), which it returns or accumulates itself.
+bool returns_gradients() {
+  const auto* wanted = torch::autograd::get_current_graph_task_exec_info();
+  return wanted && !wanted->empty();
+}
+
 // The whole parameter from every rank's slice along axis 0 (or the one a prefetch gathered);
 // backward gives each slice its part of the gradient summed over the group and, with `average`,
 // divided by its size: the data-parallel average (without: the sum, for replicas whose gradients
 // are each its rows' part of the batch's, as on pipeline stage meshes). With an `overlap_unit`
 // the reduce-scatter is left in flight while backward goes on, and lands on the slice's .grad
-// later (fully_shard_reduce.h); without, or when a hook watches the gradient, backward waits for
-// it and returns the slice's gradient.
+// later (fully_shard_reduce.h); without, when a hook watches the gradient, or in a pass that
+// returns gradients, backward waits for it and returns the slice's gradient.
 struct GatherSlices : public torch::autograd::Function<GatherSlices> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& slice, const ShardSpec* spec,
                             const at::Tensor* prefetched, bool average, const void* overlap_unit) {
@@ -90,7 +98,9 @@ struct GatherSlices : public torch::autograd::Function<GatherSlices> {
     const int64_t divide_by = ctx->saved_data["average"].toBool() ? group->size() : 1;
     const auto* unit = reinterpret_cast<const void*>(static_cast<intptr_t>(ctx->saved_data["overlap_unit"].toInt()));
     at::Tensor slice = unit ? ctx->saved_data["slice"].toTensor() : at::Tensor();
-    if (!unit || gradient_observed(slice))  // the hook must see the reduced gradient, through autograd
+    // through autograd when a hook must see the reduced gradient, or when this pass returns gradients
+    // rather than accumulating them (autograd::grad, as checkpoint's recomputation calls it)
+    if (!unit || gradient_observed(slice) || returns_gradients())
       return {slice_gradient(wait(), rows, divide_by), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
     start_gradient_reduction({unit, std::move(wait), slice, rows, divide_by});
     return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};

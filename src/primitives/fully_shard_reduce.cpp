@@ -34,25 +34,45 @@ void land(GradientReduction& r) {
 }
 
 // Lands the reductions `keep` says no to, in the order they started (every rank the same), and
-// counts them in `landed`.
+// counts them in `landed`. A wait that raises leaves the rest in flight, for run_backward to drop.
 template <typename Keep>
 void land_where(InFlight& state, Keep keep, int64_t& landed) {
-  std::vector<GradientReduction> kept;
-  for (auto& r : state.reductions)
-    if (keep(r)) {
-      kept.push_back(std::move(r));
-    } else {
-      land(r);
-      ++landed;
+  std::vector<GradientReduction> all = std::move(state.reductions);
+  state.reductions.clear();
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (keep(all[i])) {
+      state.reductions.push_back(std::move(all[i]));
+      continue;
     }
-  state.reductions = std::move(kept);
+    try {
+      land(all[i]);
+    } catch (...) {
+      for (size_t j = i + 1; j < all.size(); ++j) state.reductions.push_back(std::move(all[j]));
+      throw;
+    }
+    ++landed;
+  }
+}
+
+// Waits for every reduction in flight and forgets them: a backward pass failed before its end.
+void drop_all(InFlight& state) {
+  for (auto& r : state.reductions) {
+    try {
+      r.wait();  // the collective must finish before its buffers go
+    } catch (...) {  // the failure at hand is the one to report
+    }
+    ++state.counts.dropped;
+  }
+  state.reductions.clear();
+  state.landing_queued = false;  // the failed pass's callback never runs
 }
 
 }  // namespace
 
 at::Tensor slice_gradient(const at::Tensor& part, int64_t rows, int64_t divide_by) {
-  at::Tensor mine = part.narrow(0, 0, rows);  // without the padding
-  return divide_by > 1 ? mine.div(divide_by) : mine.clone();
+  if (divide_by > 1) return part.narrow(0, 0, rows).div(divide_by);
+  // a view would keep the padding rows alive with the gradient; the part itself is a tensor of its own
+  return rows == part.size(0) ? part : part.narrow(0, 0, rows).clone();
 }
 
 void start_gradient_reduction(GradientReduction r) {
@@ -74,20 +94,18 @@ void start_gradient_reduction(GradientReduction r) {
 }
 
 void run_backward(const std::function<void()>& backward) {
+  {
+    // a pass that failed outside run_backward left its reductions and its callback flag behind
+    auto& state = in_flight();
+    std::lock_guard<std::mutex> lock(state.mutex);
+    if (!state.reductions.empty() || state.landing_queued) drop_all(state);
+  }
   try {
     backward();
   } catch (...) {
     auto& state = in_flight();
     std::lock_guard<std::mutex> lock(state.mutex);
-    for (auto& r : state.reductions) {
-      try {
-        r.wait();  // the collective must finish before its buffers go
-      } catch (...) {  // the failure at hand is the one to report
-      }
-      ++state.counts.dropped;
-    }
-    state.reductions.clear();
-    state.landing_queued = false;  // the failed pass's callback never runs
+    drop_all(state);
     throw;
   }
 }

@@ -324,6 +324,29 @@ describe("fully_shard", function()
     for key, g in pairs(off_grads) do assert(g:equal(on_grads[key]), "step and gradient " .. key .. " differ") end
   end)
 
+  it("reduces in place inside checkpoint's recomputation, whose gradients autograd.grad returns", function()
+    local function train(overlap)
+      local sch = slapo.create_schedule(reference.tiny_gpt2())
+      for _, block in ipairs(sch["transformer.h"]:children()) do
+        block:checkpoint()
+        block:fully_shard({ overlap_reduce = overlap })
+      end
+      slapo.manual_seed(31 + rank)
+      local ids = slapo.randint(0, 64, { 2, 8 })
+      sch.mod(ids, { labels = ids }):backward()
+      local grads = {}
+      for name, p in sch.mod:named_parameters() do grads[name] = p.grad end
+      return grads
+    end
+    local off = train(false)
+    local before = slapo._fully_shard_reductions()
+    local on = train(true)
+    local after = slapo._fully_shard_reductions()
+    eq(before.beside_backward + before.at_end, after.beside_backward + after.at_end,
+      "a block's gradients went through autograd.grad, not the queue")
+    for name, g in pairs(off) do assert(g:equal(on[name]), name .. "'s gradient differs") end
+  end)
+
   it("drops a failed backward's reductions: none lands later, and the next backward lands its own", function()
     local fail_recompute = false
     local function build(overlap)
