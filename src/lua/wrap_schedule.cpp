@@ -10,8 +10,8 @@
 #include "lua/lua_module.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
-#include "primitives/pipeline.h"
 #include "primitives/fully_shard_reduce.h"
+#include "primitives/pipeline.h"
 #include "primitives/primitives.h"
 
 namespace slapo {

@@ -13,8 +13,8 @@
 #include "distributed/world.h"
 #include "graph/traced_graph.h"
 #include "models/zoo.h"
-#include "primitives/pretrained_slices.h"
 #include "primitives/fully_shard_reduce.h"
+#include "primitives/pretrained_slices.h"
 
 namespace slapo {
 

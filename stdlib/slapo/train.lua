@@ -579,10 +579,10 @@ function M.run(user_opts)
   end
   local terminal = slapo._stdout_is_terminal() and not opts.quiet
   -- where and in what dtype the matmuls run: the batches go there, and the peak is measured there
-  local params_now = model:parameters()
-  local device = params_now[1] and params_now[1]:device() or "cpu"
+  local device = require("slapo.kernel_choices").model_device(model)
+  local first_param = model:parameters()[1]
   local matmul_dtype = ({ bf16 = "bfloat16", fp16 = "float16" })[opts.autocast] or opts.autocast
-    or (params_now[1] and params_now[1]:dtype()) or "float32"
+    or (first_param and first_param:dtype()) or "float32"
   local peak = slapo.measure_peak_flops({ device = device, dtype = matmul_dtype })
   local params = model:num_params({ gathered = true })  -- what each step computes with
   local attention_per_token_and_position = attention_flops(model, tp_group)
