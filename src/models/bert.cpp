@@ -39,10 +39,8 @@ class BertEmbeddings : public ModuleBase<BertEmbeddings> {
 class BertSelfAttention : public ModuleBase<BertSelfAttention> {
  public:
   BertSelfAttention(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase("BertSelfAttention") {
-    int64_t h = c.integer("hidden_size"), heads = c.integer("num_attention_heads");
-    if (h % heads != 0)
-      throw Error(fmt::format("bert: hidden_size {} is not a multiple of num_attention_heads {}", h, heads));
-    head_dim = h / heads;
+    int64_t h = c.integer("hidden_size");
+    head_dim = head_dim_of(c, "hidden_size", "num_attention_heads");
     for (auto name : {"query", "key", "value"}) set_child(name, std::make_shared<Linear>(h, h, true, o));
     set_child("dropout", std::make_shared<Dropout>(c.number("attention_probs_dropout_prob", 0.1)));
     impl = attention_impl_from_config(c.str("attn_implementation", "auto"));

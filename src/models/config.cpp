@@ -49,6 +49,24 @@ const json& class_defaults(const std::string& model_type) {
       {"initializer_range", 0.02}, {"rms_norm_eps", 1e-6}, {"tie_word_embeddings", false},
       {"rope_theta", 10000.0}, {"sliding_window", 4096}, {"attention_dropout", 0.0},
       {"pad_token_id", nullptr}, {"architectures", {"MistralForCausalLM"}}};
+  // GPTNeoConfig: attention_types expands to one "global" or "local" per layer
+  static const json gpt_neo = {
+      {"vocab_size", 50257}, {"max_position_embeddings", 2048}, {"hidden_size", 2048}, {"num_layers", 24},
+      {"attention_types", json::array({json::array({json::array({"global", "local"}), 12})})},
+      {"num_heads", 16}, {"intermediate_size", nullptr}, {"window_size", 256},
+      {"activation_function", "gelu_new"}, {"resid_dropout", 0.0}, {"embed_dropout", 0.0},
+      {"attention_dropout", 0.0}, {"layer_norm_epsilon", 1e-5}, {"initializer_range", 0.02},
+      {"bos_token_id", 50256}, {"eos_token_id", 50256}, {"tie_word_embeddings", true},
+      {"architectures", {"GPTNeoForCausalLM"}}};
+  // OPTConfig (opt-125m's shape); init_std is its initializer_range
+  static const json opt = {
+      {"vocab_size", 50272}, {"hidden_size", 768}, {"num_hidden_layers", 12}, {"ffn_dim", 3072},
+      {"max_position_embeddings", 2048}, {"do_layer_norm_before", true}, {"_remove_final_layer_norm", false},
+      {"word_embed_proj_dim", nullptr}, {"dropout", 0.1}, {"attention_dropout", 0.0},
+      {"num_attention_heads", 12}, {"activation_function", "relu"}, {"layerdrop", 0.0}, {"init_std", 0.02},
+      {"enable_bias", true}, {"layer_norm_elementwise_affine", true}, {"pad_token_id", 1},
+      {"bos_token_id", 2}, {"eos_token_id", 2}, {"tie_word_embeddings", true},
+      {"architectures", {"OPTForCausalLM"}}};
   static const json mlp = {{"hidden_size", 1024}, {"intermediate_size", nullptr},
                            {"hidden_act", "gelu"}, {"dropout", 0.0}, {"bias", true},
                            {"initializer_range", 0.02}};
@@ -57,6 +75,8 @@ const json& class_defaults(const std::string& model_type) {
   if (model_type == "llama") return llama;
   if (model_type == "qwen2") return qwen2;
   if (model_type == "mistral") return mistral;
+  if (model_type == "gpt_neo") return gpt_neo;
+  if (model_type == "opt") return opt;
   if (model_type == "mlp") return mlp;
   throw_unknown_model_type(model_type, "config");
 }
@@ -105,6 +125,33 @@ const std::vector<std::pair<std::string, json>>& presets() {
       {"Mistral-7B-v0.1",
        {{"model_type", "mistral"}, {"max_position_embeddings", 32768}, {"rms_norm_eps", 1e-5},
         {"sliding_window", 4096}, {"bos_token_id", 1}, {"eos_token_id", 2}}},
+      // EleutherAI's GPT-Neo (local layers see 256 positions) and Meta's OPT, as their config.json say
+      {"gpt-neo-125M",
+       {{"model_type", "gpt_neo"}, {"hidden_size", 768}, {"num_layers", 12}, {"num_heads", 12},
+        {"attention_types", json::array({json::array({json::array({"global", "local"}), 6})})}}},
+      {"gpt-neo-1.3B",
+       {{"model_type", "gpt_neo"}, {"hidden_size", 2048}, {"num_layers", 24}, {"num_heads", 16},
+        {"attention_types", json::array({json::array({json::array({"global", "local"}), 12})})}}},
+      {"gpt-neo-2.7B",
+       {{"model_type", "gpt_neo"}, {"hidden_size", 2560}, {"num_layers", 32}, {"num_heads", 20},
+        {"attention_types", json::array({json::array({json::array({"global", "local"}), 16})})}}},
+      {"opt-125m", {{"model_type", "opt"}, {"hidden_size", 768}, {"num_hidden_layers", 12}, {"num_attention_heads", 12},
+               {"ffn_dim", 3072}}},
+      {"opt-350m", {{"model_type", "opt"}, {"hidden_size", 1024}, {"num_hidden_layers", 24}, {"num_attention_heads", 16},
+               {"ffn_dim", 4096},
+               {"word_embed_proj_dim", 512}, {"do_layer_norm_before", false}}},
+      {"opt-1.3b", {{"model_type", "opt"}, {"hidden_size", 2048}, {"num_hidden_layers", 24}, {"num_attention_heads", 32},
+               {"ffn_dim", 8192}}},
+      {"opt-2.7b", {{"model_type", "opt"}, {"hidden_size", 2560}, {"num_hidden_layers", 32}, {"num_attention_heads", 32},
+               {"ffn_dim", 10240}}},
+      {"opt-6.7b", {{"model_type", "opt"}, {"hidden_size", 4096}, {"num_hidden_layers", 32}, {"num_attention_heads", 32},
+               {"ffn_dim", 16384}}},
+      {"opt-13b", {{"model_type", "opt"}, {"hidden_size", 5120}, {"num_hidden_layers", 40}, {"num_attention_heads", 40},
+               {"ffn_dim", 20480}}},
+      {"opt-30b", {{"model_type", "opt"}, {"hidden_size", 7168}, {"num_hidden_layers", 48}, {"num_attention_heads", 56},
+               {"ffn_dim", 28672}}},
+      {"opt-66b", {{"model_type", "opt"}, {"hidden_size", 9216}, {"num_hidden_layers", 64}, {"num_attention_heads", 72},
+               {"ffn_dim", 36864}}},
   };
   return table;
 }
@@ -177,7 +224,7 @@ std::string ModelConfig::str(const std::string& key, const std::string& fallback
 }
 
 void throw_unknown_model_type(const std::string& model_type, const char* who) {
-  const char* choices = "bert, gpt2, llama, qwen2, mistral, mlp";
+  const char* choices = "bert, gpt2, gpt_neo, opt, llama, qwen2, mistral, mlp";
   if (model_type.empty())
     throw Error(fmt::format("{}: model_type is missing: name one of {} (or build with slapo.models.gpt2{{...}} and "
                             "its siblings)", who, choices));

@@ -100,6 +100,28 @@ Table type_fields(const std::string& model_type) {
             {"summary_use_proj", Kind::Harmless}, {"summary_activation", Kind::Harmless},
             {"summary_proj_to_labels", Kind::Harmless}, {"summary_first_dropout", Kind::Harmless},
             {"pad_token_id", Kind::Harmless}};
+  if (model_type == "gpt_neo")
+    return {{"vocab_size", Kind::Size},          {"max_position_embeddings", Kind::Size},
+            {"hidden_size", Kind::Size},         {"num_layers", Kind::Layers},
+            {"attention_types", Kind::Harmless}, {"attention_layers", Kind::Harmless},  // gpt_neo_attention_layers
+            {"num_heads", Kind::Size},           {"intermediate_size", Kind::OptionalSize},
+            {"window_size", Kind::Size},         {"activation_function", Kind::Text},
+            {"resid_dropout", Kind::Probability}, {"embed_dropout", Kind::Probability},
+            {"attention_dropout", Kind::Probability}, {"layer_norm_epsilon", Kind::Positive},
+            {"summary_type", Kind::Harmless},    {"summary_use_proj", Kind::Harmless},
+            {"summary_activation", Kind::Harmless}, {"summary_proj_to_labels", Kind::Harmless},
+            {"summary_first_dropout", Kind::Harmless}, {"pad_token_id", Kind::Harmless}};
+  if (model_type == "opt")
+    return {{"vocab_size", Kind::Size},          {"hidden_size", Kind::Size},
+            {"num_hidden_layers", Kind::Layers}, {"ffn_dim", Kind::Size},
+            {"max_position_embeddings", Kind::Size}, {"do_layer_norm_before", Kind::Flag},
+            {"_remove_final_layer_norm", Kind::Flag}, {"word_embed_proj_dim", Kind::OptionalSize},
+            {"dropout", Kind::Probability},      {"attention_dropout", Kind::Probability},
+            {"activation_dropout", Kind::Harmless},  // in OPT's checkpoints; transformers' OPT never reads it
+            {"num_attention_heads", Kind::Size}, {"activation_function", Kind::Text},
+            {"layerdrop", Kind::Probability},    {"init_std", Kind::NonNegative},
+            {"enable_bias", Kind::Flag},         {"layer_norm_elementwise_affine", Kind::Flag},
+            {"pad_token_id", Kind::Harmless}};
   if (model_type == "llama" || model_type == "qwen2" || model_type == "mistral") {
     Table t = llama_family_fields();
     if (model_type == "llama") {
@@ -177,6 +199,10 @@ void refuse_unimplemented(const ModelConfig& c, const std::string& type) {
     refuse("pruned_heads", "none: every layer keeps all its heads");
   if (f.contains("quantization_config") && !f["quantization_config"].is_null())
     refuse("quantization_config", "unquantized float32, float16 or bfloat16 checkpoints");
+  if (type == "opt" && c.number("layerdrop", 0.0) != 0.0)
+    refuse("layerdrop", "0: every layer runs in every step; transformers skips layers at random while training");
+  if (type == "opt" && !c.flag("layer_norm_elementwise_affine", true))
+    refuse("layer_norm_elementwise_affine", "true: every LayerNorm has a weight and a bias");
   if (type == "bert" && c.str("position_embedding_type", "absolute") != "absolute")
     refuse("position_embedding_type", "\"absolute\"");
   for (const char* key : {"dtype", "torch_dtype"}) {
@@ -205,7 +231,7 @@ void refuse_unimplemented(const ModelConfig& c, const std::string& type) {
 // A padding row must exist: an Embedding's padding_idx indexes its rows. A negative id is how
 // older configs say "none" (ModelConfig::pad_token_id reads it so), which the user is told.
 void check_padding_id(const ModelConfig& c, const std::string& type) {
-  if (type == "gpt2" || type == "mlp" || !c.has("pad_token_id")) return;
+  if (type == "gpt2" || type == "gpt_neo" || type == "mlp" || !c.has("pad_token_id")) return;
   const json& v = c.json()["pad_token_id"];
   int64_t vocab = c.integer("vocab_size");
   if (is_integer(v) && v.get<double>() < 0) {

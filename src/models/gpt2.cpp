@@ -14,9 +14,8 @@ namespace {
 class GPT2Attention : public ModuleBase<GPT2Attention> {
  public:
   GPT2Attention(const ModelConfig& c, const at::TensorOptions& o, int64_t layer_idx) : ModuleBase("GPT2Attention") {
-    int64_t h = c.integer("n_embd"), heads = c.integer("n_head");
-    if (h % heads != 0) throw Error(fmt::format("gpt2: n_embd {} is not a multiple of n_head {}", h, heads));
-    head_dim = h / heads;
+    int64_t h = c.integer("n_embd");
+    head_dim = head_dim_of(c, "n_embd", "n_head");
     set_child("c_attn", std::make_shared<Conv1D>(h, 3 * h, o));
     set_child("c_proj", std::make_shared<Conv1D>(h, h, o));
     set_child("attn_dropout", std::make_shared<Dropout>(c.number("attn_pdrop", 0.1)));

@@ -19,11 +19,7 @@ std::string family(const ModelConfig& c) {
 }
 
 int64_t llama_head_dim(const ModelConfig& c) {
-  int64_t h = c.integer("hidden_size"), heads = c.integer("num_attention_heads");
-  if (c.has("head_dim")) return c.integer("head_dim");
-  if (h % heads != 0)
-    throw Error(fmt::format("{}: hidden_size {} is not a multiple of num_attention_heads {}", c.model_type(), h, heads));
-  return h / heads;
+  return c.has("head_dim") ? c.integer("head_dim") : head_dim_of(c, "hidden_size", "num_attention_heads");
 }
 
 // The sliding window layer `index` attends within, as transformers applies it: Mistral's

@@ -112,6 +112,13 @@ at::Tensor attention_probs(const at::Tensor& q, const at::Tensor& k, const c10::
   return at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
 }
 
+int64_t head_dim_of(const ModelConfig& c, const char* hidden_field, const char* heads_field) {
+  int64_t h = c.integer(hidden_field), heads = c.integer(heads_field);
+  if (h % heads != 0)
+    throw Error(fmt::format("{}: {} {} is not a multiple of {} {}", c.model_type(), hidden_field, h, heads_field, heads));
+  return h / heads;
+}
+
 void check_token_ids(const at::Tensor& ids, const char* who) {
   if (ids.dim() != 2)
     throw Error(fmt::format("{}: input_ids must be token ids [batch, seq], got a tensor of shape [{}]", who,

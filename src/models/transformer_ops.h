@@ -3,6 +3,8 @@
 
 #include <torch/torch.h>
 
+#include "models/config.h"
+
 #include <functional>
 #include <string>
 
@@ -46,6 +48,9 @@ at::Tensor attention_context(const at::Tensor& q, const at::Tensor& k, const at:
                              c10::optional<double> plain_p,
                              const std::function<at::Tensor(const at::Tensor&)>& dropout,
                              c10::optional<double> scale = c10::nullopt);
+/// The width of one head: `hidden` / `heads`, or an error naming the model type and both config
+/// fields when the heads do not split the width evenly.
+int64_t head_dim_of(const ModelConfig& c, const char* hidden_field, const char* heads_field);
 /// Refuses token ids that are not [batch, seq], naming `who`.
 void check_token_ids(const at::Tensor& ids, const char* who);
 /// Refuses token ids [B, S] longer than `positions` (a learned position embedding's rows), naming

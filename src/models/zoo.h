@@ -15,12 +15,14 @@ struct BuildOptions {
 };
 
 /// Builds the LM-head class of `config.model_type()`: BertLMHeadModel, GPT2LMHeadModel,
-/// LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, or our MLP. The config's fields are
+/// GPTNeoForCausalLM, OPTForCausalLM, LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, or our MLP. The config's fields are
 /// checked first (models/config_check.h).
 std::shared_ptr<Module> build_model(const ModelConfig& config, const BuildOptions& options = {});
 
 std::shared_ptr<Module> build_bert(const ModelConfig& config, const BuildOptions& options);
 std::shared_ptr<Module> build_gpt2(const ModelConfig& config, const BuildOptions& options);
+std::shared_ptr<Module> build_gpt_neo(const ModelConfig& config, const BuildOptions& options);
+std::shared_ptr<Module> build_opt(const ModelConfig& config, const BuildOptions& options);
 std::shared_ptr<Module> build_llama(const ModelConfig& config, const BuildOptions& options);
 std::shared_ptr<Module> build_mlp(const ModelConfig& config, const BuildOptions& options);
 
@@ -43,6 +45,10 @@ void init_weights_hf(Module& root, double std);
 /// kaiming-uniform with a fan-in bias, Embedding normal(0, 1), norms 1 and 0, anything else 0.
 /// For models outside the zoo, which have no HF rule.
 void init_weights_torch(Module& root);
+
+/// GPT-Neo's attention per layer ("global" or "local"), expanded from config.attention_types as
+/// transformers does; refuses a list that does not name one per layer.
+std::vector<std::string> gpt_neo_attention_layers(const ModelConfig& config);
 
 /// Parameters counted once each, tied ones included once (HF's num_parameters()).
 int64_t count_unique_parameters(torch::nn::Module& module);

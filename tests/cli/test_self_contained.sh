@@ -12,7 +12,8 @@ if hits=$(grep -rnIE "$outside" src stdlib tests scripts bench examples cmake CM
 fi
 # what used to come from there is here
 [ -f stdlib/devices/h100.json ]
-for d in bert-tiny gpt2-tiny gpt2-variants llama-tiny llama3-rope-scaling mistral-tiny qwen2-tiny; do
+for d in bert-tiny gpt2-tiny gpt2-variants llama-tiny llama3-rope-scaling mistral-tiny qwen2-tiny gpt-neo-tiny opt-tiny \
+  roberta-tiny albert-tiny t5-tiny mixtral-tiny; do
   [ -f "tests/fixtures/hf/$d/expected.safetensors" ] || { echo "missing fixture tests/fixtures/hf/$d"; exit 1; }
 done
 echo "the repository names nothing outside itself"

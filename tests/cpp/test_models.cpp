@@ -33,7 +33,31 @@ int64_t llama_expected(int64_t V, int64_t H, int64_t L, int64_t heads, int64_t k
   int64_t layer = H * heads * d + 2 * H * kv * d + heads * d * H + 3 * H * I + 2 * H;
   return 2 * V * H + L * layer + H;  // untied embed_tokens and lm_head
 }
+int64_t gpt_neo_expected(int64_t V, int64_t H, int64_t L, int64_t P) {
+  int64_t block = 2 * H + 3 * H * H + (H * H + H) + 2 * H + (H * 4 * H + 4 * H) + (4 * H * H + H);  // q/k/v unbiased
+  return V * H + P * H + L * block + 2 * H;  // lm_head tied to wte
+}
+// W: word_embed_proj_dim; positions keep 2 rows ahead; project_in / project_out where W != H
+int64_t opt_expected(int64_t V, int64_t H, int64_t L, int64_t F, int64_t P, int64_t W, bool pre_norm) {
+  int64_t layer = 4 * (H * H + H) + 2 * H + (H * F + F) + (F * H + H) + 2 * H;
+  return V * W + (P + 2) * H + (W != H ? 2 * H * W : 0) + L * layer + (pre_norm ? 2 * H : 0);
+}
 }  // namespace
+
+TEST_CASE("models: GPT-Neo and OPT presets have the parameter counts transformers builds") {
+  CHECK(count("gpt-neo-125M") == 125198592);
+  CHECK(count("gpt-neo-125M") == gpt_neo_expected(50257, 768, 12, 2048));
+  CHECK(count("gpt-neo-1.3B") == 1315575808);
+  CHECK(count("gpt-neo-1.3B") == gpt_neo_expected(50257, 2048, 24, 2048));
+  CHECK(count("gpt-neo-2.7B") == gpt_neo_expected(50257, 2560, 32, 2048));
+  CHECK(count("opt-125m") == 125239296);
+  CHECK(count("opt-125m") == opt_expected(50272, 768, 12, 3072, 2048, 768, true));
+  CHECK(count("opt-350m") == 331196416);
+  CHECK(count("opt-350m") == opt_expected(50272, 1024, 24, 4096, 2048, 512, false));
+  CHECK(count("opt-1.3b") == opt_expected(50272, 2048, 24, 8192, 2048, 2048, true));
+  CHECK(count("opt-6.7b") == opt_expected(50272, 4096, 32, 16384, 2048, 4096, true));
+  CHECK(count("opt-66b") == opt_expected(50272, 9216, 64, 36864, 2048, 9216, true));
+}
 
 TEST_CASE("models: preset parameter counts equal Hugging Face's") {
   CHECK(count("bert-base-uncased") == 109514298);

@@ -52,7 +52,8 @@ end
 
 describe("from_pretrained on the meta device", function()
   it("keeps shapes only; slapo.build reads the checkpoint's values, in the checkpoint's dtype or a cast", function()
-    for _, name in ipairs({ "bert-tiny", "gpt2-tiny", "llama-tiny", "qwen2-tiny", "mistral-tiny" }) do
+    for _, name in ipairs({ "bert-tiny", "gpt2-tiny", "gpt-neo-tiny", "opt-tiny", "llama-tiny", "qwen2-tiny",
+      "mistral-tiny" }) do
       local dir = fixtures .. "/" .. name
       local eager = slapo.models.from_pretrained(dir):eval()
       local lazy = slapo.models.from_pretrained(dir, { device = "meta" })
@@ -329,5 +330,78 @@ describe("BERT and Mistral from transformers' checkpoints", function()
     check_logits("mistral-tiny")
     local model = check_gradients("mistral-tiny")
     eq("MistralForCausalLM", model:type())
+  end)
+end)
+
+-- Slapo's evaluated families (their fixtures' provenance.md lists the quirks each one checks).
+describe("GPT-Neo and OPT from transformers' checkpoints", function()
+  local function check_masked(name)
+    local dir = fixtures .. "/" .. name
+    local model = slapo.models.from_pretrained(dir):eval()
+    local expected = slapo.load_tensors(dir .. "/expected.safetensors")
+    assert(expected.attention_mask:sum():item() < expected.attention_mask:numel(), "the fixture pads a row")
+    close(expected.logits_masked, model(expected.input_ids, { attention_mask = expected.attention_mask }),
+      { rtol = 1e-5, atol = 1e-5 })
+    return model
+  end
+
+  it("gpt-neo-tiny: unscaled attention, a local layer (window 4 over 16 tokens), padding, loss, every gradient", function()
+    check_logits("gpt-neo-tiny")
+    local model = check_masked("gpt-neo-tiny")
+    eq("GPTNeoForCausalLM", model:type())
+    eq("GPTNeoSelfAttention", model.transformer.h["1"].attn.attention:type())
+    eq("global, head_dim=16", model.transformer.h["0"].attn.attention:describe())
+    eq("local, head_dim=16", model.transformer.h["1"].attn.attention:describe())
+    check_gradients("gpt-neo-tiny")
+  end)
+
+  it("opt-tiny: positions from the attention mask (offset 2), padding, loss, every gradient", function()
+    check_logits("opt-tiny")
+    local model = check_masked("opt-tiny")
+    eq("OPTForCausalLM", model:type())
+    check_gradients("opt-tiny")
+  end)
+
+  it("opt's post-norm layers with project_in / project_out (opt-350m's shape) train and save round trip", function()
+    slapo.manual_seed(3)
+    local cfg = { hidden_size = 32, ffn_dim = 64, num_hidden_layers = 2, num_attention_heads = 4, vocab_size = 100,
+      max_position_embeddings = 32, word_embed_proj_dim = 16, do_layer_norm_before = false, dropout = 0.0 }
+    local model = slapo.models.opt(cfg)
+    eq(16, model.model.decoder.project_in.weight:size(1))
+    matches("no method, child or parameter 'final_layer_norm'", pcall_err(function()
+      return model.model.decoder.final_layer_norm
+    end))
+    local ids = slapo.randint(0, 100, { 2, 12 })
+    local loss = model(ids, { labels = ids })
+    loss:backward()
+    assert(model.model.decoder.project_in.weight.grad:abs():sum():item() > 0, "project_in learns")
+    local dir = os.tmpname()
+    os.remove(dir)
+    slapo.save(model, dir)
+    local again = slapo.models.from_pretrained(dir)
+    eq(0, (again(ids) - model(ids)):abs():max():item())
+  end)
+
+  it("presets have the parameter counts of the checkpoints transformers loads", function()
+    local counts = { ["gpt-neo-125M"] = 125198592, ["opt-125m"] = 125239296, ["opt-350m"] = 331196416 }
+    for name, want in pairs(counts) do
+      eq(want, slapo.models.build(name, { device = "meta" }):num_params(), name)
+    end
+    eq("local", slapo.models.config(slapo.models.gpt_neo("gpt-neo-1.3B", { device = "meta" })).attention_types[1][1][2])
+  end)
+
+  it("refuses fields the zoo does not compute, naming the model, the field and what is supported", function()
+    matches("config: gpt_neo field 'attention_types' lists 24 layers but num_layers is 2",
+      pcall_err(slapo.models.gpt_neo, { num_layers = 2 }))
+    matches("config: gpt_neo field 'attention_types' names an attention other than \"global\" and \"local\"",
+      pcall_err(slapo.models.gpt_neo, { num_layers = 1, attention_types = { { { "sparse" }, 1 } } }))
+    matches("config: gpt_neo field 'window_size' must be an integer from 1 to 16777216, got 0",
+      pcall_err(slapo.models.gpt_neo, { window_size = 0 }))
+    matches("config: opt field 'layerdrop' = 0.1 is not supported %(0: every layer runs",
+      pcall_err(slapo.models.opt, { layerdrop = 0.1, num_hidden_layers = 1 }))
+    matches("config: opt field 'layer_norm_elementwise_affine' = false is not supported %(true",
+      pcall_err(slapo.models.opt, { layer_norm_elementwise_affine = false, num_hidden_layers = 1 }))
+    matches("config: opt field 'ffn_dim' must be an integer from 1 to 16777216, got %-1",
+      pcall_err(slapo.models.opt, { ffn_dim = -1, num_hidden_layers = 1 }))
   end)
 end)

@@ -484,6 +484,36 @@ describe("test_subgraph.py (attention)", function()
     eq(6, #found[1])
     eq("aten::transpose aten::matmul aten::div aten::softmax slapo::call_module(dropout) aten::matmul", ops(found[1]))
   end)
+
+  -- Slapo's get_traced_bert makes the model under init_empty_weights: replace checks shapes there,
+  -- verify materialises and compares values (before: "replace: Could not run 'aten::abs.out' with
+  -- arguments from the 'Meta' backend").
+  it("test_efficient_attn on an empty model: the core replaced inside verify; a wrong argument order fails", function()
+    local function traced_core()
+      local model = slapo.init_empty_weights(slapo.models.bert, bert_cfg)
+      local sub = slapo.create_schedule(model)["bert.encoder.layer.0.attention.self"]
+      eq("meta", sub.mod.query.weight:device())
+      sub:trace({ inputs = { slapo.randn({ 1, 8, 32 }) } })
+      local found = sub:find(function(q, k, v)
+        local scores = q:matmul(k:transpose(-1, -2)) / math.sqrt(16)
+        return slapo.F.dropout(slapo.F.softmax(scores, -1), 0.1, true):matmul(v)
+      end, { modules = true })
+      eq(6, #found[1])
+      return sub, found
+    end
+    local inp = slapo.randn({ 1, 8, 32 })
+    local sub, found = traced_core()
+    -- a function in (q, k, v) order for a subgraph that reads k first: the values differ
+    matches("verify: ", pcall_err(slapo.verify, sub, { inp }, function(s)
+      s:replace(function(a, b, c) return slapo.F.scaled_dot_product_attention(a, b, c) end, found)
+    end))
+    sub, found = traced_core()
+    local EfficientAttention = slapo.nn.Module({ type = "EfficientAttention",
+      forward = function(self, k, q, v) return slapo.F.scaled_dot_product_attention(q, k, v) end })
+    local report = slapo.verify(sub, { inp }, function(s) s:replace(EfficientAttention, found) end)
+    eq(1, report.outputs)
+    eq("EfficientAttention", sub["EfficientAttention_0"].mod:type())
+  end)
 end)
 
 describe("test_trace.py (recursive)", function()

@@ -24,6 +24,17 @@ function M.row(sch)
   sch:sync("fwd_post", "all_reduce")
 end
 
+--- Megatron's attention: q, k and v column-parallel (each rank computes its heads) with one
+--- all-reduce of their shared input's gradient on the attention module; the output projection
+--- row-parallel. `qkv`: the three projections' names, `out`: the output projection's.
+function M.attention(attn, qkv, out)
+  for _, name in ipairs(qkv) do
+    M.column(attn[name], { sync_input = false })
+  end
+  attn:sync("bwd_post", "all_reduce")
+  M.row(attn[out])
+end
+
 function M.has_param(sch, name)
   for n in sch.mod:named_parameters() do
     if n == name then
@@ -67,7 +78,7 @@ end
 -- Refused before any shard, with the tensor-parallel sizes that would work.
 local function check_heads(sch, tp)
   local config = slapo.models.config(sch.mod)
-  local heads = config and (config.n_head or config.num_attention_heads)
+  local heads = config and (config.n_head or config.num_heads or config.num_attention_heads)
   if not heads then
     return
   end
@@ -111,7 +122,9 @@ function M.megatron(sch, opts, plan)
       table.insert(notes, why)
     end
   end
-  if opts.fuse and plan.fuse then
+  if opts.fuse and not plan.fuse then
+    table.insert(notes, ("fuse: slapo.op has no fused kernels for %s; its layers run unfused"):format(sch.mod:type()))
+  elseif opts.fuse then
     local tp = sch.world_size > 1 and opts.tp ~= false
     local use = M.kernel_chooser(opts.device or require("slapo.kernel_choices").model_device(sch.mod), opts.fuse, notes)
     for _, layer in ipairs(layers) do

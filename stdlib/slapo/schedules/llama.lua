@@ -10,12 +10,7 @@ local M = {}
 M.layers = "model.layers"
 
 local function layer(decoder_layer)
-  local attn = decoder_layer["self_attn"]
-  for _, name in ipairs({ "q_proj", "k_proj", "v_proj" }) do
-    common.column(attn[name], { sync_input = false })
-  end
-  attn:sync("bwd_post", "all_reduce")
-  common.row(attn["o_proj"])
+  common.attention(decoder_layer["self_attn"], { "q_proj", "k_proj", "v_proj" }, "o_proj")
   local mlp = decoder_layer["mlp"]
   common.column(mlp["gate_proj"], { sync_input = false })
   common.column(mlp["up_proj"], { sync_input = false })
