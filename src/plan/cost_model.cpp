@@ -187,13 +187,19 @@ ModelShape ModelShape::from_config(const ModelConfig& config, const std::string&
   if (s.type == "gpt2") {
     s.hidden = c.integer("n_embd"), s.layers = c.integer("n_layer"), s.heads = c.integer("n_head");
     s.inner = c.integer("n_inner", 4 * s.hidden), s.vocab = c.integer("vocab_size");
+  } else if (s.type == "gpt_neo") {
+    s.hidden = c.integer("hidden_size"), s.layers = c.integer("num_layers"), s.heads = c.integer("num_heads");
+    s.inner = c.integer("intermediate_size", 4 * s.hidden), s.vocab = c.integer("vocab_size");
+  } else if (s.type == "opt") {
+    s.hidden = c.integer("hidden_size"), s.layers = c.integer("num_hidden_layers");
+    s.heads = c.integer("num_attention_heads"), s.inner = c.integer("ffn_dim"), s.vocab = c.integer("vocab_size");
   } else if (s.type == "bert" || s.type == "llama" || s.type == "qwen2" || s.type == "mistral") {
     s.hidden = c.integer("hidden_size"), s.layers = c.integer("num_hidden_layers");
     s.heads = c.integer("num_attention_heads"), s.inner = c.integer("intermediate_size");
     s.vocab = c.integer("vocab_size");
     s.gated_mlp = s.type != "bert";
   } else {
-    throw Error(fmt::format("plan: cannot plan a '{}' model (bert, gpt2, llama, qwen2, mistral)", s.type));
+    throw Error(fmt::format("plan: cannot plan a '{}' model (bert, gpt2, gpt_neo, opt, llama, qwen2, mistral)", s.type));
   }
   s.kv_heads = s.gated_mlp ? c.integer("num_key_value_heads", s.heads) : s.heads;
   s.head_dim = s.gated_mlp && c.has("head_dim") ? c.integer("head_dim") : s.hidden / s.heads;

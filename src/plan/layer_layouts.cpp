@@ -44,7 +44,13 @@ PassLayouts::PassLayouts(const ModelConfig& config, const ModelShape& shape, con
     : cluster_(cluster), work_(work), hidden_(shape.hidden) {
   auto start = std::chrono::steady_clock::now();
   nlohmann::json fields = config.json();
-  fields[shape.type == "gpt2" ? "n_layer" : "num_hidden_layers"] = 1;
+  if (shape.type == "gpt_neo") {  // one global layer: a local one differs by its mask alone
+    fields["num_layers"] = 1;
+    fields["attention_types"] = nlohmann::json::array({nlohmann::json::array({nlohmann::json::array({"global"}), 1})});
+    fields.erase("attention_layers");
+  } else {
+    fields[shape.type == "gpt2" ? "n_layer" : "num_hidden_layers"] = 1;
+  }
   fields["vocab_size"] = 128;  // the embedding and head are the reference schedule's, not the pass's
   for (const char* id : {"bos_token_id", "eos_token_id", "pad_token_id"}) fields.erase(id);
   BuildOptions build;

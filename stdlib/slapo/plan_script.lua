@@ -11,7 +11,8 @@ local M = {}
 
 -- The reference schedule (stdlib/slapo/schedules/<family>.lua) a model family's plan applies.
 local function schedules_of(model)
-  return (model.type == "gpt2" or model.type == "bert") and model.type or "llama"
+  local own = { gpt2 = true, bert = true, gpt_neo = true, opt = true }  -- Qwen2 and Mistral use LLaMA's
+  return own[model.type] and model.type or "llama"
 end
 
 -- Where that schedule keeps the layer list.

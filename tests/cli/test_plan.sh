@@ -36,6 +36,22 @@ grep -q "predicted [0-9.]* s/step" "$tmp/tune.out"
 "$bin" run --nproc 2 --knob tp=2 --knob zero=false "$tmp/tiny.lua" 2>&1 | grep -q "2 steps\|3 steps, final loss" \
   || { echo "the plan script does not run with --knob tp=2"; exit 1; }
 
+# GPT-Neo and OPT (transformers' own checkpoints): their plans verify against the unscheduled model
+# and train on 2 ranks, tensor parallel (each family's schedule) and fully sharded
+for family in gpt-neo-tiny opt-tiny; do
+  dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/../fixtures/hf/$family" && pwd)"
+  "$bin" plan "$dir" --cluster 1x2:cpu --batch 4 --seq 16 --steps 2 --max-stages 1 --out "$tmp/$family.lua" >/dev/null
+  grep -q "slapo.schedules.$(echo "${family%-tiny}" | tr - _)" "$tmp/$family.lua" \
+    || { echo "$family: the plan does not use its family's schedule"; cat "$tmp/$family.lua"; exit 1; }
+  for knobs in "--knob tp=2 --knob zero=false" "--knob tp=1 --knob zero=false --knob fully_shard=true"; do
+    # shellcheck disable=SC2086
+    "$bin" run --nproc 2 $knobs "$tmp/$family.lua" >"$tmp/family.out" 2>&1 || { cat "$tmp/family.out"; exit 1; }
+    grep -q "^verify: 1 output(s) and [0-9]* gradients match the unscheduled model" "$tmp/family.out" \
+      || { echo "$family plan with '$knobs' did not verify:"; cat "$tmp/family.out"; exit 1; }
+    grep -q "^plan: 2 steps, final loss" "$tmp/family.out"
+  done
+done
+
 # every kind of one-stage plan the planner writes for 4 ranks verifies against the unscheduled
 # model and trains, gradient accumulation included: plain, tensor parallel, ZeRO-1, fully sharded
 # (ZeRO-3, with TP inside), and fully sharded with the weights kept to backward (ZeRO-2)
