@@ -1,4 +1,5 @@
-// BertLMHeadModel with Hugging Face's module names, shapes and tying.
+// BertLMHeadModel, BertForMaskedLM and RobertaForMaskedLM with Hugging Face's module names, shapes
+// and tying. RoBERTa is BERT's encoder with positions counted after padding_idx and its own head.
 #include "core/error.h"
 #include "models/causal_lm.h"
 #include "models/layers.h"
@@ -9,26 +10,45 @@
 namespace slapo {
 namespace {
 
+// The prefix transformers gives the family's classes: "Bert" or "Roberta".
+std::string family(const ModelConfig& c) { return c.model_type() == "roberta" ? "Roberta" : "Bert"; }
+
 class BertEmbeddings : public ModuleBase<BertEmbeddings> {
  public:
-  BertEmbeddings(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase("BertEmbeddings") {
+  BertEmbeddings(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase(family(c) + "Embeddings") {
     int64_t h = c.integer("hidden_size");
     c10::optional<int64_t> pad;  // c10's, not std's, on LibTorch 1.x
     if (auto id = c.pad_token_id()) pad = *id;
     set_child("word_embeddings", std::make_shared<Embedding>(c.integer("vocab_size"), h, pad, o));
-    set_child("position_embeddings", std::make_shared<Embedding>(c.integer("max_position_embeddings"), h, c10::nullopt, o));
+    // RoBERTa's position embedding has a padding row too: padding sits at position padding_idx
+    if (c.model_type() == "roberta") positions_after = pad ? *pad : 0;
+    set_child("position_embeddings", std::make_shared<Embedding>(c.integer("max_position_embeddings"), h,
+                                                                 positions_after ? pad : c10::nullopt, o));
     set_child("token_type_embeddings", std::make_shared<Embedding>(c.integer("type_vocab_size"), h, c10::nullopt, o));
     set_child("LayerNorm", std::make_shared<LayerNorm>(h, c.number("layer_norm_eps", 1e-12), o));
     set_child("dropout", std::make_shared<Dropout>(c.number("hidden_dropout_prob", 0.1)));
   }
+  /// RoBERTa: a kept token's position is padding_idx + how many kept tokens lead up to it
+  /// (transformers' create_position_ids_from_input_ids), padding's is padding_idx. BERT: none.
+  c10::optional<int64_t> positions_after;
 
  protected:
   // (input_ids, token_type_ids or nil)
   Value forward(Values args) override {
-    auto ids = tensor_arg(args, 0, "BertEmbeddings", "input_ids");
-    check_sequence_fits(ids, child("position_embeddings")->param("weight").size(0), "BertEmbeddings",
-                        "max_position_embeddings");
-    auto positions = torch::arange(ids.size(1), ids.options()).unsqueeze(0);
+    auto ids = tensor_arg(args, 0, type_name().c_str(), "input_ids");
+    int64_t rows = child("position_embeddings")->param("weight").size(0);
+    at::Tensor positions;
+    if (positions_after) {
+      if (ids.dim() == 2 && ids.size(1) + *positions_after >= rows)
+        throw Error(fmt::format("{}: a sequence of {} tokens needs positions up to {} (they start after padding_idx "
+                                "{}), but max_position_embeddings is {}; at most {} tokens", type_name(), ids.size(1),
+                                ids.size(1) + *positions_after, *positions_after, rows, rows - 1 - *positions_after));
+      auto kept = ids.ne(*positions_after).to(at::kLong);
+      positions = kept.cumsum(1) * kept + *positions_after;
+    } else {
+      check_sequence_fits(ids, rows, type_name().c_str(), "max_position_embeddings");
+      positions = torch::arange(ids.size(1), ids.options()).unsqueeze(0);
+    }
     at::Tensor types = args.size() > 1 && args[1].isTensor() ? args[1].toTensor() : torch::zeros_like(ids);
     auto e = call("word_embeddings", ids) + call("token_type_embeddings", types) +
              call("position_embeddings", positions);
@@ -38,7 +58,7 @@ class BertEmbeddings : public ModuleBase<BertEmbeddings> {
 
 class BertSelfAttention : public ModuleBase<BertSelfAttention> {
  public:
-  BertSelfAttention(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase("BertSelfAttention") {
+  BertSelfAttention(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase(family(c) + "SelfAttention") {
     int64_t h = c.integer("hidden_size");
     head_dim = head_dim_of(c, "hidden_size", "num_attention_heads");
     for (auto name : {"query", "key", "value"}) set_child(name, std::make_shared<Linear>(h, h, true, o));
@@ -52,7 +72,7 @@ class BertSelfAttention : public ModuleBase<BertSelfAttention> {
  protected:
   // (hidden_states, additive mask or nil); the head count follows the query rows (shard-proof).
   Value forward(Values args) override {
-    auto x = tensor_arg(args, 0, "BertSelfAttention", "hidden_states");
+    auto x = tensor_arg(args, 0, type_name().c_str(), "hidden_states");
     c10::optional<at::Tensor> mask;
     if (args.size() > 1 && args[1].isTensor()) mask = args[1].toTensor();
     auto q = split_heads(call("query", x), head_dim);
@@ -84,14 +104,14 @@ class BertResidualOutput : public ModuleBase<BertResidualOutput> {
 
 class BertAttention : public ModuleBase<BertAttention> {
  public:
-  BertAttention(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase("BertAttention") {
+  BertAttention(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase(family(c) + "Attention") {
     set_child("self", std::make_shared<BertSelfAttention>(c, o));
-    set_child("output", std::make_shared<BertResidualOutput>("BertSelfOutput", c.integer("hidden_size"), c, o));
+    set_child("output", std::make_shared<BertResidualOutput>(family(c) + "SelfOutput", c.integer("hidden_size"), c, o));
   }
 
  protected:
   Value forward(Values args) override {
-    auto x = tensor_arg(args, 0, "BertAttention", "hidden_states");
+    auto x = tensor_arg(args, 0, type_name().c_str(), "hidden_states");
     Value mask = args.size() > 1 ? args[1] : Value();
     auto attended = call("self", Values{x, mask});
     return call("output", Values{attended, x});
@@ -100,28 +120,28 @@ class BertAttention : public ModuleBase<BertAttention> {
 
 class BertIntermediate : public ModuleBase<BertIntermediate> {
  public:
-  BertIntermediate(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase("BertIntermediate") {
+  BertIntermediate(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase(family(c) + "Intermediate") {
     set_child("dense", std::make_shared<Linear>(c.integer("hidden_size"), c.integer("intermediate_size"), true, o));
     set_child("intermediate_act_fn", Activation::from_hf_name(c.str("hidden_act", "gelu")));
   }
 
  protected:
   Value forward(Values args) override {
-    return call("intermediate_act_fn", call("dense", tensor_arg(args, 0, "BertIntermediate", "hidden_states")));
+    return call("intermediate_act_fn", call("dense", tensor_arg(args, 0, type_name().c_str(), "hidden_states")));
   }
 };
 
 class BertLayer : public ModuleBase<BertLayer> {
  public:
-  BertLayer(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase("BertLayer") {
+  BertLayer(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase(family(c) + "Layer") {
     set_child("attention", std::make_shared<BertAttention>(c, o));
     set_child("intermediate", std::make_shared<BertIntermediate>(c, o));
-    set_child("output", std::make_shared<BertResidualOutput>("BertOutput", c.integer("intermediate_size"), c, o));
+    set_child("output", std::make_shared<BertResidualOutput>(family(c) + "Output", c.integer("intermediate_size"), c, o));
   }
 
  protected:
   Value forward(Values args) override {
-    auto x = tensor_arg(args, 0, "BertLayer", "hidden_states");
+    auto x = tensor_arg(args, 0, type_name().c_str(), "hidden_states");
     Value mask = args.size() > 1 ? args[1] : Value();
     auto attended = call("attention", Values{x, mask}).toTensor();
     return call("output", Values{call("intermediate", attended), attended});
@@ -130,7 +150,7 @@ class BertLayer : public ModuleBase<BertLayer> {
 
 class BertEncoder : public ModuleBase<BertEncoder> {
  public:
-  BertEncoder(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase("BertEncoder") {
+  BertEncoder(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase(family(c) + "Encoder") {
     std::vector<std::shared_ptr<Module>> layers;
     for (int64_t i = 0; i < c.integer("num_hidden_layers"); ++i) layers.push_back(std::make_shared<BertLayer>(c, o));
     set_child("layer", std::make_shared<ModuleList>(layers));
@@ -138,7 +158,7 @@ class BertEncoder : public ModuleBase<BertEncoder> {
 
  protected:
   Value forward(Values args) override {
-    Value h = tensor_arg(args, 0, "BertEncoder", "hidden_states");
+    Value h = tensor_arg(args, 0, type_name().c_str(), "hidden_states");
     Value mask = args.size() > 1 ? args[1] : Value();
     for (auto& [name, layer] : child("layer")->children_in_order()) h = (*layer)(Values{h, mask});
     return h;
@@ -148,7 +168,7 @@ class BertEncoder : public ModuleBase<BertEncoder> {
 class BertModel : public ModuleBase<BertModel> {
  public:
   BertModel(const ModelConfig& c, const at::TensorOptions& o)
-      : ModuleBase("BertModel"), causal(c.flag("is_decoder", false)) {
+      : ModuleBase(family(c) + "Model"), causal(c.flag("is_decoder", false)) {
     set_child("embeddings", std::make_shared<BertEmbeddings>(c, o));
     set_child("encoder", std::make_shared<BertEncoder>(c, o));
   }
@@ -157,7 +177,7 @@ class BertModel : public ModuleBase<BertModel> {
  protected:
   // (input_ids, {attention_mask=, token_type_ids=})
   Value forward(Values args) override {
-    auto ids = tensor_arg(args, 0, "BertModel", "input_ids");
+    auto ids = tensor_arg(args, 0, type_name().c_str(), "input_ids");
     auto kw = kwargs_arg(args, 1);
     auto types = kwarg_tensor(kw, "token_type_ids");
     auto h = call("embeddings", Values{ids, types ? Value(*types) : Value()}).toTensor();
@@ -183,17 +203,25 @@ class BertPredictionHeadTransform : public ModuleBase<BertPredictionHeadTransfor
   }
 };
 
+// An MLM head's decoder: `width` -> vocabulary, its weight the word embedding matrix (unless
+// tie_word_embeddings is false) and its bias the head's own `bias`, which this registers on `head`.
+std::shared_ptr<Linear> tied_decoder(Module& head, const ModelConfig& c, const at::TensorOptions& o,
+                                     const at::Tensor& word_embeddings, int64_t width) {
+  int64_t vocab = c.integer("vocab_size");
+  head.set_param("bias", torch::empty({vocab}, o).requires_grad_(true));
+  auto decoder = std::make_shared<Linear>(width, vocab, false, o);
+  if (c.flag("tie_word_embeddings", true)) decoder->set_param("weight", word_embeddings);
+  decoder->set_param("bias", head.param("bias"));
+  return decoder;
+}
+
 // decoder.weight is the word embedding matrix and decoder.bias is this module's `bias`.
 class BertLMPredictionHead : public ModuleBase<BertLMPredictionHead> {
  public:
   BertLMPredictionHead(const ModelConfig& c, const at::TensorOptions& o, const at::Tensor& word_embeddings)
       : ModuleBase("BertLMPredictionHead") {
-    int64_t h = c.integer("hidden_size"), vocab = c.integer("vocab_size");
-    set_param("bias", torch::empty({vocab}, o).requires_grad_(true));
+    auto decoder = tied_decoder(*this, c, o, word_embeddings, c.integer("hidden_size"));
     set_child("transform", std::make_shared<BertPredictionHeadTransform>(c, o));
-    auto decoder = std::make_shared<Linear>(h, vocab, false, o);
-    if (c.flag("tie_word_embeddings", true)) decoder->set_param("weight", word_embeddings);
-    decoder->set_param("bias", param("bias"));
     set_child("decoder", decoder);
   }
 
@@ -216,25 +244,87 @@ class BertOnlyMLMHead : public ModuleBase<BertOnlyMLMHead> {
   }
 };
 
-class BertLMHeadModel : public CausalLM<BertLMHeadModel> {
+// RobertaLMHead: dense -> GELU -> layer_norm -> decoder; decoder.weight is the word embedding matrix
+// and decoder.bias is this module's `bias`.
+class RobertaLMHead : public ModuleBase<RobertaLMHead> {
  public:
-  BertLMHeadModel(const ModelConfig& c, const at::TensorOptions& o) : CausalLM("BertLMHeadModel", c, "bert", "cls") {
-    auto bert = std::make_shared<BertModel>(c, o);
-    auto word = bert->child("embeddings")->child("word_embeddings")->param("weight");
-    set_child("bert", bert);
-    set_child("cls", std::make_shared<BertOnlyMLMHead>(c, o, word));
+  RobertaLMHead(const ModelConfig& c, const at::TensorOptions& o, const at::Tensor& word_embeddings)
+      : ModuleBase("RobertaLMHead") {
+    int64_t h = c.integer("hidden_size");
+    auto decoder = tied_decoder(*this, c, o, word_embeddings, h);
+    set_child("dense", std::make_shared<Linear>(h, h, true, o));
+    set_child("layer_norm", std::make_shared<LayerNorm>(h, c.number("layer_norm_eps", 1e-12), o));
+    set_child("decoder", decoder);
   }
 
  protected:
-  std::vector<std::string> keywords() const override { return {"labels", "attention_mask", "token_type_ids"}; }
+  Value forward(Values args) override {
+    auto x = call("dense", tensor_arg(args, 0, "RobertaLMHead", "features"));
+    return call("decoder", call("layer_norm", at::gelu(x)));  // exact GELU whatever hidden_act says
+  }
 };
+
+const std::vector<std::string> kEncoderKeywords = {"labels", "attention_mask", "token_type_ids"};
+
+// The encoder under `base` ("bert" / "roberta") and the head under `head`, the head's decoder
+// tied to the word embeddings.
+template <class Root, class Head>
+void build_encoder_lm(Root& root, const ModelConfig& c, const at::TensorOptions& o, const char* base,
+                      const char* head) {
+  auto encoder = std::make_shared<BertModel>(c, o);
+  auto word = encoder->child("embeddings")->child("word_embeddings")->param("weight");
+  root.set_child(base, encoder);
+  root.set_child(head, std::make_shared<Head>(c, o, word));
+}
+
+class BertLMHeadModel : public CausalLM<BertLMHeadModel> {
+ public:
+  BertLMHeadModel(const ModelConfig& c, const at::TensorOptions& o) : CausalLM("BertLMHeadModel", c, "bert", "cls") {
+    build_encoder_lm<BertLMHeadModel, BertOnlyMLMHead>(*this, c, o, "bert", "cls");
+  }
+
+ protected:
+  std::vector<std::string> keywords() const override { return kEncoderKeywords; }
+};
+
+class BertForMaskedLM : public MaskedLM<BertForMaskedLM> {
+ public:
+  BertForMaskedLM(const ModelConfig& c, const at::TensorOptions& o) : MaskedLM("BertForMaskedLM", c, "bert", "cls") {
+    build_encoder_lm<BertForMaskedLM, BertOnlyMLMHead>(*this, c, o, "bert", "cls");
+  }
+
+ protected:
+  std::vector<std::string> keywords() const override { return kEncoderKeywords; }
+};
+
+class RobertaForMaskedLM : public MaskedLM<RobertaForMaskedLM> {
+ public:
+  RobertaForMaskedLM(const ModelConfig& c, const at::TensorOptions& o)
+      : MaskedLM("RobertaForMaskedLM", c, "roberta", "lm_head") {
+    build_encoder_lm<RobertaForMaskedLM, RobertaLMHead>(*this, c, o, "roberta", "lm_head");
+  }
+
+ protected:
+  std::vector<std::string> keywords() const override { return kEncoderKeywords; }
+};
+
+// The root class config.architectures names: BERT's masked or causal LM head.
+bool masked_lm(const ModelConfig& c) {
+  const auto& f = c.json();
+  if (!f.contains("architectures") || !f["architectures"].is_array() || f["architectures"].empty()) return false;
+  return f["architectures"][0] == "BertForMaskedLM";
+}
 
 }  // namespace
 
 std::shared_ptr<Module> build_bert(const ModelConfig& config, const BuildOptions& options) {
-  auto c = config.with_defaults("bert");
+  const bool roberta = config.model_type() == "roberta";
+  auto c = config.with_defaults(roberta ? "roberta" : "bert");
   check_config(c);
-  auto model = std::make_shared<BertLMHeadModel>(c, options.tensor_options);
+  std::shared_ptr<Module> model;
+  if (roberta) model = std::make_shared<RobertaForMaskedLM>(c, options.tensor_options);
+  else if (masked_lm(c)) model = std::make_shared<BertForMaskedLM>(c, options.tensor_options);
+  else model = std::make_shared<BertLMHeadModel>(c, options.tensor_options);
   if (options.init_weights && options.tensor_options.device() != at::kMeta)
     init_weights_hf(*model, c.number("initializer_range", 0.02));
   return model;

@@ -1,5 +1,5 @@
-// The LM-head root shared by the zoo's BERT, GPT-2 and LLaMA classes: base model, then head,
-// then the causal-LM loss when labels are given.
+// The LM-head root shared by the zoo's classes: base model, then head, then the causal-LM loss
+// (or, for MaskedLM, the masked-LM loss) when labels are given.
 #pragma once
 
 #include "models/transformer_ops.h"
@@ -30,8 +30,13 @@ class CausalLM : public ModuleBase<Derived>, public HasConfig {
     Values inner{ids};
     if (args.size() > 1) inner.push_back(args[1]);
     auto logits = this->call(head_, this->call(base_, inner).toTensor());
-    if (labels) return causal_lm_loss(logits, *labels);
+    if (labels) return lm_loss(logits, *labels);
     return logits;
+  }
+
+  /// The loss of `logits` against `labels`: position t predicts label t + 1.
+  virtual at::Tensor lm_loss(const at::Tensor& logits, const at::Tensor& labels) const {
+    return causal_lm_loss(logits, labels);
   }
 
   /// The keywords a call takes: its base model's and `labels`.
@@ -46,6 +51,19 @@ class CausalLM : public ModuleBase<Derived>, public HasConfig {
   }
 
   std::string base_, head_;
+};
+
+/// The masked-LM root (BertForMaskedLM, RobertaForMaskedLM): the same call, and with labels the
+/// unshifted loss over the positions whose label is not -100.
+template <class Derived>
+class MaskedLM : public CausalLM<Derived> {
+ public:
+  using CausalLM<Derived>::CausalLM;
+
+ protected:
+  at::Tensor lm_loss(const at::Tensor& logits, const at::Tensor& labels) const override {
+    return masked_lm_loss(logits, labels, this->type_name().c_str());
+  }
 };
 
 }  // namespace slapo

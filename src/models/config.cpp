@@ -49,6 +49,14 @@ const json& class_defaults(const std::string& model_type) {
       {"initializer_range", 0.02}, {"rms_norm_eps", 1e-6}, {"tie_word_embeddings", false},
       {"rope_theta", 10000.0}, {"sliding_window", 4096}, {"attention_dropout", 0.0},
       {"pad_token_id", nullptr}, {"architectures", {"MistralForCausalLM"}}};
+  // RobertaConfig: BERT's fields with RoBERTa's padding id and vocabulary
+  static const json roberta = {
+      {"vocab_size", 50265}, {"hidden_size", 768}, {"num_hidden_layers", 12},
+      {"num_attention_heads", 12}, {"intermediate_size", 3072}, {"hidden_act", "gelu"},
+      {"hidden_dropout_prob", 0.1}, {"attention_probs_dropout_prob", 0.1},
+      {"max_position_embeddings", 512}, {"type_vocab_size", 2}, {"initializer_range", 0.02},
+      {"layer_norm_eps", 1e-12}, {"pad_token_id", 1}, {"bos_token_id", 0}, {"eos_token_id", 2},
+      {"is_decoder", false}, {"tie_word_embeddings", true}, {"architectures", {"RobertaForMaskedLM"}}};
   // GPTNeoConfig: attention_types expands to one "global" or "local" per layer
   static const json gpt_neo = {
       {"vocab_size", 50257}, {"max_position_embeddings", 2048}, {"hidden_size", 2048}, {"num_layers", 24},
@@ -75,6 +83,7 @@ const json& class_defaults(const std::string& model_type) {
   if (model_type == "llama") return llama;
   if (model_type == "qwen2") return qwen2;
   if (model_type == "mistral") return mistral;
+  if (model_type == "roberta") return roberta;
   if (model_type == "gpt_neo") return gpt_neo;
   if (model_type == "opt") return opt;
   if (model_type == "mlp") return mlp;
@@ -87,6 +96,12 @@ const std::vector<std::pair<std::string, json>>& presets() {
       {"bert-large-uncased",
        {{"model_type", "bert"}, {"hidden_size", 1024}, {"num_hidden_layers", 24},
         {"num_attention_heads", 16}, {"intermediate_size", 4096}}},
+      // FacebookAI's RoBERTa: positions start after padding_idx 1, so 514 rows for 512 tokens
+      {"roberta-base", {{"model_type", "roberta"}, {"max_position_embeddings", 514}, {"type_vocab_size", 1},
+                        {"layer_norm_eps", 1e-5}}},
+      {"roberta-large", {{"model_type", "roberta"}, {"hidden_size", 1024}, {"num_hidden_layers", 24},
+                         {"num_attention_heads", 16}, {"intermediate_size", 4096}, {"max_position_embeddings", 514},
+                         {"type_vocab_size", 1}, {"layer_norm_eps", 1e-5}}},
       {"gpt2", {{"model_type", "gpt2"}}},
       {"gpt2-medium",
        {{"model_type", "gpt2"}, {"n_embd", 1024}, {"n_layer", 24}, {"n_head", 16}}},
@@ -224,7 +239,7 @@ std::string ModelConfig::str(const std::string& key, const std::string& fallback
 }
 
 void throw_unknown_model_type(const std::string& model_type, const char* who) {
-  const char* choices = "bert, gpt2, gpt_neo, opt, llama, qwen2, mistral, mlp";
+  const char* choices = "bert, roberta, gpt2, gpt_neo, opt, llama, qwen2, mistral, mlp";
   if (model_type.empty())
     throw Error(fmt::format("{}: model_type is missing: name one of {} (or build with slapo.models.gpt2{{...}} and "
                             "its siblings)", who, choices));

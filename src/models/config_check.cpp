@@ -81,7 +81,7 @@ const Table& llama_family_fields() {
 }
 
 Table type_fields(const std::string& model_type) {
-  if (model_type == "bert")
+  if (model_type == "bert" || model_type == "roberta")
     return {{"vocab_size", Kind::Size},           {"hidden_size", Kind::Size},
             {"num_hidden_layers", Kind::Layers},  {"num_attention_heads", Kind::Size},
             {"intermediate_size", Kind::Size},    {"hidden_act", Kind::Text},
@@ -203,7 +203,9 @@ void refuse_unimplemented(const ModelConfig& c, const std::string& type) {
     refuse("layerdrop", "0: every layer runs in every step; transformers skips layers at random while training");
   if (type == "opt" && !c.flag("layer_norm_elementwise_affine", true))
     refuse("layer_norm_elementwise_affine", "true: every LayerNorm has a weight and a bias");
-  if (type == "bert" && c.str("position_embedding_type", "absolute") != "absolute")
+  if (type == "roberta" && c.flag("is_decoder", false))
+    refuse("is_decoder", "false: RobertaForMaskedLM; RobertaForCausalLM is not in the zoo");
+  if ((type == "bert" || type == "roberta") && c.str("position_embedding_type", "absolute") != "absolute")
     refuse("position_embedding_type", "\"absolute\"");
   for (const char* key : {"dtype", "torch_dtype"}) {
     std::string d = c.str(key, "float32");

@@ -156,7 +156,9 @@ Value Embedding::forward(Values args) {
     int64_t rows = param("weight").size(0), start = vocab->second.rank * rows;
     auto outside = (ids < start).logical_or(ids >= start + rows);
     auto local = (ids - start).masked_fill(outside, 0);
-    return at::embedding(param("weight"), local).masked_fill(outside.unsqueeze(-1), 0.0);
+    // the padding row learns nothing on the rank that holds it, as unsharded
+    int64_t local_pad = padding_idx && *padding_idx >= start && *padding_idx < start + rows ? *padding_idx - start : -1;
+    return at::embedding(param("weight"), local, local_pad).masked_fill(outside.unsqueeze(-1), 0.0);
   }
   // padding_idx only masks the gradient of that row, as torch.nn.Embedding does.
   try {

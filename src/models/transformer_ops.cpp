@@ -152,4 +152,18 @@ at::Tensor causal_lm_loss(const at::Tensor& logits, const at::Tensor& labels) {
                                 /*ignore_index=*/-100);
 }
 
+at::Tensor masked_lm_loss(const at::Tensor& logits, const at::Tensor& labels, const char* who) {
+  const int64_t vocab = logits.size(-1);
+  auto flat = logits.reshape({-1, vocab});
+  try {
+    return at::cross_entropy_loss(flat.scalar_type() == at::kFloat ? flat : flat.to(at::kFloat),
+                                  labels.reshape({-1}).to(logits.device()), {}, at::Reduction::Mean, /*ignore_index=*/-100);
+  } catch (const c10::Error&) {
+    if (auto bad = id_out_of_range(labels, vocab, -100))
+      throw Error(fmt::format("{}: labels hold {}, outside the vocabulary: a label is a token id from 0 to {} "
+                              "(vocab_size {}), or -100 for a position the loss skips", who, *bad, vocab - 1, vocab));
+    throw;
+  }
+}
+
 }  // namespace slapo

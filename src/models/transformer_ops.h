@@ -58,6 +58,9 @@ void check_token_ids(const at::Tensor& ids, const char* who);
 void check_sequence_fits(const at::Tensor& ids, int64_t positions, const char* who, const char* field);
 /// Causal-LM loss: logits[:, :-1] predict labels[:, 1:]; label -100 is ignored.
 at::Tensor causal_lm_loss(const at::Tensor& logits, const at::Tensor& labels);
+/// Masked-LM loss: logits[:, t] predict labels[:, t] where the label is not -100 (unshifted). A
+/// label outside the vocabulary is refused naming `who` and the valid range.
+at::Tensor masked_lm_loss(const at::Tensor& logits, const at::Tensor& labels, const char* who);
 
 /// The id furthest outside [0, rows) (the largest when one is too large, else the smallest), ids equal
 /// to `ignored` aside; nullopt when every id fits. For errors after ATen refused a lookup, so a

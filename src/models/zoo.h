@@ -14,7 +14,8 @@ struct BuildOptions {
   bool dtype_from_checkpoint = false;
 };
 
-/// Builds the LM-head class of `config.model_type()`: BertLMHeadModel, GPT2LMHeadModel,
+/// Builds the LM-head class of `config.model_type()`: BertLMHeadModel (BertForMaskedLM when
+/// architectures names it), RobertaForMaskedLM, GPT2LMHeadModel,
 /// GPTNeoForCausalLM, OPTForCausalLM, LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, or our MLP. The config's fields are
 /// checked first (models/config_check.h).
 std::shared_ptr<Module> build_model(const ModelConfig& config, const BuildOptions& options = {});

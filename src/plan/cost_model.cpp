@@ -193,13 +193,13 @@ ModelShape ModelShape::from_config(const ModelConfig& config, const std::string&
   } else if (s.type == "opt") {
     s.hidden = c.integer("hidden_size"), s.layers = c.integer("num_hidden_layers");
     s.heads = c.integer("num_attention_heads"), s.inner = c.integer("ffn_dim"), s.vocab = c.integer("vocab_size");
-  } else if (s.type == "bert" || s.type == "llama" || s.type == "qwen2" || s.type == "mistral") {
+  } else if (s.type == "bert" || s.type == "roberta" || s.type == "llama" || s.type == "qwen2" || s.type == "mistral") {
     s.hidden = c.integer("hidden_size"), s.layers = c.integer("num_hidden_layers");
     s.heads = c.integer("num_attention_heads"), s.inner = c.integer("intermediate_size");
     s.vocab = c.integer("vocab_size");
-    s.gated_mlp = s.type != "bert";
+    s.gated_mlp = s.type != "bert" && s.type != "roberta";
   } else {
-    throw Error(fmt::format("plan: cannot plan a '{}' model (bert, gpt2, gpt_neo, opt, llama, qwen2, mistral)", s.type));
+    throw Error(fmt::format("plan: cannot plan a '{}' model (bert, roberta, gpt2, gpt_neo, opt, llama, qwen2, mistral)", s.type));
   }
   s.kv_heads = s.gated_mlp ? c.integer("num_key_value_heads", s.heads) : s.heads;
   s.head_dim = s.gated_mlp && c.has("head_dim") ? c.integer("head_dim") : s.hidden / s.heads;

@@ -26,7 +26,7 @@ void check_workload(const Workload& work) {
 
 void check_positions(const ModelConfig& config, const ModelShape& model, const Workload& work) {
   const char* key = model.type == "gpt2" ? "n_positions"
-                    : model.type == "bert" || model.type == "gpt_neo" || model.type == "opt" ? "max_position_embeddings"
+                    : model.type == "bert" || model.type == "roberta" || model.type == "gpt_neo" || model.type == "opt" ? "max_position_embeddings"
                                                                                              : nullptr;
   if (!key) return;
   int64_t positions = config.with_defaults(model.type).integer(key);

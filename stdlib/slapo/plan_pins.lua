@@ -11,13 +11,13 @@ local M = {}
 
 -- The layer list's path and length: where the model family's reference schedule keeps it.
 local function layer_list(sch)
-  for _, family in ipairs({ "gpt2", "bert", "opt", "llama" }) do  -- GPT-Neo keeps GPT-2's path
+  for _, family in ipairs({ "gpt2", "bert", "roberta", "opt", "llama" }) do  -- GPT-Neo keeps GPT-2's path
     local path = require("slapo.schedules." .. family).layers
     local ok, list = pcall(function() return sch[path] end)
     if ok and list then return path, #list:children() end
   end
   error("plan: the schedule's model has no layer list the planner knows (transformer.h, bert.encoder.layer, "
-    .. "model.decoder.layers, model.layers); give a zoo model's schedule", 0)
+    .. "roberta.encoder.layer, model.decoder.layers, model.layers); give a zoo model's schedule", 0)
 end
 
 -- The layer a path lies in (0-based) and whether the path is that whole layer.

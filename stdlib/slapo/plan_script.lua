@@ -11,7 +11,7 @@ local M = {}
 
 -- The reference schedule (stdlib/slapo/schedules/<family>.lua) a model family's plan applies.
 local function schedules_of(model)
-  local own = { gpt2 = true, bert = true, gpt_neo = true, opt = true }  -- Qwen2 and Mistral use LLaMA's
+  local own = { gpt2 = true, bert = true, roberta = true, gpt_neo = true, opt = true }  -- Qwen2 and Mistral use LLaMA's
   return own[model.type] and model.type or "llama"
 end
 

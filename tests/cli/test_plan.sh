@@ -36,9 +36,9 @@ grep -q "predicted [0-9.]* s/step" "$tmp/tune.out"
 "$bin" run --nproc 2 --knob tp=2 --knob zero=false "$tmp/tiny.lua" 2>&1 | grep -q "2 steps\|3 steps, final loss" \
   || { echo "the plan script does not run with --knob tp=2"; exit 1; }
 
-# GPT-Neo and OPT (transformers' own checkpoints): their plans verify against the unscheduled model
+# GPT-Neo, OPT and RoBERTa (transformers' own checkpoints): their plans verify against the unscheduled model
 # and train on 2 ranks, tensor parallel (each family's schedule) and fully sharded
-for family in gpt-neo-tiny opt-tiny; do
+for family in gpt-neo-tiny opt-tiny roberta-tiny; do
   dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/../fixtures/hf/$family" && pwd)"
   "$bin" plan "$dir" --cluster 1x2:cpu --batch 4 --seq 16 --steps 2 --max-stages 1 --out "$tmp/$family.lua" >/dev/null
   grep -q "slapo.schedules.$(echo "${family%-tiny}" | tr - _)" "$tmp/$family.lua" \

@@ -63,6 +63,10 @@ TEST_CASE("models: preset parameter counts equal Hugging Face's") {
   CHECK(count("bert-base-uncased") == 109514298);
   CHECK(count("bert-base-uncased") == bert_expected(30522, 768, 12, 3072, 512, 2));
   CHECK(count("bert-large-uncased") == bert_expected(30522, 1024, 24, 4096, 512, 2));
+  // RobertaForMaskedLM: BERT's tree with 514 positions, one token type and its own head of BERT's size
+  CHECK(count("roberta-base") == 124697433);
+  CHECK(count("roberta-base") == bert_expected(50265, 768, 12, 3072, 514, 1));
+  CHECK(count("roberta-large") == bert_expected(50265, 1024, 24, 4096, 514, 1));
   CHECK(count("gpt2") == 124439808);
   CHECK(count("gpt2") == gpt2_expected(50257, 768, 12, 1024));
   CHECK(count("gpt2-medium") == gpt2_expected(50257, 1024, 24, 1024));

@@ -17,6 +17,9 @@ local configs = {
   -- a window shorter than the test's sequences on every layer
   mistral = { hidden_size = 32, num_hidden_layers = 2, num_attention_heads = 4, num_key_value_heads = 2,
     intermediate_size = 64, vocab_size = 64, sliding_window = 4 },
+  -- positions after padding_idx 1 (the test's ids hold some 1s: padding)
+  roberta = { hidden_size = 32, num_hidden_layers = 2, num_attention_heads = 4, intermediate_size = 64, vocab_size = 64,
+    max_position_embeddings = 20 },
   -- a global and a local layer, the window shorter than the test's sequences
   gpt_neo = { hidden_size = 32, num_layers = 2, num_heads = 4, attention_types = { { { "global", "local" }, 1 } },
     window_size = 4, vocab_size = 64, max_position_embeddings = 16 },
@@ -67,6 +70,10 @@ local sharded = {
     ["bert.encoder.layer.0.attention.output.dense.weight"] = 1,
     ["bert.encoder.layer.1.intermediate.dense.weight"] = 0, ["bert.encoder.layer.1.output.dense.weight"] = 1 },
   llama = llama_like, qwen2 = llama_like, mistral = llama_like,
+  roberta = { ["roberta.encoder.layer.0.attention.self.query.weight"] = 0,
+    ["roberta.encoder.layer.0.attention.self.value.weight"] = 0,
+    ["roberta.encoder.layer.0.attention.output.dense.weight"] = 1,
+    ["roberta.encoder.layer.1.intermediate.dense.weight"] = 0, ["roberta.encoder.layer.1.output.dense.weight"] = 1 },
   gpt_neo = { ["transformer.h.0.attn.attention.q_proj.weight"] = 0, ["transformer.h.0.attn.attention.k_proj.weight"] = 0,
     ["transformer.h.1.attn.attention.v_proj.weight"] = 0, ["transformer.h.1.attn.attention.out_proj.weight"] = 1,
     ["transformer.h.1.mlp.c_fc.weight"] = 0, ["transformer.h.1.mlp.c_proj.weight"] = 1 },
@@ -93,7 +100,7 @@ end
 -- its absolute tolerance is a share of each tensor's largest value.
 local tolerance = { gpt_neo = { rtol = 1e-4, atol = -1e-4 } }
 
-for _, kind in ipairs({ "gpt2", "bert", "llama", "qwen2", "mistral", "gpt_neo", "opt" }) do
+for _, kind in ipairs({ "gpt2", "bert", "roberta", "llama", "qwen2", "mistral", "gpt_neo", "opt" }) do
   describe(kind .. " tensor parallel schedule", function()
     it("verifies against the unscheduled model, outputs and gradients", function()
       local sch = slapo.create_schedule(build(kind))
@@ -199,5 +206,16 @@ describe("hot swap on two ranks", function()
       assert(math.abs(plain.losses[step] - swapped.losses[step]) < 1e-4 * plain.losses[step],
         ("step %d: %.7f vs %.7f"):format(step, plain.losses[step], swapped.losses[step]))
     end
+  end)
+end)
+
+describe("vocab-parallel embeddings with a padding row", function()
+  it("give the padding row the gradient the unsharded model gives it (RoBERTa's padding id 1 in the input)", function()
+    local sch = slapo.create_schedule(build("roberta"))
+    local ids = slapo.tensor({ { 5, 1, 1, 40, 2, 1, 7, 63 } }, { dtype = "int64" })
+    local report = slapo.verify(sch, { ids }, { rtol = 1e-4, atol = 1e-5 }, function(s)
+      require("slapo.schedules.roberta").schedule(s, {})
+    end)
+    eq(report.params, report.gradients)
   end)
 end)

@@ -405,3 +405,64 @@ describe("GPT-Neo and OPT from transformers' checkpoints", function()
       pcall_err(slapo.models.opt, { ffn_dim = -1, num_hidden_layers = 1 }))
   end)
 end)
+
+describe("masked LMs: RoBERTa from transformers' checkpoint, BertForMaskedLM", function()
+  it("roberta-tiny: positions after padding_idx, padded row, the MLM loss and every gradient", function()
+    local dir = fixtures .. "/roberta-tiny"
+    local model = slapo.models.from_pretrained(dir):eval()
+    eq("RobertaForMaskedLM", model:type())
+    eq("RobertaSelfAttention", model.roberta.encoder.layer["0"].attention.self:type())
+    local expected = slapo.load_tensors(dir .. "/expected.safetensors")
+    local mask = expected.attention_mask
+    assert(mask:sum():item() < mask:numel(), "the fixture pads a row")
+    close(expected.logits, model(expected.input_ids, { attention_mask = mask }), { rtol = 1e-5, atol = 1e-5 })
+    -- transformers' labels: the ids, -100 where the row is padding
+    local labels = (expected.input_ids * mask + (mask - 1) * 100):long()
+    local loss = model(expected.input_ids, { attention_mask = mask, labels = labels })
+    assert(math.abs(loss:item() - expected.loss:item()) < 1e-5 * expected.loss:item(),
+      ("loss %.7f, transformers' %.7f"):format(loss:item(), expected.loss:item()))
+    loss:backward()
+    local largest = 0
+    for key, t in pairs(expected) do
+      if key:match("^grad%.") then largest = math.max(largest, t:abs():max():item()) end
+    end
+    local checked = 0
+    for name, p in model:named_parameters() do
+      local want = assert(expected["grad." .. name], "transformers has no gradient for " .. name)
+      local rel = (p.grad - want):abs():max():item() / math.max(want:abs():max():item(), 1e-3 * largest)
+      assert(rel < 1e-4, ("%s's gradient differs by %.3g relative"):format(name, rel))
+      checked = checked + 1
+    end
+    eq(#model:parameters(), checked)
+  end)
+
+  it("BertForMaskedLM (architectures) takes the loss where each position predicts its own label", function()
+    slapo.manual_seed(2)
+    local cfg = { hidden_size = 32, num_hidden_layers = 1, num_attention_heads = 2, intermediate_size = 64,
+      vocab_size = 50, max_position_embeddings = 16, architectures = { "BertForMaskedLM" } }
+    local model = slapo.models.bert(cfg):eval()
+    eq("BertForMaskedLM", model:type())
+    local ids = slapo.randint(0, 50, { 2, 8 })
+    local labels = slapo.cat({ (slapo.zeros({ 2, 3 }) - 100):long(), ids:narrow(1, 3, 5) }, 1)
+    local logits = model(ids)
+    local keep = labels:narrow(1, 3, 5)
+    local want = slapo.F.cross_entropy(logits:narrow(1, 3, 5):reshape({ -1, 50 }), keep:reshape({ -1 }))
+    close(want, model(ids, { labels = labels }), { rtol = 1e-6, atol = 1e-7 })
+    eq("BertLMHeadModel", slapo.models.bert({ num_hidden_layers = 1 }):type(), "the default stays the causal head")
+  end)
+
+  it("refuses a label outside the vocabulary, a sequence past the positions, RoBERTa as a decoder, naming them", function()
+    slapo.manual_seed(2)
+    local cfg = { hidden_size = 32, num_hidden_layers = 1, num_attention_heads = 2, intermediate_size = 64,
+      vocab_size = 50, max_position_embeddings = 10 }
+    local model = slapo.models.roberta(cfg)
+    local ids = slapo.randint(3, 50, { 1, 8 })
+    local labels = slapo.cat({ ids:narrow(1, 0, 2), (slapo.ones({ 1, 1 }) * 77):long(), ids:narrow(1, 3, 5) }, 1)
+    matches("RobertaForMaskedLM: labels hold 77, outside the vocabulary: a label is a token id from 0 to 49 "
+      .. "%(vocab_size 50%), or %-100", pcall_err(model, ids, { labels = labels }))
+    matches("RobertaEmbeddings: a sequence of 9 tokens needs positions up to 10 %(they start after padding_idx 1%), "
+      .. "but max_position_embeddings is 10; at most 8 tokens", pcall_err(model, slapo.randint(3, 50, { 1, 9 })))
+    matches("config: roberta field 'is_decoder' = true is not supported %(false: RobertaForMaskedLM",
+      pcall_err(slapo.models.roberta, { is_decoder = true, num_hidden_layers = 1 }))
+  end)
+end)

@@ -1,4 +1,4 @@
---- Megatron-style tensor parallelism for BertLMHeadModel, as a schedule.
+--- Megatron-style tensor parallelism for BertLMHeadModel and BertForMaskedLM, as a schedule.
 ---
 --- Example usage:
 ---   require("slapo.schedules.bert").schedule(sch, { checkpoint = 0.5 })
@@ -8,7 +8,8 @@ local M = {}
 --- Where the model keeps its layer list (plan scripts cut and checkpoint there too).
 M.layers = "bert.encoder.layer"
 
-local function layer(bert_layer, opts)
+--- One layer's Megatron layout (RoBERTa's layers are the same).
+function M.layer(bert_layer, opts)
   local self_attn = bert_layer["attention.self"]
   -- q, k, v share one input: one all-reduce of its gradient, on the attention module.
   for _, name in ipairs({ "query", "key", "value" }) do
@@ -42,7 +43,7 @@ end
 --- kernels: true for those that win on the model's device, "all", default false), layer (see
 --- slapo.schedules.gpt2).
 function M.schedule(sch, opts)
-  return common.megatron(sch, opts, { layers = M.layers, layer = layer, fuse = fuse,
+  return common.megatron(sch, opts, { layers = M.layers, layer = M.layer, fuse = fuse,
     embedding = "bert.embeddings.word_embeddings", head = "cls.predictions.decoder",
     head_bias_owner = "cls.predictions" })
 end
