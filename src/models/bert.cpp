@@ -5,18 +5,33 @@
 #include "models/layers.h"
 #include "models/transformer_ops.h"
 #include "models/config_check.h"
+#include "models/encoder_parts.h"
 #include "models/zoo.h"
 
 namespace slapo {
+
+std::shared_ptr<Linear> tied_decoder(Module& head, const ModelConfig& c, const at::TensorOptions& o,
+                                     const at::Tensor& word_embeddings, int64_t width) {
+  int64_t vocab = c.integer("vocab_size");
+  head.set_param("bias", torch::empty({vocab}, o).requires_grad_(true));
+  auto decoder = std::make_shared<Linear>(width, vocab, false, o);
+  if (c.flag("tie_word_embeddings", true)) decoder->set_param("weight", word_embeddings);
+  decoder->set_param("bias", head.param("bias"));
+  return decoder;
+}
+
 namespace {
 
-// The prefix transformers gives the family's classes: "Bert" or "Roberta".
-std::string family(const ModelConfig& c) { return c.model_type() == "roberta" ? "Roberta" : "Bert"; }
+// The prefix transformers gives the family's classes: "Bert", "Roberta" or "Albert".
+std::string family(const ModelConfig& c) {
+  if (c.model_type() == "roberta") return "Roberta";
+  return c.model_type() == "albert" ? "Albert" : "Bert";
+}
 
 class BertEmbeddings : public ModuleBase<BertEmbeddings> {
  public:
-  BertEmbeddings(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase(family(c) + "Embeddings") {
-    int64_t h = c.integer("hidden_size");
+  // `h`: the embeddings' width (ALBERT's embedding_size, else hidden_size)
+  BertEmbeddings(const ModelConfig& c, const at::TensorOptions& o, int64_t h) : ModuleBase(family(c) + "Embeddings") {
     c10::optional<int64_t> pad;  // c10's, not std's, on LibTorch 1.x
     if (auto id = c.pad_token_id()) pad = *id;
     set_child("word_embeddings", std::make_shared<Embedding>(c.integer("vocab_size"), h, pad, o));
@@ -169,7 +184,7 @@ class BertModel : public ModuleBase<BertModel> {
  public:
   BertModel(const ModelConfig& c, const at::TensorOptions& o)
       : ModuleBase(family(c) + "Model"), causal(c.flag("is_decoder", false)) {
-    set_child("embeddings", std::make_shared<BertEmbeddings>(c, o));
+    set_child("embeddings", std::make_shared<BertEmbeddings>(c, o, c.integer("hidden_size")));
     set_child("encoder", std::make_shared<BertEncoder>(c, o));
   }
   bool causal;
@@ -202,18 +217,6 @@ class BertPredictionHeadTransform : public ModuleBase<BertPredictionHeadTransfor
     return call("LayerNorm", call("transform_act_fn", call("dense", x)));
   }
 };
-
-// An MLM head's decoder: `width` -> vocabulary, its weight the word embedding matrix (unless
-// tie_word_embeddings is false) and its bias the head's own `bias`, which this registers on `head`.
-std::shared_ptr<Linear> tied_decoder(Module& head, const ModelConfig& c, const at::TensorOptions& o,
-                                     const at::Tensor& word_embeddings, int64_t width) {
-  int64_t vocab = c.integer("vocab_size");
-  head.set_param("bias", torch::empty({vocab}, o).requires_grad_(true));
-  auto decoder = std::make_shared<Linear>(width, vocab, false, o);
-  if (c.flag("tie_word_embeddings", true)) decoder->set_param("weight", word_embeddings);
-  decoder->set_param("bias", head.param("bias"));
-  return decoder;
-}
 
 // decoder.weight is the word embedding matrix and decoder.bias is this module's `bias`.
 class BertLMPredictionHead : public ModuleBase<BertLMPredictionHead> {
@@ -316,6 +319,10 @@ bool masked_lm(const ModelConfig& c) {
 }
 
 }  // namespace
+
+std::shared_ptr<Module> make_bert_embeddings(const ModelConfig& c, const at::TensorOptions& o, int64_t width) {
+  return std::make_shared<BertEmbeddings>(c, o, width);
+}
 
 std::shared_ptr<Module> build_bert(const ModelConfig& config, const BuildOptions& options) {
   const bool roberta = config.model_type() == "roberta";

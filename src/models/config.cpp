@@ -57,6 +57,14 @@ const json& class_defaults(const std::string& model_type) {
       {"max_position_embeddings", 512}, {"type_vocab_size", 2}, {"initializer_range", 0.02},
       {"layer_norm_eps", 1e-12}, {"pad_token_id", 1}, {"bos_token_id", 0}, {"eos_token_id", 2},
       {"is_decoder", false}, {"tie_word_embeddings", true}, {"architectures", {"RobertaForMaskedLM"}}};
+  // AlbertConfig (albert-xxlarge's shape, the class default)
+  static const json albert = {
+      {"vocab_size", 30000}, {"embedding_size", 128}, {"hidden_size", 4096}, {"num_hidden_layers", 12},
+      {"num_hidden_groups", 1}, {"num_attention_heads", 64}, {"intermediate_size", 16384},
+      {"inner_group_num", 1}, {"hidden_act", "gelu_new"}, {"hidden_dropout_prob", 0.0},
+      {"attention_probs_dropout_prob", 0.0}, {"max_position_embeddings", 512}, {"type_vocab_size", 2},
+      {"initializer_range", 0.02}, {"layer_norm_eps", 1e-12}, {"pad_token_id", 0}, {"bos_token_id", 2},
+      {"eos_token_id", 3}, {"tie_word_embeddings", true}, {"architectures", {"AlbertForMaskedLM"}}};
   // GPTNeoConfig: attention_types expands to one "global" or "local" per layer
   static const json gpt_neo = {
       {"vocab_size", 50257}, {"max_position_embeddings", 2048}, {"hidden_size", 2048}, {"num_layers", 24},
@@ -84,6 +92,7 @@ const json& class_defaults(const std::string& model_type) {
   if (model_type == "qwen2") return qwen2;
   if (model_type == "mistral") return mistral;
   if (model_type == "roberta") return roberta;
+  if (model_type == "albert") return albert;
   if (model_type == "gpt_neo") return gpt_neo;
   if (model_type == "opt") return opt;
   if (model_type == "mlp") return mlp;
@@ -102,6 +111,14 @@ const std::vector<std::pair<std::string, json>>& presets() {
       {"roberta-large", {{"model_type", "roberta"}, {"hidden_size", 1024}, {"num_hidden_layers", 24},
                          {"num_attention_heads", 16}, {"intermediate_size", 4096}, {"max_position_embeddings", 514},
                          {"type_vocab_size", 1}, {"layer_norm_eps", 1e-5}}},
+      // Google's ALBERT v2: one shared layer applied num_hidden_layers times
+      {"albert-base-v2", {{"model_type", "albert"}, {"hidden_size", 768}, {"num_attention_heads", 12},
+                          {"intermediate_size", 3072}}},
+      {"albert-large-v2", {{"model_type", "albert"}, {"hidden_size", 1024}, {"num_attention_heads", 16},
+                           {"intermediate_size", 4096}, {"num_hidden_layers", 24}}},
+      {"albert-xlarge-v2", {{"model_type", "albert"}, {"hidden_size", 2048}, {"num_attention_heads", 16},
+                            {"intermediate_size", 8192}, {"num_hidden_layers", 24}}},
+      {"albert-xxlarge-v2", {{"model_type", "albert"}}},
       {"gpt2", {{"model_type", "gpt2"}}},
       {"gpt2-medium",
        {{"model_type", "gpt2"}, {"n_embd", 1024}, {"n_layer", 24}, {"n_head", 16}}},
@@ -239,7 +256,7 @@ std::string ModelConfig::str(const std::string& key, const std::string& fallback
 }
 
 void throw_unknown_model_type(const std::string& model_type, const char* who) {
-  const char* choices = "bert, roberta, gpt2, gpt_neo, opt, llama, qwen2, mistral, mlp";
+  const char* choices = "bert, roberta, albert, gpt2, gpt_neo, opt, llama, qwen2, mistral, mlp";
   if (model_type.empty())
     throw Error(fmt::format("{}: model_type is missing: name one of {} (or build with slapo.models.gpt2{{...}} and "
                             "its siblings)", who, choices));

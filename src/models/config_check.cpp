@@ -100,6 +100,17 @@ Table type_fields(const std::string& model_type) {
             {"summary_use_proj", Kind::Harmless}, {"summary_activation", Kind::Harmless},
             {"summary_proj_to_labels", Kind::Harmless}, {"summary_first_dropout", Kind::Harmless},
             {"pad_token_id", Kind::Harmless}};
+  if (model_type == "albert")
+    return {{"vocab_size", Kind::Size},           {"embedding_size", Kind::Size},
+            {"hidden_size", Kind::Size},          {"num_hidden_layers", Kind::Layers},
+            {"num_hidden_groups", Kind::Layers},  {"num_attention_heads", Kind::Size},
+            {"intermediate_size", Kind::Size},    {"inner_group_num", Kind::Layers},
+            {"hidden_act", Kind::Text},           {"hidden_dropout_prob", Kind::Probability},
+            {"attention_probs_dropout_prob", Kind::Probability}, {"max_position_embeddings", Kind::Size},
+            {"type_vocab_size", Kind::Size},      {"layer_norm_eps", Kind::Positive},
+            {"position_embedding_type", Kind::Text}, {"classifier_dropout_prob", Kind::Harmless},
+            {"is_decoder", Kind::Harmless},  // AlbertModel masks bidirectionally whatever it says
+            {"pad_token_id", Kind::Harmless}};
   if (model_type == "gpt_neo")
     return {{"vocab_size", Kind::Size},          {"max_position_embeddings", Kind::Size},
             {"hidden_size", Kind::Size},         {"num_layers", Kind::Layers},
@@ -193,6 +204,11 @@ void refuse_unimplemented(const ModelConfig& c, const std::string& type) {
                             type, field, f[field].dump(), supported));
   };
   auto is_true = [&](const char* key) { return f.contains(key) && f[key].is_boolean() && f[key].get<bool>(); };
+  if (type == "albert" && c.integer("num_hidden_groups", 1) > c.integer("num_hidden_layers", 12))
+    throw Error(fmt::format("config: albert field 'num_hidden_groups' = {} is more than num_hidden_layers = {}: "
+                            "each group must be used by at least one layer (1 to {})",
+                            c.integer("num_hidden_groups", 1), c.integer("num_hidden_layers", 12),
+                            c.integer("num_hidden_layers", 12)));
   if (is_true("add_cross_attention")) refuse("add_cross_attention", "false: the zoo has no cross-attention");
   if (is_true("is_encoder_decoder")) refuse("is_encoder_decoder", "false: decoder or encoder models only");
   if (f.contains("pruned_heads") && !f["pruned_heads"].is_null() && !f["pruned_heads"].empty())
@@ -205,7 +221,8 @@ void refuse_unimplemented(const ModelConfig& c, const std::string& type) {
     refuse("layer_norm_elementwise_affine", "true: every LayerNorm has a weight and a bias");
   if (type == "roberta" && c.flag("is_decoder", false))
     refuse("is_decoder", "false: RobertaForMaskedLM; RobertaForCausalLM is not in the zoo");
-  if ((type == "bert" || type == "roberta") && c.str("position_embedding_type", "absolute") != "absolute")
+  if ((type == "bert" || type == "roberta" || type == "albert") &&
+      c.str("position_embedding_type", "absolute") != "absolute")
     refuse("position_embedding_type", "\"absolute\"");
   for (const char* key : {"dtype", "torch_dtype"}) {
     std::string d = c.str(key, "float32");

@@ -187,6 +187,9 @@ ModelShape ModelShape::from_config(const ModelConfig& config, const std::string&
   if (s.type == "gpt2") {
     s.hidden = c.integer("n_embd"), s.layers = c.integer("n_layer"), s.heads = c.integer("n_head");
     s.inner = c.integer("n_inner", 4 * s.hidden), s.vocab = c.integer("vocab_size");
+  } else if (s.type == "albert") {
+    throw Error("plan: ALBERT's layers share their parameters, which the planner's per-layer pricing does not model; "
+                "lay it out by hand with require(\"slapo.schedules.albert\").schedule(sch, {...})");
   } else if (s.type == "gpt_neo") {
     s.hidden = c.integer("hidden_size"), s.layers = c.integer("num_layers"), s.heads = c.integer("num_heads");
     s.inner = c.integer("intermediate_size", 4 * s.hidden), s.vocab = c.integer("vocab_size");

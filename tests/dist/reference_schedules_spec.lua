@@ -20,6 +20,9 @@ local configs = {
   -- positions after padding_idx 1 (the test's ids hold some 1s: padding)
   roberta = { hidden_size = 32, num_hidden_layers = 2, num_attention_heads = 4, intermediate_size = 64, vocab_size = 64,
     max_position_embeddings = 20 },
+  -- a 16-wide factorised embedding, 3 layers over one shared group of 2 layers
+  albert = { embedding_size = 16, hidden_size = 32, num_hidden_layers = 3, inner_group_num = 2, num_attention_heads = 4,
+    intermediate_size = 64, vocab_size = 64, max_position_embeddings = 16, hidden_dropout_prob = 0.1 },
   -- a global and a local layer, the window shorter than the test's sequences
   gpt_neo = { hidden_size = 32, num_layers = 2, num_heads = 4, attention_types = { { { "global", "local" }, 1 } },
     window_size = 4, vocab_size = 64, max_position_embeddings = 16 },
@@ -74,6 +77,10 @@ local sharded = {
     ["roberta.encoder.layer.0.attention.self.value.weight"] = 0,
     ["roberta.encoder.layer.0.attention.output.dense.weight"] = 1,
     ["roberta.encoder.layer.1.intermediate.dense.weight"] = 0, ["roberta.encoder.layer.1.output.dense.weight"] = 1 },
+  albert = { ["albert.encoder.albert_layer_groups.0.albert_layers.0.attention.query.weight"] = 0,
+    ["albert.encoder.albert_layer_groups.0.albert_layers.1.attention.dense.weight"] = 1,
+    ["albert.encoder.albert_layer_groups.0.albert_layers.1.ffn.weight"] = 0,
+    ["albert.encoder.albert_layer_groups.0.albert_layers.0.ffn_output.weight"] = 1 },
   gpt_neo = { ["transformer.h.0.attn.attention.q_proj.weight"] = 0, ["transformer.h.0.attn.attention.k_proj.weight"] = 0,
     ["transformer.h.1.attn.attention.v_proj.weight"] = 0, ["transformer.h.1.attn.attention.out_proj.weight"] = 1,
     ["transformer.h.1.mlp.c_fc.weight"] = 0, ["transformer.h.1.mlp.c_proj.weight"] = 1 },
@@ -100,7 +107,7 @@ end
 -- its absolute tolerance is a share of each tensor's largest value.
 local tolerance = { gpt_neo = { rtol = 1e-4, atol = -1e-4 } }
 
-for _, kind in ipairs({ "gpt2", "bert", "roberta", "llama", "qwen2", "mistral", "gpt_neo", "opt" }) do
+for _, kind in ipairs({ "gpt2", "bert", "roberta", "albert", "llama", "qwen2", "mistral", "gpt_neo", "opt" }) do
   describe(kind .. " tensor parallel schedule", function()
     it("verifies against the unscheduled model, outputs and gradients", function()
       local sch = slapo.create_schedule(build(kind))

@@ -406,34 +406,65 @@ describe("GPT-Neo and OPT from transformers' checkpoints", function()
   end)
 end)
 
-describe("masked LMs: RoBERTa from transformers' checkpoint, BertForMaskedLM", function()
-  it("roberta-tiny: positions after padding_idx, padded row, the MLM loss and every gradient", function()
-    local dir = fixtures .. "/roberta-tiny"
+describe("masked LMs: RoBERTa and ALBERT from transformers' checkpoints, BertForMaskedLM", function()
+  -- a masked LM's fixture: logits with the padded row's mask, transformers' MLM loss (labels: the ids,
+  -- -100 on padding) and every gradient
+  local function check_masked_lm(name, class)
+    local dir = fixtures .. "/" .. name
     local model = slapo.models.from_pretrained(dir):eval()
-    eq("RobertaForMaskedLM", model:type())
-    eq("RobertaSelfAttention", model.roberta.encoder.layer["0"].attention.self:type())
+    eq(class, model:type())
     local expected = slapo.load_tensors(dir .. "/expected.safetensors")
     local mask = expected.attention_mask
     assert(mask:sum():item() < mask:numel(), "the fixture pads a row")
     close(expected.logits, model(expected.input_ids, { attention_mask = mask }), { rtol = 1e-5, atol = 1e-5 })
-    -- transformers' labels: the ids, -100 where the row is padding
     local labels = (expected.input_ids * mask + (mask - 1) * 100):long()
     local loss = model(expected.input_ids, { attention_mask = mask, labels = labels })
     assert(math.abs(loss:item() - expected.loss:item()) < 1e-5 * expected.loss:item(),
-      ("loss %.7f, transformers' %.7f"):format(loss:item(), expected.loss:item()))
+      ("%s: loss %.7f, transformers' %.7f"):format(name, loss:item(), expected.loss:item()))
     loss:backward()
     local largest = 0
     for key, t in pairs(expected) do
       if key:match("^grad%.") then largest = math.max(largest, t:abs():max():item()) end
     end
     local checked = 0
-    for name, p in model:named_parameters() do
-      local want = assert(expected["grad." .. name], "transformers has no gradient for " .. name)
+    for pname, p in model:named_parameters() do
+      local want = assert(expected["grad." .. pname], "transformers has no gradient for " .. pname)
       local rel = (p.grad - want):abs():max():item() / math.max(want:abs():max():item(), 1e-3 * largest)
-      assert(rel < 1e-4, ("%s's gradient differs by %.3g relative"):format(name, rel))
+      assert(rel < 1e-4, ("%s: %s's gradient differs by %.3g relative"):format(name, pname, rel))
       checked = checked + 1
     end
     eq(#model:parameters(), checked)
+    return model
+  end
+
+  it("roberta-tiny: positions after padding_idx, padded row, the MLM loss and every gradient", function()
+    local model = check_masked_lm("roberta-tiny", "RobertaForMaskedLM")
+    eq("RobertaSelfAttention", model.roberta.encoder.layer["0"].attention.self:type())
+  end)
+
+  it("albert-tiny: a 32-wide factorised embedding, one layer shared by 3, the MLM loss and every gradient", function()
+    local model = check_masked_lm("albert-tiny", "AlbertForMaskedLM")
+    eq("3 layers over 1 shared group(s)", model.albert.encoder:describe())
+    matches("plan: ALBERT's layers share their parameters", pcall_err(slapo.plan, fixtures .. "/albert-tiny",
+      { cluster = "1x2:cpu", batch = 4, seq = 16 }))
+    eq(32, model.albert.embeddings.word_embeddings.weight:size(1))
+  end)
+
+  it("albert: layers shared in groups as transformers assigns them (6 layers, 2 groups of 2 layers)", function()
+    slapo.manual_seed(3)
+    local model = slapo.models.albert({ embedding_size = 16, hidden_size = 32, num_hidden_layers = 6,
+      num_hidden_groups = 2, inner_group_num = 2, num_attention_heads = 4, intermediate_size = 64,
+      vocab_size = 50, max_position_embeddings = 16 })
+    -- transformers: layer i runs group int(i / (6 / 2)): 0, 0, 0, 1, 1, 1, each its 2 inner layers
+    local ids = slapo.randint(0, 50, { 1, 8 })
+    local encoder = model.albert.encoder
+    local h = encoder.embedding_hidden_mapping_in(model.albert.embeddings(ids))
+    for _, g in ipairs({ "0", "0", "0", "1", "1", "1" }) do
+      h = encoder.albert_layer_groups[g](h)
+    end
+    close(model.predictions(h), model(ids), { rtol = 1e-6, atol = 1e-6 })
+    matches("config: albert field 'num_hidden_groups' = 7 is more than num_hidden_layers = 6",
+      pcall_err(slapo.models.albert, { num_hidden_layers = 6, num_hidden_groups = 7 }))
   end)
 
   it("BertForMaskedLM (architectures) takes the loss where each position predicts its own label", function()
