@@ -119,6 +119,7 @@ int w_models_bert(lua_State* L) { return build_with<build_bert>(L, "bert", "mode
 int w_models_gpt2(lua_State* L) { return build_with<build_gpt2>(L, "gpt2", "models.gpt2"); }
 int w_models_roberta(lua_State* L) { return build_with<build_bert>(L, "roberta", "models.roberta"); }
 int w_models_albert(lua_State* L) { return build_with<build_albert>(L, "albert", "models.albert"); }
+int w_models_t5(lua_State* L) { return build_with<build_t5>(L, "t5", "models.t5"); }
 int w_models_gpt_neo(lua_State* L) { return build_with<build_gpt_neo>(L, "gpt_neo", "models.gpt_neo"); }
 int w_models_opt(lua_State* L) { return build_with<build_opt>(L, "opt", "models.opt"); }
 int w_models_llama(lua_State* L) { return build_with<build_llama>(L, "llama", "models.llama"); }
@@ -245,7 +246,7 @@ int w_load(lua_State* L) {
 
 const luaL_Reg models_functions[] = {
     {"mlp", w_models_mlp},         {"bert", w_models_bert},       {"gpt2", w_models_gpt2},
-    {"roberta", w_models_roberta}, {"albert", w_models_albert}, {"gpt_neo", w_models_gpt_neo}, {"opt", w_models_opt},
+    {"roberta", w_models_roberta}, {"albert", w_models_albert}, {"t5", w_models_t5}, {"gpt_neo", w_models_gpt_neo}, {"opt", w_models_opt},
     {"llama", w_models_llama},     {"qwen2", w_models_qwen2},     {"mistral", w_models_mistral},
     {"build", w_models_build},     {"presets", w_models_presets},
     {"config", w_models_config},   {"from_pretrained", w_models_from_pretrained}, {nullptr, nullptr}};

@@ -65,6 +65,14 @@ const json& class_defaults(const std::string& model_type) {
       {"attention_probs_dropout_prob", 0.0}, {"max_position_embeddings", 512}, {"type_vocab_size", 2},
       {"initializer_range", 0.02}, {"layer_norm_eps", 1e-12}, {"pad_token_id", 0}, {"bos_token_id", 2},
       {"eos_token_id", 3}, {"tie_word_embeddings", true}, {"architectures", {"AlbertForMaskedLM"}}};
+  // T5Config (t5-small's shape)
+  static const json t5 = {
+      {"vocab_size", 32128}, {"d_model", 512}, {"d_kv", 64}, {"d_ff", 2048}, {"num_layers", 6},
+      {"num_decoder_layers", nullptr}, {"num_heads", 8}, {"relative_attention_num_buckets", 32},
+      {"relative_attention_max_distance", 128}, {"dropout_rate", 0.1}, {"layer_norm_epsilon", 1e-6},
+      {"initializer_factor", 1.0}, {"feed_forward_proj", "relu"}, {"is_encoder_decoder", true},
+      {"pad_token_id", 0}, {"eos_token_id", 1}, {"decoder_start_token_id", 0}, {"tie_word_embeddings", true},
+      {"architectures", {"T5ForConditionalGeneration"}}};
   // GPTNeoConfig: attention_types expands to one "global" or "local" per layer
   static const json gpt_neo = {
       {"vocab_size", 50257}, {"max_position_embeddings", 2048}, {"hidden_size", 2048}, {"num_layers", 24},
@@ -93,6 +101,7 @@ const json& class_defaults(const std::string& model_type) {
   if (model_type == "mistral") return mistral;
   if (model_type == "roberta") return roberta;
   if (model_type == "albert") return albert;
+  if (model_type == "t5") return t5;
   if (model_type == "gpt_neo") return gpt_neo;
   if (model_type == "opt") return opt;
   if (model_type == "mlp") return mlp;
@@ -119,6 +128,22 @@ const std::vector<std::pair<std::string, json>>& presets() {
       {"albert-xlarge-v2", {{"model_type", "albert"}, {"hidden_size", 2048}, {"num_attention_heads", 16},
                             {"intermediate_size", 8192}, {"num_hidden_layers", 24}}},
       {"albert-xxlarge-v2", {{"model_type", "albert"}}},
+      // Google's T5 (ReLU, tied head) and T5 v1.1 / FLAN-T5 (gated GELU, untied head, no dropout change)
+      {"t5-small", {{"model_type", "t5"}, {"d_model", 512}, {"d_ff", 2048}, {"d_kv", 64}, {"num_heads", 8}, {"num_layers", 6}}},
+      {"t5-base", {{"model_type", "t5"}, {"d_model", 768}, {"d_ff", 3072}, {"d_kv", 64}, {"num_heads", 12}, {"num_layers", 12}}},
+      {"t5-large", {{"model_type", "t5"}, {"d_model", 1024}, {"d_ff", 4096}, {"d_kv", 64}, {"num_heads", 16}, {"num_layers", 24}}},
+      {"t5-3b", {{"model_type", "t5"}, {"d_model", 1024}, {"d_ff", 16384}, {"d_kv", 128}, {"num_heads", 32}, {"num_layers", 24}}},
+      {"t5-11b", {{"model_type", "t5"}, {"d_model", 1024}, {"d_ff", 65536}, {"d_kv", 128}, {"num_heads", 128}, {"num_layers", 24}}},
+      {"t5-v1_1-small", {{"model_type", "t5"}, {"d_model", 512}, {"d_ff", 1024}, {"d_kv", 64}, {"num_heads", 6}, {"num_layers", 8}, {"feed_forward_proj", "gated-gelu"}, {"tie_word_embeddings", false}}},
+      {"flan-t5-small", {{"model_type", "t5"}, {"d_model", 512}, {"d_ff", 1024}, {"d_kv", 64}, {"num_heads", 6}, {"num_layers", 8}, {"feed_forward_proj", "gated-gelu"}, {"tie_word_embeddings", false}}},
+      {"t5-v1_1-base", {{"model_type", "t5"}, {"d_model", 768}, {"d_ff", 2048}, {"d_kv", 64}, {"num_heads", 12}, {"num_layers", 12}, {"feed_forward_proj", "gated-gelu"}, {"tie_word_embeddings", false}}},
+      {"flan-t5-base", {{"model_type", "t5"}, {"d_model", 768}, {"d_ff", 2048}, {"d_kv", 64}, {"num_heads", 12}, {"num_layers", 12}, {"feed_forward_proj", "gated-gelu"}, {"tie_word_embeddings", false}}},
+      {"t5-v1_1-large", {{"model_type", "t5"}, {"d_model", 1024}, {"d_ff", 2816}, {"d_kv", 64}, {"num_heads", 16}, {"num_layers", 24}, {"feed_forward_proj", "gated-gelu"}, {"tie_word_embeddings", false}}},
+      {"flan-t5-large", {{"model_type", "t5"}, {"d_model", 1024}, {"d_ff", 2816}, {"d_kv", 64}, {"num_heads", 16}, {"num_layers", 24}, {"feed_forward_proj", "gated-gelu"}, {"tie_word_embeddings", false}}},
+      {"t5-v1_1-xl", {{"model_type", "t5"}, {"d_model", 2048}, {"d_ff", 5120}, {"d_kv", 64}, {"num_heads", 32}, {"num_layers", 24}, {"feed_forward_proj", "gated-gelu"}, {"tie_word_embeddings", false}}},
+      {"flan-t5-xl", {{"model_type", "t5"}, {"d_model", 2048}, {"d_ff", 5120}, {"d_kv", 64}, {"num_heads", 32}, {"num_layers", 24}, {"feed_forward_proj", "gated-gelu"}, {"tie_word_embeddings", false}}},
+      {"t5-v1_1-xxl", {{"model_type", "t5"}, {"d_model", 4096}, {"d_ff", 10240}, {"d_kv", 64}, {"num_heads", 64}, {"num_layers", 24}, {"feed_forward_proj", "gated-gelu"}, {"tie_word_embeddings", false}}},
+      {"flan-t5-xxl", {{"model_type", "t5"}, {"d_model", 4096}, {"d_ff", 10240}, {"d_kv", 64}, {"num_heads", 64}, {"num_layers", 24}, {"feed_forward_proj", "gated-gelu"}, {"tie_word_embeddings", false}}},
       {"gpt2", {{"model_type", "gpt2"}}},
       {"gpt2-medium",
        {{"model_type", "gpt2"}, {"n_embd", 1024}, {"n_layer", 24}, {"n_head", 16}}},
@@ -256,7 +281,7 @@ std::string ModelConfig::str(const std::string& key, const std::string& fallback
 }
 
 void throw_unknown_model_type(const std::string& model_type, const char* who) {
-  const char* choices = "bert, roberta, albert, gpt2, gpt_neo, opt, llama, qwen2, mistral, mlp";
+  const char* choices = "bert, roberta, albert, t5, gpt2, gpt_neo, opt, llama, qwen2, mistral, mlp";
   if (model_type.empty())
     throw Error(fmt::format("{}: model_type is missing: name one of {} (or build with slapo.models.gpt2{{...}} and "
                             "its siblings)", who, choices));

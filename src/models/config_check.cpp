@@ -111,6 +111,17 @@ Table type_fields(const std::string& model_type) {
             {"position_embedding_type", Kind::Text}, {"classifier_dropout_prob", Kind::Harmless},
             {"is_decoder", Kind::Harmless},  // AlbertModel masks bidirectionally whatever it says
             {"pad_token_id", Kind::Harmless}};
+  if (model_type == "t5")
+    return {{"vocab_size", Kind::Size},         {"d_model", Kind::Size},
+            {"d_kv", Kind::Size},               {"d_ff", Kind::Size},
+            {"num_layers", Kind::Layers},       {"num_decoder_layers", Kind::OptionalSize},
+            {"num_heads", Kind::Size},          {"relative_attention_num_buckets", Kind::Size},
+            {"relative_attention_max_distance", Kind::Size}, {"dropout_rate", Kind::Probability},
+            {"layer_norm_epsilon", Kind::Positive}, {"initializer_factor", Kind::NonNegative},
+            {"feed_forward_proj", Kind::Text},  {"is_gated_act", Kind::Flag},
+            {"dense_act_fn", Kind::Text},       {"decoder_start_token_id", Kind::Count},
+            {"n_positions", Kind::Harmless},    // older T5 configs: T5 has no position table
+            {"pad_token_id", Kind::Harmless}};
   if (model_type == "gpt_neo")
     return {{"vocab_size", Kind::Size},          {"max_position_embeddings", Kind::Size},
             {"hidden_size", Kind::Size},         {"num_layers", Kind::Layers},
@@ -210,7 +221,10 @@ void refuse_unimplemented(const ModelConfig& c, const std::string& type) {
                             c.integer("num_hidden_groups", 1), c.integer("num_hidden_layers", 12),
                             c.integer("num_hidden_layers", 12)));
   if (is_true("add_cross_attention")) refuse("add_cross_attention", "false: the zoo has no cross-attention");
-  if (is_true("is_encoder_decoder")) refuse("is_encoder_decoder", "false: decoder or encoder models only");
+  if (type != "t5" && is_true("is_encoder_decoder"))
+    refuse("is_encoder_decoder", "false: decoder or encoder models only (T5 is the zoo's encoder-decoder)");
+  if (type == "t5" && f.contains("is_encoder_decoder") && !is_true("is_encoder_decoder"))
+    refuse("is_encoder_decoder", "true: T5ForConditionalGeneration; T5EncoderModel is not in the zoo");
   if (f.contains("pruned_heads") && !f["pruned_heads"].is_null() && !f["pruned_heads"].empty())
     refuse("pruned_heads", "none: every layer keeps all its heads");
   if (f.contains("quantization_config") && !f["quantization_config"].is_null())

@@ -159,11 +159,15 @@ at::Tensor masked_lm_loss(const at::Tensor& logits, const at::Tensor& labels, co
     return at::cross_entropy_loss(flat.scalar_type() == at::kFloat ? flat : flat.to(at::kFloat),
                                   labels.reshape({-1}).to(logits.device()), {}, at::Reduction::Mean, /*ignore_index=*/-100);
   } catch (const c10::Error&) {
-    if (auto bad = id_out_of_range(labels, vocab, -100))
-      throw Error(fmt::format("{}: labels hold {}, outside the vocabulary: a label is a token id from 0 to {} "
-                              "(vocab_size {}), or -100 for a position the loss skips", who, *bad, vocab - 1, vocab));
+    check_label_range(labels, vocab, who);
     throw;
   }
+}
+
+void check_label_range(const at::Tensor& labels, int64_t vocab, const char* who) {
+  if (auto bad = id_out_of_range(labels, vocab, -100))
+    throw Error(fmt::format("{}: labels hold {}, outside the vocabulary: a label is a token id from 0 to {} "
+                            "(vocab_size {}), or -100 for a position the loss skips", who, *bad, vocab - 1, vocab));
 }
 
 }  // namespace slapo

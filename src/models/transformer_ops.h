@@ -61,6 +61,8 @@ at::Tensor causal_lm_loss(const at::Tensor& logits, const at::Tensor& labels);
 /// Masked-LM loss: logits[:, t] predict labels[:, t] where the label is not -100 (unshifted). A
 /// label outside the vocabulary is refused naming `who` and the valid range.
 at::Tensor masked_lm_loss(const at::Tensor& logits, const at::Tensor& labels, const char* who);
+/// Refuses labels that are neither -100 nor a token id below `vocab`, naming `who` and the range.
+void check_label_range(const at::Tensor& labels, int64_t vocab, const char* who);
 
 /// The id furthest outside [0, rows) (the largest when one is too large, else the smallest), ids equal
 /// to `ignored` aside; nullopt when every id fits. For errors after ATen refused a lookup, so a

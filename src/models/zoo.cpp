@@ -16,6 +16,7 @@ std::shared_ptr<Module> build_model(const ModelConfig& config, const BuildOption
   const std::string type = config.model_type();
   if (type == "bert" || type == "roberta") return build_bert(config, options);
   if (type == "albert") return build_albert(config, options);
+  if (type == "t5") return build_t5(config, options);
   if (type == "gpt2") return build_gpt2(config, options);
   if (type == "gpt_neo") return build_gpt_neo(config, options);
   if (type == "opt") return build_opt(config, options);

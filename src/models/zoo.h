@@ -15,7 +15,7 @@ struct BuildOptions {
 };
 
 /// Builds the LM-head class of `config.model_type()`: BertLMHeadModel (BertForMaskedLM when
-/// architectures names it), RobertaForMaskedLM, AlbertForMaskedLM, GPT2LMHeadModel,
+/// architectures names it), RobertaForMaskedLM, AlbertForMaskedLM, T5ForConditionalGeneration, GPT2LMHeadModel,
 /// GPTNeoForCausalLM, OPTForCausalLM, LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, or our MLP. The config's fields are
 /// checked first (models/config_check.h).
 std::shared_ptr<Module> build_model(const ModelConfig& config, const BuildOptions& options = {});
@@ -23,6 +23,7 @@ std::shared_ptr<Module> build_model(const ModelConfig& config, const BuildOption
 std::shared_ptr<Module> build_bert(const ModelConfig& config, const BuildOptions& options);
 std::shared_ptr<Module> build_gpt2(const ModelConfig& config, const BuildOptions& options);
 std::shared_ptr<Module> build_albert(const ModelConfig& config, const BuildOptions& options);
+std::shared_ptr<Module> build_t5(const ModelConfig& config, const BuildOptions& options);
 std::shared_ptr<Module> build_gpt_neo(const ModelConfig& config, const BuildOptions& options);
 std::shared_ptr<Module> build_opt(const ModelConfig& config, const BuildOptions& options);
 std::shared_ptr<Module> build_llama(const ModelConfig& config, const BuildOptions& options);

@@ -190,6 +190,9 @@ ModelShape ModelShape::from_config(const ModelConfig& config, const std::string&
   } else if (s.type == "albert") {
     throw Error("plan: ALBERT's layers share their parameters, which the planner's per-layer pricing does not model; "
                 "lay it out by hand with require(\"slapo.schedules.albert\").schedule(sch, {...})");
+  } else if (s.type == "t5") {
+    throw Error("plan: T5's encoder-decoder is not priced by the planner yet (its layers are decoder or encoder "
+                "layers of one stack); lay it out by hand");
   } else if (s.type == "gpt_neo") {
     s.hidden = c.integer("hidden_size"), s.layers = c.integer("num_layers"), s.heads = c.integer("num_heads");
     s.inner = c.integer("intermediate_size", 4 * s.hidden), s.vocab = c.integer("vocab_size");

@@ -69,6 +69,7 @@ TEST_CASE("models: preset parameter counts equal Hugging Face's") {
   CHECK(count("roberta-large") == bert_expected(50265, 1024, 24, 4096, 514, 1));
   // AlbertForMaskedLM: one shared layer, counted once; the embedding factorised through 128 wide
   CHECK(count("albert-base-v2") == 11221680);
+  CHECK(count("t5-small") == 60506624);  // shared embedding, tied head, relative bias in each stack's first layer
   CHECK(count("gpt2") == 124439808);
   CHECK(count("gpt2") == gpt2_expected(50257, 768, 12, 1024));
   CHECK(count("gpt2-medium") == gpt2_expected(50257, 1024, 24, 1024));

@@ -497,3 +497,53 @@ describe("masked LMs: RoBERTa and ALBERT from transformers' checkpoints, BertFor
       pcall_err(slapo.models.roberta, { is_decoder = true, num_hidden_layers = 1 }))
   end)
 end)
+
+describe("T5 from transformers' checkpoint", function()
+  it("t5-tiny: relative position buckets, gated GELU, untied head, padded encoder, loss and every gradient", function()
+    local dir = fixtures .. "/t5-tiny"
+    local model = slapo.models.from_pretrained(dir):eval()
+    eq("T5ForConditionalGeneration", model:type())
+    local e = slapo.load_tensors(dir .. "/expected.safetensors")
+    local mask = e.attention_mask
+    assert(mask:sum():item() < mask:numel(), "the fixture pads a row")
+    close(e.encoder_last_hidden_state, model.encoder(e.input_ids, mask), { rtol = 1e-5, atol = 1e-5 })
+    local logits = model(e.input_ids, { attention_mask = mask, decoder_input_ids = e.decoder_input_ids })
+    close(e.logits, logits, { rtol = 1e-5, atol = 1e-4 })
+    -- labels alone: the decoder's inputs are the labels shifted right after decoder_start_token_id
+    local loss = model(e.input_ids, { attention_mask = mask, labels = e.labels })
+    assert(math.abs(loss:item() - e.loss:item()) < 1e-5 * e.loss:item(),
+      ("loss %.7f, transformers' %.7f"):format(loss:item(), e.loss:item()))
+    loss:backward()
+    local checked = 0
+    for name, p in model:named_parameters() do
+      local want = assert(e["grad." .. name], "transformers has no gradient for " .. name)
+      local rel = (p.grad - want):abs():max():item() / want:abs():max():item()
+      assert(rel < 1e-4, ("%s's gradient differs by %.3g relative"):format(name, rel))
+      checked = checked + 1
+    end
+    eq(#model:parameters(), checked)
+  end)
+
+  it("a tied head scales the decoder's output by d_model^-0.5; t5-small has transformers' parameter count", function()
+    slapo.manual_seed(4)
+    local cfg = { vocab_size = 40, d_model = 16, d_kv = 4, d_ff = 32, num_layers = 1, num_heads = 4, dropout_rate = 0 }
+    local model = slapo.models.t5(cfg):eval()
+    local ids = slapo.randint(2, 40, { 2, 6 })
+    local dec = slapo.randint(2, 40, { 2, 5 })
+    local h = model.decoder(dec, nil, model.encoder(ids))
+    close(model.lm_head(h * 0.25), model(ids, { decoder_input_ids = dec }), { rtol = 1e-6, atol = 1e-6 })
+    eq(60506624, slapo.models.t5("t5-small", { device = "meta" }):num_params())
+  end)
+
+  it("refuses a call without decoder inputs, a malformed feed_forward_proj, T5 as an encoder alone, by name", function()
+    local model = slapo.models.t5({ vocab_size = 40, d_model = 16, d_kv = 4, d_ff = 32, num_layers = 1, num_heads = 4 })
+    matches("T5ForConditionalGeneration: give decoder_input_ids %(the decoder's tokens%) or labels",
+      pcall_err(model, slapo.randint(2, 40, { 1, 4 })))
+    matches("T5ForConditionalGeneration: labels hold 99, outside the vocabulary: a label is a token id from 0 to 39",
+      pcall_err(model, slapo.randint(2, 40, { 1, 4 }), { labels = (slapo.ones({ 1, 3 }) * 99):long() }))
+    matches("config: t5 field 'feed_forward_proj' = \"gelu%-gated\" is not '<act>' or 'gated%-<act>'",
+      pcall_err(slapo.models.t5, { feed_forward_proj = "gelu-gated", num_layers = 1 }))
+    matches("config: t5 field 'is_encoder_decoder' = false is not supported %(true: T5ForConditionalGeneration",
+      pcall_err(slapo.models.t5, { is_encoder_decoder = false, num_layers = 1 }))
+  end)
+end)
