@@ -12,6 +12,10 @@
 
 namespace slapo {
 
+namespace {
+
+// GPT-Neo's attention per layer ("global" or "local"), expanded from config.attention_types as
+// transformers does; refuses a list that does not name one per layer.
 std::vector<std::string> gpt_neo_attention_layers(const ModelConfig& c) {
   const auto& f = c.json();
   auto bad = [&](const std::string& why) {
@@ -43,7 +47,6 @@ std::vector<std::string> gpt_neo_attention_layers(const ModelConfig& c) {
   return layers;
 }
 
-namespace {
 
 class GPTNeoSelfAttention : public ModuleBase<GPTNeoSelfAttention> {
  public:

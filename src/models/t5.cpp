@@ -134,9 +134,8 @@ class T5Sublayer : public ModuleBase<T5Sublayer> {
 
 class T5DenseActDense : public ModuleBase<T5DenseActDense> {
  public:
-  T5DenseActDense(const ModelConfig& c, const at::TensorOptions& o)
-      : ModuleBase(t5_feed_forward(c).gated ? "T5DenseGatedActDense" : "T5DenseActDense"),
-        gated(t5_feed_forward(c).gated) {
+  T5DenseActDense(const ModelConfig& c, const at::TensorOptions& o, const T5FeedForward& kind)
+      : ModuleBase(kind.gated ? "T5DenseGatedActDense" : "T5DenseActDense"), gated(kind.gated) {
     int64_t d = c.integer("d_model"), ff = c.integer("d_ff");
     if (gated) {
       set_child("wi_0", std::make_shared<Linear>(d, ff, false, o));
@@ -146,7 +145,7 @@ class T5DenseActDense : public ModuleBase<T5DenseActDense> {
     }
     set_child("wo", std::make_shared<Linear>(ff, d, false, o));
     set_child("dropout", std::make_shared<Dropout>(c.number("dropout_rate", 0.1)));
-    set_child("act", Activation::from_hf_name(t5_feed_forward(c).activation));
+    set_child("act", Activation::from_hf_name(kind.activation));
   }
   bool gated;
 
@@ -169,7 +168,7 @@ class T5Block : public ModuleBase<T5Block> {
       layers.push_back(std::make_shared<T5Sublayer>("T5LayerCrossAttention", "EncDecAttention",
                                                     std::make_shared<T5Attention>(c, o, true, false), c, o));
     layers.push_back(std::make_shared<T5Sublayer>("T5LayerFF", "DenseReluDense",
-                                                  std::make_shared<T5DenseActDense>(c, o), c, o));
+                                                  std::make_shared<T5DenseActDense>(c, o, t5_feed_forward(c)), c, o));
     set_child("layer", std::make_shared<ModuleList>(layers));
   }
   bool is_decoder;
@@ -216,23 +215,31 @@ class T5Stack : public ModuleBase<T5Stack> {
     auto mask = additive_mask(padding, s, s, is_decoder, x.options());
     auto blocks = child("block")->children_in_order();
     // the first block's relative bias (with the mask in it) serves every block, as transformers passes it on
-    auto first = std::dynamic_pointer_cast<T5Sublayer>(blocks.at(0).second->child("layer")->children_in_order()[0].second);
-    auto* self_attention = dynamic_cast<T5Attention*>(first->child("SelfAttention").get());
-    auto bias = self_attention->position_bias(s, s, mask, x.options());
+    auto bias = first_attention(0, "SelfAttention").position_bias(s, s, mask, x.options());
     Value encoder_states, cross_bias;
     if (is_decoder) {
       auto enc = tensor_arg(args, 2, "T5Stack", "encoder_hidden_states");
       c10::optional<at::Tensor> enc_padding;
       if (args.size() > 3 && args[3].isTensor()) enc_padding = args[3].toTensor();
       auto enc_mask = additive_mask(enc_padding, s, enc.size(1), false, x.options());
-      auto* cross = dynamic_cast<T5Attention*>(
-          blocks.at(0).second->child("layer")->children_in_order()[1].second->child("EncDecAttention").get());
       encoder_states = enc;
-      cross_bias = cross->position_bias(s, enc.size(1), enc_mask, x.options());
+      cross_bias = first_attention(1, "EncDecAttention").position_bias(s, enc.size(1), enc_mask, x.options());
     }
     Value h = x;
     for (auto& [name, block] : blocks) h = (*block)(Values{h, bias, encoder_states, cross_bias});
     return call("dropout", call("final_layer_norm", h.toTensor()));
+  }
+
+ private:
+  // The first block's attention `name` in its sublayer `index`, which computes the bias every block uses.
+  const T5Attention& first_attention(size_t index, const char* name) const {
+    auto sublayer = child("block")->children_in_order().at(0).second->child("layer")->children_in_order().at(index);
+    auto* attention = dynamic_cast<const T5Attention*>(sublayer.second->child(name).get());
+    if (!attention)
+      throw Error(fmt::format("T5Stack: block.0.layer.{}.{} is a {}, not a T5Attention: every block's attention bias "
+                              "comes from it, so replace the attention of later blocks, or its q/k/v/o inside it",
+                              index, name, sublayer.second->child(name)->type_name()));
+    return *attention;
   }
 };
 

@@ -49,10 +49,6 @@ void init_weights_hf(Module& root, double std);
 /// For models outside the zoo, which have no HF rule.
 void init_weights_torch(Module& root);
 
-/// GPT-Neo's attention per layer ("global" or "local"), expanded from config.attention_types as
-/// transformers does; refuses a list that does not name one per layer.
-std::vector<std::string> gpt_neo_attention_layers(const ModelConfig& config);
-
 /// Parameters counted once each, tied ones included once (HF's num_parameters()).
 int64_t count_unique_parameters(torch::nn::Module& module);
 

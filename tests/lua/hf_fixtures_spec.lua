@@ -545,5 +545,10 @@ describe("T5 from transformers' checkpoint", function()
       pcall_err(slapo.models.t5, { feed_forward_proj = "gelu-gated", num_layers = 1 }))
     matches("config: t5 field 'is_encoder_decoder' = false is not supported %(true: T5ForConditionalGeneration",
       pcall_err(slapo.models.t5, { is_encoder_decoder = false, num_layers = 1 }))
+    local sch = slapo.create_schedule(model)
+    sch["encoder.block.0.layer.0.SelfAttention"]:replace(slapo.nn.Module({ type = "Plain",
+      forward = function(self, x) return x end }))
+    matches("T5Stack: block.0.layer.0.SelfAttention is a Plain, not a T5Attention", pcall_err(model,
+      slapo.randint(2, 40, { 1, 4 }), { decoder_input_ids = slapo.randint(2, 40, { 1, 3 }) }))
   end)
 end)
