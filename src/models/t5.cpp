@@ -174,13 +174,42 @@ class T5Block : public ModuleBase<T5Block> {
   bool is_decoder;
 
  protected:
-  // (hidden_states, self-attention bias, and in the decoder: encoder states, cross-attention bias)
+  // (hidden_states, mask, position bias or nil, and in the decoder: encoder states, encoder mask,
+  // cross-attention bias or nil) -> (hidden_states, position bias[, cross-attention bias]).
+  // As transformers' T5Block: the first block is given no biases and computes them from its
+  // relative position table (inside its own call, where fully_shard has its parameters whole);
+  // the stack hands them on to every later block.
   Value forward(Values args) override {
     auto x = tensor_arg(args, 0, "T5Block", "hidden_states");
     auto layers = child("layer")->children_in_order();
-    Value h = (*layers[0].second)(Values{x, args.at(1)});
-    if (is_decoder) h = (*layers[1].second)(Values{h, args.at(3), args.at(2)});
-    return (*layers.back().second)(Values{h});
+    const int64_t s = x.size(1);
+    Value bias = args.at(2);
+    if (bias.isNone()) bias = attention(0, "SelfAttention").position_bias(s, s, optional_tensor(args.at(1)), x.options());
+    Value h = (*layers[0].second)(Values{x, bias});
+    if (!is_decoder) return c10::ivalue::Tuple::create({(*layers.back().second)(Values{h}), bias});
+    auto enc = tensor_arg(args, 3, "T5Block", "encoder_hidden_states");
+    Value cross_bias = args.at(5);
+    if (cross_bias.isNone())
+      cross_bias = attention(1, "EncDecAttention").position_bias(s, enc.size(1), optional_tensor(args.at(4)), x.options());
+    h = (*layers[1].second)(Values{h, cross_bias, enc});
+    return c10::ivalue::Tuple::create({(*layers.back().second)(Values{h}), bias, cross_bias});
+  }
+
+ private:
+  static c10::optional<at::Tensor> optional_tensor(const Value& v) {
+    return v.isTensor() ? c10::optional<at::Tensor>(v.toTensor()) : c10::nullopt;
+  }
+
+  // The attention `name` in sublayer `index`, which computes the bias when none is given.
+  const T5Attention& attention(size_t index, const char* name) const {
+    auto sublayer = child("layer")->children_in_order().at(index);
+    auto* found = dynamic_cast<const T5Attention*>(sublayer.second->child(name).get());
+    if (!found)
+      throw Error(fmt::format("T5Block: layer.{}.{} is a {}, not a T5Attention: the first block computes the "
+                              "attention bias every block uses from it, so replace the attention of later blocks, or "
+                              "its q/k/v/o inside it",
+                              index, name, sublayer.second->child(name)->type_name()));
+    return *found;
   }
 };
 
@@ -212,34 +241,24 @@ class T5Stack : public ModuleBase<T5Stack> {
     auto x = call("dropout", call("embed_tokens", ids));
     const int64_t s = ids.size(1);
     // transformers' masks add (1 - mask) * lowest; a decoder's is causal too
-    auto mask = additive_mask(padding, s, s, is_decoder, x.options());
-    auto blocks = child("block")->children_in_order();
-    // the first block's relative bias (with the mask in it) serves every block, as transformers passes it on
-    auto bias = first_attention(0, "SelfAttention").position_bias(s, s, mask, x.options());
-    Value encoder_states, cross_bias;
+    auto self_mask = additive_mask(padding, s, s, is_decoder, x.options());
+    Value mask = self_mask ? Value(*self_mask) : Value();
+    Value encoder_states, encoder_mask;
     if (is_decoder) {
       auto enc = tensor_arg(args, 2, "T5Stack", "encoder_hidden_states");
       c10::optional<at::Tensor> enc_padding;
       if (args.size() > 3 && args[3].isTensor()) enc_padding = args[3].toTensor();
-      auto enc_mask = additive_mask(enc_padding, s, enc.size(1), false, x.options());
       encoder_states = enc;
-      cross_bias = first_attention(1, "EncDecAttention").position_bias(s, enc.size(1), enc_mask, x.options());
+      if (auto m = additive_mask(enc_padding, s, enc.size(1), false, x.options())) encoder_mask = *m;
     }
-    Value h = x;
-    for (auto& [name, block] : blocks) h = (*block)(Values{h, bias, encoder_states, cross_bias});
+    Value h = x, bias, cross_bias;  // none until the first block has computed them
+    for (auto& [name, block] : child("block")->children_in_order()) {
+      auto out = (*block)(Values{h, mask, bias, encoder_states, encoder_mask, cross_bias}).toTuple();
+      h = out->elements().at(0);
+      bias = out->elements().at(1);
+      if (is_decoder) cross_bias = out->elements().at(2);
+    }
     return call("dropout", call("final_layer_norm", h.toTensor()));
-  }
-
- private:
-  // The first block's attention `name` in its sublayer `index`, which computes the bias every block uses.
-  const T5Attention& first_attention(size_t index, const char* name) const {
-    auto sublayer = child("block")->children_in_order().at(0).second->child("layer")->children_in_order().at(index);
-    auto* attention = dynamic_cast<const T5Attention*>(sublayer.second->child(name).get());
-    if (!attention)
-      throw Error(fmt::format("T5Stack: block.0.layer.{}.{} is a {}, not a T5Attention: every block's attention bias "
-                              "comes from it, so replace the attention of later blocks, or its q/k/v/o inside it",
-                              index, name, sublayer.second->child(name)->type_name()));
-    return *attention;
   }
 };
 
@@ -250,17 +269,17 @@ class T5ForConditionalGeneration : public ModuleBase<T5ForConditionalGeneration>
  public:
   T5ForConditionalGeneration(const ModelConfig& c, const at::TensorOptions& o)
       : ModuleBase("T5ForConditionalGeneration"), HasConfig(c), d_model(c.integer("d_model")),
-        tied(c.flag("tie_word_embeddings", true)), start_id(c.integer("decoder_start_token_id", 0)),
+        vocab(c.integer("vocab_size")), tied(c.flag("tie_word_embeddings", true)), start_id(c.integer("decoder_start_token_id", 0)),
         pad_id(c.integer("pad_token_id", 0)) {
-    auto shared = std::make_shared<Embedding>(c.integer("vocab_size"), d_model, c10::nullopt, o);
+    auto shared = std::make_shared<Embedding>(vocab, d_model, c10::nullopt, o);
     set_child("shared", shared);
     set_child("encoder", std::make_shared<T5Stack>(c, o, false, shared->param("weight")));
     set_child("decoder", std::make_shared<T5Stack>(c, o, true, shared->param("weight")));
-    auto head = std::make_shared<Linear>(d_model, c.integer("vocab_size"), false, o);
+    auto head = std::make_shared<Linear>(d_model, vocab, false, o);
     if (tied) head->set_param("weight", shared->param("weight"));
     set_child("lm_head", head);
   }
-  int64_t d_model;
+  int64_t d_model, vocab;  // the whole vocabulary, also when lm_head holds one rank's rows of it
   bool tied;
   int64_t start_id, pad_id;
 
@@ -279,7 +298,7 @@ class T5ForConditionalGeneration : public ModuleBase<T5ForConditionalGeneration>
                               "then the labels shifted right after decoder_start_token_id {}), or both",
                               who, start_id));
     // before the shift feeds them to the decoder's embedding, whose error would name only itself
-    if (labels) check_label_range(*labels, child("lm_head")->param("weight").size(0), who);
+    if (labels) check_label_range(*labels, vocab, who);
     if (!decoder_ids) decoder_ids = shift_right(*labels);
     auto mask = kwarg_tensor(kw, "attention_mask");
     auto encoded = call("encoder", Values{ids, mask ? Value(*mask) : Value()}).toTensor();

@@ -11,6 +11,7 @@
 #include "graph/pipeline_stages.h"
 #include "models/layers.h"
 #include "models/transformer_ops.h"
+#include "models/zoo.h"
 #include "primitives/pretrained_slices.h"
 #include "primitives/primitives.h"
 #include "primitives/rng.h"
@@ -25,6 +26,16 @@ void cut_pipeline_stage(Schedule& sch, const CallSite& site) {
     throw Error(fmt::format("cut_pipeline_stage: {} is a ModuleList, which its parent never calls as a whole (it "
                             "calls the layers one by one); cut after one of its layers, e.g. sch[\"{}.{}\"]",
                             sch.where(), sch.path(), list->children_in_order()[(list->size() - 1) / 2].first));
+  auto root = sch.parent();
+  while (root->parent()) root = root->parent();
+  // A pipeline is one chain of tensors from the inputs: an encoder-decoder's decoder takes its own
+  // tokens as a keyword and reads the encoder's output in every block's cross-attention.
+  if (auto* config = model_config(*root->mod()); config && config->model_type() == "t5")
+    throw Error(fmt::format("cut_pipeline_stage: {} is inside {}, an encoder-decoder, which pipelines do not carry yet "
+                            "(its decoder takes decoder_input_ids beside the inputs and every decoder block reads the "
+                            "encoder's output); lay it out with tensor parallelism (slapo.schedules.t5), fully_shard "
+                            "or data parallelism",
+                            sch.where(), root->mod()->type_name()));
   auto& meta = sch.mod()->meta();
   if (meta.ends_stage) throw Error(fmt::format("cut_pipeline_stage: {} already ends a stage", sch.where()));
   for (auto p = sch.parent(); p; p = p->parent())

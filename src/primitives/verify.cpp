@@ -59,13 +59,21 @@ std::string first_divergence(const std::shared_ptr<Module>& reference, const std
   auto ref = trace_outputs(reference, inputs);
   torch::manual_seed(seed);
   auto sch = trace_outputs(scheduled, inputs);
-  std::map<std::string, at::Tensor> by_path(sch.begin(), sch.end());
+  // a module called several times (T5's dropout after the embedding and after the last norm) is
+  // compared call by call: its n-th output with the other model's n-th
+  std::map<std::string, std::vector<at::Tensor>> by_path;
+  for (auto& [path, t] : sch) by_path[path].push_back(t);
+  std::map<std::string, size_t> calls;
   for (auto& [path, t] : ref) {
+    size_t call = calls[path]++;
     auto it = by_path.find(path);
-    if (it == by_path.end() || it->second.sizes() != t.sizes()) continue;  // replaced or sharded
-    if (!close(t, it->second, o))
-      return fmt::format("; the first module whose output differs is '{}' (max abs difference {:g})",
-                         path.empty() ? "<root>" : path, max_abs_diff(t, it->second));
+    if (it == by_path.end() || call >= it->second.size()) continue;
+    const at::Tensor& other = it->second[call];
+    if (other.sizes() != t.sizes()) continue;  // replaced or sharded
+    if (!close(t, other, o))
+      return fmt::format("; the first module whose output differs is '{}'{} (max abs difference {:g})",
+                         path.empty() ? "<root>" : path, call > 0 ? fmt::format(" in its call {}", call + 1) : "",
+                         max_abs_diff(t, other));
   }
   return "";
 }

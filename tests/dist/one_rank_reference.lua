@@ -25,6 +25,18 @@ end
 -- two rows each): the loss on all rows, its gradient summed in data parallelism's order (AdamW's
 -- first steps move each weight by about lr * sign(gradient), which amplifies a change in the
 -- order of summation). `config` sizes the model as tiny_gpt2's. Returns the model, losses and norms.
+-- The mean of `world` replicas' losses on two rows each of `all`, summed in data parallelism's
+-- order (AdamW's first steps amplify a change in that order).
+function M.replicas_loss(model, all, world)
+  local sum = nil
+  for r = 0, world - 1 do
+    local rows = all:narrow(0, 2 * r, 2)
+    local loss = model(rows, { labels = rows })
+    sum = sum and sum + loss or loss
+  end
+  return sum / world
+end
+
 function M.train(all, steps, clip, replicas, config)
   local world = replicas or slapo.dist.world_size()
   local ref = M.tiny_gpt2(config)
@@ -33,13 +45,7 @@ function M.train(all, steps, clip, replicas, config)
   local losses, norms = {}, {}
   for step = 1, steps do
     adamw:zero_grad()
-    local sum = nil
-    for r = 0, world - 1 do
-      local rows = all:narrow(0, 2 * r, 2)
-      local loss = ref(rows, { labels = rows })
-      sum = sum and sum + loss or loss
-    end
-    local loss = sum / world
+    local loss = M.replicas_loss(ref, all, world)
     loss:backward()
     losses[step] = loss:item()
     norms[step] = clip and slapo.clip_grad_norm(ref, clip)

@@ -29,7 +29,16 @@ local configs = {
   -- opt-350m's shape: post-norm layers, project_in / project_out around them (kept whole)
   opt = { hidden_size = 32, num_hidden_layers = 2, num_attention_heads = 4, ffn_dim = 64, vocab_size = 64,
     max_position_embeddings = 16, word_embed_proj_dim = 16, do_layer_norm_before = false },
+  -- relative position buckets fewer than the test's distances, a tied head
+  t5 = { d_model = 32, d_kv = 8, d_ff = 64, num_layers = 2, num_decoder_layers = 2, num_heads = 4, vocab_size = 64,
+    relative_attention_num_buckets = 8, relative_attention_max_distance = 16 },
+  -- t5-v1_1's shape: gated GELU, an untied head, a decoder deeper than the encoder
+  t5_gated = { d_model = 32, d_kv = 8, d_ff = 64, num_layers = 1, num_decoder_layers = 2, num_heads = 4, vocab_size = 64,
+    relative_attention_num_buckets = 8, relative_attention_max_distance = 16, feed_forward_proj = "gated-gelu",
+    tie_word_embeddings = false },
 }
+-- the zoo's model and the schedule module of each kind, where the kind is a variant's name
+local family = { t5_gated = "t5" }
 
 -- 3 AdamW steps of both models in eval mode on one batch: the losses agree to 1e-4.
 local function same_loss_curve(ref, model, what)
@@ -54,7 +63,19 @@ end
 
 local function build(kind)
   slapo.manual_seed(21)
-  return slapo.models[kind](configs[kind])
+  return slapo.models[family[kind] or kind](configs[kind])
+end
+
+local function schedule_of(kind)
+  return require("slapo.schedules." .. (family[kind] or kind))
+end
+
+-- what verify calls each model with: an encoder-decoder takes the decoder's tokens too
+local function inputs(kind, ids)
+  if family[kind] == "t5" or kind == "t5" then
+    return { ids, { decoder_input_ids = ids:narrow(1, 0, 6) } }
+  end
+  return { ids }
 end
 
 -- The weights each schedule must split, with the axis Megatron splits: a column-parallel projection
@@ -87,6 +108,15 @@ local sharded = {
   opt = { ["model.decoder.layers.0.self_attn.q_proj.weight"] = 0, ["model.decoder.layers.0.self_attn.k_proj.weight"] = 0,
     ["model.decoder.layers.0.self_attn.v_proj.weight"] = 0, ["model.decoder.layers.0.self_attn.out_proj.weight"] = 1,
     ["model.decoder.layers.1.fc1.weight"] = 0, ["model.decoder.layers.1.fc2.weight"] = 1 },
+  t5 = { ["encoder.block.0.layer.0.SelfAttention.q.weight"] = 0, ["encoder.block.0.layer.0.SelfAttention.o.weight"] = 1,
+    ["encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"] = 1,
+    ["decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"] = 1,
+    ["decoder.block.1.layer.1.EncDecAttention.k.weight"] = 0, ["decoder.block.1.layer.1.EncDecAttention.o.weight"] = 1,
+    ["encoder.block.1.layer.1.DenseReluDense.wi.weight"] = 0, ["decoder.block.1.layer.2.DenseReluDense.wo.weight"] = 1,
+    ["shared.weight"] = 0 },
+  t5_gated = { ["decoder.block.1.layer.2.DenseReluDense.wi_0.weight"] = 0,
+    ["decoder.block.1.layer.2.DenseReluDense.wi_1.weight"] = 0, ["encoder.block.0.layer.1.DenseReluDense.wo.weight"] = 1,
+    ["decoder.block.0.layer.1.EncDecAttention.v.weight"] = 0, ["shared.weight"] = 0, ["lm_head.weight"] = 0 },
 }
 
 -- Each rank holds 1/world of every weight the schedule must split, along its axis.
@@ -105,16 +135,19 @@ end
 -- GPT-Neo does not scale its attention scores by 1/sqrt(head_dim): float32 rounding grows with them
 -- (a bias gradient 4e-5 of its largest entry apart; in float64 the same check agrees to 1e-10), so
 -- its absolute tolerance is a share of each tensor's largest value.
-local tolerance = { gpt_neo = { rtol = 1e-4, atol = -1e-4 } }
+-- T5-v1_1's untied head and gated GELU the same (an attention output gradient 2e-5 apart in float32,
+-- 1e-10 in float64).
+local tolerance = { gpt_neo = { rtol = 1e-4, atol = -1e-4 }, t5_gated = { rtol = 1e-4, atol = -1e-4 } }
 
-for _, kind in ipairs({ "gpt2", "bert", "roberta", "albert", "llama", "qwen2", "mistral", "gpt_neo", "opt" }) do
+for _, kind in ipairs({ "gpt2", "bert", "roberta", "albert", "llama", "qwen2", "mistral", "gpt_neo", "opt", "t5",
+  "t5_gated" }) do
   describe(kind .. " tensor parallel schedule", function()
     it("verifies against the unscheduled model, outputs and gradients", function()
       local sch = slapo.create_schedule(build(kind))
       slapo.manual_seed(5)
       local ids = slapo.randint(0, 64, { 2, 8 })
-      local report = slapo.verify(sch, { ids }, tolerance[kind] or { rtol = 1e-4, atol = 1e-5 }, function(s)
-        local notes = require("slapo.schedules." .. kind).schedule(s, { checkpoint = 0.5 })
+      local report = slapo.verify(sch, inputs(kind, ids), tolerance[kind] or { rtol = 1e-4, atol = 1e-5 }, function(s)
+        local notes = schedule_of(kind).schedule(s, { checkpoint = 0.5 })
         eq(0, #notes)
       end)
       check_sharded(kind, build(kind), sch.mod)
@@ -128,7 +161,7 @@ for _, kind in ipairs({ "gpt2", "bert", "roberta", "albert", "llama", "qwen2", "
     it("trains 3 AdamW steps with the single-rank loss curve", function()
       local ref = build(kind)
       local sch = slapo.create_schedule(build(kind))
-      require("slapo.schedules." .. kind).schedule(sch, { fork_rng = false })
+      schedule_of(kind).schedule(sch, { fork_rng = false })
       local model = slapo.build(sch)
       same_loss_curve(ref, model, "with TP")
     end)

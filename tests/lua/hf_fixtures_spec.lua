@@ -548,7 +548,13 @@ describe("T5 from transformers' checkpoint", function()
     local sch = slapo.create_schedule(model)
     sch["encoder.block.0.layer.0.SelfAttention"]:replace(slapo.nn.Module({ type = "Plain",
       forward = function(self, x) return x end }))
-    matches("T5Stack: block.0.layer.0.SelfAttention is a Plain, not a T5Attention", pcall_err(model,
+    matches("in .encoder.block.0.: T5Block: layer.0.SelfAttention is a Plain, not a T5Attention", pcall_err(model,
       slapo.randint(2, 40, { 1, 4 }), { decoder_input_ids = slapo.randint(2, 40, { 1, 3 }) }))
+    local fresh = slapo.create_schedule(slapo.models.t5({ num_layers = 1, d_model = 8, d_kv = 4, num_heads = 2,
+      d_ff = 8, vocab_size = 16 }))
+    local log = fresh:log()
+    matches("cut_pipeline_stage: 'encoder%.block%.0' is inside T5ForConditionalGeneration, an encoder%-decoder, which "
+      .. "pipelines do not carry yet", pcall_err(function() fresh["encoder.block.0"]:cut_pipeline_stage() end))
+    eq(log, fresh:log(), "nothing logged")
   end)
 end)

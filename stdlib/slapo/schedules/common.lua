@@ -35,13 +35,21 @@ function M.attention(attn, qkv, out)
   M.row(attn[out])
 end
 
-function M.has_param(sch, name)
-  for n in sch.mod:named_parameters() do
-    if n == name then
+local function contains(names, wanted)
+  for name in names do
+    if name == wanted then
       return true
     end
   end
   return false
+end
+
+function M.has_child(sch, name)
+  return contains(sch.mod:named_children(), name)
+end
+
+function M.has_param(sch, name)
+  return contains(sch.mod:named_parameters(), name)
 end
 
 --- Vocab-parallel embedding and (tied or untied) LM head; skipped with a note when the vocabulary
@@ -74,9 +82,10 @@ end
 --- layers. Returns notes.
 ---   plan = {layers = "model.layers", layer = fn, fuse = fn, embedding = "...", head = "...",
 ---           head_bias_owner = "..."}
--- Megatron splits attention by heads: each rank must get whole heads (and whole key/value heads).
--- Refused before any shard, with the tensor-parallel sizes that would work.
-local function check_heads(sch, tp)
+--- Megatron splits attention by heads: each rank must get whole heads (and whole key/value heads).
+--- Refused before any shard, with the tensor-parallel sizes that would work; `level` is error()'s,
+--- counted from this function (default: the caller of the caller's schedule function).
+function M.check_heads(sch, tp, level)
   local config = slapo.models.config(sch.mod)
   local heads = config and (config.n_head or config.num_heads or config.num_attention_heads)
   if not heads then
@@ -94,7 +103,7 @@ local function check_heads(sch, tp)
   end
   error(("schedule: %d attention heads%s do not split over %d tensor-parallel ranks (the schedule's group); "
     .. "valid sizes: %s"):format(heads, kv ~= heads and (" (%d key/value heads)"):format(kv) or "", tp,
-    table.concat(sizes, ", ")), 4)
+    table.concat(sizes, ", ")), level or 4)
 end
 
 function M.megatron(sch, opts, plan)
@@ -102,7 +111,7 @@ function M.megatron(sch, opts, plan)
   local notes = {}
   local layers = sch[plan.layers]:children()
   if sch.world_size > 1 and opts.tp ~= false and not opts.layer then
-    check_heads(sch, sch.world_size)
+    M.check_heads(sch, sch.world_size)
   end
   if sch.world_size > 1 and opts.tp ~= false then
     -- opts.layer(layer_sch): a layout of one's own for every layer (a planner's intra-op pass)
