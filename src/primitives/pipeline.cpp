@@ -430,6 +430,24 @@ std::vector<std::string> Pipeline::stage_leaves() const {
   return out;
 }
 
+namespace {
+
+// What crosses into and out of one stage, as the description says it: the last stage's outputs
+// are the model's, which go to the loss, not to another stage.
+std::string traffic(const StageGraph& s, bool last) {
+  if (last) return fmt::format("receives {}, sends none: its output is the model's", s.received_count());
+  return fmt::format("receives {}, sends {} tensor{}", s.received_count(), s.sent_count(),
+                     s.sent_count() == 1 ? "" : "s");
+}
+
+}  // namespace
+
+std::string Pipeline::stage_summary(int index, const char* separator) const {
+  auto& s = *current_->stages[index];
+  return fmt::format("{}stage {}: {} ({})", separator, index, fmt::join(s.leaves(), ", "),
+                     traffic(s, index + 1 == static_cast<int>(current_->stages.size())));
+}
+
 std::string Pipeline::describe() const {
   const int chunks = runner_.chunks();
   if (chunks > 1) {
@@ -439,8 +457,10 @@ std::string Pipeline::describe() const {
                                   "cut after {}; this rank runs stages {}",
                                   stages() * chunks, stages(), chunks, dist::pipeline_schedule_name(runner_.schedule()),
                                   micro_batches_, fmt::join(cuts_, ", "), fmt::join(mine, ", "));
-    if (current_)
-      out += fmt::format(": {} ({} parameter tensors)", fmt::join(stage_leaves(), ", "), current_->my_params.size());
+    if (current_) {
+      for (int index : mine) out += stage_summary(index, index == mine.front() ? ": " : "; ");
+      out += fmt::format(" ({} parameter tensors)", current_->my_params.size());
+    }
     return out;
   }
   std::string out = fmt::format("pipeline of {} stages ({}, {} micro-batches), cut after {}; this rank runs stage {}",
@@ -453,8 +473,8 @@ std::string Pipeline::describe() const {
   }
   if (current_) {
     auto& s = *current_->stages[stage()];
-    out += fmt::format(": {} ({} parameter tensors; receives {}, sends {} tensor{})", fmt::join(s.leaves(), ", "),
-                       current_->my_params.size(), s.received_count(), s.sent_count(), s.sent_count() == 1 ? "" : "s");
+    out += fmt::format(": {} ({} parameter tensors; {})", fmt::join(s.leaves(), ", "), current_->my_params.size(),
+                       traffic(s, stage() + 1 == stages()));
     if (!shared_.empty()) out += fmt::format("; shared with another stage: {}", fmt::join(shared_, ", "));
   }
   return out;

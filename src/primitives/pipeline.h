@@ -89,6 +89,8 @@ class Pipeline {
   /// Traces and splits the model for batches shaped like `inputs` (done by step when needed).
   void prepare(const Values& inputs);
   std::string describe() const;
+  /// One stage this rank runs: its leaves and what crosses into and out of it.
+  std::string stage_summary(int index, const char* separator) const;
 
  private:
   struct Split;

@@ -398,6 +398,77 @@ describe("test_ds_pipeline.py", function()
   end)
 end)
 
+-- Slapo's GPT-Neo partitions (test_pipeline_partition.py) check what crosses each cut of HF's traced
+-- GPTNeoModel (1.3B's 24 layers): hidden states, the mask and output_shape reach the last stage.
+-- Here the model is the zoo's GPT-Neo with 1.3B's layer pattern (global and local alternating) at a
+-- tiny width, its window shorter than the sequence; the mask and positions come from the inputs
+-- alone, so each stage recomputes them and only the hidden states cross. The pipelined step is
+-- verified against the unscheduled model (loss and every gradient).
+describe("test_pipeline_partition.py (GPT-Neo)", function()
+  local parallel = require("slapo.parallel")
+  local function gpt_neo_pipeline(cuts)
+    slapo.manual_seed(33)
+    local model = slapo.models.gpt_neo({ hidden_size = 32, num_layers = 24, num_heads = 4, window_size = 4,
+      attention_types = { { { "global", "local" }, 12 } }, vocab_size = 64, max_position_embeddings = 16 })
+    local layout = parallel.layout({ pp = 2 })
+    local sch = slapo.create_schedule(model, { group = layout.tp_group })
+    local ids = same_on_all_ranks(slapo.randint(0, 64, { 2, 8 }))
+    local report, pipe = slapo.verify(sch, { ids }, { pipeline = { group = layout.pp_group, micro_batches = 2 } },
+      function(s)
+        for _, layer in ipairs(cuts) do
+          s["transformer.h." .. layer]:cut_pipeline_stage()
+        end
+      end)
+    assert(report.gradients > 100, "compared " .. report.gradients .. " gradients")
+    return tostring(pipe)
+  end
+
+  it("test_gpt_neo_two_stages: cut after h.11, only the hidden states cross", function()
+    local described = gpt_neo_pipeline({ 11 })
+    matches(rank == 0 and "receives 0, sends 1 tensor" or "receives 1, sends none: its output is the model.s", described)
+  end)
+
+  it("test_gpt_neo_four_stages: cut after h.5, h.11 and h.17 (2 chunks a rank), only the hidden states cross", function()
+    local described = gpt_neo_pipeline({ 5, 11, 17 })
+    matches("pipeline of 4 stages on 2 ranks", described)
+    if rank == 0 then
+      matches("stage 0: [^;]*%(receives 0, sends 1 tensor%); stage 2: [^;]*%(receives 1, sends 1 tensor%)", described)
+    else
+      matches("stage 1: [^;]*%(receives 1, sends 1 tensor%); stage 3: [^;]*%(receives 1, sends none: its output is the model.s%)", described)
+    end
+  end)
+end)
+
+-- Slapo's GPT-Neo schemes (autoshard/test_gpt.py::test_schemes) run only the Megatron one (the
+-- function exits after it): q, k, v column-sharded, out_proj row-sharded, the MLP likewise, on
+-- GPT-Neo 1.3B made under init_empty_weights. Here: its layer pattern at a tiny width, verify
+-- materialising the meta model, with the input-gradient all-reduces Slapo's forward-only Verify
+-- leaves out, so outputs and gradients are compared.
+describe("autoshard/test_gpt.py", function()
+  it("test_schemes: Megatron on a GPT-Neo made without memory verifies, outputs and gradients", function()
+    -- {device = "meta"}: what init_empty_weights does for the zoo's models
+    local sch = slapo.create_schedule(slapo.models.gpt_neo({ hidden_size = 32, num_layers = 4, num_heads = 4,
+      window_size = 4, attention_types = { { { "global", "local" }, 2 } }, vocab_size = 64, max_position_embeddings = 16 },
+      { device = "meta" }))
+    local ids = same_on_all_ranks(slapo.randint(0, 64, { 2, 8 }))
+    local report = slapo.verify(sch, { ids }, { rtol = 1e-4, atol = -1e-4 }, function(s)
+      for i = 0, 3 do
+        local attn = s["transformer.h." .. i .. ".attn.attention"]
+        for _, name in ipairs({ "q_proj", "k_proj", "v_proj" }) do
+          attn[name]:shard("weight", 0)
+        end
+        attn:sync("bwd_post", "all_reduce")
+        attn["out_proj"]:shard("weight", 1):sync("fwd_post", "all_reduce")
+        local mlp = s["transformer.h." .. i .. ".mlp"]
+        mlp["c_fc"]:shard("weight", 0):shard("bias", 0):sync("bwd_post", "all_reduce")
+        mlp["c_proj"]:shard("weight", 1):sync("fwd_post", "all_reduce")
+      end
+    end)
+    eq(report.params, report.gradients, "every gradient compared")
+    eq(32 / world, sch["transformer.h.3.attn.attention.q_proj"].mod.weight:size(0))
+  end)
+end)
+
 -- Slapo's resharding schemes for BERT (autoshard/test_bert.py::test_schemes), each verified
 -- against the unsharded model. The zoo's attention views its heads as -1, so the head-count
 -- rewrite Slapo needs after sharding q/k/v (fix_attention_mask_shape) has nothing to do here.

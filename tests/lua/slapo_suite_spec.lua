@@ -534,6 +534,47 @@ describe("test_trace.py (recursive)", function()
     close(ref(ids), model(ids))
   end)
 
+  -- On the real GPT-Neo (transformers' checkpoint in tests/fixtures/hf). torch.fx cannot trace HF's
+  -- GPTNeoSelfAttention, so Slapo's trace of h.0 keeps it a call; the zoo's attention traces (its
+  -- window mask is made from the sequence length, no data-dependent Python), so fallback = true has
+  -- nothing to keep and the whole block becomes graphs; leaves = {...} keeps it a call as Slapo's.
+  it("test_hf_gpt_neo: h.0, h.0.attn and h.0.mlp traced; the attention traced too, or kept a call by leaves", function()
+    local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
+    local dir = (os.getenv("SLAPO_HF_FIXTURES") or (here .. "/../fixtures/hf")) .. "/gpt-neo-tiny"
+    local expected = slapo.load_tensors(dir .. "/expected.safetensors")
+    for _, leaves in ipairs({ {}, { "GPTNeoSelfAttention" } }) do
+      local model = slapo.models.from_pretrained(dir):eval()
+      local sch = slapo.create_schedule(model)
+      local block = sch["transformer.h.0"]
+      local _, kept = block:trace({ inputs = { slapo.randn({ 2, 16, 64 }) }, recursive = true, fallback = true,
+        leaves = leaves })
+      eq({}, kept, "nothing left untraced")
+      for _, path in ipairs({ "", ".attn", ".mlp" }) do
+        assert(#sch["transformer.h.0" .. path]:graph().nodes > 0, "h.0" .. path .. " is traced")
+      end
+      if #leaves == 0 then
+        assert(#sch["transformer.h.0.attn.attention"]:graph().nodes > 0, "the attention is traced")
+      else
+        matches("is not traced", pcall_err(function() return sch["transformer.h.0.attn.attention"]:graph() end))
+        eq(1, count_calls(sch["transformer.h.0.attn"]:graph(), "attention"), "attn calls its attention")
+      end
+      close(expected.logits, model(expected.input_ids), { rtol = 1e-5, atol = 1e-5 })
+    end
+  end)
+
+  it("test_hf_tracer_gpt_attn: GPT-Neo 1.3B's layer pattern made without memory, h.0's attention flattened", function()
+    local model
+    slapo.init_empty_weights(function()
+      model = slapo.models.gpt_neo({ hidden_size = 32, num_layers = 24, num_heads = 4, window_size = 4,
+        attention_types = { { { "global", "local" }, 12 } }, vocab_size = 64, max_position_embeddings = 16 })
+    end)
+    local sch = slapo.create_schedule(model)
+    local attn = sch["transformer.h.0.attn.attention"]
+    attn:trace({ inputs = { slapo.randn({ 2, 8, 32 }) }, flatten = true })
+    assert(#attn:graph().nodes > 0, "traced")
+    eq(0, count_calls(attn:graph(), "q_proj"), "flattened: q_proj's matmul is inlined")
+  end)
+
   it("test_torchvision_wideresnet: blocks and downsamples are traced, their convolutions stay calls", function()
     local model = slapo.models.resnet({ block = "bottleneck", layers = { 6, 1, 1, 1 }, width_per_group = 16,
       num_classes = 10 })
