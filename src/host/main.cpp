@@ -114,7 +114,8 @@ int main(int argc, char** argv) {
   slapo::TokenizeArgs tokenize_args;
   auto* tokenize = app.add_subcommand("tokenize", "Tokenize a corpus into one token file for training: slapo-lua "
                                                   "tokenize --tokenizer DIR --out tokens.bin FILES...");
-  tokenize->add_option("--tokenizer", tokenize_args.tokenizer, "tokenizer.json, or a checkpoint directory holding one")
+  tokenize->add_option("--tokenizer", tokenize_args.tokenizer, "tokenizer.json, SentencePiece's tokenizer.model or spiece.model, or a checkpoint directory holding "
+                      "one (or GPT-2's encoder.json and vocab.bpe)")
       ->required();
   tokenize->add_option("--out", tokenize_args.out, "the token file to write")->required();
   tokenize->add_option("--field", tokenize_args.field, "JSON-lines files: the field holding each document's text");

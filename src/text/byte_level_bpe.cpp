@@ -103,7 +103,9 @@ nlohmann::json parse_json_file(const std::string& path) {
   try {
     return nlohmann::json::parse(read_file(path));
   } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("tokenizer: {} is not JSON: {}", path, e.what()));
+    throw Error(fmt::format("tokenizer: {} is not JSON ({}); a tokenizer file is a tokenizer.json, SentencePiece's "
+                            "tokenizer.model or spiece.model, or a directory holding one (or GPT-2's encoder.json "
+                            "and vocab.bpe)", path, e.what()));
   }
 }
 

@@ -1,7 +1,13 @@
 // Which tokenizer file a path names, and the reader for it.
 #include "text/tokenizer.h"
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "text/byte_level_bpe.h"
@@ -9,11 +15,31 @@
 
 namespace slapo::text {
 
+namespace {
+
+const char* kFilesRead =
+    "slapo-lua reads tokenizer.json (a byte-level BPE such as LLaMA-3's or GPT-2's), SentencePiece's tokenizer.model "
+    "or spiece.model (any *.model file), or a directory holding one of them or GPT-2's encoder.json and vocab.bpe";
+
+// The first character that is not white space, or '\0' for an empty file.
+char first_character(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char c = '\0';
+  while (in.get(c))
+    if (!std::isspace(static_cast<unsigned char>(c))) return c;
+  return '\0';
+}
+
+}  // namespace
+
 std::shared_ptr<Tokenizer> open_tokenizer(const std::string& path) {
   namespace fs = std::filesystem;
   if (fs::is_regular_file(path)) {
-    if (fs::path(path).extension() == ".model") return SentencePieceModel::load(path);
-    return ByteLevelBpe::load_tokenizer_json(path);
+    const auto extension = fs::path(path).extension();
+    if (extension == ".model") return SentencePieceModel::load(path);
+    if (extension == ".json" || first_character(path) == '{') return ByteLevelBpe::load_tokenizer_json(path);
+    throw Error(fmt::format("tokenizer: {} is not a tokenizer file (neither JSON nor named *.model); {}", path,
+                           kFilesRead));
   }
   if (!fs::is_directory(path))
     throw Error(fmt::format("tokenizer: {} does not exist; give a tokenizer.json or tokenizer.model, or the directory "
@@ -21,11 +47,19 @@ std::shared_ptr<Tokenizer> open_tokenizer(const std::string& path) {
                             "data/gpt2-bpe from scripts/fetch-data)", path));
   const fs::path dir(path);
   if (fs::exists(dir / "tokenizer.json")) return ByteLevelBpe::load_tokenizer_json((dir / "tokenizer.json").string());
-  if (fs::exists(dir / "tokenizer.model")) return SentencePieceModel::load((dir / "tokenizer.model").string());
+  // ALBERT's and T5's checkpoints name their SentencePiece model spiece.model
+  for (const char* name : {"tokenizer.model", "spiece.model"})
+    if (fs::exists(dir / name)) return SentencePieceModel::load((dir / name).string());
   if (fs::exists(dir / "encoder.json") && fs::exists(dir / "vocab.bpe")) return ByteLevelBpe::load(path);
-  throw Error(fmt::format("tokenizer: {} holds no tokenizer file (read: tokenizer.json of a byte-level BPE such as "
-                          "LLaMA-3's or GPT-2's, SentencePiece's tokenizer.model, or GPT-2's encoder.json and "
-                          "vocab.bpe)", path));
+  std::vector<std::string> models;
+  for (auto& entry : fs::directory_iterator(dir))
+    if (entry.is_regular_file() && entry.path().extension() == ".model") models.push_back(entry.path().string());
+  std::sort(models.begin(), models.end());
+  if (!models.empty())
+    throw Error(fmt::format("tokenizer: {} holds no tokenizer.json, tokenizer.model or spiece.model, but {}: if it "
+                            "is a SentencePiece model, give the file itself ({})",
+                            path, fmt::join(models, ", "), models.front()));
+  throw Error(fmt::format("tokenizer: {} holds no tokenizer file; {}", path, kFilesRead));
 }
 
 }  // namespace slapo::text

@@ -54,8 +54,10 @@ compare() {  # model-or-dir, model file, corpus, label
 }
 for corpus in mixed sotu; do
   compare "$data/llama2-tokenizer" "$data/llama2-tokenizer/tokenizer.model" "$corpus" llama2
-  compare "$data/albert-tokenizer/spiece.model" "$data/albert-tokenizer/spiece.model" "$corpus" albert
 done
+# ALBERT's spiece.model, given as the file and as the checkpoint directory that holds it
+compare "$data/albert-tokenizer/spiece.model" "$data/albert-tokenizer/spiece.model" mixed albert
+compare "$data/albert-tokenizer" "$data/albert-tokenizer/spiece.model" sotu albert
 
 # what LLaMA-2's tokenizer says of itself, and its config followed
 "$bin" run <(cat <<'LUA'
