@@ -43,16 +43,24 @@ std::string numeric(const sockaddr* addr, socklen_t len) {
 int listen_on(const std::string& host, int port) {
   auto found = resolve(host, port, SOCK_STREAM);
   std::string reason = "no address";
+  int error = 0;
   for (addrinfo* a = found.get(); a; a = a->ai_next) {
     int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) continue;
     int one = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 128) == 0) return fd;
-    reason = fmt::format("{} ({})", std::strerror(errno), numeric(a->ai_addr, a->ai_addrlen));
+    error = errno;
+    reason = fmt::format("{} ({})", std::strerror(error), numeric(a->ai_addr, a->ai_addrlen));
     ::close(fd);
   }
-  throw Error(fmt::format("cannot listen on {}:{}: {}; the address must be one of this machine's", host, port, reason));
+  // what to do depends on why: a port someone holds, or an address that is not this machine's
+  const std::string advice =
+      error == EADDRINUSE
+          ? fmt::format("port {} is in use on this machine (a launcher already serving it, or another program): "
+                        "choose another --master-port, or stop what holds it", port)
+          : "the address must be one of this machine's";
+  throw Error(fmt::format("cannot listen on {}:{}: {}; {}", host, port, reason, advice));
 }
 
 int bound_port(int fd) {

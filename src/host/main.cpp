@@ -74,6 +74,31 @@ int script_position(int argc, char** argv) {
   return argc;
 }
 
+// "<command>: unknown option '--x' (did you mean '--y'?)" for the first option `args` holds that
+// the subcommand `command` does not have (torchrun's --node_rank where ours is --node-rank), or "".
+std::string unknown_option_hint(CLI::App& app, const std::string& command, const std::vector<std::string>& args) {
+  CLI::App* sub = nullptr;
+  for (auto* candidate : app.get_subcommands({}))
+    if (candidate->get_name() == command) sub = candidate;
+  if (!sub) return "";
+  std::vector<std::string> names;
+  for (const auto* option : sub->get_options())
+    for (const auto& name : option->get_lnames()) names.push_back("--" + name);
+  for (const auto& arg : args) {
+    if (arg.rfind("--", 0) != 0 || arg == "--") continue;
+    std::string flag = arg.substr(0, arg.find('='));
+    if (std::find(names.begin(), names.end(), flag) != names.end()) continue;
+    std::string hyphens = flag;
+    std::replace(hyphens.begin() + 2, hyphens.end(), '_', '-');
+    auto close = std::find(names.begin(), names.end(), hyphens) != names.end()
+                     ? std::vector<std::string>{hyphens}
+                     : slapo::closest_names(flag, names, 1);
+    return fmt::format("{}: unknown option '{}'{}; slapo-lua help {} lists its options", command, flag,
+                       close.empty() ? "" : fmt::format(" (did you mean '{}'?)", close[0]), command);
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -213,6 +238,12 @@ int main(int argc, char** argv) {
   bool is_tune = script_at < argc && std::string(argv[script_at]) == "--";
   try {
     app.parse(is_tune ? script_at : std::min(script_at + 1, argc), argv);
+  } catch (const CLI::ExtrasError& e) {
+    std::string hint = unknown_option_hint(app, argv[1], std::vector<std::string>(argv + 2, argv + std::min(
+                                                                                    is_tune ? script_at : script_at + 1, argc)));
+    if (hint.empty()) return app.exit(e) == 0 ? 0 : 2;
+    fmt::print(stderr, "slapo-lua: {}\n", hint);
+    return 2;
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return code == 0 ? 0 : 2;

@@ -110,10 +110,14 @@ end
 function M.from_file(model, path)
   local chunk, why = loadfile(path)
   if not chunk then error(("plan: --from %s: %s"):format(path, why), 0) end
-  local apply = chunk()
+  local form = "return function(sch, args) ... end with the primitives inside (the form sch:log() writes), e.g. "
+    .. "return function(sch) sch[\"transformer.h.0\"]:fully_shard() end"
+  local ran, apply = pcall(chunk)
+  if not ran then
+    error(("plan: --from %s failed as it loaded (%s); a schedule file must %s"):format(path, tostring(apply), form), 0)
+  end
   if type(apply) ~= "function" then
-    error(("plan: --from %s must return function(sch) ... end (the form sch:log() writes), not %s"):format(path,
-      type(apply)), 0)
+    error(("plan: --from %s returned %s; a schedule file must %s"):format(path, type(apply), form), 0)
   end
   local config = io.open(model .. "/config.json", "r")
   if config then config:close() end

@@ -133,6 +133,10 @@ wait
 [ "$(cat "$tmp/n0")" = "0	2" ] || { echo "node 0's rank: $(cat "$tmp/n0")"; exit 1; }
 [ "$(cat "$tmp/n1")" = "[rank 1] 1	2" ] || { echo "node 1's rank: $(cat "$tmp/n1")"; exit 1; }
 expect_refusal 2 "run: --nnodes 2 needs --master-addr" "$bin" run --nnodes 2 "$tmp/who.lua"
+# torchrun's spelling of an option: the hint names ours
+expect_refusal 2 "run: unknown option '--node_rank' (did you mean '--node-rank'?); slapo-lua help run lists its options" \
+  "$bin" run --nnodes 2 --node_rank 1 "$tmp/who.lua"
+expect_refusal 2 "plan: unknown option '--max_stages' (did you mean '--max-stages'?)" "$bin" plan gpt2 --max_stages 2
 expect_refusal 2 "run: --node-rank 2 is outside --nnodes 2 (valid: 0 .. 1)" \
   "$bin" run --nnodes 2 --node-rank 2 --master-addr 127.0.0.1 "$tmp/who.lua"
 expect_refusal 1 "node 1 of 2 did not join at 127.0.0.1:$((port + 3)) within 2 s (--rdzv-timeout)" \
@@ -149,6 +153,8 @@ waiting+=($!)
 sleep 1
 expect_refusal 1 "run: node 0 serves the rendezvous store on --master-addr: cannot listen on 127.0.0.1" \
   "$bin" run "${three[@]}" --node-rank 0 "$tmp/who.lua"
+grep -qF "port $((port + 5)) is in use on this machine (a launcher already serving it, or another program): choose another --master-port" \
+  "$tmp/err" || { echo "a port in use was not named as such:"; cat "$tmp/err"; exit 1; }
 expect_refusal 1 "run: --node-rank 1 is already taken by the launcher on $(hostname)" \
   "$bin" run "${three[@]}" --node-rank 1 "$tmp/who.lua"
 expect_refusal 1 "runs --nnodes 3 --nproc 1 --max-restarts 0, this node --nnodes 3 --nproc 2 --max-restarts 0; every node needs the same values" \

@@ -286,7 +286,15 @@ set +e
 "$bin" plan "$tiny" --cluster 1x2:cpu --from "$tmp/not_schedule.lua" >/dev/null 2>"$tmp/err"; rc=$?
 set -e
 expect_code 1 "$rc"
-grep -q "plan: --from $tmp/not_schedule.lua must return function(sch) ... end (the form sch:log() writes), not number" \
+grep -qF "plan: --from $tmp/not_schedule.lua returned number; a schedule file must return function(sch, args) ... end" \
   "$tmp/err" || { cat "$tmp/err"; exit 1; }
+# primitives at the top level, as a pasted snippet has them: the error says to wrap them
+echo 'sch["transformer.h.0"]:fully_shard()' > "$tmp/bare_snippet.lua"
+set +e
+"$bin" plan "$tiny" --cluster 1x2:cpu --from "$tmp/bare_snippet.lua" >/dev/null 2>"$tmp/err"; rc=$?
+set -e
+expect_code 1 "$rc"
+grep -qF "failed as it loaded (" "$tmp/err" && grep -qF "attempt to index global 'sch'" "$tmp/err" &&
+  grep -qF 'e.g. return function(sch) sch["transformer.h.0"]:fully_shard() end' "$tmp/err" || { cat "$tmp/err"; exit 1; }
 
 echo "plan ok: $(sed -n 3p "$tmp/table" | sed 's/  */ /g')"
