@@ -182,7 +182,7 @@ end
 --- The *_sotu.lua examples' options: how long to train, how many addresses, the model's size.
 function M.sotu_options(defaults)
   local opts = { steps = 300, texts = 20, layers = 4, hidden = 128, heads = 4, seq = 64, batch = 8, lr = 2e-3,
-    warmup = 20, seed = 0, metrics = "metrics.jsonl", log_every = 10, checkpoint_dir = "", checkpoint_every = 50 }
+    warmup = 20, seed = 0, metrics = "sotu.jsonl", log_every = 10, checkpoint_dir = "", checkpoint_every = 50 }
   for k, v in pairs(defaults or {}) do
     opts[k] = v
   end

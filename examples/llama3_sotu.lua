@@ -1,20 +1,21 @@
 -- A LLaMA-3-shaped model learns State of the Union addresses through LLaMA-3's own tokenizer:
 -- the corpus is tokenized once into a token file, and slapo.train reads it mapped, each step's rows
 -- a function of the step (so a killed run resumes on the very batches it would have seen).
---   slapo-lua tokenize --tokenizer data/llama3-tokenizer --out sotu.tokens data/sotu/*.txt
---   slapo-lua run examples/llama3_sotu.lua --tokens sotu.tokens [--steps 100]
+--   build/slapo-lua tokenize --tokenizer data/llama3-tokenizer --out sotu.tokens data/sotu/*.txt
+--   build/slapo-lua run examples/llama3_sotu.lua --tokens sotu.tokens [--steps 100]
 -- With a real checkpoint (a Hugging Face LLaMA-3 directory holding tokenizer.json), tokenize with
 -- its tokenizer and fine-tune it instead of the small model:
---   slapo-lua run examples/llama3_sotu.lua --tokens sotu.tokens --checkpoint path/to/Llama-3.2-1B
+--   build/slapo-lua run examples/llama3_sotu.lua --tokens sotu.tokens --checkpoint path/to/Llama-3.2-1B
 local train = require("_train")
 local opts = train.options({ tokens = "sotu.tokens", checkpoint = "", steps = 100, layers = 2, hidden = 128,
-  heads = 4, seq = 64, batch = 8, lr = 3e-3, warmup = 10, seed = 0, log_every = 10, metrics = "metrics.jsonl",
+  heads = 4, seq = 64, batch = 8, lr = 3e-3, warmup = 10, seed = 0, log_every = 10, metrics = "llama3_sotu.jsonl",
   checkpoint_dir = "", checkpoint_every = 50 })
 
 local util = require("slapo.util")
 if not util.read_file(opts.tokens) then
-  error(("no token file '%s': make it with\n  slapo-lua tokenize --tokenizer data/llama3-tokenizer --out %s "
-    .. "data/sotu/*.txt"):format(opts.tokens, opts.tokens), 0)
+  -- the command as this program was invoked (build/slapo-lua in a checkout)
+  error(("no token file '%s': make it with\n  %s tokenize --tokenizer data/llama3-tokenizer --out %s "
+    .. "data/sotu/*.txt"):format(opts.tokens, slapo._program_name(), opts.tokens), 0)
 end
 local tokens = slapo.token_file(opts.tokens)
 train.log(("corpus: %s tokens in %d documents (vocabulary %s)"):format(util.with_commas(tokens.tokens),
