@@ -4,7 +4,8 @@
 ---   cut_pipeline_stage after layer i   -> pin.stages, each stage's layer count
 ---   checkpoint of whole layers         -> pin.checkpoint (all of them, or per pinned stage)
 ---   shard                              -> pin.tp: the schedule's group size (any tp >= 2 on one rank)
----   fully_shard{reshard_after_forward} -> pin.fully_shard, pin.reshard_after_forward
+---   fully_shard{reshard_after_forward} -> pin.fully_shard, pin.reshard_after_forward (true unless false:
+---                                         fully_shard's default, ZeRO-3)
 --- Other primitives (replace, fuse, sync, ...) stay as applied and pin nothing; a checkpoint of part
 --- of a layer is listed in `unpriced` (the planner prices whole layers).
 local M = {}
@@ -94,8 +95,15 @@ function M.from_schedule(sch)
     elseif entry.primitive == "shard" then
       pin.tp = sch.world_size > 1 and sch.world_size or true
     elseif entry.primitive == "fully_shard" then
-      pin.fully_shard = true
-      if (entry.args[1] or ""):match("reshard_after_forward%s*=%s*false") then pin.reshard_after_forward = false end
+      -- fully_shard's default reshards after forward (ZeRO-3); only an explicit false keeps the
+      -- weights gathered (ZeRO-2), and the planner prices one of them for every layer
+      local reshard = not (entry.args[1] or ""):match("reshard_after_forward%s*=%s*false")
+      if pin.fully_shard and pin.reshard_after_forward ~= reshard then
+        error(("plan: the schedule calls fully_shard with reshard_after_forward = %s on %s (%s) and %s before it; "
+          .. "the planner prices one setting for every layer: give every fully_shard call the same"):format(
+            tostring(reshard), where, entry.source, tostring(pin.reshard_after_forward)), 0)
+      end
+      pin.fully_shard, pin.reshard_after_forward = true, reshard
     end
   end
   local sizes = stage_sizes(cuts, count, layers)

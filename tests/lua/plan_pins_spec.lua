@@ -48,6 +48,20 @@ describe("slapo.plan(sch) keeps the schedule's choices", function()
     local q = slapo.plan(fully, H100)
     eq("zero-2", q.pins)
     for _, alternative in ipairs(q.alternatives) do matches("zero%-2$", alternative.name) end
+    -- fully_shard's default (and an explicit true) reshards after forward: ZeRO-3 stays pinned
+    for _, options in ipairs({ {}, { reshard_after_forward = true } }) do
+      local zero3 = gpt2_schedule()
+      for i = 0, 11 do zero3["transformer.h." .. i]:fully_shard(options) end
+      zero3:fully_shard(options)
+      local r = slapo.plan(zero3, H100)
+      eq("fully sharded", r.pins)
+      for _, alternative in ipairs(r.alternatives) do matches(", fully sharded$", alternative.name) end
+    end
+    local mixed = gpt2_schedule()
+    mixed["transformer.h.0"]:fully_shard()
+    mixed["transformer.h.1"]:fully_shard({ reshard_after_forward = false })
+    matches("^plan: the schedule calls fully_shard with reshard_after_forward = false on transformer.h.1 %(.+%) and "
+      .. "true before it; the planner prices one setting for every layer", pcall_err(slapo.plan, mixed, H100))
   end)
 
   it("lists a checkpoint of part of a layer as applied but not priced", function()
