@@ -15,6 +15,7 @@
 #include "lua/tensor_gc.h"
 #include "lua/wrap.h"
 
+#include "io/checksum.h"
 #include "io/safetensors.h"
 #include "io/sharded_checkpoint.h"
 #include "primitives/rng.h"
@@ -117,6 +118,12 @@ int w_write_piece_index(lua_State* L) {
   }
   write_piece_index(dir, files);
   return 0;
+}
+
+// _crc32_file(path) -> 8 hex digits: the file's CRC-32, which training checkpoints record
+int w_crc32_file(lua_State* L) {
+  lua_pushstring(L, crc32_of_file(luaL_checkstring(L, 1)).c_str());
+  return 1;
 }
 
 // _read_pieces(dir, section, model) -> {name -> tensor}: this rank's slices for the model's layout
@@ -277,6 +284,7 @@ const luaL_Reg train_functions[] = {{"tensor_gc_stats", w_tensor_gc_stats},
                                     {"save_tensors", w_save_tensors},
                                     {"_write_pieces", w_write_pieces},
                                     {"_write_piece_index", w_write_piece_index},
+                                    {"_crc32_file", w_crc32_file},
                                     {"_read_pieces", w_read_pieces},
                                     {"autocast", w_autocast},
                                     {"_file_mtime", w_file_mtime},

@@ -163,6 +163,58 @@ local function is_zero(optimizer)
   return getmetatable(optimizer) == debug.getregistry()["slapo.ZeroOptimizer"]
 end
 
+-- The files of a checkpoint besides trainer.json, which records their checksums.
+local function checkpoint_files(world)
+  local names = { "index.json", "schedule.lua" }
+  for r = 0, world - 1 do
+    for _, kind in ipairs({ "model", "optimizer", "rng" }) do
+      table.insert(names, ("%s-rank%d.safetensors"):format(kind, r))
+    end
+  end
+  return names
+end
+
+-- {file = CRC-32} of every file of the checkpoint in `dir` (trainer.json keeps them).
+local function checksums(dir, world)
+  local out = {}
+  for _, name in ipairs(checkpoint_files(world)) do
+    out[name] = slapo._crc32_file(dir .. "/" .. name)
+  end
+  return out
+end
+
+-- Raises, naming the file, unless every file trainer.json lists is there with the checksum it
+-- recorded. The ranks share the reading (file i on rank i mod world) and agree on the first file
+-- that fails, so every rank raises the same message.
+local function verify_files(path, recorded)
+  local names = {}
+  for name in pairs(recorded) do table.insert(names, name) end
+  table.sort(names)
+  local world, rank = slapo.dist.world_size(), slapo.dist.rank()
+  local mine = {}  -- 0: fine (or another rank's), 1: missing, 2: changed
+  for i, name in ipairs(names) do
+    mine[i] = 0
+    if (i - 1) % world == rank then
+      local file = path .. "/" .. name
+      mine[i] = not exists(file) and 1 or slapo._crc32_file(file) ~= recorded[name] and 2 or 0
+    end
+  end
+  local failed = slapo.tensor(mine)
+  if world > 1 then slapo.dist.all_reduce(failed) end
+  local states = failed:tolist()
+  for i, name in ipairs(names) do
+    local advice = "resume from another checkpoint (the directory holds one a step; `latest` names the newest), or "
+      .. "start afresh with resume = false"
+    if states[i] == 1 then
+      error(("resume: '%s' lacks %s, which its trainer.json lists: the checkpoint is incomplete; %s"):format(path, name,
+        advice), 0)
+    elseif states[i] == 2 then
+      error(("resume: %s/%s is not the file that was saved (its CRC-32 differs from the %s trainer.json recorded): "
+        .. "it changed or was damaged after the save; %s"):format(path, name, recorded[name], advice), 0)
+    end
+  end
+end
+
 --- Saves a checkpoint of `step`; every rank calls it. `log` is the schedule log (Lua source);
 --- `trainer` holds more fields for trainer.json (slapo.train's losses so far, the float16 loss
 --- scaler's state).
@@ -198,12 +250,13 @@ function M.save(dir, step, model, optimizer, log, trainer)
       end
     end
     slapo._write_piece_index(tmp, pieces)
-    local fields = { step = step, world_size = world, lr = optimizer:lr(), zero_optimizer = is_zero(optimizer) }
+    write_file(tmp .. "/schedule.lua", log or "")
+    local fields = { step = step, world_size = world, lr = optimizer:lr(), zero_optimizer = is_zero(optimizer),
+      files = checksums(tmp, world) }
     for k, v in pairs(trainer or {}) do
       fields[k] = v
     end
     write_file(tmp .. "/trainer.json", slapo.json_encode(fields) .. "\n")
-    write_file(tmp .. "/schedule.lua", log or "")
     fsync({ tmp .. "/index.json", tmp .. "/trainer.json", tmp .. "/schedule.lua", tmp })
   end
   slapo.dist.barrier()
@@ -239,6 +292,13 @@ function M.load(path, model, optimizer)
     error(("resume: '%s' is not a checkpoint (no trainer.json)"):format(path), 2)
   end
   local trainer = slapo.json_decode(text)
+  if trainer.files then
+    verify_files(path, trainer.files)
+  elseif exists(path .. "/rng-rank0.safetensors") and not exists(path .. "/index.json") then
+    -- written with pieces before checkpoints recorded their files: index.json is what is missing
+    error(("resume: '%s' lacks index.json, the list of every rank's pieces its model and optimizer files hold: the "
+      .. "checkpoint is incomplete; resume from another checkpoint, or start afresh with resume = false"):format(path), 2)
+  end
   local world, rank = slapo.dist.world_size(), slapo.dist.rank()
   local same_world = trainer.world_size == world
   local pieces = exists(path .. "/index.json")

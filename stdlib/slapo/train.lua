@@ -211,6 +211,10 @@ end
 --- it is read. Checkpoints keep it; a resume with other values would see other batches.
 function M.data_identity(opts)
   local d = type(opts.data) == "table" and opts.data.tokens and opts.data
+  if type(opts.data) == "table" and opts.data.vocab then  -- random rows of a shape: the shape fixes them
+    return { vocab_size = opts.data.vocab, batch = opts.data.batch, seq = opts.data.seq, grad_accum = opts.grad_accum,
+      random = true }
+  end
   if not d then
     return nil
   end
@@ -225,7 +229,8 @@ local function check_same_data(from, saved, now)
     return
   end
   local differ = {}
-  for _, key in ipairs({ "tokens", "documents", "vocab_size", "batch", "seq", "seed", "grad_accum", "packing" }) do
+  for _, key in ipairs({ "random", "tokens", "documents", "vocab_size", "batch", "seq", "seed", "grad_accum",
+    "packing" }) do
     if saved[key] ~= now[key] then
       table.insert(differ, ("%s %s, now %s"):format(key, tostring(saved[key]), tostring(now[key])))
     end
@@ -532,6 +537,10 @@ local function resume_run(opts, model, optimizer, losses, rank0, scaler)
   end
   local step, trainer = checkpoint.load(from, model, optimizer)
   check_same_data(from, trainer.data, M.data_identity(opts))
+  if type(opts.data) == "function" and rank0 and not opts.quiet then
+    print(("resume: data is a function, which a checkpoint cannot record, so this run cannot check that step %d "
+      .. "gets the batch the saved run would have; token files (data = {tokens = ...}) are checked"):format(step + 1))
+  end
   if step > opts.steps then
     error(("train: %s is at step %d, past steps = %d (resume = false starts over)"):format(from, step, opts.steps), 0)
   end

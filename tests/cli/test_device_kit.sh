@@ -10,7 +10,7 @@ trap 'rm -rf "$tmp"' EXIT
 SLAPO_DEVICE_KIT="$tmp/kit" "$root/scripts/device-kit" >/dev/null
 cmake -S "$root" -B "$tmp/build" -G Ninja -DCMAKE_PREFIX_PATH="$tmp/kit/usr" -DSLAPO_FMT_HEADER_ONLY=ON >"$tmp/log" 2>&1 ||
   { cat "$tmp/log"; exit 1; }
-for var in fmt_DIR nlohmann_json_DIR CLI11_DIR doctest_DIR slapo__luajit_LIBRARY slapo__libedit_LIBRARY; do
+for var in fmt_DIR nlohmann_json_DIR CLI11_DIR doctest_DIR slapo__luajit_LIBRARY slapo__libedit_LIBRARY ZLIB_INCLUDE_DIR; do
   value=$(grep -E "^$var:" "$tmp/build/CMakeCache.txt" | cut -d= -f2-)
   [[ "$value" == "$tmp/kit/"* ]] || { echo "$var is '$value', not from the kit"; exit 1; }
 done

@@ -45,20 +45,40 @@ for run in "2 tp" "1 whole" "4 fully" "4 2d"; do
   within "$full" "$got" 1e-5 || { cat "$tmp/last.log"; exit 1; }
 done
 
+# an index edited on purpose: its checksum in trainer.json recorded again, as if it were saved so
+cat >"$tmp/rechecksum.lua" <<'LUA'
+local util = require("slapo.util")
+local trainer = slapo.json_decode(util.read_file(arg[1] .. "/trainer.json"))
+trainer.files["index.json"] = slapo._crc32_file(arg[1] .. "/index.json")
+util.write_file(arg[1] .. "/trainer.json", slapo.json_encode(trainer))
+LUA
+rechecksum() { "$bin" run "$tmp/rechecksum.lua" "$1"; }
+
 # the control: without AdamW's moments (the index's optimizer section gone) the losses leave the
 # uninterrupted run's, so the comparisons above see the optimizer state
 cp -r "$tmp/ckpt/step-000003" "$tmp/no-moments"
 sed -i 's/"optimizer":/"ignored":/' "$tmp/no-moments/index.json"
+rechecksum "$tmp/no-moments"
 got=$(losses 1 whole 6 "$tmp/out-control" "$tmp/no-moments")
+[ -n "$got" ] || { echo "the control did not train:"; cat "$tmp/last.log"; exit 1; }
 if within "$full" "$got" 1e-5 >/dev/null; then
   echo "resumed without the moments and still within 1e-5: $got"
   exit 1
 fi
 
-# an index that lost rank 1's pieces leaves half of each sliced tensor uncovered: named, not zeros
+# a changed index is caught by its checksum, on 2 ranks as on 1, before any tensor is read
 cp -r "$tmp/ckpt/step-000003" "$tmp/half"
 echo 'slapo._write_piece_index(arg[1], { "model-rank0.safetensors", "optimizer-rank0.safetensors" })' >"$tmp/half.lua"
 "$bin" run "$tmp/half.lua" "$tmp/half"
+set +e
+"$bin" run --nproc 2 "$here/reshard_gpt2.lua" fully 6 "$tmp/out-changed" "$tmp/half" >"$tmp/changed.log" 2>&1; rc=$?
+set -e
+[ "$rc" -ne 0 ] || { echo "resumed from a changed index"; exit 1; }
+grep -qF "resume: $tmp/half/index.json is not the file that was saved (its CRC-32 differs from the" "$tmp/changed.log" ||
+  { cat "$tmp/changed.log"; exit 1; }
+# an index that lost rank 1's pieces, its checksum recorded as if it were written so, leaves half of
+# each sliced tensor uncovered: named, not zeros
+rechecksum "$tmp/half"
 set +e
 "$bin" run --nproc 1 "$here/reshard_gpt2.lua" whole 6 "$tmp/out-half" "$tmp/half" >"$tmp/half.log" 2>&1; rc=$?
 set -e

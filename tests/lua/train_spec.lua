@@ -190,6 +190,49 @@ describe("training checkpoints", function()
     os.execute("rm -rf " .. dir)
   end)
 
+  it("checks itself: a missing file or a changed byte is refused naming the file, the model as it was", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    run(dir, 5, false)
+    local step = dir .. "/step-000005"
+    local function resume_from(copy)
+      local model = slapo.models.gpt2({ n_embd = 32, n_layer = 1, n_head = 2, vocab_size = 64, n_positions = 16 })
+      local before = model:state_dict()
+      local message = pcall_err(slapo.train, { model = model, steps = 6, quiet = true, resume = copy,
+        data = { vocab = 64, batch = 2, seq = 8 } })
+      for name, p in pairs(model:state_dict()) do assert(p:equal(before[name]), name .. " changed") end
+      return message
+    end
+    local function damaged(edit)
+      local copy = dir .. "/copy"
+      os.execute(("rm -rf %s && cp -r %s %s"):format(copy, step, copy))
+      edit(copy)
+      return copy
+    end
+    local no_index = damaged(function(copy) os.remove(copy .. "/index.json") end)
+    matches("^resume: '" .. no_index:gsub("%p", "%%%0") .. "' lacks index%.json, which its trainer%.json lists: the "
+      .. "checkpoint is incomplete; resume from another checkpoint", resume_from(no_index))
+    -- one byte inside the weights, as a shard damaged on disk: nothing else would notice
+    local flipped = damaged(function(copy)
+      local f = assert(io.open(copy .. "/model-rank0.safetensors", "r+b"))
+      local size = f:seek("end")
+      f:seek("set", size - 3)
+      local byte = f:read(1)
+      f:seek("set", size - 3)
+      f:write(string.char((byte:byte() + 1) % 256))
+      f:close()
+    end)
+    matches("^resume: " .. flipped:gsub("%p", "%%%0") .. "/model%-rank0%.safetensors is not the file that was saved "
+      .. "%(its CRC%-32 differs from the %x+ trainer%.json recorded%)", resume_from(flipped))
+    local no_rng = damaged(function(copy) os.remove(copy .. "/rng-rank0.safetensors") end)
+    matches("lacks rng%-rank0%.safetensors", resume_from(no_rng))
+    -- the synthetic data's shape is recorded too: other rows would be other batches
+    matches("was trained on other data.*vocab_size 64, now 32", pcall_err(slapo.train, { model = slapo.models.gpt2({
+      n_embd = 32, n_layer = 1, n_head = 2, vocab_size = 64, n_positions = 16 }), steps = 6, quiet = true,
+      resume = step, data = { vocab = 32, batch = 2, seq = 8 } }))
+    os.execute("rm -rf " .. dir)
+  end)
+
   it("a finished run run again returns its recorded result", function()
     local dir = os.tmpname()
     os.remove(dir)
