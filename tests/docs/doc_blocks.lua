@@ -1,6 +1,7 @@
 -- Runs every ```lua block of README.md and docs/*.md, as Rust's doc tests run a crate's examples.
 --   slapo-lua run tests/docs/doc_blocks.lua ROOT [FILTER]      (tests/cli/test_doc_blocks.sh)
--- A block is a whole program, unless the line above its fence says otherwise:
+-- A block is a whole program, unless the line above its fence says otherwise (and then the visible
+-- text above that says it too: the file it continues, `--nproc N`):
 --   <!-- doctest: continues=tests/docs/gpt2.lua -->  runs after that file (the model, schedule and
 --                                                    inputs the text before the block made)
 --   <!-- doctest: nproc=2 -->                        on 2 ranks (with continues=... too); nproc=1,2
@@ -36,6 +37,20 @@ local function blocks_of(file)
           elseif key == "continues" then block.continues = value
           elseif word == "spec" then block.spec = true
           else error(("%s:%d: unknown doctest marker '%s' (continues=FILE, nproc=N, spec)"):format(file, i - 1, word)) end
+        end
+      end
+      -- a reader never sees the marker: the text above it must say what the block continues and
+      -- how many ranks it runs on, as the marker does
+      local min_nproc = math.min(unpack(block.nproc))
+      if block.continues or min_nproc > 1 then
+        local above = i - 2
+        while above > 0 and lines[above]:match("^%s*$") do above = above - 1 end
+        local visible = above > 0 and lines[above] or ""
+        if block.continues and not visible:find(block.continues, 1, true) then
+          error(("%s:%d: the text above the block must name %s, which it continues"):format(file, i, block.continues))
+        end
+        if min_nproc > 1 and not visible:find(("--nproc %d"):format(min_nproc), 1, true) then
+          error(("%s:%d: the text above the block must say it runs with --nproc %d"):format(file, i, min_nproc))
         end
       end
       local code = {}
