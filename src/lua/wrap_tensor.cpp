@@ -272,6 +272,11 @@ int w_Tensor_float(lua_State* L) { return push(L, lx_check_tensor(L, 1).to(at::k
 int w_Tensor_double(lua_State* L) { return push(L, lx_check_tensor(L, 1).to(at::kDouble)); }
 int w_Tensor_long(lua_State* L) { return push(L, lx_check_tensor(L, 1).to(at::kLong)); }
 int w_Tensor_eq(lua_State* L) { auto& t = lx_check_tensor(L, 1); return push(L, t.eq(check_operand(L, 2, t, "Tensor:eq"))); }
+int w_Tensor_ne(lua_State* L) { auto& t = lx_check_tensor(L, 1); return push(L, t.ne(check_operand(L, 2, t, "Tensor:ne"))); }
+int w_Tensor_lt(lua_State* L) { auto& t = lx_check_tensor(L, 1); return push(L, t.lt(check_operand(L, 2, t, "Tensor:lt"))); }
+int w_Tensor_le(lua_State* L) { auto& t = lx_check_tensor(L, 1); return push(L, t.le(check_operand(L, 2, t, "Tensor:le"))); }
+int w_Tensor_gt(lua_State* L) { auto& t = lx_check_tensor(L, 1); return push(L, t.gt(check_operand(L, 2, t, "Tensor:gt"))); }
+int w_Tensor_ge(lua_State* L) { auto& t = lx_check_tensor(L, 1); return push(L, t.ge(check_operand(L, 2, t, "Tensor:ge"))); }
 int w_Tensor_equal(lua_State* L) {
   refuse_value_read_while_tracing("Tensor:equal()");
   lua_pushboolean(L, torch::equal(lx_check_tensor(L, 1), lx_check_tensor(L, 2)));
@@ -312,7 +317,8 @@ const luaL_Reg tensor_methods[] = {
     {"requires_grad", w_Tensor_requires_grad}, {"backward", w_Tensor_backward}, {"zero_grad", w_Tensor_zero_grad},
     {"to", w_Tensor_to}, {"float", w_Tensor_float}, {"double", w_Tensor_double}, {"long", w_Tensor_long},
     {"mul_", w_Tensor_mul_}, {"add_", w_Tensor_add_}, {"copy_", w_Tensor_copy_}, {"zero_", w_Tensor_zero_},
-    {"eq", w_Tensor_eq}, {"equal", w_Tensor_equal}, {"tolist", w_Tensor_tolist}, {nullptr, nullptr}};
+    {"eq", w_Tensor_eq}, {"ne", w_Tensor_ne}, {"lt", w_Tensor_lt}, {"le", w_Tensor_le}, {"gt", w_Tensor_gt},
+    {"ge", w_Tensor_ge}, {"equal", w_Tensor_equal}, {"tolist", w_Tensor_tolist}, {nullptr, nullptr}};
 
 const luaL_Reg tensor_meta[] = {
     {"__gc", lx_tensor_gc},   {"__add", w_Tensor_add}, {"__sub", w_Tensor_sub},           {"__mul", w_Tensor_mul},

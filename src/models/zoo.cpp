@@ -30,7 +30,7 @@ const ModelConfig* model_config(const Module& root) {
   return holder ? &holder->config : nullptr;
 }
 
-void init_weights_hf(Module& root, double std) {
+void init_weights_hf(Module& root, double std, const InitHooks& hooks) {
   torch::NoGradGuard no_grad;
   // A tied tensor keeps the rule of the first module that owns it in module order (embeddings
   // come before LM heads), as HF initialises before it ties.
@@ -39,6 +39,7 @@ void init_weights_hf(Module& root, double std) {
     return m.has_param(name) && done.insert(m.param(name).unsafeGetTensorImpl()).second;
   };
   std::function<void(Module&)> visit = [&](Module& m) {
+    if (hooks.before) hooks.before(m);
     if (dynamic_cast<Linear*>(&m) || dynamic_cast<Conv1D*>(&m)) {
       if (fresh(m, "weight")) m.param("weight").normal_(0.0, std);
       if (fresh(m, "bias")) m.param("bias").zero_();
@@ -56,18 +57,20 @@ void init_weights_hf(Module& root, double std) {
       for (auto& p : m.named_parameters(/*recurse=*/false))  // e.g. the MLM head's bias
         if (fresh(m, p.key().c_str())) p.value().zero_();
     }
+    if (hooks.after) hooks.after(m);
     for (auto& [name, child] : m.children_in_order()) visit(*child);
   };
   visit(root);
 }
 
-void init_weights_torch(Module& root) {
+void init_weights_torch(Module& root, const InitHooks& hooks) {
   torch::NoGradGuard no_grad;
   std::unordered_set<c10::TensorImpl*> done;  // a tied tensor keeps its first owner's rule
   auto fresh = [&](Module& m, const char* name) {
     return m.has_param(name) && done.insert(m.param(name).unsafeGetTensorImpl()).second;
   };
   std::function<void(Module&)> visit = [&](Module& m) {
+    if (hooks.before) hooks.before(m);
     if (dynamic_cast<Linear*>(&m) || dynamic_cast<Conv1D*>(&m) || dynamic_cast<Conv2d*>(&m)) {
       // kaiming_uniform(a = sqrt(5)) and the bias from the fan-in: U(-1/sqrt(fan_in), 1/sqrt(fan_in))
       auto w = m.param("weight");
@@ -87,6 +90,7 @@ void init_weights_torch(Module& root) {
       for (auto& p : m.named_parameters(/*recurse=*/false))
         if (fresh(m, p.key().c_str())) p.value().zero_();
     }
+    if (hooks.after) hooks.after(m);
     for (auto& [name, child] : m.children_in_order()) visit(*child);
   };
   visit(root);

@@ -1,6 +1,8 @@
 // The model zoo: Hugging Face architectures in LibTorch, built from a config.json's fields.
 #pragma once
 
+#include <functional>
+
 #include "core/module.h"
 #include "models/config.h"
 
@@ -40,14 +42,21 @@ class HasConfig {
 /// The config a zoo model was built from, or nullptr for other modules.
 const ModelConfig* model_config(const Module& root);
 
+/// Called around the initialisation of each module's own parameters, in the order the
+/// initialisers visit modules (build makes a module's parameters whole just before and hands
+/// each rank its slices just after, so no rank holds the whole model at once).
+struct InitHooks {
+  std::function<void(Module&)> before, after;
+};
+
 /// HF's default initialisation: normal(0, std) for Linear/Conv1D/Embedding weights, zero biases
 /// and padding rows, ones and zeros for norms.
-void init_weights_hf(Module& root, double std);
+void init_weights_hf(Module& root, double std, const InitHooks& hooks = {});
 
 /// PyTorch's own initialisation of each layer (reset_parameters): Linear, Conv1D and Conv2d
 /// kaiming-uniform with a fan-in bias, Embedding normal(0, 1), norms 1 and 0, anything else 0.
 /// For models outside the zoo, which have no HF rule.
-void init_weights_torch(Module& root);
+void init_weights_torch(Module& root, const InitHooks& hooks = {});
 
 /// Parameters counted once each, tied ones included once (HF's num_parameters()).
 int64_t count_unique_parameters(torch::nn::Module& module);

@@ -109,6 +109,90 @@ void materialise_on_cpu(const std::shared_ptr<Module>& root) {
     if (m->meta().graph) m->meta().graph->swap_params(fresh);
 }
 
+// Initialises every parameter of `root` as a whole model initialised from `seed` would have it
+// (same seed, same order on every rank), each rank keeping its slices. The initialisers walk a copy
+// of the model's own tree one module at a time: a module's parameters are made whole just before
+// its initialisation, copied into the slices of the live tensors just after, and freed, so a rank
+// holds its share plus one module's whole parameters, not a whole model.
+void initialise_slices(Module& root, Schedule& sch, uint64_t seed) {
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> live;
+  collect(std::dynamic_pointer_cast<Module>(root.shared_from_this()), "", live);
+  // The copy needs the tree, not the values: while it is cloned the live tensors lend it empty ones.
+  std::vector<std::pair<at::Tensor, at::Tensor>> lent;  // (live tensor, its data)
+  std::unordered_set<c10::TensorImpl*> seen;
+  for (auto& [path, m] : live)
+    for (auto& p : m->named_parameters(/*recurse=*/false))
+      if (seen.insert(p.value().unsafeGetTensorImpl()).second) {
+        lent.emplace_back(p.value(), p.value().data());
+        p.value().set_data(torch::empty({0}, p.value().options()));
+      }
+  std::shared_ptr<Module> full;
+  try {
+    full = root.deep_clone();
+  } catch (...) {
+    for (auto& [tensor, data] : lent) tensor.set_data(data);
+    throw;
+  }
+  for (auto& [tensor, data] : lent) tensor.set_data(data);
+  // The copy has the model's own tree (deep_clone takes back what wrappers hold), so each live
+  // parameter finds its copy by its unscheduled name.
+  std::unordered_map<std::string, at::Tensor> copy_params;
+  for (auto& p : full->named_parameters()) copy_params.emplace(p.key(), p.value());
+  // by tensor, so a tie split under one name only (GPT-2's lm_head.weight) is split alike
+  const auto splits = splits_by_tensor(root);
+  struct Target {
+    at::Tensor live;
+    Splits splits;
+  };
+  struct Whole {
+    at::Tensor copy;
+    std::vector<int64_t> shape;
+    std::vector<Target> targets;
+  };
+  std::unordered_map<c10::TensorImpl*, Whole> wholes;
+  for (auto& [path, m] : live)
+    for (auto& p : m->named_parameters(/*recurse=*/false)) {
+      std::string name = unscheduled_name(root, path.empty() ? p.key() : path + "." + p.key());
+      auto found = copy_params.find(name);
+      if (found == copy_params.end())
+        throw Error(fmt::format("build: '{}' of {} has no counterpart in the model's copy", name, sch.where()));
+      auto split = splits.find(p.value().unsafeGetTensorImpl());
+      Target target{p.value(), split == splits.end() ? Splits{} : split->second};
+      auto& whole = wholes[found->second.unsafeGetTensorImpl()];
+      if (!whole.copy.defined()) {
+        whole.copy = found->second;
+        whole.shape = target.splits.empty() ? p.value().sizes().vec() : target.splits[0]->full_shape;
+      }
+      whole.targets.push_back(std::move(target));
+    }
+  std::unordered_set<c10::TensorImpl*> done;
+  auto own_wholes = [&](Module& m) {
+    std::vector<Whole*> out;
+    for (auto& p : m.named_parameters(/*recurse=*/false)) {
+      auto found = wholes.find(p.value().unsafeGetTensorImpl());
+      if (found != wholes.end() && !done.count(found->first)) out.push_back(&found->second);
+    }
+    return out;
+  };
+  InitHooks hooks;
+  hooks.before = [&](Module& m) {
+    for (Whole* w : own_wholes(m)) w->copy.set_data(torch::empty(w->shape, w->copy.options()));
+  };
+  hooks.after = [&](Module& m) {
+    torch::NoGradGuard no_grad;
+    for (Whole* w : own_wholes(m)) {
+      for (auto& t : w->targets) t.live.copy_(local_part(t.splits, w->copy));
+      w->copy.set_data(torch::empty({0}, w->copy.options()));
+      done.insert(w->copy.unsafeGetTensorImpl());
+    }
+  };
+  torch::manual_seed(seed);
+  if (auto* c = model_config(root))  // a zoo model: HF's _init_weights
+    init_weights_hf(*full, c->number("initializer_range", 0.02), hooks);
+  else  // anything else: each layer's own PyTorch initialisation
+    init_weights_torch(*full, hooks);
+}
+
 }  // namespace
 
 std::shared_ptr<Module> build(Schedule& sch, const ScheduleBuildOptions& options_in) {
@@ -132,39 +216,7 @@ std::shared_ptr<Module> build(Schedule& sch, const ScheduleBuildOptions& options
     collect(root, sch.path(), mods);
     for (auto& [path, m] : mods) options.init_fn(path, m);
   } else if (options.init == ScheduleBuildOptions::All) {
-    // Initialise a full-size copy (same seed, same order on every rank), then take each slice.
-    auto full = root->deep_clone();
-    std::vector<std::pair<std::string, std::shared_ptr<Module>>> live;
-    collect(root, "", live);
-    // The copy has the model's own tree (deep_clone takes back what wrappers hold), so each live
-    // parameter finds its copy by its unscheduled name, and the copy initialises in the model's order.
-    std::unordered_map<std::string, at::Tensor> copy_params;
-    for (auto& p : full->named_parameters()) copy_params.emplace(p.key(), p.value());
-    // by tensor, so a tie split under one name only (GPT-2's lm_head.weight) is split alike
-    const auto splits = splits_by_tensor(*root);
-    struct Pair {
-      at::Tensor live, copy;
-      Splits splits;
-    };
-    std::vector<Pair> pairs;
-    for (auto& [path, m] : live)
-      for (auto& p : m->named_parameters(/*recurse=*/false)) {
-        std::string name = unscheduled_name(*root, path.empty() ? p.key() : path + "." + p.key());
-        auto found = copy_params.find(name);
-        if (found == copy_params.end())
-          throw Error(fmt::format("build: '{}' of {} has no counterpart in the model's copy", name, sch.where()));
-        auto split = splits.find(p.value().unsafeGetTensorImpl());
-        pairs.push_back({p.value(), found->second, split == splits.end() ? Splits{} : split->second});
-      }
-    for (auto& pair : pairs)
-      if (!pair.splits.empty()) pair.copy.set_data(torch::empty(pair.splits[0]->full_shape, pair.copy.options()));
-    torch::manual_seed(options.seed);
-    if (auto* c = model_config(*root))  // a zoo model: HF's _init_weights
-      init_weights_hf(*full, c->number("initializer_range", 0.02));
-    else  // anything else: each layer's own PyTorch initialisation
-      init_weights_torch(*full);
-    torch::NoGradGuard no_grad;
-    for (auto& pair : pairs) pair.live.copy_(local_part(pair.splits, pair.copy));
+    initialise_slices(*root, sch, options.seed);
     meta = first_meta_parameter(*root);
     if (!meta.empty())  // a buffer: no initialiser knows its values
       throw Error(fmt::format("build: '{}' of {} is on the meta device and is not a parameter, so build cannot "

@@ -426,6 +426,24 @@ describe("fully_shard", function()
     same_weights_gathered(sch.mod, ref)
   end)
 
+  -- Built from shapes alone, each rank initialises the model a module at a time and keeps its
+  -- slices: its peak is its share plus one module's whole parameters (the embedding here), where
+  -- a whole initialised copy held the entire model besides.
+  it("builds from the meta device holding its share and one module's whole parameters, not the model", function()
+    local cfg = { n_embd = 128, n_layer = 8, n_head = 4, vocab_size = 4096, n_positions = 32 }
+    local sch = fully_sharded(slapo.models.gpt2(cfg, { device = "meta" }))
+    local model
+    local peak = slapo.peak_tensor_mib(function() model = slapo.build(sch) end)
+    local whole = slapo.models.gpt2(cfg, { device = "meta" }):num_params() * 4 / 2 ^ 20
+    local largest = cfg.vocab_size * cfg.n_embd * 4 / 2 ^ 20
+    local bound = whole / world + largest + 0.5
+    assert(peak < bound, ("build peaked at %.2f MiB on rank %d; its share %.2f MiB plus the largest tensor %.2f MiB "
+      .. "allows %.2f (the whole model is %.2f MiB)"):format(peak, rank, whole / world, largest, bound, whole))
+    -- the values a whole model gets from the same seed, each rank its slices
+    local ref = slapo.build(slapo.create_schedule(slapo.models.gpt2(cfg, { device = "meta" })))
+    same_weights_gathered(model, ref)
+  end)
+
   it("refuses what it cannot shard, by name, and changes nothing", function()
     slapo.manual_seed(3)
     local sch = slapo.create_schedule(slapo.models.gpt2({ n_embd = 32, n_layer = 2, n_head = 2, vocab_size = 64,
