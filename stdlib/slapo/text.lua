@@ -1,5 +1,5 @@
---- Real text for training: files tokenised with GPT-2's BPE and packed into fixed-length
---- sequences, documents separated by <|endoftext|>.
+--- Real text for training: files tokenised with GPT-2's BPE (or a family's own tokenizer) and
+--- packed into fixed-length sequences, documents separated by the end-of-text token.
 ---
 --- Example usage:
 ---   local data = require("slapo.text").dataset{ dir = "data/sotu", last = 20, seq = 64, batch = 8 }
@@ -13,7 +13,8 @@ end
 M.data_dir = data_dir
 
 --- opts: dir (default data/sotu), last (use the last N files, by name: the latest addresses),
---- seq, batch, bpe (default data/gpt2-bpe). Returns {batches = fn(step, micro), tokens, files}.
+--- seq, batch, bpe (default data/gpt2-bpe), or tokenizer (a slapo.tokenizer: its ids, its eos_id
+--- between documents when it has one). Returns {batches = fn(step, micro), tokens, files}.
 function M.dataset(opts)
   local dir = opts.dir or (data_dir() .. "/sotu")
   local files = {}
@@ -29,12 +30,14 @@ function M.dataset(opts)
   if opts.last and opts.last < #files then
     files = { unpack(files, #files - opts.last + 1) }
   end
-  local bpe = require("slapo.bpe").load(opts.bpe or (data_dir() .. "/gpt2-bpe"))
-  local eot = bpe.encoder["<|endoftext|>"]
+  -- a tokenizer of the model's family (slapo.tokenizer), else GPT-2's byte-level BPE
+  local bpe = not opts.tokenizer and require("slapo.bpe").load(opts.bpe or (data_dir() .. "/gpt2-bpe"))
+  local encoder = opts.tokenizer or bpe
+  local eot = bpe and bpe.encoder["<|endoftext|>"] or opts.tokenizer.eos_id  -- none: addresses run together
   local stream = {}
   for _, path in ipairs(files) do
     local f = assert(io.open(path, "r"))
-    for _, id in ipairs(bpe:encode(f:read("*a"))) do
+    for _, id in ipairs(encoder:encode(f:read("*a"))) do
       stream[#stream + 1] = id
     end
     f:close()

@@ -19,6 +19,7 @@ local defaults = {
   min_lr = 0.0, grad_accum = 1, clip = 0, seed = false, log_every = 1, metrics = false, quiet = false,
   group = false, layout = false, autocast = false, checkpoint_dir = false,
   schedule_file = false, make_model = false, on_step = false, checkpoint_every = 0, resume = true, schedule_log = false,
+  masked_lm = false,
 }
 
 local function check_options(opts)
@@ -87,6 +88,12 @@ local function check_options(opts)
   if out.min_lr > 0 and out.schedule ~= "cosine" then
     error(("train: min_lr is the floor of the cosine schedule; schedule '%s' takes none (choices: cosine)"):format(
       out.schedule), 3)
+  end
+  if out.masked_lm then
+    out.masked_lm = require("slapo.masked_lm").check(out.masked_lm, opts.model)
+    if type(opts.data) == "table" and opts.data.documents == "separate" then
+      error("train: masked_lm sees whole rows; data.documents = \"separate\" is for causal models (use \"joined\")", 3)
+    end
   end
   local seed = out.seed
   if seed ~= false and (type(seed) ~= "number" or seed ~= math.floor(seed) or seed < 0) then
@@ -391,6 +398,10 @@ end
 local function forward_loss(model, ids, opts, step, micro, positions)
   -- packed documents kept apart: no token is trained to predict the next document's first
   local function forward()
+    if opts.masked_lm then  -- BERT's objective: the chosen tokens hidden, the loss over them
+      local inputs, labels = require("slapo.masked_lm").mask(ids, opts.masked_lm)
+      return model(inputs, { labels = labels })
+    end
     if not positions then
       return model(ids, { labels = ids })
     end

@@ -152,6 +152,45 @@ describe("train", function()
   end)
 end)
 
+describe("masked_lm", function()
+  it("hides the chosen tokens as transformers' collator does, the labels only there", function()
+    local masked_lm = require("slapo.masked_lm")
+    local spec = masked_lm.check({ mask_id = 7 }, slapo.models.bert({ vocab_size = 64, hidden_size = 16,
+      num_hidden_layers = 1, num_attention_heads = 2, intermediate_size = 32 }))
+    eq({ probability = 0.15, mask_id = 7, vocab = 64 }, spec)
+    slapo.manual_seed(1)
+    local ids = slapo.randint(8, 64, { 64, 128 })  -- no id is the mask's
+    local inputs, labels = masked_lm.mask(ids, spec)
+    local chosen = labels:ne(-100):long()
+    local n = chosen:sum():item()
+    assert(math.abs(n / ids:numel() - 0.15) < 0.01, ("%.4f of the tokens chosen"):format(n / ids:numel()))
+    eq(0, (chosen * (labels - ids)):abs():sum():item(), "a chosen token's label is the token")
+    eq(0, ((1 - chosen) * (inputs - ids)):abs():sum():item(), "what is not chosen is shown as it is")
+    local as_mask = inputs:eq(7):long():sum():item() / n
+    local kept = (chosen * inputs:eq(ids):long()):sum():item() / n
+    assert(math.abs(as_mask - 0.8) < 0.03 and kept > 0.08 and kept < 0.13,
+      ("of the chosen: %.3f shown as the mask, %.3f kept"):format(as_mask, kept))
+    -- refused by name: the mask outside the vocabulary, a probability of 1, an unknown option
+    matches("masked_lm.mask_id must be the mask token's id, an integer from 0 to 63, got 64",
+      pcall_err(masked_lm.check, { mask_id = 64, vocab = 64 }))
+    matches("masked_lm.probability must be a number between 0 and 1 %(exclusive%), got 1",
+      pcall_err(masked_lm.check, { mask_id = 1, vocab = 64, probability = 1 }))
+    matches("masked_lm has no option 'prob' %(options: probability, mask_id, vocab%)",
+      pcall_err(masked_lm.check, { mask_id = 1, vocab = 64, prob = 0.2 }))
+  end)
+
+  it("trains a masked LM under slapo.train: the loss over the hidden tokens falls", function()
+    slapo.manual_seed(0)
+    local model = slapo.models.bert({ vocab_size = 32, hidden_size = 32, num_hidden_layers = 1,
+      num_attention_heads = 2, intermediate_size = 64, hidden_dropout_prob = 0, attention_probs_dropout_prob = 0,
+      architectures = { "BertForMaskedLM" } })
+    local rows = slapo.randint(2, 32, { 8, 16 })
+    local result = slapo.train({ model = model, steps = 30, lr = 1e-2, quiet = true, seed = 3,
+      data = function() return rows end, masked_lm = { mask_id = 1 } })
+    assert(result.losses[30] < result.losses[1] - 0.5, ("%.3f -> %.3f"):format(result.losses[1], result.losses[30]))
+  end)
+end)
+
 describe("training checkpoints", function()
   local function run(dir, steps, resume)
     slapo.manual_seed(0)
