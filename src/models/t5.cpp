@@ -2,6 +2,7 @@
 // sharing one embedding, unscaled attention with a learned relative position bias (bucketed, the
 // first layer's reused by the rest), RMS norms, and ReLU or gated feed-forward layers.
 #include <cmath>
+#include <functional>
 
 #include "core/error.h"
 #include "models/config_check.h"
@@ -320,30 +321,51 @@ class T5ForConditionalGeneration : public ModuleBase<T5ForConditionalGeneration>
   }
 };
 
-// transformers' T5PreTrainedModel._init_weights: every scale derived from the widths, times
-// initializer_factor; `m` at `path` below the root.
-void init_t5(Module& m, const ModelConfig& c, const std::string& path = "") {
+// The standard deviation transformers' T5PreTrainedModel._init_weights gives the weight of `name`,
+// a child of a module of type `parent` (every scale derived from the widths, times
+// initializer_factor), or 0 when it gives none by this rule.
+double t5_weight_std(const std::string& parent, const std::string& name, const ModelConfig& c) {
   const double f = c.number("initializer_factor", 1.0);
   const double d = static_cast<double>(c.integer("d_model")), kv = static_cast<double>(c.integer("d_kv"));
   const double heads = static_cast<double>(c.integer("num_heads")), ff = static_cast<double>(c.integer("d_ff"));
-  auto normal = [&](const char* child, double std) { m.child(child)->param("weight").normal_(0.0, std); };
-  if (dynamic_cast<RMSNorm*>(&m)) {
-    m.param("weight").fill_(f);
-  } else if (path == "shared" || (path == "lm_head" && !c.flag("tie_word_embeddings", true))) {
-    m.param("weight").normal_(0.0, f);
-  } else if (m.type_name() == "T5Attention") {
-    normal("q", f * std::pow(d * kv, -0.5));
-    normal("k", f * std::pow(d, -0.5));
-    normal("v", f * std::pow(d, -0.5));
-    normal("o", f * std::pow(heads * kv, -0.5));
-    if (m.has_child("relative_attention_bias")) normal("relative_attention_bias", f * std::pow(d, -0.5));
-  } else if (m.type_name() == "T5DenseActDense" || m.type_name() == "T5DenseGatedActDense") {
-    for (const char* wi : {"wi", "wi_0", "wi_1"})
-      if (m.has_child(wi)) normal(wi, f * std::pow(d, -0.5));
-    normal("wo", f * std::pow(ff, -0.5));
+  if (parent == "T5Attention") {
+    if (name == "q") return f * std::pow(d * kv, -0.5);
+    if (name == "k" || name == "v" || name == "relative_attention_bias") return f * std::pow(d, -0.5);
+    if (name == "o") return f * std::pow(heads * kv, -0.5);
+  } else if (parent == "T5DenseActDense" || parent == "T5DenseGatedActDense") {
+    if (name == "wi" || name == "wi_0" || name == "wi_1") return f * std::pow(d, -0.5);
+    if (name == "wo") return f * std::pow(ff, -0.5);
   }
-  for (auto& [name, child] : m.children_in_order()) init_t5(*child, c, path.empty() ? name : path + "." + name);
+  return 0.0;
 }
+
+}  // namespace
+
+// transformers' T5PreTrainedModel._init_weights, one module at a time in module order (the order
+// transformers draws in: q, k, v, o, the bias table; wi, wo), each module's own parameters between
+// `hooks`' calls.
+void init_weights_t5(Module& root, const ModelConfig& c, const InitHooks& hooks) {
+  torch::NoGradGuard no_grad;
+  const double f = c.number("initializer_factor", 1.0);
+  const bool tied = c.flag("tie_word_embeddings", true);
+  std::function<void(Module&, const std::string&, const std::string&, const std::string&)> visit =
+      [&](Module& m, const std::string& path, const std::string& parent, const std::string& name) {
+        if (hooks.before) hooks.before(m);
+        if (dynamic_cast<RMSNorm*>(&m)) {
+          m.param("weight").fill_(f);
+        } else if (path == "shared" || (path == "lm_head" && !tied)) {
+          m.param("weight").normal_(0.0, f);
+        } else if (double std = t5_weight_std(parent, name, c); std > 0) {
+          m.param("weight").normal_(0.0, std);
+        }
+        if (hooks.after) hooks.after(m);
+        for (auto& [child_name, child] : m.children_in_order())
+          visit(*child, path.empty() ? child_name : path + "." + child_name, m.type_name(), child_name);
+      };
+  visit(root, "", "", "");
+}
+
+namespace {
 
 }  // namespace
 
@@ -353,8 +375,7 @@ std::shared_ptr<Module> build_t5(const ModelConfig& config, const BuildOptions& 
   t5_feed_forward(c);  // refuses a malformed feed_forward_proj before anything is built
   auto model = std::make_shared<T5ForConditionalGeneration>(c, options.tensor_options);
   if (options.init_weights && options.tensor_options.device() != at::kMeta) {
-    torch::NoGradGuard no_grad;
-    init_t5(*model, c);
+    init_weights_t5(*model, c);
   }
   return model;
 }

@@ -25,6 +25,13 @@ std::shared_ptr<Module> build_model(const ModelConfig& config, const BuildOption
   throw_unknown_model_type(type, "models");
 }
 
+void init_zoo_weights(Module& root, const ModelConfig& config, const InitHooks& hooks) {
+  const std::string type = config.model_type();
+  if (type == "t5") return init_weights_t5(root, config.with_defaults("t5"), hooks);
+  if (type == "opt") return init_weights_hf(root, config.number("init_std", 0.02), hooks);  // OPT's name for it
+  init_weights_hf(root, config.number("initializer_range", 0.02), hooks);
+}
+
 const ModelConfig* model_config(const Module& root) {
   auto* holder = dynamic_cast<const HasConfig*>(&root);
   return holder ? &holder->config : nullptr;

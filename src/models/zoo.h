@@ -53,6 +53,14 @@ struct InitHooks {
 /// and padding rows, ones and zeros for norms.
 void init_weights_hf(Module& root, double std, const InitHooks& hooks = {});
 
+/// transformers' T5 initialisation (scales from the widths and initializer_factor).
+void init_weights_t5(Module& root, const ModelConfig& config, const InitHooks& hooks = {});
+
+/// A zoo model's own initialisation, as its builder applies it, by config.model_type(): T5's,
+/// OPT's (init_std) or HF's default with initializer_range. GPT-2's second pass (c_proj scaled by
+/// 1/sqrt(2 n_layer)) is its builder's alone.
+void init_zoo_weights(Module& root, const ModelConfig& config, const InitHooks& hooks = {});
+
 /// PyTorch's own initialisation of each layer (reset_parameters): Linear, Conv1D and Conv2d
 /// kaiming-uniform with a fan-in bias, Embedding normal(0, 1), norms 1 and 0, anything else 0.
 /// For models outside the zoo, which have no HF rule.

@@ -187,8 +187,8 @@ void initialise_slices(Module& root, Schedule& sch, uint64_t seed) {
     }
   };
   torch::manual_seed(seed);
-  if (auto* c = model_config(root))  // a zoo model: HF's _init_weights
-    init_weights_hf(*full, c->number("initializer_range", 0.02), hooks);
+  if (auto* c = model_config(root))  // a zoo model: its family's _init_weights
+    init_zoo_weights(*full, *c, hooks);
   else  // anything else: each layer's own PyTorch initialisation
     init_weights_torch(*full, hooks);
 }
