@@ -1,5 +1,6 @@
 // GPT2LMHeadModel with Hugging Face's module names, Conv1D layout and tied LM head.
 #include <cmath>
+#include <functional>
 
 #include "core/error.h"
 #include "models/causal_lm.h"
@@ -134,19 +135,30 @@ class GPT2LMHeadModel : public CausalLM<GPT2LMHeadModel> {
 
 }  // namespace
 
+void init_weights_gpt2(Module& root, const ModelConfig& c, const InitHooks& hooks) {
+  const double std = c.number("initializer_range", 0.02);
+  init_weights_hf(root, std, hooks);
+  // GPT-2 scales the residual projections by 1/sqrt(2 * n_layer) (HF _init_weights): a second
+  // pass in module order, as transformers draws them after the first
+  torch::NoGradGuard no_grad;
+  const double scaled = std / std::sqrt(2.0 * c.integer("n_layer"));
+  std::function<void(Module&, const std::string&)> visit = [&](Module& m, const std::string& name) {
+    if (name == "c_proj" && m.has_param("weight")) {
+      if (hooks.again) hooks.again(m, "weight");
+      if (hooks.before) hooks.before(m);
+      m.param("weight").normal_(0.0, scaled);
+      if (hooks.after) hooks.after(m);
+    }
+    for (auto& [child_name, child] : m.children_in_order()) visit(*child, child_name);
+  };
+  visit(root, "");
+}
+
 std::shared_ptr<Module> build_gpt2(const ModelConfig& config, const BuildOptions& options) {
   auto c = config.with_defaults("gpt2");
   check_config(c);
   auto model = std::make_shared<GPT2LMHeadModel>(c, options.tensor_options);
-  if (options.init_weights && options.tensor_options.device() != at::kMeta) {
-    double std = c.number("initializer_range", 0.02);
-    init_weights_hf(*model, std);
-    // GPT-2 scales the residual projections by 1/sqrt(2 * n_layer) (HF _init_weights).
-    torch::NoGradGuard no_grad;
-    for (auto& item : model->named_parameters())
-      if (item.key().size() > 13 && item.key().compare(item.key().size() - 13, 13, "c_proj.weight") == 0)
-        item.value().normal_(0.0, std / std::sqrt(2.0 * c.integer("n_layer")));
-  }
+  if (options.init_weights && options.tensor_options.device() != at::kMeta) init_weights_gpt2(*model, c);
   return model;
 }
 

@@ -28,6 +28,7 @@ std::shared_ptr<Module> build_model(const ModelConfig& config, const BuildOption
 void init_zoo_weights(Module& root, const ModelConfig& config, const InitHooks& hooks) {
   const std::string type = config.model_type();
   if (type == "t5") return init_weights_t5(root, config.with_defaults("t5"), hooks);
+  if (type == "gpt2") return init_weights_gpt2(root, config.with_defaults("gpt2"), hooks);
   if (type == "opt") return init_weights_hf(root, config.number("init_std", 0.02), hooks);  // OPT's name for it
   init_weights_hf(root, config.number("initializer_range", 0.02), hooks);
 }

@@ -47,6 +47,8 @@ const ModelConfig* model_config(const Module& root);
 /// each rank its slices just after, so no rank holds the whole model at once).
 struct InitHooks {
   std::function<void(Module&)> before, after;
+  /// A second pass draws `param` of the module again (GPT-2's c_proj): it is to be made whole again.
+  std::function<void(Module&, const std::string& param)> again;
 };
 
 /// HF's default initialisation: normal(0, std) for Linear/Conv1D/Embedding weights, zero biases
@@ -56,9 +58,11 @@ void init_weights_hf(Module& root, double std, const InitHooks& hooks = {});
 /// transformers' T5 initialisation (scales from the widths and initializer_factor).
 void init_weights_t5(Module& root, const ModelConfig& config, const InitHooks& hooks = {});
 
+/// GPT-2's: HF's default, then c_proj's weights drawn again scaled by 1/sqrt(2 n_layer).
+void init_weights_gpt2(Module& root, const ModelConfig& config, const InitHooks& hooks = {});
+
 /// A zoo model's own initialisation, as its builder applies it, by config.model_type(): T5's,
-/// OPT's (init_std) or HF's default with initializer_range. GPT-2's second pass (c_proj scaled by
-/// 1/sqrt(2 n_layer)) is its builder's alone.
+/// GPT-2's, OPT's (init_std) or HF's default with initializer_range.
 void init_zoo_weights(Module& root, const ModelConfig& config, const InitHooks& hooks = {});
 
 /// PyTorch's own initialisation of each layer (reset_parameters): Linear, Conv1D and Conv2d

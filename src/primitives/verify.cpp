@@ -178,6 +178,10 @@ void initialise_slices(Module& root, Schedule& sch, uint64_t seed) {
   hooks.before = [&](Module& m) {
     for (Whole* w : own_wholes(m)) w->copy.set_data(torch::empty(w->shape, w->copy.options()));
   };
+  hooks.again = [&](Module& m, const std::string& param) {
+    auto found = wholes.find(m.param(param).unsafeGetTensorImpl());
+    if (found != wholes.end()) done.erase(found->first);
+  };
   hooks.after = [&](Module& m) {
     torch::NoGradGuard no_grad;
     for (Whole* w : own_wholes(m)) {

@@ -72,8 +72,8 @@ end)
 
 describe("models built from the meta device", function()
   -- slapo.build initialises a model made without memory with its family's own rule, in the order
-  -- its builder draws, so the values are those a direct build gets from the same seed (build's
-  -- default seed is 0). GPT-2's second pass over c_proj is its builder's alone (not here).
+  -- its builder draws (GPT-2's second pass over c_proj included), so the values are those a direct
+  -- build gets from the same seed (build's default seed is 0).
   it("get the values their direct build gets from the same seed, each family by its own rule", function()
     local cases = {
       { "t5", { d_model = 16, d_kv = 4, d_ff = 32, num_layers = 2, num_heads = 4, vocab_size = 40,
@@ -84,6 +84,7 @@ describe("models built from the meta device", function()
         max_position_embeddings = 16, init_std = 0.5 } },
       { "bert", { hidden_size = 16, num_hidden_layers = 2, num_attention_heads = 2, intermediate_size = 32,
         vocab_size = 40, max_position_embeddings = 16 } },
+      { "gpt2", { n_embd = 16, n_layer = 3, n_head = 2, vocab_size = 40, n_positions = 16 } },
       { "llama", { hidden_size = 16, num_hidden_layers = 2, num_attention_heads = 2, intermediate_size = 32,
         vocab_size = 40 } },
     }
