@@ -163,22 +163,28 @@ local function is_zero(optimizer)
   return getmetatable(optimizer) == debug.getregistry()["slapo.ZeroOptimizer"]
 end
 
--- The files of a checkpoint besides trainer.json, which records their checksums.
-local function checkpoint_files(world)
-  local names = { "index.json", "schedule.lua" }
-  for r = 0, world - 1 do
-    for _, kind in ipairs({ "model", "optimizer", "rng" }) do
-      table.insert(names, ("%s-rank%d.safetensors"):format(kind, r))
-    end
-  end
-  return names
-end
+local RANK_FILES = { "model", "optimizer", "rng" }
 
--- {file = CRC-32} of every file of the checkpoint in `dir` (trainer.json keeps them).
-local function checksums(dir, world)
-  local out = {}
-  for _, name in ipairs(checkpoint_files(world)) do
-    out[name] = slapo._crc32_file(dir .. "/" .. name)
+-- What to do about a checkpoint that is incomplete or damaged.
+local RESUME_ADVICE = "resume from another checkpoint (the directory holds one a step; `latest` names the newest), "
+  .. "or start afresh with resume = false"
+
+-- {file = CRC-32} of every rank's files, for trainer.json: each rank checksums the files it has just
+-- written (so no rank reads the whole checkpoint again) and the ranks sum their slots of one tensor.
+local function rank_file_checksums(files)
+  local world, rank = slapo.dist.world_size(), slapo.dist.rank()
+  local slots = {}
+  for i = 1, world * #RANK_FILES do slots[i] = 0 end
+  for k, kind in ipairs(RANK_FILES) do
+    slots[rank * #RANK_FILES + k] = tonumber(slapo._crc32_file(files[kind]), 16)  -- exact in a double
+  end
+  local summed = slapo.tensor(slots, { dtype = "float64" })
+  if world > 1 then slapo.dist.all_reduce(summed) end
+  local out, values = {}, summed:tolist()
+  for r = 0, world - 1 do
+    for k, kind in ipairs(RANK_FILES) do
+      out[("%s-rank%d.safetensors"):format(kind, r)] = ("%08x"):format(values[r * #RANK_FILES + k])
+    end
   end
   return out
 end
@@ -203,14 +209,12 @@ local function verify_files(path, recorded)
   if world > 1 then slapo.dist.all_reduce(failed) end
   local states = failed:tolist()
   for i, name in ipairs(names) do
-    local advice = "resume from another checkpoint (the directory holds one a step; `latest` names the newest), or "
-      .. "start afresh with resume = false"
     if states[i] == 1 then
       error(("resume: '%s' lacks %s, which its trainer.json lists: the checkpoint is incomplete; %s"):format(path, name,
-        advice), 0)
+        RESUME_ADVICE), 0)
     elseif states[i] == 2 then
       error(("resume: %s/%s is not the file that was saved (its CRC-32 differs from the %s trainer.json recorded): "
-        .. "it changed or was damaged after the save; %s"):format(path, name, recorded[name], advice), 0)
+        .. "it changed or was damaged after the save; %s"):format(path, name, recorded[name], RESUME_ADVICE), 0)
     end
   end
 end
@@ -240,7 +244,7 @@ function M.save(dir, step, model, optimizer, log, trainer)
   end
   slapo.save_tensors(files.rng, rng_tensors(model))
   fsync({ files.model, files.optimizer, files.rng })
-  slapo.dist.barrier()
+  local checksums = rank_file_checksums(files)  -- a collective: every rank's files are written after it
   if rank == 0 then
     local pieces = {}
     for r = 0, world - 1 do
@@ -251,8 +255,11 @@ function M.save(dir, step, model, optimizer, log, trainer)
     end
     slapo._write_piece_index(tmp, pieces)
     write_file(tmp .. "/schedule.lua", log or "")
+    for _, name in ipairs({ "index.json", "schedule.lua" }) do
+      checksums[name] = slapo._crc32_file(tmp .. "/" .. name)
+    end
     local fields = { step = step, world_size = world, lr = optimizer:lr(), zero_optimizer = is_zero(optimizer),
-      files = checksums(tmp, world) }
+      files = checksums }
     for k, v in pairs(trainer or {}) do
       fields[k] = v
     end
@@ -297,7 +304,7 @@ function M.load(path, model, optimizer)
   elseif exists(path .. "/rng-rank0.safetensors") and not exists(path .. "/index.json") then
     -- written with pieces before checkpoints recorded their files: index.json is what is missing
     error(("resume: '%s' lacks index.json, the list of every rank's pieces its model and optimizer files hold: the "
-      .. "checkpoint is incomplete; resume from another checkpoint, or start afresh with resume = false"):format(path), 2)
+      .. "checkpoint is incomplete; %s"):format(path, RESUME_ADVICE), 2)
   end
   local world, rank = slapo.dist.world_size(), slapo.dist.rank()
   local same_world = trainer.world_size == world
