@@ -188,11 +188,23 @@ ModelShape ModelShape::from_config(const ModelConfig& config, const std::string&
     s.hidden = c.integer("n_embd"), s.layers = c.integer("n_layer"), s.heads = c.integer("n_head");
     s.inner = c.integer("n_inner", 4 * s.hidden), s.vocab = c.integer("vocab_size");
   } else if (s.type == "albert") {
-    throw Error("plan: ALBERT's layers share their parameters, which the planner's per-layer pricing does not model; "
-                "lay it out by hand with require(\"slapo.schedules.albert\").schedule(sch, {...})");
+    // num_hidden_layers calls of the shared groups, inner_group_num layers each
+    s.hidden = c.integer("hidden_size"), s.heads = c.integer("num_attention_heads");
+    s.layers = c.integer("num_hidden_layers") * c.integer("inner_group_num");
+    s.inner = c.integer("intermediate_size"), s.vocab = c.integer("vocab_size");
+    s.head_width = c.integer("embedding_size");
+    s.one_stage_reason = "ALBERT's layers share their parameters, so a cut would split one layer's weights over stages";
   } else if (s.type == "t5") {
-    throw Error("plan: T5's encoder-decoder is not priced by the planner yet (its layers are decoder or encoder "
-                "layers of one stack); lay it out by hand");
+    // the encoder's and decoder's layers in one list, priced as their mean
+    s.hidden = c.integer("d_model"), s.heads = c.integer("num_heads"), s.head_dim = c.integer("d_kv");
+    int64_t encoder = c.integer("num_layers"), decoder = c.has("num_decoder_layers") ? c.integer("num_decoder_layers") : encoder;
+    s.layers = encoder + decoder;
+    s.attention_blocks = 1.0 + double(decoder) / double(s.layers);
+    s.inner = c.integer("d_ff"), s.vocab = c.integer("vocab_size");
+    s.gated_mlp = c.str("feed_forward_proj", "relu").rfind("gated-", 0) == 0;
+    s.tied_head = c.flag("tie_word_embeddings", true);
+    s.one_stage_reason = "T5's decoder reads the encoder's output in every layer, and a pipeline stage takes one chain "
+                         "of tensors";
   } else if (s.type == "gpt_neo") {
     s.hidden = c.integer("hidden_size"), s.layers = c.integer("num_layers"), s.heads = c.integer("num_heads");
     s.inner = c.integer("intermediate_size", 4 * s.hidden), s.vocab = c.integer("vocab_size");
@@ -207,13 +219,20 @@ ModelShape ModelShape::from_config(const ModelConfig& config, const std::string&
   } else {
     throw Error(fmt::format("plan: cannot plan a '{}' model (bert, roberta, gpt2, gpt_neo, opt, llama, qwen2, mistral)", s.type));
   }
-  s.kv_heads = s.gated_mlp ? c.integer("num_key_value_heads", s.heads) : s.heads;
-  s.head_dim = s.gated_mlp && c.has("head_dim") ? c.integer("head_dim") : s.hidden / s.heads;
+  const bool llama_shaped = s.type == "llama" || s.type == "qwen2" || s.type == "mistral";
+  if (llama_shaped) s.tied_head = false;
+  s.kv_heads = llama_shaped ? c.integer("num_key_value_heads", s.heads) : s.heads;
+  if (s.head_dim == 0) s.head_dim = llama_shaped && c.has("head_dim") ? c.integer("head_dim") : s.hidden / s.heads;
+  if (s.head_width == 0) s.head_width = s.hidden;
   int64_t attn = s.hidden * s.heads * s.head_dim * 2 + 2 * s.hidden * s.kv_heads * s.head_dim;
   int64_t mlp = (s.gated_mlp ? 3 : 2) * s.hidden * s.inner;
-  s.layer_params = attn + mlp;
-  s.embedding_params = s.vocab * s.hidden;
-  s.total_params = s.layers * s.layer_params + s.embedding_params * (s.gated_mlp ? 2 : 1);
+  s.layer_params = static_cast<int64_t>(std::llround((s.attention_blocks - 1.0) * double(attn))) + attn + mlp;
+  s.gathered_params = s.layer_params;
+  if (s.type == "albert")  // each call gathers its group's layers, whose parameters every call shares
+    s.layer_params = c.integer("num_hidden_groups") * c.integer("inner_group_num") * (attn + mlp) / s.layers;
+  // ALBERT's factorised embedding: the table is embedding_size wide, projected to hidden
+  s.embedding_params = s.vocab * s.head_width + (s.head_width != s.hidden ? s.head_width * s.hidden : 0);
+  s.total_params = s.layers * s.layer_params + s.embedding_params + (s.tied_head ? 0 : s.vocab * s.head_width);
   return s;
 }
 
@@ -276,21 +295,28 @@ LayerCosts layer_costs(const ModelShape& m, const Cluster& cluster, const Worklo
   const double tokens = seqs * static_cast<double>(work.seq);
   const double h = m.hidden, tp = tp_;
   auto mm = [&](double k, double n) { return cluster.device.matmul_seconds(tokens, k, n, work.dtype); };
-  // One layer's forward: its projections and the attention scores and context, split over `t`
-  // ranks; the layout says how much of it the ranks divide
+  // One layer's forward: its projections and the attention scores and context (of each attention
+  // it runs), split over `t` ranks; the layout says how much of it the ranks divide
   double q_width = m.heads * m.head_dim, kv_width = m.kv_heads * m.head_dim;
   auto layer_fwd = [&](double t) {
-    return mm(h, (q_width + 2 * kv_width) / t) + mm(q_width / t, h) +
-           (m.gated_mlp ? 2 * mm(h, m.inner / t) : mm(h, m.inner / t)) + mm(m.inner / t, h) +
-           2 * cluster.device.matmul_seconds(work.seq, m.head_dim, work.seq, work.dtype) * seqs * m.heads / t;
+    return m.attention_blocks *
+               (mm(h, (q_width + 2 * kv_width) / t) + mm(q_width / t, h) +
+                2 * cluster.device.matmul_seconds(work.seq, m.head_dim, work.seq, work.dtype) * seqs * m.heads / t) +
+           (m.gated_mlp ? 2 * mm(h, m.inner / t) : mm(h, m.inner / t)) + mm(m.inner / t, h);
   };
   const TpLayout layout = m.layout_on(tp_, dp, sequence);
   c.layer_fwd_s = tp_ > 1 ? layout.split_compute * layer_fwd(tp) + (1 - layout.split_compute) * layer_fwd(1)
                           : layer_fwd(1);
   c.forward_all_reduces = tp_ > 1 ? layout.forward_all_reduces : 0;
   c.backward_all_reduces = tp_ > 1 ? layout.backward_all_reduces : 0;
+  if (tp_ > 1 && m.attention_blocks > 1) {
+    // a cross-attention's output all-reduced in forward; in backward, its input's gradient, and
+    // that of the encoder's output its k and v read
+    c.forward_all_reduces += m.attention_blocks - 1;
+    c.backward_all_reduces += 2 * (m.attention_blocks - 1);
+  }
   c.layer_param_share = layout.split_params / tp + (1 - layout.split_params);
-  c.head_fwd_s = mm(h, m.vocab / vocab_split(m, tp_));
+  c.head_fwd_s = mm(m.head_width, m.vocab / vocab_split(m, tp_));
   c.overhead = cluster.device.layer_overhead(h, work.dtype);
   // Megatron TP all-reduces the layer's activations: within a node when TP fits in one
   bool tp_in_node = tp_ <= cluster.per_node;
@@ -298,10 +324,12 @@ LayerCosts layer_costs(const ModelShape& m, const Cluster& cluster, const Worklo
                                          tp_in_node ? cluster.intra_latency : cluster.inter_latency);
   // Megatron's 34 + 5 a s / h values per token and width in 2-byte precision (scaled to the
   // element size), the layout's share split over TP; a checkpointed layer keeps its input and
-  // recomputes the rest
-  const double attention = 5.0 * m.heads * work.seq / h;
-  const double split = layout.split_activations >= 0 ? layout.split_activations : (24.0 + attention) / (34.0 + attention);
-  c.layer_activation_bytes = tokens * h * (34.0 + attention) * bytes / 2.0 * (split / tp + (1 - split));
+  // recomputes the rest. A cross-attention adds an attention block's 11 + 5as/h, 8 + 5as/h of it split.
+  const double attention = 5.0 * m.heads * work.seq / h, extra = m.attention_blocks - 1.0;
+  const double values = 34.0 + attention + extra * (11.0 + attention);
+  const double split = layout.split_activations >= 0 ? layout.split_activations
+                                                     : (24.0 + attention + extra * (8.0 + attention)) / values;
+  c.layer_activation_bytes = tokens * h * values * bytes / 2.0 * (split / tp + (1 - split));
   c.layer_input_bytes = tokens * h * bytes;
   c.logits_bytes = 2 * tokens * m.vocab * bytes / vocab_split(m, tp_);
   c.boundary_bytes = tokens * h * bytes;
@@ -326,7 +354,7 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
   }
   // parameters: the layers split over TP; the embedding on the first stage and the head on the
   // last (one matrix when they are tied and the stage holds both)
-  bool tied = !m.gated_mlp;
+  bool tied = m.tied_head;
   double vocab_matrices = (where.first ? 1 : 0) + (where.last ? 1 : 0);
   if (tied && where.first && where.last) vocab_matrices = 1;
   const double layer_part = stage.layers * static_cast<double>(m.layer_params) * c.layer_param_share;
@@ -352,7 +380,7 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
     auto collective = [&](double parameters) {
       return all_reduce_seconds(parameters * element_bytes(work), stage.dp, bw, latency);
     };
-    const double one_layer = stage.layers > 0 ? collective(layer_part / stage.layers) : 0.0;
+    const double one_layer = stage.layers > 0 ? collective(m.gathered_params * c.layer_param_share) : 0.0;
     const double forward = c.overhead * c.layer_fwd_s, backward = forward * (stage.checkpoint ? 3.0 : 2.0);
     const double root = sharded - layer_part;
     // in backward each layer's reduce-scatter (and, resharded, the gather of the layer before it)
@@ -372,7 +400,7 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
   // fully sharded: this rank's slices, and the layer being computed and the next one (prefetched)
   // whole, with their whole gradients before the reduce-scatter; kept gathered, every weight whole
   // (half the bytes a parameter: the weight, half its gradient)
-  const double gathered = 2.0 * m.layer_params * c.layer_param_share;
+  const double gathered = 2.0 * m.gathered_params * c.layer_param_share;
   e.param_bytes = !fully_sharded ? params * weight_bytes_per_param(work)
                   : kept        ? (params + held + gathered) * weight_bytes_per_param(work) / 2
                                 : (held + gathered) * weight_bytes_per_param(work);

@@ -90,7 +90,17 @@ struct ModelShape {
   std::string type, name;
   int64_t hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, inner = 0, vocab = 0;
   bool gated_mlp = false;  // LLaMA-shaped: gate, up and down projections
-  int64_t layer_params = 0, embedding_params = 0, total_params = 0;
+  bool tied_head = true;   // the LM head is the token embedding's matrix
+  int64_t head_width = 0;  // the head's input width: ALBERT's embedding_size, else hidden
+  /// Attention sublayers a layer runs, on average: T5's decoder layers add cross-attention
+  double attention_blocks = 1;
+  /// layer_params: a layer's share of the model's layer parameters (T5: the mean of its encoder and
+  /// decoder layers; ALBERT: its shared groups over the layers that run them). gathered_params:
+  /// what fully sharding gathers for one layer's call (ALBERT: one layer of the shared group).
+  int64_t layer_params = 0, gathered_params = 0, embedding_params = 0, total_params = 0;
+  /// Why no pipeline cuts this model (T5's decoder reads the encoder's output in every layer,
+  /// ALBERT's layers share their parameters); empty where pipelines are planned
+  std::string one_stage_reason;
   /// How a layer splits on each mesh; null: Megatron's layout everywhere.
   std::shared_ptr<const LayerLayouts> layouts;
   TpLayout layout_on(int tp, int dp, bool sequence = false) const {

@@ -556,7 +556,7 @@ std::vector<Candidate> megatron_grid(const ModelShape& model, const Cluster& clu
   for (int tp = 1; tp <= std::min(n, cluster.per_node); ++tp) {
     if (n % tp != 0 || !divides_heads(model, tp)) continue;
     for (int pp = 1; pp <= n / tp && pp <= model.layers; ++pp) {
-      if ((n / tp) % pp != 0) continue;
+      if ((n / tp) % pp != 0 || (pp > 1 && !model.one_stage_reason.empty())) continue;
       int dp = n / tp / pp;
       for (int micro : micro_batch_choices(work.batch)) {
         if ((work.batch / micro) % dp != 0) continue;  // one stage: micro-batches accumulate gradients

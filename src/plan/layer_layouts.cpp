@@ -129,6 +129,10 @@ LayerPricing price_layers(const std::string& how, const ModelConfig& config, con
   if (how != "ilp")
     throw Error(fmt::format("plan: --layer-costs '{}' is not a pricing (choices: ilp, megatron)", how));
   if (cluster.per_node < 2) return {nullptr, ""};  // no tensor parallelism to price
+  if (shape.type == "t5" || shape.type == "albert")  // the pass traces a model with one list of layers
+    return {nullptr, fmt::format("Megatron's layout prices tensor parallelism: the intra-op pass traces one list of "
+                                 "layers, and {} has {}", shape.name,
+                                 shape.type == "t5" ? "an encoder's and a decoder's" : "shared groups of them")};
   try {
     return {std::make_shared<const PassLayouts>(config, shape, cluster, work), ""};
   } catch (const std::exception& e) {  // a layer the tracer refuses: Megatron's layout, and the reason

@@ -35,6 +35,9 @@ std::string Pins::describe() const {
 }
 
 void Pins::check(const ModelShape& model) const {
+  if (stage_layers.size() > 1 && !model.one_stage_reason.empty())
+    throw Error(fmt::format("plan: pinned stages ({}) cut {} into a pipeline, and it runs as one stage: {}",
+                            fmt::join(stage_layers, "+"), model.name, model.one_stage_reason));
   if (!stage_layers.empty()) {
     for (int n : stage_layers)
       if (n < 1) throw Error(fmt::format("plan: pinned stages ({}) must each hold a layer or more", fmt::join(stage_layers, "+")));

@@ -89,12 +89,14 @@ Plan plan_uniform(const ModelShape& model, const Cluster& cluster, const Workloa
   return plan;
 }
 
-Plan plan_parallel(const ModelShape& model, const Cluster& cluster, const Workload& work, const SearchOptions& options) {
+Plan plan_parallel(const ModelShape& model, const Cluster& cluster, const Workload& work, const SearchOptions& asked) {
   auto start = std::chrono::steady_clock::now();
   check_workload(work);
   Plan plan = empty_plan(model, cluster, work);
-  if (options.max_stages < 0)
-    throw Error(fmt::format("plan: --max-stages must be >= 0 (0: no limit), got {}", options.max_stages));
+  if (asked.max_stages < 0)
+    throw Error(fmt::format("plan: --max-stages must be >= 0 (0: no limit), got {}", asked.max_stages));
+  SearchOptions options = asked;
+  if (!model.one_stage_reason.empty()) options.max_stages = 1;  // no cuts (ModelShape says why)
   for (auto& c : megatron_grid(model, cluster, work))
     if (options.max_stages == 0 || c.pp() <= options.max_stages)
       plan.ranked.push_back({c, estimate(model, cluster, work, c), ""});
@@ -245,6 +247,7 @@ std::string Plan::summary() const {
     out += row(*unpinned);
   }
   if (!layer_layout_note.empty()) out += fmt::format("  each layer: {}\n", layer_layout_note);
+  if (!model.one_stage_reason.empty()) out += fmt::format("  one stage: {}\n", model.one_stage_reason);
   if (search_s > 0)
     out += fmt::format("  searched in {:.2f} s{}\n", search_s,
                        trace_s > 0 ? fmt::format(", after tracing one layer in {:.2f} s", trace_s) : "");

@@ -18,7 +18,8 @@ local function layer_list(sch)
     if ok and list then return path, #list:children() end
   end
   error("plan: the schedule's model has no layer list the planner knows (transformer.h, bert.encoder.layer, "
-    .. "roberta.encoder.layer, model.decoder.layers, model.layers); give a zoo model's schedule", 0)
+    .. "roberta.encoder.layer, model.decoder.layers, model.layers); give a zoo model's schedule (T5 and ALBERT are "
+    .. "planned by name: slapo.plan(\"t5-small\", {...}))", 0)
 end
 
 -- The layer a path lies in (0-based) and whether the path is that whole layer.

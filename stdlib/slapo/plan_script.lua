@@ -11,8 +11,21 @@ local M = {}
 
 -- The reference schedule (stdlib/slapo/schedules/<family>.lua) a model family's plan applies.
 local function schedules_of(model)
-  local own = { gpt2 = true, bert = true, roberta = true, gpt_neo = true, opt = true }  -- Qwen2 and Mistral use LLaMA's
-  return own[model.type] and model.type or "llama"
+  local own = { gpt2 = true, bert = true, roberta = true, gpt_neo = true, opt = true, albert = true, t5 = true }
+  return own[model.type] and model.type or "llama"  -- Qwen2 and Mistral use LLaMA's
+end
+
+-- The layer lists that schedule lays out, as a Lua list literal: T5's two stacks, else one.
+local function stacks_of(model)
+  local schedule = require("slapo.schedules." .. schedules_of(model))
+  local quoted = {}
+  for i, path in ipairs(schedule.stacks or { schedule.layers }) do quoted[i] = ('"%s"'):format(path) end
+  return "{ " .. table.concat(quoted, ", ") .. " }"
+end
+
+-- The example the schedule is verified on: T5's decoder takes its inputs beside the encoder's.
+local function example_args(model)
+  return model.type == "t5" and "{ example, { decoder_input_ids = example } }" or "{ example }"
 end
 
 -- Where that schedule keeps the layer list.
@@ -460,18 +473,21 @@ ${phase}
 slapo.manual_seed(1)
 local example = slapo.randint(0, vocab, { micro_batch, plan.seq })
 phase("checking the schedule against the unscheduled model: outputs and gradients")
-local report = slapo.verify(sch, { example }, {}, function(s)
+local report = slapo.verify(sch, ${example_args}, {}, function(s)
   for _, note in ipairs(require("slapo.schedules.${schedules}").schedule(s, { checkpoint = plan.checkpoint,
     layer = shard_layer })) do
     if slapo.dist.rank() == 0 then print("note: " .. note) end
   end
-  local layers = s["${layers}"]:children()
-  sequence_parallel(layers, 1, #layers)
-  if plan.fully_shard and plan.dp > 1 then  -- each layer, then the rest at the root (FSDP2's order)
-    local options = { group = layout.dp_group, reshard_after_forward = plan.reshard_after_forward }
-    for _, layer in ipairs(layers) do layer:fully_shard(options) end
-    s:fully_shard(options)
+  -- each layer, then the rest at the root (FSDP2's order)
+  local options = { group = layout.dp_group, reshard_after_forward = plan.reshard_after_forward }
+  for _, list in ipairs(${stacks}) do
+    local layers = s[list]:children()
+    sequence_parallel(layers, 1, #layers)
+    if plan.fully_shard and plan.dp > 1 then
+      for _, layer in ipairs(layers) do layer:fully_shard(options) end
+    end
   end
+  if plan.fully_shard and plan.dp > 1 then s:fully_shard(options) end
 end)
 if slapo.dist.rank() == 0 then
   print(("verify: %d output(s) and %d gradients match the unscheduled model"):format(report.outputs, report.gradients))
@@ -499,7 +515,7 @@ end
     seq = record.work.seq, steps = record.steps, dtype = record.work.dtype, devices = record.cluster.devices,
     tp_choices = table.concat(tp_choices, ", "), micro_choices = table.concat(micro_choices, ", "),
     predictions = table.concat(predictions), shard_layer = shard_layer_source(record), phase = phase_source,
-    layers = layers_path(record.model),
+    stacks = stacks_of(record.model), example_args = example_args(record.model),
   })
 end
 

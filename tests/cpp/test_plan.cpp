@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "plan/inter_op.h"
 #include "plan/layer_layouts.h"
+#include "plan/pins.h"
 #include "plan/planner.h"
 
 using namespace slapo;
@@ -43,6 +44,43 @@ TEST_CASE("plan: the cost model counts the model's parameters as the zoo builds 
   auto llama = ModelShape::from_config(ModelConfig::preset("TinyLlama-1.1B"), "TinyLlama-1.1B");
   CHECK(llama.kv_heads == 4);
   CHECK(llama.gated_mlp);
+}
+
+TEST_CASE("plan: T5 and ALBERT are priced as the zoo builds them, and planned as one stage") {
+  auto shape = [](const char* preset) { return ModelShape::from_config(ModelConfig::preset(preset), preset); };
+  // the zoo's counts (transformers' for t5-small and t5-v1_1-small); biases, norms and positions left out
+  CHECK(shape("t5-small").total_params == doctest::Approx(60506624).epsilon(0.01));
+  CHECK(shape("t5-v1_1-small").total_params == doctest::Approx(76961152).epsilon(0.01));  // gated, untied head
+  CHECK(shape("albert-base-v2").total_params == doctest::Approx(11221680).epsilon(0.02));
+  CHECK(shape("albert-xxlarge-v2").total_params == doctest::Approx(206368944).epsilon(0.02));
+  // ALBERT: twelve calls of one shared layer hold one layer's parameters, and fully sharded, each
+  // call gathers that whole layer
+  auto albert = shape("albert-base-v2");
+  CHECK(albert.layers == 12);
+  CHECK(albert.gathered_params == doctest::Approx(12.0 * albert.layer_params).epsilon(0.001));
+  // T5's decoder layers run a cross-attention too: more time, all-reduces and activations a layer
+  auto t5 = shape("t5-small");
+  CHECK(t5.layers == 12);
+  CHECK(t5.attention_blocks == doctest::Approx(1.5));
+  auto encoder_only = t5;
+  encoder_only.attention_blocks = 1;
+  auto cluster = synthetic(1, 8, 80);
+  auto with = layer_costs(t5, cluster, {8, 512}, 8, 2, 1, false);
+  auto without = layer_costs(encoder_only, cluster, {8, 512}, 8, 2, 1, false);
+  CHECK(with.layer_fwd_s > without.layer_fwd_s);
+  CHECK(with.layer_activation_bytes > without.layer_activation_bytes);
+  CHECK(with.forward_all_reduces == doctest::Approx(2.5));
+  CHECK(with.backward_all_reduces == doctest::Approx(3.0));
+  // neither is cut into pipeline stages, whatever the devices, and a pin that cuts says why
+  for (auto* model : {&t5, &albert}) {
+    auto plan = plan_parallel(*model, synthetic(2, 4, 1), {64, 512});
+    for (auto& r : plan.ranked) CHECK_MESSAGE(r.candidate.pp() == 1, r.candidate.describe());
+    CHECK(plan.summary().find("one stage: ") != std::string::npos);
+  }
+  Pins cut;
+  cut.stage_layers = {6, 6};
+  CHECK_THROWS_WITH_AS(cut.check(t5), doctest::Contains("cut t5-small into a pipeline, and it runs as one stage: T5's decoder"),
+                       Error);
 }
 
 TEST_CASE("plan: tensor parallelism divides weights and activations; checkpointing trades time for memory") {

@@ -445,8 +445,10 @@ describe("masked LMs: RoBERTa and ALBERT from transformers' checkpoints, BertFor
   it("albert-tiny: a 32-wide factorised embedding, one layer shared by 3, the MLM loss and every gradient", function()
     local model = check_masked_lm("albert-tiny", "AlbertForMaskedLM")
     eq("3 layers over 1 shared group(s)", model.albert.encoder:describe())
-    matches("plan: ALBERT's layers share their parameters", pcall_err(slapo.plan, fixtures .. "/albert-tiny",
-      { cluster = "1x2:cpu", batch = 4, seq = 16 }))
+    -- the planner lays the shared layers out as one stage, never cut into pipeline stages
+    local plan = slapo.plan(fixtures .. "/albert-tiny", { cluster = "1x2:cpu", batch = 4, seq = 16 })
+    eq(1, plan.pp)
+    matches("one stage: ALBERT's layers share their parameters", plan.summary)
     eq(32, model.albert.embeddings.word_embeddings.weight:size(1))
   end)
 

@@ -202,13 +202,16 @@ local report = slapo.verify(sch, { example }, {}, function(s)
     layer = shard_layer })) do
     if slapo.dist.rank() == 0 then print("note: " .. note) end
   end
-  local layers = s["bert.encoder.layer"]:children()
-  sequence_parallel(layers, 1, #layers)
-  if plan.fully_shard and plan.dp > 1 then  -- each layer, then the rest at the root (FSDP2's order)
-    local options = { group = layout.dp_group, reshard_after_forward = plan.reshard_after_forward }
-    for _, layer in ipairs(layers) do layer:fully_shard(options) end
-    s:fully_shard(options)
+  -- each layer, then the rest at the root (FSDP2's order)
+  local options = { group = layout.dp_group, reshard_after_forward = plan.reshard_after_forward }
+  for _, list in ipairs({ "bert.encoder.layer" }) do
+    local layers = s[list]:children()
+    sequence_parallel(layers, 1, #layers)
+    if plan.fully_shard and plan.dp > 1 then
+      for _, layer in ipairs(layers) do layer:fully_shard(options) end
+    end
   end
+  if plan.fully_shard and plan.dp > 1 then s:fully_shard(options) end
 end)
 if slapo.dist.rank() == 0 then
   print(("verify: %d output(s) and %d gradients match the unscheduled model"):format(report.outputs, report.gradients))
