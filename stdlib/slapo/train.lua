@@ -19,7 +19,7 @@ local defaults = {
   min_lr = 0.0, grad_accum = 1, clip = 0, seed = false, log_every = 1, metrics = false, quiet = false,
   group = false, layout = false, autocast = false, checkpoint_dir = false,
   schedule_file = false, make_model = false, on_step = false, checkpoint_every = 0, resume = true, schedule_log = false,
-  masked_lm = false,
+  masked_lm = false, span_corruption = false,
 }
 
 local function check_options(opts)
@@ -89,10 +89,16 @@ local function check_options(opts)
     error(("train: min_lr is the floor of the cosine schedule; schedule '%s' takes none (choices: cosine)"):format(
       out.schedule), 3)
   end
-  if out.masked_lm then
-    out.masked_lm = require("slapo.masked_lm").check(out.masked_lm, opts.model)
-    if type(opts.data) == "table" and opts.data.documents == "separate" then
-      error("train: masked_lm sees whole rows; data.documents = \"separate\" is for causal models (use \"joined\")", 3)
+  if out.masked_lm and out.span_corruption then
+    error("train: masked_lm (BERT's objective) and span_corruption (T5's) are one or the other", 3)
+  end
+  for _, objective in ipairs({ "masked_lm", "span_corruption" }) do
+    if out[objective] then
+      out[objective] = require("slapo." .. objective).check(out[objective], opts.model)
+      if type(opts.data) == "table" and opts.data.documents == "separate" then
+        error(("train: %s sees whole rows; data.documents = \"separate\" is for causal models (use \"joined\")")
+          :format(objective), 3)
+      end
     end
   end
   local seed = out.seed
@@ -298,21 +304,6 @@ local function tp_group_of(opts)
   return opts.group or (opts.layout and opts.layout.tp_group) or nil
 end
 
--- Attention's FLOPs per token and per position of its sequence, beside the 6 per parameter, as MFU
--- is usually counted (PaLM's): 12 x layers x hidden, forward and backward, this rank's share of
--- the tensor-parallel group's heads. 0 for a model without a transformer config.
-local function attention_flops(model, tp_group)
-  local ok, config = pcall(slapo.models.config, model)
-  if not ok or type(config) ~= "table" then
-    return 0
-  end
-  local layers, hidden = config.n_layer or config.num_hidden_layers, config.n_embd or config.hidden_size
-  if type(layers) ~= "number" or type(hidden) ~= "number" then
-    return 0
-  end
-  return 12 * layers * hidden / (tp_group and tp_group:size() or 1)
-end
-
 -- The optimizer of a run; zero_adamw shards its state over the data-parallel group.
 local function make_optimizer(model, opts)
   if opts.optimizer == "zero_adamw" then
@@ -400,6 +391,10 @@ local function forward_loss(model, ids, opts, step, micro, positions)
   local function forward()
     if opts.masked_lm then  -- BERT's objective: the chosen tokens hidden, the loss over them
       local inputs, labels = require("slapo.masked_lm").mask(ids, opts.masked_lm)
+      return model(inputs, { labels = labels })
+    end
+    if opts.span_corruption then  -- T5's: spans dropped for sentinels, the decoder writes them
+      local inputs, labels = require("slapo.span_corruption").corrupt(ids, opts.span_corruption)
       return model(inputs, { labels = labels })
     end
     if not positions then
@@ -604,8 +599,8 @@ function M.run(user_opts)
   local matmul_dtype = ({ bf16 = "bfloat16", fp16 = "float16" })[opts.autocast] or opts.autocast
     or (first_param and first_param:dtype()) or "float32"
   local peak = slapo.measure_peak_flops({ device = device, dtype = matmul_dtype })
-  local params = model:num_params({ gathered = true })  -- what each step computes with
-  local attention_per_token_and_position = attention_flops(model, tp_group)
+  local step_flops = require("slapo.step_flops")
+  local row_flops = step_flops.per_row(model, tp_group, opts.span_corruption)
   local losses, grad_norms = {}, {}
   local checkpoint = require("slapo.checkpoint")
   -- float16's narrow range needs the loss scaled up before backward and the gradients back down
@@ -621,8 +616,7 @@ function M.run(user_opts)
     if swap_state and schedule_changed(opts, swap_state) and try_swap(opts, swap_state, step, rank0) then
       model, optimizer = swap_state.sch.mod, swap_state.optimizer
       model:train()
-      params = model:num_params({ gathered = true })
-      attention_per_token_and_position = attention_flops(model, tp_group)
+      row_flops = step_flops.per_row(model, tp_group, opts.span_corruption)
     end
     local started = slapo.clock()
     local lr = M.lr_at(step, opts)
@@ -659,7 +653,7 @@ function M.run(user_opts)
     peak_mib = math.max(peak_mib, slapo.memory_mib())
     local tps = all_tokens / seconds
     -- this rank's share: 6 per parameter per token, and attention's
-    local flops = (6 * params + attention_per_token_and_position * seq_len) * tokens / seconds
+    local flops = row_flops(seq_len) * tokens / seq_len / seconds
     if flops > peak then  -- the peak was measured while something else loaded the machine: again
       peak = math.max(peak, slapo.measure_peak_flops({ device = device, dtype = matmul_dtype }))
     end

@@ -191,6 +191,104 @@ describe("masked_lm", function()
   end)
 end)
 
+describe("span_corruption", function()
+  local function t5(vocab)
+    slapo.manual_seed(0)
+    return slapo.models.t5({ d_model = 32, d_kv = 8, d_ff = 64, num_layers = 1, num_decoder_layers = 1, num_heads = 4,
+      vocab_size = vocab, relative_attention_num_buckets = 8, relative_attention_max_distance = 16, dropout_rate = 0 })
+  end
+
+  it("drops spans for sentinels as T5's pipeline does: its lengths, and the row read back whole", function()
+    local corruption = require("slapo.span_corruption")
+    local spec = corruption.check({ sentinel = 99 }, t5(100))
+    eq({ density = 0.15, mean_span = 3, sentinel = 99, eos = 1 }, spec)
+    -- transformers' run_t5_mlm_flax.py: 568 tokens make a 512-token input and a 114-token target
+    local noise, spans, input, target = corruption.lengths(568, spec)
+    eq({ 85, 28, 512, 114 }, { noise, spans, input, target })
+    slapo.manual_seed(4)
+    local ids = slapo.randint(2, 80, { 16, 64 })
+    local inputs, labels = corruption.corrupt(ids, spec)
+    noise, spans, input, target = corruption.lengths(64, spec)
+    eq({ 16, input }, inputs:size())
+    eq({ 16, target }, labels:size())
+    local function rows_of(t)  -- tolist is flat
+      local flat, shape, out = t:tolist(), t:size(), {}
+      for r = 1, shape[1] do out[r] = { unpack(flat, (r - 1) * shape[2] + 1, r * shape[2]) } end
+      return out
+    end
+    local rows, ins, outs, starts = rows_of(ids), rows_of(inputs), rows_of(labels), {}
+    for r = 1, #rows do
+      -- each sentinel in the input stands for the run after the same sentinel in the labels
+      local dropped, sentinel = {}, nil
+      for _, id in ipairs(outs[r]) do
+        if id >= 99 - spans + 1 or id == 1 then
+          sentinel = id
+          dropped[id] = {}
+        else
+          table.insert(dropped[sentinel], id)
+        end
+      end
+      local whole, used = {}, 0
+      for _, id in ipairs(ins[r]) do
+        if id >= 99 - spans + 1 then
+          assert(#dropped[id] >= 1, "every span drops a token or more")
+          for _, t in ipairs(dropped[id]) do whole[#whole + 1] = t end
+          used = used + 1
+        elseif id ~= 1 then
+          whole[#whole + 1] = id
+        end
+      end
+      eq(spans, used)
+      eq(rows[r], whole, "row " .. r .. " read back from its input and labels")
+      eq(rows[r][1], ins[r][1], "a row starts with a kept token")
+      starts[table.concat(ins[r], ",", 1, 8)] = true
+    end
+    local distinct = 0
+    for _ in pairs(starts) do distinct = distinct + 1 end
+    assert(distinct > 8, "the spans fall differently in each row")
+    -- refused by name
+    matches("span_corruption.sentinel must be a token id, an integer from 0 to 99, got 100",
+      pcall_err(corruption.check, { sentinel = 100 }, t5(100)))
+    matches("span_corruption has no option 'noise' %(options: density, mean_span, sentinel, eos%)",
+      pcall_err(corruption.check, { sentinel = 9, noise = 0.2 }))
+    matches("span_corruption trains an encoder%-decoder .*GPT2LMHeadModel is not one",
+      pcall_err(corruption.check, { sentinel = 9 }, slapo.models.gpt2({ n_embd = 16, n_layer = 1, n_head = 2,
+        vocab_size = 32, n_positions = 16 })))
+    matches("masked_lm %(BERT's objective%) and span_corruption %(T5's%) are one or the other",
+      pcall_err(slapo.train, { model = t5(100), data = { vocab = 100, batch = 1, seq = 8 }, masked_lm = { mask_id = 1 },
+        span_corruption = { sentinel = 99 } }))
+  end)
+
+  it("trains T5 under slapo.train: the loss over the dropped spans falls", function()
+    local rows = slapo.randint(2, 60, { 8, 32 })
+    local result = slapo.train({ model = t5(64), steps = 30, lr = 1e-2, quiet = true, seed = 3,
+      data = function() return rows end, span_corruption = { sentinel = 63 } })
+    assert(result.losses[30] < result.losses[1] - 0.5, ("%.3f -> %.3f"):format(result.losses[1], result.losses[30]))
+  end)
+end)
+
+describe("step_flops", function()
+  it("counts what each family runs: ALBERT's shared layers each time, T5's encoder and decoder on their own lengths",
+    function()
+    local per_row = require("slapo.step_flops").per_row
+    local gpt2 = slapo.models.gpt2({ n_embd = 16, n_layer = 2, n_head = 2, vocab_size = 32, n_positions = 16 })
+    eq((6 * gpt2:num_params() + 12 * 2 * 16 * 8) * 8, per_row(gpt2)(8))
+    -- 3 layers over one shared layer: its parameters run 3 times
+    local albert = slapo.models.albert({ embedding_size = 8, hidden_size = 16, num_hidden_layers = 3,
+      num_attention_heads = 2, intermediate_size = 32, vocab_size = 32, max_position_embeddings = 16 })
+    local shared = albert.albert.encoder.albert_layer_groups:num_params()
+    eq((6 * (albert:num_params() + 2 * shared) + 12 * 3 * 16 * 8) * 8, per_row(albert)(8))
+    -- span corruption of 64 tokens: a 58-token input (54 kept, 3 sentinels, eos) and a 14-token target (3 sentinels, 10 dropped, eos)
+    local t5 = slapo.models.t5({ d_model = 16, d_kv = 4, d_ff = 32, num_layers = 2, num_decoder_layers = 1,
+      num_heads = 2, vocab_size = 40 })
+    local spec = require("slapo.span_corruption").check({ sentinel = 39 }, t5)
+    local encoder, decoder, head = t5.encoder.block:num_params(), t5.decoder.block:num_params(), 40 * 16
+    local width = 2 * 4
+    eq(6 * (encoder * 58 + (decoder + head) * 14) + 12 * width * (2 * 58 * 58 + 1 * (14 * 14 + 14 * 58)),
+      per_row(t5, nil, spec)(64))
+  end)
+end)
+
 describe("training checkpoints", function()
   local function run(dir, steps, resume)
     slapo.manual_seed(0)

@@ -1,0 +1,68 @@
+--- The FLOPs one row of training computes (forward and backward), for slapo.train's TFLOP/s and
+--- MFU, counted as MFU usually is (PaLM's): 6 per parameter a token passes through, and attention's
+--- 12 x layers x width per token and position of its sequence; this rank's share of tensor
+--- parallelism. Two families are counted by what they run, not by what they hold:
+--- - ALBERT applies its shared groups num_hidden_layers / num_hidden_groups times each;
+--- - T5's encoder reads the row, and its decoder and head the labels (under span corruption, a
+---   shorter input and the dropped spans; else the row on both sides), its cross-attention every
+---   decoder position against every encoder position.
+local M = {}
+
+local function config_of(model)
+  local ok, config = pcall(slapo.models.config, model)
+  return ok and type(config) == "table" and config or nil
+end
+
+-- A module's parameters, gathered where fully_shard sliced them.
+local function params(module)
+  return module:num_params({ gathered = true })
+end
+
+-- The parameters of the module at `path` (a list of names), or nil where the model has none there
+-- (a family's model rebuilt by hand).
+local function params_at(model, path)
+  local ok, count = pcall(function()
+    local module = model
+    for _, name in ipairs(path) do module = module[name] end
+    return params(module)
+  end)
+  return ok and count or nil
+end
+
+--- A function(seq) -> FLOPs of one row of `seq` token ids. `span_corruption`: slapo.train's
+--- checked spec, or nil.
+function M.per_row(model, tp_group, span_corruption)
+  local config = config_of(model) or {}
+  local ranks = tp_group and tp_group:size() or 1
+  local all = params(model)
+  local encoder, decoder = params_at(model, { "encoder", "block" }), params_at(model, { "decoder", "block" })
+  local head = params_at(model, { "lm_head" })
+  if config.model_type == "t5" and encoder and decoder and head then
+    local width = config.num_heads * config.d_kv / ranks
+    local encoder_layers = config.num_layers
+    local decoder_layers = config.num_decoder_layers or encoder_layers
+    return function(seq)
+      local input, target = seq, seq
+      if span_corruption then
+        local _, _, i, t = require("slapo.span_corruption").lengths(seq, span_corruption)
+        input, target = i, t
+      end
+      return 6 * (encoder * input + (decoder + head) * target) +
+        12 * width * (encoder_layers * input * input + decoder_layers * (target * target + target * input))
+    end
+  end
+  local layers, hidden = config.n_layer or config.num_hidden_layers, config.n_embd or config.hidden_size
+  local attention = 0
+  if type(layers) == "number" and type(hidden) == "number" then
+    attention = 12 * layers * (config.inner_group_num or 1) * hidden / ranks
+  end
+  local groups = config.model_type == "albert" and params_at(model, { "albert", "encoder", "albert_layer_groups" })
+  if groups then
+    all = all + groups * (config.num_hidden_layers / config.num_hidden_groups - 1)
+  end
+  return function(seq)
+    return (6 * all + attention * seq) * seq
+  end
+end
+
+return M
