@@ -447,7 +447,7 @@ c10::optional<c10::impl::GenericDict> kwargs_arg(const Values& args, size_t i) {
 }
 
 void check_kwargs(const c10::optional<c10::impl::GenericDict>& kw, const std::vector<std::string>& valid,
-                  const std::string& module) {
+                  const std::string& module, const std::vector<std::string>& flags) {
   if (!kw) return;
   for (const auto& entry : *kw) {
     std::string key = entry.key().isString() ? entry.key().toStringRef() : entry.key().tagKind();
@@ -456,10 +456,25 @@ void check_kwargs(const c10::optional<c10::impl::GenericDict>& kw, const std::ve
         throw Error(fmt::format("{}: keyword '{}' must be a tensor, got {}", module, key, entry.value().tagKind()));
       continue;
     }
-    auto near = closest_names(key, valid, 1);
+    if (std::find(flags.begin(), flags.end(), key) != flags.end()) {
+      if (!entry.value().isBool() && !entry.value().isNone())
+        throw Error(fmt::format("{}: keyword '{}' must be true or false, got {}", module, key, entry.value().tagKind()));
+      continue;
+    }
+    std::vector<std::string> all = valid;
+    all.insert(all.end(), flags.begin(), flags.end());
+    auto near = closest_names(key, all, 1);
     throw Error(fmt::format("{}: unknown keyword '{}'{} (valid: {})", module, key,
-                            near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near[0]), fmt::join(valid, ", ")));
+                            near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near[0]), fmt::join(all, ", ")));
   }
+}
+
+c10::optional<bool> kwarg_flag(const c10::optional<c10::impl::GenericDict>& kw, const std::string& key) {
+  if (!kw) return c10::nullopt;
+  auto it = kw->find(key);
+  if (it == kw->end() || it->value().isNone()) return c10::nullopt;
+  if (!it->value().isBool()) throw Error(fmt::format("keyword '{}' must be true or false, got {}", key, it->value().tagKind()));
+  return it->value().toBool();
 }
 
 c10::optional<at::Tensor> kwarg_tensor(const c10::optional<c10::impl::GenericDict>& kw,

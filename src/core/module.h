@@ -280,10 +280,12 @@ std::vector<at::Tensor> tensors_in(const Value& v);
 at::Tensor tensor_arg(const Values& args, size_t i, const char* module, const char* what);
 /// The keyword table a caller passed as the last argument (`model(ids, {labels = t})`), or none.
 c10::optional<c10::impl::GenericDict> kwargs_arg(const Values& args, size_t i);
-/// Refuses a keyword not in `valid` ({lables = ...} would otherwise be ignored) or one that is not a
-/// tensor, naming `module`.
+/// Refuses a keyword not in `valid` or `flags` ({lables = ...} would otherwise be ignored), one of
+/// `valid` that is not a tensor, or one of `flags` that is not true or false, naming `module`.
 void check_kwargs(const c10::optional<c10::impl::GenericDict>& kw, const std::vector<std::string>& valid,
-                  const std::string& module);
+                  const std::string& module, const std::vector<std::string>& flags = {});
+/// A true/false keyword (check_kwargs's `flags`), or none when it is absent or nil.
+c10::optional<bool> kwarg_flag(const c10::optional<c10::impl::GenericDict>& kw, const std::string& key);
 c10::optional<at::Tensor> kwarg_tensor(const c10::optional<c10::impl::GenericDict>& kw,
                                        const std::string& key);
 

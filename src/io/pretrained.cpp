@@ -134,7 +134,7 @@ std::shared_ptr<Module> from_pretrained(const std::string& dir, const BuildOptio
     throw Error(fmt::format("from_pretrained: '{}' has no config.json (is it a Hugging Face model directory?)", dir));
   nlohmann::json fields = read_json_file(config_path.string(), "from_pretrained");
   if (!fields.contains("model_type"))
-    throw Error(fmt::format("from_pretrained: '{}' has no model_type (supported: bert, roberta, albert, t5, gpt2, gpt_neo, opt, llama, qwen2, mistral, mlp)", config_path.string()));
+    throw Error(fmt::format("from_pretrained: '{}' has no model_type (supported: bert, roberta, albert, t5, gpt2, gpt_neo, opt, llama, qwen2, mistral, mixtral, mlp)", config_path.string()));
   // Mapped, not read: weights are copied straight from the files into the parameters, or on the
   // meta device each rank reads its slices at build.
   auto reader = std::make_shared<const CheckpointReader>(dir);

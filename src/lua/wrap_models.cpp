@@ -125,6 +125,7 @@ int w_models_opt(lua_State* L) { return build_with<build_opt>(L, "opt", "models.
 int w_models_llama(lua_State* L) { return build_with<build_llama>(L, "llama", "models.llama"); }
 int w_models_qwen2(lua_State* L) { return build_with<build_llama>(L, "qwen2", "models.qwen2"); }
 int w_models_mistral(lua_State* L) { return build_with<build_llama>(L, "mistral", "models.mistral"); }
+int w_models_mixtral(lua_State* L) { return build_with<build_llama>(L, "mixtral", "models.mixtral"); }
 // models.build(preset name or config with model_type, opts)
 int w_models_build(lua_State* L) {
   auto config = config_arg(L, 1, "", "models.build");
@@ -247,7 +248,7 @@ int w_load(lua_State* L) {
 const luaL_Reg models_functions[] = {
     {"mlp", w_models_mlp},         {"bert", w_models_bert},       {"gpt2", w_models_gpt2},
     {"roberta", w_models_roberta}, {"albert", w_models_albert}, {"t5", w_models_t5}, {"gpt_neo", w_models_gpt_neo}, {"opt", w_models_opt},
-    {"llama", w_models_llama},     {"qwen2", w_models_qwen2},     {"mistral", w_models_mistral},
+    {"llama", w_models_llama},     {"qwen2", w_models_qwen2},     {"mistral", w_models_mistral}, {"mixtral", w_models_mixtral},
     {"build", w_models_build},     {"presets", w_models_presets},
     {"config", w_models_config},   {"from_pretrained", w_models_from_pretrained}, {nullptr, nullptr}};
 

@@ -24,13 +24,14 @@ class CausalLM : public ModuleBase<Derived>, public HasConfig {
       throw Error(fmt::format("{}: the second argument is a table of keywords ({}), got {}", this->type_name(),
                               fmt::format("{} =", fmt::join(keywords(), " =, ")), args[1].tagKind()));
     auto kw = kwargs_arg(args, 1);
-    check_kwargs(kw, keywords(), this->type_name());
+    check_kwargs(kw, keywords(), this->type_name(), flags());
     auto labels = kwarg_tensor(kw, "labels");
     if (labels) check_labels(*labels, ids);
     Values inner{ids};
     if (args.size() > 1) inner.push_back(args[1]);
-    auto logits = this->call(head_, this->call(base_, inner).toTensor());
-    if (labels) return lm_loss(logits, *labels);
+    Value base = this->call(base_, inner);
+    auto logits = this->call(head_, hidden_of(base));
+    if (labels) return with_extra_loss(lm_loss(logits, *labels), base, kw);
     return logits;
   }
 
@@ -39,8 +40,16 @@ class CausalLM : public ModuleBase<Derived>, public HasConfig {
     return causal_lm_loss(logits, labels);
   }
 
-  /// The keywords a call takes: its base model's and `labels`.
+  /// The keywords a call takes: its base model's and `labels`; `flags`: its true/false ones.
   virtual std::vector<std::string> keywords() const { return {"labels", "attention_mask"}; }
+  virtual std::vector<std::string> flags() const { return {}; }
+  /// The hidden states the head reads from what the base model returned (a tensor, unless the base
+  /// returns more beside it: Mixtral's router logits).
+  virtual at::Tensor hidden_of(const Value& base) const { return base.toTensor(); }
+  /// The loss with what the base model's other outputs add to it (Mixtral's load balancing).
+  virtual at::Tensor with_extra_loss(at::Tensor loss, const Value&, const c10::optional<c10::impl::GenericDict>&) const {
+    return loss;
+  }
 
  private:
   void check_labels(const at::Tensor& labels, const at::Tensor& ids) const {

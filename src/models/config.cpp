@@ -49,6 +49,16 @@ const json& class_defaults(const std::string& model_type) {
       {"initializer_range", 0.02}, {"rms_norm_eps", 1e-6}, {"tie_word_embeddings", false},
       {"rope_theta", 10000.0}, {"sliding_window", 4096}, {"attention_dropout", 0.0},
       {"pad_token_id", nullptr}, {"architectures", {"MistralForCausalLM"}}};
+  // MixtralConfig: Mistral's attention, 8 SwiGLU experts of which each token's router picks 2
+  static const json mixtral = {
+      {"vocab_size", 32000}, {"hidden_size", 4096}, {"intermediate_size", 14336},
+      {"num_hidden_layers", 32}, {"num_attention_heads", 32}, {"num_key_value_heads", 8},
+      {"head_dim", nullptr}, {"hidden_act", "silu"}, {"max_position_embeddings", 4096 * 32},
+      {"initializer_range", 0.02}, {"rms_norm_eps", 1e-5}, {"tie_word_embeddings", false},
+      {"rope_theta", 1e6}, {"sliding_window", nullptr}, {"attention_dropout", 0.0},
+      {"num_experts_per_tok", 2}, {"num_local_experts", 8}, {"output_router_logits", false},
+      {"router_aux_loss_coef", 0.001}, {"router_jitter_noise", 0.0},
+      {"pad_token_id", nullptr}, {"architectures", {"MixtralForCausalLM"}}};
   // RobertaConfig: BERT's fields with RoBERTa's padding id and vocabulary
   static const json roberta = {
       {"vocab_size", 50265}, {"hidden_size", 768}, {"num_hidden_layers", 12},
@@ -99,6 +109,7 @@ const json& class_defaults(const std::string& model_type) {
   if (model_type == "llama") return llama;
   if (model_type == "qwen2") return qwen2;
   if (model_type == "mistral") return mistral;
+  if (model_type == "mixtral") return mixtral;
   if (model_type == "roberta") return roberta;
   if (model_type == "albert") return albert;
   if (model_type == "t5") return t5;
@@ -182,6 +193,13 @@ const std::vector<std::pair<std::string, json>>& presets() {
       {"Mistral-7B-v0.1",
        {{"model_type", "mistral"}, {"max_position_embeddings", 32768}, {"rms_norm_eps", 1e-5},
         {"sliding_window", 4096}, {"bos_token_id", 1}, {"eos_token_id", 2}}},
+      // Mistral AI's mixtures of experts, as their config.json say
+      {"Mixtral-8x7B-v0.1",
+       {{"model_type", "mixtral"}, {"max_position_embeddings", 32768}, {"bos_token_id", 1}, {"eos_token_id", 2}}},
+      {"Mixtral-8x22B-v0.1",
+       {{"model_type", "mixtral"}, {"hidden_size", 6144}, {"intermediate_size", 16384}, {"num_hidden_layers", 56},
+        {"num_attention_heads", 48}, {"vocab_size", 32768}, {"max_position_embeddings", 65536},
+        {"bos_token_id", 1}, {"eos_token_id", 2}}},
       // EleutherAI's GPT-Neo (local layers see 256 positions) and Meta's OPT, as their config.json say
       {"gpt-neo-125M",
        {{"model_type", "gpt_neo"}, {"hidden_size", 768}, {"num_layers", 12}, {"num_heads", 12},
@@ -281,7 +299,7 @@ std::string ModelConfig::str(const std::string& key, const std::string& fallback
 }
 
 void throw_unknown_model_type(const std::string& model_type, const char* who) {
-  const char* choices = "bert, roberta, albert, t5, gpt2, gpt_neo, opt, llama, qwen2, mistral, mlp";
+  const char* choices = "bert, roberta, albert, t5, gpt2, gpt_neo, opt, llama, qwen2, mistral, mixtral, mlp";
   if (model_type.empty())
     throw Error(fmt::format("{}: model_type is missing: name one of {} (or build with slapo.models.gpt2{{...}} and "
                             "its siblings)", who, choices));

@@ -144,7 +144,7 @@ Table type_fields(const std::string& model_type) {
             {"layerdrop", Kind::Probability},    {"init_std", Kind::NonNegative},
             {"enable_bias", Kind::Flag},         {"layer_norm_elementwise_affine", Kind::Flag},
             {"pad_token_id", Kind::Harmless}};
-  if (model_type == "llama" || model_type == "qwen2" || model_type == "mistral") {
+  if (model_type == "llama" || model_type == "qwen2" || model_type == "mistral" || model_type == "mixtral") {
     Table t = llama_family_fields();
     if (model_type == "llama") {
       t["attention_bias"] = Kind::Flag;
@@ -152,6 +152,13 @@ Table type_fields(const std::string& model_type) {
       t["pretraining_tp"] = Kind::Size;  // transformers slices the matmuls: the same math
     } else {
       t["sliding_window"] = Kind::OptionalSize;
+    }
+    if (model_type == "mixtral") {
+      t["num_local_experts"] = Kind::Size;
+      t["num_experts_per_tok"] = Kind::Size;
+      t["output_router_logits"] = Kind::Flag;
+      t["router_aux_loss_coef"] = Kind::NonNegative;
+      t["router_jitter_noise"] = Kind::Probability;
     }
     if (model_type == "qwen2") {
       t["use_sliding_window"] = Kind::Flag;
@@ -229,6 +236,28 @@ void refuse_unimplemented(const ModelConfig& c, const std::string& type) {
     refuse("pruned_heads", "none: every layer keeps all its heads");
   if (f.contains("quantization_config") && !f["quantization_config"].is_null())
     refuse("quantization_config", "unquantized float32, float16 or bfloat16 checkpoints");
+  // other mixtures of experts' routing: Mixtral's is a softmax over all experts, the top k
+  // renormalised, every layer sparse, no shared expert
+  static const std::vector<std::pair<const char*, const char*>> other_moe = {
+      {"shared_expert_intermediate_size", "Qwen2-MoE's shared expert"},
+      {"n_shared_experts", "DeepSeek's shared experts"},
+      {"moe_intermediate_size", "Qwen-MoE's and DeepSeek's expert width"},
+      {"num_experts", "Qwen-MoE's expert count (Mixtral's is num_local_experts)"},
+      {"norm_topk_prob", "Qwen-MoE's choice to renormalise the top k"},
+      {"decoder_sparse_step", "Qwen-MoE's dense layers between sparse ones"},
+      {"mlp_only_layers", "Qwen-MoE's dense layers"},
+      {"first_k_dense_replace", "DeepSeek's dense first layers"},
+      {"moe_layer_freq", "DeepSeek's dense layers between sparse ones"},
+      {"scoring_func", "DeepSeek-V3's sigmoid gate"},
+      {"topk_method", "DeepSeek's grouped routing"},
+      {"n_group", "DeepSeek's grouped routing"},
+      {"topk_group", "DeepSeek's grouped routing"},
+      {"routed_scaling_factor", "DeepSeek's scaled routing weights"}};
+  for (auto& [field, what] : other_moe)
+    if (f.contains(field) && !f[field].is_null())
+      refuse(field, fmt::format("it is {}; the zoo routes as Mixtral does: a softmax over num_local_experts, the top "
+                                "num_experts_per_tok renormalised, every layer sparse, no shared expert",
+                                what));
   if (type == "opt" && c.number("layerdrop", 0.0) != 0.0)
     refuse("layerdrop", "0: every layer runs in every step; transformers skips layers at random while training");
   if (type == "opt" && !c.flag("layer_norm_elementwise_affine", true))

@@ -1,8 +1,10 @@
-// LlamaForCausalLM: RMSNorm, rotary embeddings, SwiGLU and grouped-query attention, HF names.
+// LlamaForCausalLM: RMSNorm, rotary embeddings, SwiGLU and grouped-query attention, HF names;
+// Qwen2, Mistral, and Mixtral (Mistral's attention, a sparse mixture of experts for the MLP).
 #include "core/error.h"
 #include "models/causal_lm.h"
 #include "models/config_check.h"
 #include "models/layers.h"
+#include "models/moe.h"
 #include "models/rope.h"
 #include "models/transformer_ops.h"
 #include "models/zoo.h"
@@ -11,12 +13,16 @@ namespace slapo {
 namespace {
 
 // The HF class family a LLaMA-shaped config builds, the prefix of every module type name as
-// transformers names its classes: "Llama", "Qwen2" (q/k/v biases) or "Mistral" (sliding window).
+// transformers names its classes: "Llama", "Qwen2" (q/k/v biases), "Mistral" (sliding window) or
+// "Mixtral" (Mistral's attention, experts for the MLP).
 std::string family(const ModelConfig& c) {
   if (c.model_type() == "qwen2") return "Qwen2";
   if (c.model_type() == "mistral") return "Mistral";
+  if (c.model_type() == "mixtral") return "Mixtral";
   return "Llama";
 }
+
+bool mixture_of_experts(const ModelConfig& c) { return c.model_type() == "mixtral"; }
 
 int64_t llama_head_dim(const ModelConfig& c) {
   return c.has("head_dim") ? c.integer("head_dim") : head_dim_of(c, "hidden_size", "num_attention_heads");
@@ -26,7 +32,7 @@ int64_t llama_head_dim(const ModelConfig& c) {
 // sliding_window on every layer; Qwen2's on the layers layer_types marks "sliding_attention" (by
 // default those from max_window_layers on, when use_sliding_window is set).
 c10::optional<int64_t> layer_window(const ModelConfig& c, int64_t index) {
-  if (c.model_type() == "mistral")
+  if (c.model_type() == "mistral" || c.model_type() == "mixtral")
     return c.has("sliding_window") ? c10::make_optional(c.integer("sliding_window")) : c10::nullopt;
   if (c.model_type() != "qwen2") return c10::nullopt;
   bool sliding = c.has("layer_types")
@@ -162,25 +168,32 @@ class LlamaDecoderLayer : public ModuleBase<LlamaDecoderLayer> {
     int64_t h = c.integer("hidden_size");
     double eps = c.number("rms_norm_eps", 1e-6);
     set_child("self_attn", std::make_shared<LlamaAttention>(c, o, layer_idx));
-    set_child("mlp", std::make_shared<LlamaMLP>(c, o));
+    if (mixture_of_experts(c)) set_child("block_sparse_moe", make_sparse_moe_block(c, o));
+    else set_child("mlp", std::make_shared<LlamaMLP>(c, o));
     set_child("input_layernorm", std::make_shared<RMSNorm>(h, eps, o, family(c) + "RMSNorm"));
     set_child("post_attention_layernorm", std::make_shared<RMSNorm>(h, eps, o, family(c) + "RMSNorm"));
   }
 
  protected:
-  // (hidden_states, cos, sin, mask)
+  // (hidden_states, cos, sin, mask) -> hidden_states; with experts, (hidden_states, router_logits)
   Value forward(Values args) override {
     auto x = tensor_arg(args, 0, "LlamaDecoderLayer", "hidden_states");
     Values attn_args(args.begin(), args.end());
     attn_args[0] = call("input_layernorm", x);
     x = x + call("self_attn", attn_args).toTensor();
-    return x + call("mlp", call("post_attention_layernorm", x));
+    if (!has_child("block_sparse_moe")) return x + call("mlp", call("post_attention_layernorm", x));
+    auto moe = call("block_sparse_moe", Values{call("post_attention_layernorm", x)}).toTuple();
+    return c10::ivalue::Tuple::create({x + moe->elements()[0].toTensor(), moe->elements()[1]});
   }
 };
 
 class LlamaModel : public ModuleBase<LlamaModel> {
  public:
+  /// Mixtral: the states and every layer's router logits are returned when the call or the config
+  /// asks for them (output_router_logits), for the load-balancing loss
+  bool output_router_logits = false;
   LlamaModel(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase(family(c) + "Model") {
+    output_router_logits = mixture_of_experts(c) && c.flag("output_router_logits", false);
     int64_t h = c.integer("hidden_size");
     c10::optional<int64_t> pad;  // c10's, not std's, on LibTorch 1.x
     if (auto id = c.pad_token_id()) pad = *id;
@@ -213,17 +226,30 @@ class LlamaModel : public ModuleBase<LlamaModel> {
     auto padding = kwarg_tensor(kwargs, "attention_mask");
     auto mask = padding ? additive_mask(padding, ids.size(1), ids.size(1), /*causal=*/true, x.options()) : c10::nullopt;
     if (given_positions) mask = within_documents(mask, positions, x.options());
-    Value h = x;
-    for (auto& [name, layer] : child("layers")->children_in_order())
-      h = (*layer)(Values{h, rope->elements()[0], rope->elements()[1], mask ? Value(*mask) : Value()});
-    return call("norm", h.toTensor());
+    at::Tensor h = x;
+    std::vector<Value> router_logits;  // a mixture of experts' layers return theirs beside the states
+    for (auto& [name, layer] : child("layers")->children_in_order()) {
+      Value out = (*layer)(Values{h, rope->elements()[0], rope->elements()[1], mask ? Value(*mask) : Value()});
+      if (out.isTuple()) {
+        router_logits.push_back(out.toTuple()->elements()[1]);
+        out = out.toTuple()->elements()[0];
+      }
+      h = out.toTensor();
+    }
+    h = call("norm", h);
+    auto asked = kwargs ? kwarg_flag(kwargs, "output_router_logits") : c10::nullopt;
+    if (router_logits.empty() || !asked.value_or(output_router_logits)) return h;
+    return c10::ivalue::Tuple::create({h, c10::ivalue::Tuple::create(router_logits)});
   }
 };
 
 class LlamaForCausalLM : public CausalLM<LlamaForCausalLM> {
  public:
   LlamaForCausalLM(const ModelConfig& c, const at::TensorOptions& o)
-      : CausalLM(family(c) + "ForCausalLM", c, "model", "lm_head") {
+      : CausalLM(family(c) + "ForCausalLM", c, "model", "lm_head"),
+        experts(mixture_of_experts(c) ? c.integer("num_local_experts") : 0),
+        top_k(mixture_of_experts(c) ? c.integer("num_experts_per_tok") : 0),
+        aux_loss_coef(c.number("router_aux_loss_coef", 0.001)) {
     auto model = std::make_shared<LlamaModel>(c, o);
     set_child("model", model);
     auto head = std::make_shared<Linear>(c.integer("hidden_size"), c.integer("vocab_size"), false, o);
@@ -234,13 +260,31 @@ class LlamaForCausalLM : public CausalLM<LlamaForCausalLM> {
 
  protected:
   std::vector<std::string> keywords() const override { return {"labels", "attention_mask", "position_ids"}; }
+  std::vector<std::string> flags() const override {
+    return experts ? std::vector<std::string>{"output_router_logits"} : std::vector<std::string>{};
+  }
+  at::Tensor hidden_of(const Value& base) const override {
+    return base.isTuple() ? base.toTuple()->elements()[0].toTensor() : base.toTensor();
+  }
+  // with the router logits: + router_aux_loss_coef x the load-balancing loss, as transformers adds it
+  at::Tensor with_extra_loss(at::Tensor loss, const Value& base,
+                             const c10::optional<c10::impl::GenericDict>& kw) const override {
+    if (!base.isTuple()) return loss;
+    std::vector<at::Tensor> logits;
+    for (auto& l : base.toTuple()->elements()[1].toTuple()->elements()) logits.push_back(l.toTensor());
+    return loss + aux_loss_coef * load_balancing_loss(logits, experts, top_k, kwarg_tensor(kw, "attention_mask")).to(loss.device());
+  }
+
+ private:
+  int64_t experts, top_k;
+  double aux_loss_coef;
 };
 
 }  // namespace
 
 std::shared_ptr<Module> build_llama(const ModelConfig& config, const BuildOptions& options) {
   const std::string type = config.model_type();
-  auto c = config.with_defaults(type == "qwen2" || type == "mistral" ? type : "llama");
+  auto c = config.with_defaults(type == "qwen2" || type == "mistral" || type == "mixtral" ? type : "llama");
   check_config(c);
   auto model = std::make_shared<LlamaForCausalLM>(c, options.tensor_options);
   if (options.init_weights && options.tensor_options.device() != at::kMeta)

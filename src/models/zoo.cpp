@@ -20,7 +20,7 @@ std::shared_ptr<Module> build_model(const ModelConfig& config, const BuildOption
   if (type == "gpt2") return build_gpt2(config, options);
   if (type == "gpt_neo") return build_gpt_neo(config, options);
   if (type == "opt") return build_opt(config, options);
-  if (type == "llama" || type == "qwen2" || type == "mistral") return build_llama(config, options);
+  if (type == "llama" || type == "qwen2" || type == "mistral" || type == "mixtral") return build_llama(config, options);
   if (type == "mlp") return build_mlp(config, options);
   throw_unknown_model_type(type, "models");
 }

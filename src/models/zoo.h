@@ -18,7 +18,7 @@ struct BuildOptions {
 
 /// Builds the LM-head class of `config.model_type()`: BertLMHeadModel (BertForMaskedLM when
 /// architectures names it), RobertaForMaskedLM, AlbertForMaskedLM, T5ForConditionalGeneration, GPT2LMHeadModel,
-/// GPTNeoForCausalLM, OPTForCausalLM, LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, or our MLP. The config's fields are
+/// GPTNeoForCausalLM, OPTForCausalLM, LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM, MixtralForCausalLM, or our MLP. The config's fields are
 /// checked first (models/config_check.h).
 std::shared_ptr<Module> build_model(const ModelConfig& config, const BuildOptions& options = {});
 

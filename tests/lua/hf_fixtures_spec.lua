@@ -53,7 +53,7 @@ end
 describe("from_pretrained on the meta device", function()
   it("keeps shapes only; slapo.build reads the checkpoint's values, in the checkpoint's dtype or a cast", function()
     for _, name in ipairs({ "bert-tiny", "gpt2-tiny", "gpt-neo-tiny", "opt-tiny", "llama-tiny", "qwen2-tiny",
-      "mistral-tiny" }) do
+      "mistral-tiny", "mixtral-tiny" }) do
       local dir = fixtures .. "/" .. name
       local eager = slapo.models.from_pretrained(dir):eval()
       local lazy = slapo.models.from_pretrained(dir, { device = "meta" })
