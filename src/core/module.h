@@ -66,6 +66,9 @@ struct ModuleMeta {
   /// a call sees them whole, so forward code must not read them as tensor-parallel slices.
   std::map<std::string, ShardSpec> fully_sharded;
   bool fully_shard_root = false;  ///< fully_shard was applied here: its calls gather the subtree
+  /// shard_experts: the group over which this MoE block's experts are spread (its parameters below
+  /// `experts` hold this rank's experts alone, their gradients averaged by the block); -1 none
+  int expert_group = -1;
   std::map<std::string, ParamSource> sources;  ///< from_pretrained on meta: by parameter name
   /// checkpoint/fuse of a subgraph: the leaves this wrapper took from the traced module it sits
   /// in, in the order taken, each by its path below that module and the place it held among its

@@ -78,8 +78,27 @@ struct ReduceScatterToGroup : public torch::autograd::Function<ReduceScatterToGr
   }
 };
 
+struct AllToAllRows : public torch::autograd::Function<AllToAllRows> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, std::vector<int64_t> send,
+                            std::vector<int64_t> recv, int64_t group) {
+    ctx->saved_data["group"] = group;
+    ctx->saved_data["send"] = send;
+    ctx->saved_data["recv"] = recv;
+    return group_by_id(static_cast<int>(group))->all_to_all(x, send, recv, "all_to_all");
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto send = ctx->saved_data["send"].toIntVector(), recv = ctx->saved_data["recv"].toIntVector();
+    return {saved_group(ctx)->all_to_all(grads[0].contiguous(), recv, send, "all_to_all backward"), at::Tensor(),
+            at::Tensor(), at::Tensor()};
+  }
+};
+
 }  // namespace
 
+at::Tensor all_to_all_rows(const at::Tensor& x, const std::vector<int64_t>& send_rows,
+                           const std::vector<int64_t>& recv_rows, const std::shared_ptr<Group>& g) {
+  return AllToAllRows::apply(x, send_rows, recv_rows, g->id());
+}
 at::Tensor copy_to_group(const at::Tensor& x, const std::shared_ptr<Group>& g) { return CopyToGroup::apply(x, g->id()); }
 at::Tensor reduce_from_group(const at::Tensor& x, const std::shared_ptr<Group>& g) {
   return ReduceFromGroup::apply(x, g->id());

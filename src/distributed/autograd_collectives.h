@@ -20,6 +20,10 @@ at::Tensor gather_from_group(const at::Tensor& x, int64_t dim, const std::shared
 at::Tensor gather_sequence_from_group(const at::Tensor& x, int64_t dim, const std::shared_ptr<Group>& g);
 /// this rank's slice along dim forward; all-gather of the gradient backward.
 at::Tensor scatter_to_group(const at::Tensor& x, int64_t dim, const std::shared_ptr<Group>& g);
+/// all-to-all of rows forward (send_rows[r] rows of x to rank r, recv_rows[r] from it); the same
+/// exchange reversed on the gradient backward (expert parallelism's dispatch and combine).
+at::Tensor all_to_all_rows(const at::Tensor& x, const std::vector<int64_t>& send_rows,
+                           const std::vector<int64_t>& recv_rows, const std::shared_ptr<Group>& g);
 /// reduce-scatter along dim forward; all-gather of the gradient backward.
 at::Tensor reduce_scatter_to_group(const at::Tensor& x, int64_t dim, const std::shared_ptr<Group>& g);
 

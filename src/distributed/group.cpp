@@ -217,6 +217,29 @@ std::function<void()> Group::all_gather_into_async(at::Tensor out, const at::Ten
   return [work, input, out, gloo = to.device.is_cpu()] { finish(work, gloo); };
 }
 
+at::Tensor Group::all_to_all(const at::Tensor& t, const std::vector<int64_t>& send_rows,
+                             const std::vector<int64_t>& recv_rows, const char* caller) {
+  check_member(caller);
+  if (int64_t(send_rows.size()) != size() || int64_t(recv_rows.size()) != size())
+    throw Error(fmt::format("dist.{}: {} send and {} receive counts for the {} ranks of {}", caller, send_rows.size(),
+                            recv_rows.size(), size(), describe()));
+  int64_t sent = 0, received = 0;
+  for (int r = 0; r < size(); ++r) sent += send_rows[r], received += recv_rows[r];
+  if (t.dim() < 1 || sent != t.size(0))
+    throw Error(fmt::format("dist.{}: the send counts add up to {} rows, the tensor has {}", caller, sent,
+                            t.dim() < 1 ? 0 : t.size(0)));
+  auto to = route(t);
+  if (!to.backend) return t.detach().clone();
+  torch::NoGradGuard no_grad;
+  at::Tensor input = on_wire(t, to.device, to.widen_bf16);
+  auto shape = input.sizes().vec();
+  shape[0] = received;
+  at::Tensor output = at::empty(shape, input.options());
+  std::vector<int64_t> out_splits = recv_rows, in_splits = send_rows;
+  finish(to.backend->alltoall_base(output, input, out_splits, in_splits), to.device.is_cpu());
+  return output.to(t.device(), t.scalar_type());
+}
+
 at::Tensor& Group::broadcast(at::Tensor& t, int src, const char* caller) {
   check_member(caller);
   if (src < 0 || src >= size())

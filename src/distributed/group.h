@@ -52,6 +52,11 @@ class Group {
   /// it completes before this returns.
   std::function<void()> all_gather_into_async(at::Tensor out, const at::Tensor& t,
                                               const char* caller = "all_gather");
+  /// Rows of t sent to each rank (send_rows[r] rows to rank r, in order along dim 0) and the rows
+  /// each rank sends here (recv_rows[r] from rank r), concatenated in rank order: c10d's
+  /// all-to-all with split sizes. The counts must agree between the ranks.
+  at::Tensor all_to_all(const at::Tensor& t, const std::vector<int64_t>& send_rows,
+                        const std::vector<int64_t>& recv_rows, const char* caller = "all_to_all");
   /// Copies `src`'s tensor (group-local rank) into t on every rank; returns t.
   at::Tensor& broadcast(at::Tensor& t, int src, const char* caller = "broadcast");
   /// The sum over the group, split along `dim`; this rank's part (emulated: all_reduce + narrow).

@@ -200,6 +200,34 @@ int w_Module_fully_sharded_parameters(lua_State* L) {
   return 1;
 }
 
+namespace {
+// The parameters below the MoE blocks shard_experts spread over ranks (ModuleMeta::expert_group).
+void collect_expert_tensors(const Module& m, std::unordered_set<const c10::TensorImpl*>& out) {
+  if (m.meta().expert_group >= 0) {
+    for (auto& p : m.child("experts")->parameters()) out.insert(p.unsafeGetTensorImpl());
+    return;
+  }
+  for (auto& [name, child] : m.children_in_order()) collect_expert_tensors(*child, out);
+}
+}  // namespace
+
+// expert_parallel_parameters() -> {name, ...}: the experts' parameters shard_experts spread over
+// ranks, in module order. Each rank holds its own experts, whose gradients the block averaged
+// already: slapo.train leaves them out of data-parallel averaging.
+int w_Module_expert_parallel_parameters(lua_State* L) {
+  auto& m = lx_check_module(L, 1);
+  std::unordered_set<const c10::TensorImpl*> experts;
+  collect_expert_tensors(*m, experts);
+  lua_newtable(L);
+  int i = 0;
+  for (auto& [name, p] : unique_named_parameters(*m))
+    if (experts.count(p.unsafeGetTensorImpl())) {
+      lua_pushstring(L, name.c_str());
+      lua_rawseti(L, -2, ++i);
+    }
+  return 1;
+}
+
 // set_rng_states{path = state}: sets those streams; all checked first, so a bad entry sets none.
 int w_Module_set_rng_states(lua_State* L) {
   auto& m = lx_check_module(L, 1);
@@ -331,6 +359,7 @@ const luaL_Reg module_methods[] = {
     {"rng_states", w_Module_rng_states},
     {"set_rng_states", w_Module_set_rng_states},
     {"fully_sharded_parameters", w_Module_fully_sharded_parameters},
+    {"expert_parallel_parameters", w_Module_expert_parallel_parameters},
     {nullptr, nullptr}};
 // m.weight = other.weight: the parameter becomes that tensor (a tie, as PyTorch's assignment);
 // same shape only, and only for existing parameters (children come through replace).

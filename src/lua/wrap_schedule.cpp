@@ -316,6 +316,25 @@ int w_Schedule_fully_shard(lua_State* L) {
   return 1;
 }
 
+// sub:shard_experts{group = ep_group}: expert parallelism over `group` (default: the schedule's group)
+int w_Schedule_shard_experts(lua_State* L) {
+  auto s = lx_check_live_schedule(L, 1, "shard_experts");
+  check_no_more_args(L, 2, *s, "shard_experts", "sub:shard_experts{group = ep_group}");
+  const std::string caller = on("shard_experts", *s);
+  if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2))
+    throw Error(fmt::format("{}: options must be a table like {{group = g}}, got {}", caller, luaL_typename(L, 2)));
+  lx_check_option_keys(L, 2, {"group"}, caller.c_str());
+  std::shared_ptr<dist::Group> group;
+  if (lua_istable(L, 2)) {
+    lua_getfield(L, 2, "group");
+    if (!lua_isnil(L, -1)) group = lx_group_arg(L, lua_gettop(L), caller + ": option 'group'");
+    lua_pop(L, 1);
+  }
+  shard_experts(*s, group, call_site(L, *s, 2, 2));
+  lua_settop(L, 1);
+  return 1;
+}
+
 // sub:fork_rng([seed])
 int w_Schedule_fork_rng(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "fork_rng");
@@ -745,7 +764,7 @@ const luaL_Reg schedule_methods[] = {{"log", w_Schedule_log},
                                      {"annotate", w_Schedule_annotate},
                                      {"checkpoint", w_Schedule_checkpoint},
                                      {"fork_rng", w_Schedule_fork_rng},
-                                     {"fully_shard", w_Schedule_fully_shard},
+                                     {"fully_shard", w_Schedule_fully_shard}, {"shard_experts", w_Schedule_shard_experts},
                                      {"param_info", w_Schedule_param_info},
                                      {"full_param", w_Schedule_full_param},
                                      {"trace", w_Schedule_trace},

@@ -32,8 +32,8 @@ class MixtralSparseMoeBlock : public ModuleBase<MixtralSparseMoeBlock> {
   MixtralSparseMoeBlock(const ModelConfig& c, const at::TensorOptions& o)
       : ModuleBase("MixtralSparseMoeBlock"),
         top_k(c.integer("num_experts_per_tok")),
+        experts(c.integer("num_local_experts")),
         jitter(c.number("router_jitter_noise", 0.0)) {
-    int64_t experts = c.integer("num_local_experts");
     if (top_k > experts)
       throw Error(fmt::format("mixtral: num_experts_per_tok {} is more than num_local_experts {}", top_k, experts));
     set_child("gate", std::make_shared<Linear>(c.integer("hidden_size"), experts, false, o));
@@ -42,10 +42,12 @@ class MixtralSparseMoeBlock : public ModuleBase<MixtralSparseMoeBlock> {
     set_child("experts", std::make_shared<ModuleList>(list));
   }
   std::string describe() const override {
-    return fmt::format("top_k={}{}", top_k, jitter > 0 ? fmt::format(", router_jitter_noise={:g}", jitter) : "");
+    return fmt::format("top_k={}{}{}", top_k, jitter > 0 ? fmt::format(", router_jitter_noise={:g}", jitter) : "",
+                       dispatch ? ", " + dispatch->describe() : "");
   }
-  int64_t top_k;
+  int64_t top_k, experts;
   double jitter;  // training only: the input scaled by a uniform draw from [1 - jitter, 1 + jitter]
+  std::shared_ptr<ExpertDispatch> dispatch;
 
  protected:
   Value forward(Values args) override {
@@ -57,23 +59,62 @@ class MixtralSparseMoeBlock : public ModuleBase<MixtralSparseMoeBlock> {
     // softmax over every expert in float32, the top k kept and renormalised to sum to 1
     auto [weights, selected] = at::softmax(router_logits, 1, at::kFloat).topk(top_k, -1);
     weights = (weights / weights.sum(-1, true)).to(tokens.scalar_type());
-    auto out = at::zeros_like(tokens);
-    // each expert once, on the tokens routed to it: dropless, whatever the imbalance
-    int64_t e = 0;
-    for (auto& [name, expert] : child("experts")->children_in_order()) {
-      auto hits = at::nonzero(selected.eq(e++));  // [n, 2]: token, slot
-      auto token = hits.select(1, 0), slot = hits.select(1, 1);
-      auto y = (*expert)(Values{tokens.index_select(0, token)}).toTensor();
-      out = out.index_add(0, token, y * weights.index({token, slot}).unsqueeze(-1));
+    at::Tensor out;
+    if (dispatch) {
+      out = dispatch->combine(tokens, selected, weights, *child("experts"));
+    } else {  // each (token, slot) a row, each expert once on its rows: dropless, whatever the imbalance
+      auto token_of_slot = at::arange(tokens.size(0), selected.options()).repeat_interleave(top_k);
+      auto y = run_experts(tokens.index_select(0, token_of_slot), selected.reshape({-1}), *child("experts"));
+      out = at::zeros_like(tokens).index_add(0, token_of_slot, y * weights.reshape({-1, 1}));
     }
     return c10::ivalue::Tuple::create({out.reshape(shape), router_logits});
   }
 };
 
+MixtralSparseMoeBlock& as_block(Module& m, const char* who) {
+  auto* block = dynamic_cast<MixtralSparseMoeBlock*>(&m);
+  if (!block) throw Error(fmt::format("{}: {} is not a sparse MoE block (MixtralSparseMoeBlock)", who, m.type_name()));
+  return *block;
+}
+
 }  // namespace
 
 std::shared_ptr<Module> make_sparse_moe_block(const ModelConfig& c, const at::TensorOptions& o) {
   return std::make_shared<MixtralSparseMoeBlock>(c, o);
+}
+
+bool is_sparse_moe_block(const Module& m) { return dynamic_cast<const MixtralSparseMoeBlock*>(&m) != nullptr; }
+
+int64_t moe_expert_count(const Module& block) {
+  return as_block(const_cast<Module&>(block), "moe_expert_count").experts;
+}
+
+void set_expert_dispatch(Module& block, std::shared_ptr<ExpertDispatch> dispatch) {
+  as_block(block, "set_expert_dispatch").dispatch = std::move(dispatch);
+}
+
+void keep_experts(Module& block, int64_t first, int64_t count) {
+  auto kept = std::make_shared<ModuleList>();
+  for (auto& [name, expert] : block.child("experts")->children_in_order()) {
+    int64_t id = std::stoll(name);
+    if (id >= first && id < first + count) kept->set_child(name, expert);
+  }
+  block.set_child("experts", kept);
+}
+
+at::Tensor run_experts(const at::Tensor& rows, const at::Tensor& expert_of_row, Module& experts) {
+  auto out = at::zeros_like(rows);
+  int64_t covered = 0;
+  for (auto& [name, expert] : experts.children_in_order()) {
+    auto mine = at::nonzero(expert_of_row.eq(static_cast<int64_t>(std::stoll(name)))).reshape({-1});
+    covered += mine.numel();
+    Values input{Value(rows.index_select(0, mine))};
+    out = out.index_copy(0, mine, (*expert)(input).toTensor());
+  }
+  if (covered != rows.size(0))
+    throw Error(fmt::format("MixtralSparseMoeBlock: {} of {} routed rows name an expert this process does not hold",
+                            rows.size(0) - covered, rows.size(0)));
+  return out;
 }
 
 at::Tensor load_balancing_loss(const std::vector<at::Tensor>& router_logits, int64_t experts, int64_t top_k,

@@ -13,9 +13,35 @@
 namespace slapo {
 
 /// MixtralSparseMoeBlock: `gate` (the router, hidden -> num_local_experts) and `experts` (a
-/// ModuleList of SwiGLU MLPs w1, w3 -> w2). (hidden_states [B, S, H]) -> (out [B, S, H],
-/// router_logits [B*S, E]).
+/// ModuleList of SwiGLU MLPs w1, w3 -> w2, named by expert id). (hidden_states [B, S, H]) -> (out
+/// [B, S, H], router_logits [B*S, E]).
 std::shared_ptr<Module> make_sparse_moe_block(const ModelConfig& c, const at::TensorOptions& o);
+
+/// Where a sparse MoE block's routed tokens meet their experts. The block routes; a dispatcher
+/// takes tokens [T, H], each token's experts `selected` [T, k] and their `weights` [T, k], and
+/// returns sum_j weights[t, j] x expert_{selected[t, j]}(tokens[t]) for every token. Without one
+/// the block's own experts run here; shard_experts sets one that spreads them over ranks.
+class ExpertDispatch {
+ public:
+  virtual ~ExpertDispatch() = default;
+  virtual at::Tensor combine(const at::Tensor& tokens, const at::Tensor& selected, const at::Tensor& weights,
+                             Module& experts) = 0;
+  virtual std::string describe() const = 0;
+};
+
+/// Is `m` a sparse MoE block (MixtralSparseMoeBlock)?
+bool is_sparse_moe_block(const Module& m);
+/// The block's experts in the model (num_local_experts), whichever of them this process holds.
+int64_t moe_expert_count(const Module& block);
+/// Sets the block's dispatch (null: its experts run here again).
+void set_expert_dispatch(Module& block, std::shared_ptr<ExpertDispatch> dispatch);
+/// Keeps the block's experts first .. first + count - 1 (their names, and so their parameters'
+/// names, unchanged) and drops the rest.
+void keep_experts(Module& block, int64_t first, int64_t count);
+/// Each row of `rows` [R, H] through the expert `expert_of_row[r]` (an id among `experts`'
+/// children's names), each expert called once on all its rows: [R, H]. Every row's expert must be
+/// one of the children.
+at::Tensor run_experts(const at::Tensor& rows, const at::Tensor& expert_of_row, Module& experts);
 
 /// transformers' load_balancing_loss_func: E x sum over experts of (the share of routed slots each
 /// expert got) x (its mean router probability), over every layer's router logits [tokens, E]; with

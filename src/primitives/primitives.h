@@ -94,6 +94,16 @@ std::string checkpoint_subgraph(Schedule& sch, const SubgraphNames& nodes, const
 std::string fuse_subgraph(Schedule& sch, const SubgraphNames& nodes, const std::string& compiler,
                           const std::string& name, const CallSite& site);
 
+/// shard_experts: expert parallelism over `group` (default: the schedule's group) for a sparse MoE
+/// block (MixtralSparseMoeBlock). Each rank keeps num_local_experts / |group| consecutive experts
+/// (rank r: experts r x E/N ..), their parameters named as before; the router stays whole. Each
+/// call sends every routed (token, slot) row to the rank of its expert by all-to-all and the
+/// expert's output back, so no token is dropped; backward reverses both. The kept experts'
+/// gradients come out averaged over the group as data parallelism's are (every rank's tokens
+/// summed, divided by the group's size), so data-parallel averaging must leave them alone
+/// (ModuleMeta::expert_group marks them). Errors name the module and the numbers.
+void shard_experts(Schedule& sch, const std::shared_ptr<dist::Group>& group, const CallSite& site);
+
 /// fork_rng(seed): the module draws random numbers from its own stream seeded with
 /// seed (default: the default generator's seed) + 2718 + rank, swapped in around each call.
 void fork_rng(Schedule& sch, int64_t seed, const CallSite& site);

@@ -314,9 +314,12 @@ local function make_optimizer(model, opts)
   return make(model, { lr = opts.lr, weight_decay = opts.weight_decay })
 end
 
--- The names of the parameters fully_shard slices (a set), or nil when it slices none.
+-- The names of the parameters whose gradients arrive averaged over the replicas already (a set),
+-- or nil when there are none: those fully_shard slices, and the experts shard_experts spread
+-- over ranks (each rank's own).
 local function fully_sharded_of(model)
   local names = model:fully_sharded_parameters()
+  for _, name in ipairs(model:expert_parallel_parameters()) do names[#names + 1] = name end
   if #names == 0 then
     return nil
   end
@@ -325,6 +328,24 @@ local function fully_sharded_of(model)
     set[name] = true
   end
   return set
+end
+
+-- What training over expert-parallel blocks does not do yet, refused by name.
+local function check_experts(model, opts)
+  local experts = model:expert_parallel_parameters()
+  if #experts == 0 then return end
+  if opts.clip > 0 then
+    error(("train: clip with shard_experts: each rank holds other experts (%s, ...), and the gradient norm over "
+      .. "them is not counted across the ranks yet; train with clip = 0"):format(experts[1]), 0)
+  end
+  if opts.optimizer == "zero_adamw" then
+    error("train: zero_adamw with shard_experts: ZeRO shards state that every rank holds alike, and each rank holds "
+      .. "its own experts; use optimizer = \"adamw\"", 0)
+  end
+  if not opts.layout or opts.layout.dp ~= slapo.dist.world_size() then
+    error("train: shard_experts spreads the experts over the data-parallel ranks: give layout = "
+      .. "slapo.parallel.layout{tp = 1} (every rank a replica), whose dp_group the experts' group must be", 0)
+  end
 end
 
 -- Averages the gradients over the replicas, one all-reduce per parameter, except those of
@@ -577,6 +598,7 @@ function M.run(user_opts)
   local model = opts.model
   -- fully_shard: data parallelism over the world (or a layout's dp_group), its gradients averaged
   -- by its own backward
+  check_experts(model, opts)
   local fully_sharded = fully_sharded_of(model)
   if fully_sharded and opts.optimizer == "zero_adamw" then
     error("train: zero_adamw on a fully sharded model: its AdamW state is already 1/N of each parameter; "
