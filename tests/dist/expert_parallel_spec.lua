@@ -2,6 +2,9 @@
 -- their experts' ranks and back by all-to-all, and the model trains as one process on every rank's
 -- rows together.
 local world, rank = slapo.dist.world_size(), slapo.dist.rank()
+-- helpers shared by the multi-rank specs (tests/dist/one_rank_reference.lua), in this spec's environment
+local reference = setfenv(assert(loadfile((debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or ".")
+  .. "/one_rank_reference.lua")), getfenv(1))()
 
 local function mixtral(extra)
   local cfg = { hidden_size = 32, intermediate_size = 48, num_hidden_layers = 2, num_attention_heads = 4,
@@ -102,13 +105,7 @@ describe("shard_experts", function()
     local expected = {}
     for step = 1, 3 do
       adamw:zero_grad()
-      local loss = nil
-      for r = 0, world - 1 do
-        local part = all:narrow(0, 2 * r, 2)
-        local l = ref(part, { labels = part })
-        loss = loss and loss + l or l
-      end
-      loss = loss / world
+      local loss = reference.replicas_loss(ref, all, world)
       loss:backward()
       expected[step] = loss:item()
       adamw:step()
