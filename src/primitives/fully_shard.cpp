@@ -347,6 +347,13 @@ void fully_shard(Schedule& sch, const FullyShardOptions& options, const CallSite
   std::vector<Target> targets;
   std::unordered_map<const c10::TensorImpl*, std::string> mine;  // by tensor, its path in the unit
   for (auto& [path, m] : managed_modules(root))
+    if (m->meta().expert_group >= 0)  // its ranks hold different experts: there is no whole to slice
+      throw Error(fmt::format("fully_shard: {} holds '{}', whose experts shard_experts spread over {}; each rank holds "
+                              "its own, so they have no common whole to slice: fully_shard the modules beside it "
+                              "(the attention), not a layer holding it",
+                              sch.where(), path.empty() ? "the module itself" : path,
+                              dist::group_by_id(m->meta().expert_group)->describe()));
+  for (auto& [path, m] : managed_modules(root))
     for (auto& p : m->named_parameters(/*recurse=*/false)) {
       if (!p.value().defined() || m->meta().fully_sharded.count(p.key())) continue;
       std::string where = fmt::format("'{}{}' of {}", path.empty() ? "" : path + ".", p.key(), sch.where());

@@ -158,6 +158,8 @@ describe("shard_experts", function()
     matches("option 'group'", pcall_err(function()
       return sch["model.layers.0.block_sparse_moe"]:shard_experts({ group = 3 }) end))
     sch["model.layers.1.block_sparse_moe"]:shard_experts()
+    matches("fully_shard: 'model.layers.1' holds 'block_sparse_moe', whose experts shard_experts spread over",
+      pcall_err(function() return sch["model.layers.1"]:fully_shard() end))
     matches("already holds some of its 4 experts only",
       pcall_err(function() return sch["model.layers.1.block_sparse_moe"]:shard_experts() end))
   end)
