@@ -6,8 +6,10 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/expert_groups.h"
 #include "core/schedule.h"
 #include "core/tree_format.h"
+#include "distributed/world.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
 #include "models/zoo.h"
@@ -200,24 +202,12 @@ int w_Module_fully_sharded_parameters(lua_State* L) {
   return 1;
 }
 
-namespace {
-// The parameters below the MoE blocks shard_experts spread over ranks (ModuleMeta::expert_group).
-void collect_expert_tensors(const Module& m, std::unordered_set<const c10::TensorImpl*>& out) {
-  if (m.meta().expert_group >= 0) {
-    for (auto& p : m.child("experts")->parameters()) out.insert(p.unsafeGetTensorImpl());
-    return;
-  }
-  for (auto& [name, child] : m.children_in_order()) collect_expert_tensors(*child, out);
-}
-}  // namespace
-
 // expert_parallel_parameters() -> {name, ...}: the experts' parameters shard_experts spread over
 // ranks, in module order. Each rank holds its own experts, whose gradients the block averaged
-// already: slapo.train leaves them out of data-parallel averaging.
+// over its group already: slapo.train leaves them out of data-parallel averaging.
 int w_Module_expert_parallel_parameters(lua_State* L) {
   auto& m = lx_check_module(L, 1);
-  std::unordered_set<const c10::TensorImpl*> experts;
-  collect_expert_tensors(*m, experts);
+  auto experts = expert_group_by_tensor(*m);
   lua_newtable(L);
   int i = 0;
   for (auto& [name, p] : unique_named_parameters(*m))
@@ -225,6 +215,23 @@ int w_Module_expert_parallel_parameters(lua_State* L) {
       lua_pushstring(L, name.c_str());
       lua_rawseti(L, -2, ++i);
     }
+  return 1;
+}
+
+// expert_groups() -> {[block path] = {global rank, ...}}: the group each expert-parallel MoE
+// block spreads its experts over, for slapo.train to check against its layout.
+int w_Module_expert_groups(lua_State* L) {
+  auto& m = lx_check_module(L, 1);
+  lua_newtable(L);
+  for (auto& [path, id] : expert_parallel_blocks(*m)) {
+    lua_newtable(L);
+    int i = 0;
+    for (int r : dist::group_by_id(id)->ranks()) {
+      lua_pushinteger(L, r);
+      lua_rawseti(L, -2, ++i);
+    }
+    lua_setfield(L, -2, path.c_str());
+  }
   return 1;
 }
 
@@ -360,6 +367,7 @@ const luaL_Reg module_methods[] = {
     {"set_rng_states", w_Module_set_rng_states},
     {"fully_sharded_parameters", w_Module_fully_sharded_parameters},
     {"expert_parallel_parameters", w_Module_expert_parallel_parameters},
+    {"expert_groups", w_Module_expert_groups},
     {nullptr, nullptr}};
 // m.weight = other.weight: the parameter becomes that tensor (a tie, as PyTorch's assignment);
 // same shape only, and only for existing parameters (children come through replace).

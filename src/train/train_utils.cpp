@@ -11,6 +11,7 @@
 #include <torch/cuda.h>
 
 #include "core/error.h"
+#include "core/expert_groups.h"
 #include "distributed/group.h"
 #include "distributed/split_tensors.h"
 #include "distributed/world.h"
@@ -22,13 +23,18 @@ double clip_grad_norm(Module& model, double max_norm) {
   // each sum goes over those groups once, so every slice counts once and replicas not at all.
   // The sums stay on the gradients' device until the one host read of the norm (a GPU would
   // otherwise wait once per parameter).
+  // A rank's own experts (shard_experts) sum over their group the same way: each expert counts once.
   auto splits = splits_by_tensor(model);
+  auto experts = expert_group_by_tensor(model);
   std::map<std::vector<int>, std::vector<at::Tensor>> squares;  // by group ids; {}: whole on every rank
   std::vector<at::Tensor> grads;
   torch::NoGradGuard no_grad;
   for (auto& [name, p] : unique_named_parameters(model)) {
     auto found = splits.find(p.unsafeGetTensorImpl());
-    auto& sq = squares[found == splits.end() ? std::vector<int>{} : split_group_ids(found->second)];
+    auto ids = found == splits.end() ? std::vector<int>{} : split_group_ids(found->second);
+    auto expert = experts.find(p.unsafeGetTensorImpl());
+    if (expert != experts.end()) ids.push_back(expert->second);
+    auto& sq = squares[ids];
     if (!p.grad().defined()) continue;
     sq.push_back(p.grad().detach().to(at::kDouble).pow(2).sum());
     grads.push_back(p.grad());

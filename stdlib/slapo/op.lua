@@ -45,7 +45,7 @@ end
 --- LlamaRMSNorm as one fused kernel (statistics in double precision); eps defaults to the
 --- replaced norm's own.
 function M.FusedRMSNorm(norm, eps)
-  expect_type(norm, { "LlamaRMSNorm", "Qwen2RMSNorm", "MistralRMSNorm" }, "FusedRMSNorm")
+  expect_type(norm, { "LlamaRMSNorm", "Qwen2RMSNorm", "MistralRMSNorm", "MixtralRMSNorm" }, "FusedRMSNorm")
   eps = eps or tonumber(norm:describe():match("eps=([%d%.e%-+]+)"))
   return slapo.nn.Module({
     type = "FusedRMSNorm",

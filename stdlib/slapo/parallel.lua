@@ -16,6 +16,9 @@ Layout.__index = Layout
 function Layout:__tostring()
   local s = ("tp group {%s} (tp rank %d), dp group {%s} (dp rank %d)"):format(
     table.concat(self.tp_ranks, ", "), self.tp_rank, table.concat(self.dp_ranks, ", "), self.dp_rank)
+  if self.ep > 1 then
+    s = s .. (", ep group {%s} (ep rank %d)"):format(table.concat(self.ep_ranks, ", "), self.ep_rank)
+  end
   if self.pp > 1 then
     s = s .. (", pp group {%s} (stage %d)"):format(table.concat(self.pp_ranks, ", "), self.pp_rank)
   end
@@ -47,26 +50,36 @@ end
 --- one all-reduce per parameter; data_parallel overlaps them with backward instead.
 --- `model` is a module or a pipeline (whose parameters() are its stage's). `skip`, a set of
 --- parameter names (a module's), leaves those out: fully_shard's backward averaged them already.
+--- A module's experts (shard_experts over this layout's ep_group) are each rank's own: the block
+--- averaged them over their ep group, and they are averaged here over the ranks holding the same
+--- experts (expert_dp_group) alone.
 function Layout:all_reduce_grads(model, skip)
   if self.dp == 1 then
     return
   end
-  local function average(p)
+  local function average(p, group, size)
     local g = p.grad
     if g then
-      slapo.dist.all_reduce(g, self.dp_group)
-      g:mul_(1 / self.dp)
+      slapo.dist.all_reduce(g, group)
+      g:mul_(1 / size)
     end
   end
-  if skip then
+  local experts = {}
+  if (getmetatable(model) or {}).__name == "slapo.Module" then
+    for _, name in ipairs(model:expert_parallel_parameters()) do experts[name] = true end
+  end
+  if skip or next(experts) then
+    local expert_dp = self.ep > 1 and self.dp / self.ep or 1
     for name, p in model:named_parameters() do
-      if not skip[name] then
-        average(p)
+      if experts[name] then
+        if expert_dp > 1 then average(p, self.expert_dp_group, expert_dp) end
+      elseif not (skip and skip[name]) then
+        average(p, self.dp_group, self.dp)
       end
     end
   else
     for _, p in ipairs(model:parameters()) do
-      average(p)
+      average(p, self.dp_group, self.dp)
     end
   end
 end
@@ -94,11 +107,15 @@ end
 --- Ranks 0..N-1 laid out as Megatron does: TP groups of consecutive ranks, then DP across them,
 --- pipeline stages outermost. rank = (pp rank * dp + dp rank) * tp + tp rank, so TP = 2 on 4 ranks
 --- gives TP {0,1} {2,3} and DP {0,2} {1,3}; TP = 2 x PP = 2 gives PP groups {0,2} {1,3}.
+--- ep (expert parallelism, dividing dp) splits each DP group into groups of ep consecutive
+--- replicas: shard_experts over ep_group spreads a MoE block's experts over them, and the ranks
+--- holding the same experts form expert_dp_group (dp / ep of them). dp = 4, ep = 2 on 4 ranks: ep
+--- groups {0,1} {2,3}, expert_dp groups {0,2} {1,3}.
 --- Every rank must call this (it creates every group, in the same order).
 function M.layout(opts)
-  util.check_options(opts, { "tp", "dp", "pp" }, "parallel.layout", 2)
+  util.check_options(opts, { "tp", "dp", "pp", "ep" }, "parallel.layout", 2)
   opts = opts or {}
-  for _, k in ipairs({ "tp", "dp", "pp" }) do
+  for _, k in ipairs({ "tp", "dp", "pp", "ep" }) do
     if opts[k] ~= nil then
       util.check_count(opts[k], k, "parallel.layout", 2)
     end
@@ -109,8 +126,9 @@ function M.layout(opts)
     error(("parallel.layout: pp = %s does not divide the world of %d ranks (choices: divisors of %d)"):format(
       tostring(pp), world, world), 2)
   end
-  -- tp defaults to what dp leaves of a stage's ranks (all of them when dp is not given either)
-  local tp = opts.tp or (opts.dp and (world / pp) / opts.dp) or world / pp
+  -- tp defaults to what dp leaves of a stage's ranks (all of them when dp is not given either,
+  -- (with ep alone, none: experts spread over replicas)
+  local tp = opts.tp or (opts.dp and (world / pp) / opts.dp) or (opts.ep and 1) or world / pp
   if tp < 1 or (world / pp) % tp ~= 0 then
     error(("parallel.layout: tp = %s does not divide the %d ranks of a pipeline stage (world %d / pp %d)"):format(
       tostring(tp), world / pp, world, pp), 2)
@@ -128,7 +146,17 @@ function M.layout(opts)
       .. "parallel groups cross nodes and their all-reduces the network (tp dividing %d keeps them inside a node)\n")
       :format(tp, per_node, per_node))
   end
-  local layout = setmetatable({ rank = rank, world = world, tp = tp, dp = dp, pp = pp }, Layout)
+  local ep = opts.ep or 1
+  if dp % ep ~= 0 then
+    local choices = {}
+    for n = 1, dp do
+      if dp % n == 0 then table.insert(choices, tostring(n)) end
+    end
+    error(("parallel.layout: ep = %d does not divide the %d data-parallel ranks (tp %d x dp %d x pp %d); expert "
+      .. "groups are made of data-parallel replicas (choices: %s)"):format(ep, dp, tp, dp, pp,
+      table.concat(choices, ", ")), 2)
+  end
+  local layout = setmetatable({ rank = rank, world = world, tp = tp, dp = dp, pp = pp, ep = ep }, Layout)
   local function rank_of(t, d, p)
     return (p * dp + d) * tp + t
   end
@@ -153,6 +181,13 @@ function M.layout(opts)
   make("tp", tp, { dp, pp, rank = function(d, p, i) return rank_of(i, d, p) end })
   make("dp", dp, { tp, pp, rank = function(t, p, i) return rank_of(t, i, p) end })
   make("pp", pp, { tp, dp, rank = function(t, d, i) return rank_of(t, d, i) end })
+  if ep > 1 then
+    -- ep group: replicas block * ep .. block * ep + ep - 1; expert_dp: those at one place in each block
+    make("ep", ep, { tp * pp, dp / ep, rank = function(tp_pp, block, i)
+      return rank_of(tp_pp % tp, block * ep + i, math.floor(tp_pp / tp)) end })
+    make("expert_dp", dp / ep, { tp * pp, ep, rank = function(tp_pp, place, i)
+      return rank_of(tp_pp % tp, i * ep + place, math.floor(tp_pp / tp)) end })
+  end
   assert(layout.tp_rank == me.t and layout.dp_rank == me.d and layout.pp_rank == me.p)
   return layout
 end

@@ -330,21 +330,43 @@ local function fully_sharded_of(model)
   return set
 end
 
--- What training over expert-parallel blocks does not do yet, refused by name.
+-- Training expert-parallel blocks: each spreads its experts over the layout's ep_group (or over its
+-- whole dp_group), so that the layout averages each expert over the ranks holding it alone.
 local function check_experts(model, opts)
-  local experts = model:expert_parallel_parameters()
-  if #experts == 0 then return end
-  if opts.clip > 0 then
-    error(("train: clip with shard_experts: each rank holds other experts (%s, ...), and the gradient norm over "
-      .. "them is not counted across the ranks yet; train with clip = 0"):format(experts[1]), 0)
-  end
+  local groups = model:expert_groups()
+  local blocks = {}
+  for path in pairs(groups) do table.insert(blocks, path) end
+  if #blocks == 0 then return end
+  table.sort(blocks)
+  local function list(ranks) return "{" .. table.concat(ranks, ", ") .. "}" end
   if opts.optimizer == "zero_adamw" then
-    error("train: zero_adamw with shard_experts: ZeRO shards state that every rank holds alike, and each rank holds "
-      .. "its own experts; use optimizer = \"adamw\"", 0)
+    error(("train: zero_adamw with shard_experts (%s): ZeRO shards state that every rank holds alike, and each rank "
+      .. "holds its own experts; use optimizer = \"adamw\""):format(blocks[1]), 0)
   end
-  if not opts.layout or opts.layout.dp ~= slapo.dist.world_size() then
-    error("train: shard_experts spreads the experts over the data-parallel ranks: give layout = "
-      .. "slapo.parallel.layout{tp = 1} (every rank a replica), whose dp_group the experts' group must be", 0)
+  local layout = opts.layout
+  if not layout then
+    error(("train: %s spreads its experts over ranks %s (shard_experts): give layout = slapo.parallel.layout{ep = %d} "
+      .. "(its ep_group the experts' group), so that each expert is averaged over the ranks holding it"):format(
+      blocks[1], list(groups[blocks[1]]), #groups[blocks[1]]), 0)
+  end
+  local inside = {}
+  for _, r in ipairs(layout.dp_ranks) do inside[r] = true end
+  local want = layout.ep > 1 and layout.ep_ranks or layout.dp_ranks
+  for _, path in ipairs(blocks) do
+    local ranks = groups[path]
+    for _, r in ipairs(ranks) do
+      if not inside[r] then
+        error(("train: %s spreads its experts over ranks %s, which are not inside this rank's data-parallel ranks %s "
+          .. "(%s): an expert group is made of replicas; shard_experts{group = layout.ep_group}"):format(path,
+          list(ranks), list(layout.dp_ranks), tostring(layout)), 0)
+      end
+    end
+    if list(ranks) ~= list(want) then
+      error(("train: %s spreads its experts over ranks %s, but the layout's %s is %s; shard_experts{group = "
+        .. "layout.ep_group} with layout = slapo.parallel.layout{ep = %d}"):format(path, list(ranks),
+        layout.ep > 1 and "ep group" or "data-parallel group (ep = 1: the experts over every replica)", list(want),
+        #ranks), 0)
+    end
   end
 end
 

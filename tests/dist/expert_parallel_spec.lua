@@ -97,32 +97,91 @@ describe("shard_experts", function()
     assert(compared > 0)
   end)
 
-  it("trains under slapo.train with a data-parallel layout as one process does, and refuses what it does not do yet",
-    function()
-    local all, mine = rows()
-    local ref = mixtral()
+  -- One process trained on every replica's rows with the same clip, against slapo.train over a
+  -- layout with the Mixtral reference schedule: losses, gradient norms (each expert counted once
+  -- across the ranks) and every weight this rank holds whole.
+  local function trains_as_one_process(layout_opts, schedule_opts)
+    local parallel = require("slapo.parallel")
+    local layout = parallel.layout(layout_opts)
+    slapo.manual_seed(4)
+    local all = slapo.randint(0, 64, { 2 * layout.dp, 8 })
+    local mine = all:narrow(0, 2 * layout.dp_rank, 2)
+    local ref = mixtral({ output_router_logits = true })
     local adamw = slapo.optim.adamw(ref, { lr = 1e-2, weight_decay = 0 })
-    local expected = {}
+    local losses, norms = {}, {}
     for step = 1, 3 do
       adamw:zero_grad()
-      local loss = reference.replicas_loss(ref, all, world)
+      local loss = reference.replicas_loss(ref, all, layout.dp)
       loss:backward()
-      expected[step] = loss:item()
+      losses[step], norms[step] = loss:item(), slapo.clip_grad_norm(ref, 0.5)
       adamw:step()
     end
+    assert(norms[1] > 0.5, "the clip acts")
+    local sch = slapo.create_schedule(mixtral({ output_router_logits = true }), { group = layout.tp_group })
+    local opts = { ep_group = layout.ep_group }
+    for k, v in pairs(schedule_opts or {}) do opts[k] = v end
+    require("slapo.schedules.mixtral").schedule(sch, opts)
+    local result = slapo.train({ model = sch.mod, layout = layout, steps = 3, lr = 1e-2, clip = 0.5,
+      schedule = "constant", quiet = true, data = function() return mine end })
+    reference.check_steps(result, losses, norms)
+    local theirs, compared, experts = sch.mod:state_dict(), 0, 0
+    for name, p in pairs(ref:state_dict()) do
+      local held = theirs[name]
+      if held and table.concat(held:size(), "x") == table.concat(p:size(), "x") then
+        close(p, held, { rtol = 1e-4, atol = 5e-5 })
+        compared = compared + 1
+        experts = experts + (is_expert(name) and 1 or 0)
+      end
+    end
+    assert(experts == 2 * 3 * 4 / (layout.ep > 1 and layout.ep or layout.dp), "this rank's experts compared")
+    assert(compared > experts, "the rest compared too")
+    return layout
+  end
+
+  it("trains under slapo.train over layout{ep = N} as one process does, gradient norm clipped across the ranks",
+    function()
+    local layout = trains_as_one_process({ ep = world })
+    eq(world, layout.ep)
+    matches(("ep group {%s}"):format(world == 2 and "0, 1" or "0, 1, 2, 3"), tostring(layout))
+  end)
+
+  if world == 4 then
+    it("averages each expert over the replicas holding it: ep 2 of 4 data-parallel ranks, checkpointed", function()
+      local layout = trains_as_one_process({ ep = 2 }, { checkpoint = 1.0 })
+      eq({ rank < 2 and 0 or 2, rank < 2 and 1 or 3 }, layout.ep_ranks)
+      eq({ rank % 2, rank % 2 + 2 }, layout.expert_dp_ranks)
+    end)
+    it("composes with tensor parallelism of attention: tp 2 x ep 2", function()
+      local layout = trains_as_one_process({ tp = 2, ep = 2 })
+      eq({ rank % 2, rank % 2 + 2 }, layout.ep_ranks, "the replicas of one tensor-parallel rank")
+    end)
+  else
+    it("composes with tensor parallelism of attention (tp 2) and with checkpointing", function()
+      trains_as_one_process({ tp = 2 }, { checkpoint = 1.0 })
+    end)
+  end
+
+  it("refuses an expert group that is not the layout's, zero_adamw, and training without a layout", function()
+    local _, mine = rows()
     local layout = require("slapo.parallel").layout({ tp = 1 })
     local sch = expert_parallel(mixtral())
-    local result = slapo.train({ model = sch.mod, layout = layout, steps = 3, lr = 1e-2, schedule = "constant",
-      quiet = true, data = function() return mine end })
-    for step = 1, 3 do
-      assert(math.abs(result.losses[step] - expected[step]) < 1e-5 * expected[step],
-        ("step %d: %.7f, one process %.7f"):format(step, result.losses[step], expected[step]))
+    local function train(extra)
+      local opts = { model = sch.mod, steps = 1, quiet = true, data = function() return mine end }
+      for k, v in pairs(extra) do opts[k] = v end
+      return pcall_err(slapo.train, opts)
     end
-    matches("train: clip with shard_experts: each rank holds other experts %(model%.layers%.0%.block_sparse_moe%.experts%.",
-      pcall_err(slapo.train, { model = sch.mod, layout = layout, steps = 1, clip = 1.0, quiet = true,
-        data = function() return mine end }))
-    matches("train: zero_adamw with shard_experts", pcall_err(slapo.train, { model = sch.mod, layout = layout,
-      steps = 1, optimizer = "zero_adamw", quiet = true, data = function() return mine end }))
+    matches("train: zero_adamw with shard_experts %(model%.layers%.0%.block_sparse_moe%)",
+      train({ layout = layout, optimizer = "zero_adamw" }))
+    matches(("train: model%%.layers%%.0%%.block_sparse_moe spreads its experts over ranks {0, 1%s} %%(shard_experts%%): "
+      .. "give layout = slapo%%.parallel%%.layout{ep = %d}"):format(world == 4 and ", 2, 3" or "", world), train({}))
+    if world == 4 then
+      local tp2 = require("slapo.parallel").layout({ tp = 2 })
+      matches("spreads its experts over ranks {0, 1, 2, 3}, which are not inside this rank's data%-parallel ranks",
+        train({ layout = tp2 }))
+      local ep2 = require("slapo.parallel").layout({ ep = 2 })
+      matches("spreads its experts over ranks {0, 1, 2, 3}, but the layout's ep group is", train({ layout = ep2 }))
+    end
+    matches("parallel.layout: ep = 3 does not divide the", pcall_err(require("slapo.parallel").layout, { ep = 3 }))
   end)
 
   it("drops no token when every token goes to experts on one rank", function()

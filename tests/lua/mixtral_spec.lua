@@ -112,6 +112,16 @@ describe("Mixtral's routing", function()
     eq({ 6144, 56, 48, 32768 }, { big.hidden_size, big.num_hidden_layers, big.num_attention_heads, big.vocab_size })
   end)
 
+  it("verifies under its reference schedule with fused RMSNorms and checkpointed layers", function()
+    local sch = slapo.create_schedule(tiny())
+    require("slapo.schedules.mixtral").schedule(sch, { fuse = "all", checkpoint = 0.5 })
+    eq("FusedRMSNorm", sch["model.layers.1.input_layernorm"].mod:type())
+    local ids = slapo.randint(0, 64, { 2, 8 })
+    local report = slapo.verify(sch, { ids, { labels = ids, output_router_logits = true } })
+    eq(0, report.no_gradient)
+    assert(report.gradients > 0 and report.max_grad_diff < 1e-5, "gradients as the unscheduled model's")
+  end)
+
   it("refuses by name what it does not compute", function()
     matches("mixtral: num_experts_per_tok 5 is more than num_local_experts 4",
       pcall_err(tiny, { num_experts_per_tok = 5 }))

@@ -179,6 +179,17 @@ function M.replace_fused(sub, make, tp)
   end
 end
 
+--- A LLaMA-style decoder layer's two RMSNorms (input_layernorm, post_attention_layernorm) in
+--- slapo.op's fused kernel, where `use("rms_norm")` allows it.
+function M.fuse_rms_norms(decoder_layer, use)
+  if use("rms_norm") then
+    local op = require("slapo.op")
+    for _, norm in ipairs({ "input_layernorm", "post_attention_layernorm" }) do
+      decoder_layer[norm]:replace(op.FusedRMSNorm(decoder_layer[norm].mod))
+    end
+  end
+end
+
 --- Checkpoints the first ceil(fraction * n) of `layers` (an array of schedules).
 function M.checkpoint_layers(layers, fraction)
   local count = math.ceil((fraction or 0) * #layers)

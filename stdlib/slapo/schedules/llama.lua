@@ -24,11 +24,7 @@ local function fuse(decoder_layer, tp, use)
   if use("swiglu") then
     common.replace_fused(decoder_layer["mlp"], op.FusedLlamaMLP, tp)  -- the MLP's own bwd_post sync moves along
   end
-  if use("rms_norm") then
-    for _, norm in ipairs({ "input_layernorm", "post_attention_layernorm" }) do
-      decoder_layer[norm]:replace(op.FusedRMSNorm(decoder_layer[norm].mod))
-    end
-  end
+  common.fuse_rms_norms(decoder_layer, use)
 end
 
 --- opts: tp, checkpoint (fraction of layers), fuse (slapo.op kernels: true for those that win on
