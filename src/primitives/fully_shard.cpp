@@ -116,19 +116,27 @@ size_t shared_ranks(const dist::Group& a, const dist::Group& b) {
 
 // A unit's subtree in two parts: the modules whose parameters a fully_shard at `root` manages, with
 // their paths below it, and the fully_shard roots directly below it, whose subtrees are theirs.
+// The experts of a block shard_experts spread over ranks are neither: each rank holds its own, so
+// there is no common whole to slice, and they stay as they are (their router is managed).
 struct UnitTree {
   std::vector<std::pair<std::string, Module*>> managed, nested;
 };
 
 UnitTree unit_tree(Module& root) {
   UnitTree out;
+  std::vector<std::string> own_experts;  // paths of expert-parallel blocks' `experts`
+  auto below = [](const std::string& path, const std::string& top) {
+    return path == top || path.rfind(top + ".", 0) == 0;
+  };
   for (auto& item : root.named_modules("", /*include_self=*/true)) {
     const std::string& path = item.key();
     auto* m = dynamic_cast<Module*>(item.value().get());
     if (!m) continue;
     bool inside = std::any_of(out.nested.begin(), out.nested.end(),
-                              [&](const auto& unit) { return path.rfind(unit.first + ".", 0) == 0; });
+                              [&](const auto& unit) { return path.rfind(unit.first + ".", 0) == 0; }) ||
+                  std::any_of(own_experts.begin(), own_experts.end(), [&](auto& e) { return below(path, e); });
     if (inside) continue;
+    if (m->meta().expert_group >= 0) own_experts.push_back(path.empty() ? "experts" : path + ".experts");
     (!path.empty() && m->meta().fully_shard_root ? out.nested : out.managed).emplace_back(path, m);
   }
   return out;
@@ -346,13 +354,6 @@ void fully_shard(Schedule& sch, const FullyShardOptions& options, const CallSite
   };
   std::vector<Target> targets;
   std::unordered_map<const c10::TensorImpl*, std::string> mine;  // by tensor, its path in the unit
-  for (auto& [path, m] : managed_modules(root))
-    if (m->meta().expert_group >= 0)  // its ranks hold different experts: there is no whole to slice
-      throw Error(fmt::format("fully_shard: {} holds '{}', whose experts shard_experts spread over {}; each rank holds "
-                              "its own, so they have no common whole to slice: fully_shard the modules beside it "
-                              "(the attention), not a layer holding it",
-                              sch.where(), path.empty() ? "the module itself" : path,
-                              dist::group_by_id(m->meta().expert_group)->describe()));
   for (auto& [path, m] : managed_modules(root))
     for (auto& p : m->named_parameters(/*recurse=*/false)) {
       if (!p.value().defined() || m->meta().fully_sharded.count(p.key())) continue;

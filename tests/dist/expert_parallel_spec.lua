@@ -120,13 +120,25 @@ describe("shard_experts", function()
     local sch = slapo.create_schedule(mixtral({ output_router_logits = true }), { group = layout.tp_group })
     local opts = { ep_group = layout.ep_group }
     for k, v in pairs(schedule_opts or {}) do opts[k] = v end
+    local fully = opts.fully_shard
+    opts.fully_shard = nil
     require("slapo.schedules.mixtral").schedule(sch, opts)
+    if fully then  -- everything but the experts 1/N a rank (FSDP2's order: each layer, then the root)
+      for _, layer in ipairs(sch["model.layers"]:children()) do layer:fully_shard({ group = layout.dp_group }) end
+      sch:fully_shard({ group = layout.dp_group })
+    end
     local result = slapo.train({ model = sch.mod, layout = layout, steps = 3, lr = 1e-2, clip = 0.5,
       schedule = "constant", quiet = true, data = function() return mine end })
     reference.check_steps(result, losses, norms)
     local theirs, compared, experts = sch.mod:state_dict(), 0, 0
-    for name, p in pairs(ref:state_dict()) do
-      local held = theirs[name]
+    local sliced = {}  -- fully_shard's slices (over every rank here), gathered whole
+    for _, name in ipairs(sch.mod:fully_sharded_parameters()) do sliced[name] = true end
+    local mine, names = ref:state_dict(), {}
+    for name in pairs(mine) do names[#names + 1] = name end
+    table.sort(names)  -- the gathers in one order on every rank
+    for _, name in ipairs(names) do
+      local p, held = mine[name], theirs[name]
+      if held and sliced[name] then held = slapo.dist.all_gather(held:detach(), 0) end
       if held and table.concat(held:size(), "x") == table.concat(p:size(), "x") then
         close(p, held, { rtol = 1e-4, atol = 5e-5 })
         compared = compared + 1
@@ -160,6 +172,10 @@ describe("shard_experts", function()
       trains_as_one_process({ tp = 2 }, { checkpoint = 1.0 })
     end)
   end
+
+  it("composes with fully_shard of everything but the experts (each layer, then the root)", function()
+    trains_as_one_process({ ep = world }, { fully_shard = true })
+  end)
 
   it("refuses an expert group that is not the layout's, zero_adamw, and training without a layout", function()
     local _, mine = rows()
@@ -217,8 +233,6 @@ describe("shard_experts", function()
     matches("option 'group'", pcall_err(function()
       return sch["model.layers.0.block_sparse_moe"]:shard_experts({ group = 3 }) end))
     sch["model.layers.1.block_sparse_moe"]:shard_experts()
-    matches("fully_shard: 'model.layers.1' holds 'block_sparse_moe', whose experts shard_experts spread over",
-      pcall_err(function() return sch["model.layers.1"]:fully_shard() end))
     matches("already holds some of its 4 experts only",
       pcall_err(function() return sch["model.layers.1.block_sparse_moe"]:shard_experts() end))
   end)
