@@ -79,6 +79,11 @@ bool same_memory(const at::Tensor& a, const at::Tensor& b) {
 // Should the worker not let go within a second (a LibTorch whose Gloo keeps its works), it stops
 // being waited for. The bound is time, not a count of yields: with more ranks than cores the worker
 // may wait its turn for milliseconds.
+ExchangeTotals& exchange_totals() {
+  static ExchangeTotals totals;
+  return totals;
+}
+
 void finish(const c10::intrusive_ptr<c10d::Work>& work, bool gloo) {
   static std::atomic<bool> worker_lets_go{true};
   work->wait();
@@ -230,6 +235,7 @@ at::Tensor Group::all_to_all(const at::Tensor& t, const std::vector<int64_t>& se
                             t.dim() < 1 ? 0 : t.size(0)));
   auto to = route(t);
   if (!to.backend) return t.detach().clone();
+  const auto start = std::chrono::steady_clock::now();
   torch::NoGradGuard no_grad;
   at::Tensor input = on_wire(t, to.device, to.widen_bf16);
   auto shape = input.sizes().vec();
@@ -237,8 +243,15 @@ at::Tensor Group::all_to_all(const at::Tensor& t, const std::vector<int64_t>& se
   at::Tensor output = at::empty(shape, input.options());
   std::vector<int64_t> out_splits = recv_rows, in_splits = send_rows;
   finish(to.backend->alltoall_base(output, input, out_splits, in_splits), to.device.is_cpu());
-  return output.to(t.device(), t.scalar_type());
+  at::Tensor result = output.to(t.device(), t.scalar_type());
+  auto& totals = exchange_totals();
+  totals.calls += 1;
+  totals.bytes += static_cast<int64_t>(input.nbytes());
+  totals.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
 }
+
+ExchangeTotals all_to_all_totals() { return exchange_totals(); }
 
 at::Tensor& Group::broadcast(at::Tensor& t, int src, const char* caller) {
   check_member(caller);

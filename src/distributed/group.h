@@ -15,6 +15,15 @@
 
 namespace slapo::dist {
 
+/// What this process's all-to-all exchanges (shard_experts' dispatch, forward and backward) have
+/// cost since it started: calls, bytes sent, and seconds spent in them (on CPU the exchange itself;
+/// under NCCL the host's share, the GPU running the exchange on its stream).
+struct ExchangeTotals {
+  int64_t calls = 0, bytes = 0;
+  double seconds = 0;
+};
+ExchangeTotals all_to_all_totals();
+
 class Group {
  public:
   /// `rank` is this process's rank inside the group, -1 when it is not a member. `cpu` (Gloo) takes

@@ -61,6 +61,20 @@ int w_world_size(lua_State* L) {
   lua_pushnumber(L, group_arg(L, 1, "world_size", "dist.world_size([group])")->size());
   return 1;
 }
+// all_to_all_totals() -> {calls =, bytes =, seconds =}: this process's all-to-all exchanges so far
+// (shard_experts' dispatch); a benchmark takes the difference over its steps.
+int w_all_to_all_totals(lua_State* L) {
+  auto totals = dist::all_to_all_totals();
+  lua_createtable(L, 0, 3);
+  lua_pushnumber(L, static_cast<lua_Number>(totals.calls));
+  lua_setfield(L, -2, "calls");
+  lua_pushnumber(L, static_cast<lua_Number>(totals.bytes));
+  lua_setfield(L, -2, "bytes");
+  lua_pushnumber(L, totals.seconds);
+  lua_setfield(L, -2, "seconds");
+  return 1;
+}
+
 // Each collective first checks that every rank makes the same call (Group::check_same_call).
 int w_barrier(lua_State* L) {
   auto g = group_arg(L, 1, "barrier", "dist.barrier([group])");
@@ -182,6 +196,7 @@ const luaL_Reg group_meta[] = {{"__gc", w_Group_gc}, {"__tostring", w_Group_tost
 
 const luaL_Reg dist_functions[] = {
     {"rank", w_rank},           {"world_size", w_world_size}, {"barrier", w_barrier},
+    {"all_to_all_totals", w_all_to_all_totals},
     {"all_reduce", w_all_reduce}, {"all_gather", w_all_gather}, {"reduce_scatter", w_reduce_scatter},
     {"broadcast", w_broadcast}, {"new_group", w_new_group},   {"world", w_group},
     {"device", w_device},       {"local_rank", w_local_rank}, {"node_rank", w_node_rank},

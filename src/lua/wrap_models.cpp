@@ -12,6 +12,7 @@
 #include "io/torchscript.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
+#include "models/moe.h"
 #include "models/zoo.h"
 
 namespace slapo {
@@ -126,6 +127,30 @@ int w_models_llama(lua_State* L) { return build_with<build_llama>(L, "llama", "m
 int w_models_qwen2(lua_State* L) { return build_with<build_llama>(L, "qwen2", "models.qwen2"); }
 int w_models_mistral(lua_State* L) { return build_with<build_llama>(L, "mistral", "models.mistral"); }
 int w_models_mixtral(lua_State* L) { return build_with<build_llama>(L, "mixtral", "models.mixtral"); }
+// models.expert_compute(model, "gathered" | "dense") -> blocks changed: how every sparse MoE block
+// below `model` runs its experts (each on the rows routed to it, or every expert on every token).
+int w_models_expert_compute(lua_State* L) {
+  auto& m = lx_check_module(L, 1);
+  std::string mode = luaL_checkstring(L, 2);
+  if (mode != "gathered" && mode != "dense")
+    return luaL_error(L, "models.expert_compute: unknown mode '%s' (choices: gathered, dense)", mode.c_str());
+  std::vector<std::pair<std::string, Module*>> blocks;
+  for (auto& item : m->named_modules("", /*include_self=*/true))
+    if (auto* block = dynamic_cast<Module*>(item.value().get()); block && is_sparse_moe_block(*block))
+      blocks.emplace_back(item.key(), block);
+  if (blocks.empty())
+    return luaL_error(L, "models.expert_compute: %s holds no sparse MoE block (Mixtral's block_sparse_moe)",
+                      m->type_name().c_str());
+  for (auto& [path, block] : blocks)  // every block checked before any changes
+    if (mode == "dense" && block->meta().expert_group >= 0)
+      throw Error(fmt::format("models.expert_compute: '{}' spreads its experts over ranks (shard_experts); \"dense\" "
+                              "runs every expert on every token, so it needs them all in this process",
+                              path));
+  for (auto& [path, block] : blocks) set_dense_experts(*block, mode == "dense");
+  lua_pushinteger(L, static_cast<lua_Integer>(blocks.size()));
+  return 1;
+}
+
 // models.build(preset name or config with model_type, opts)
 int w_models_build(lua_State* L) {
   auto config = config_arg(L, 1, "", "models.build");
@@ -249,7 +274,7 @@ const luaL_Reg models_functions[] = {
     {"mlp", w_models_mlp},         {"bert", w_models_bert},       {"gpt2", w_models_gpt2},
     {"roberta", w_models_roberta}, {"albert", w_models_albert}, {"t5", w_models_t5}, {"gpt_neo", w_models_gpt_neo}, {"opt", w_models_opt},
     {"llama", w_models_llama},     {"qwen2", w_models_qwen2},     {"mistral", w_models_mistral}, {"mixtral", w_models_mixtral},
-    {"build", w_models_build},     {"presets", w_models_presets},
+    {"build", w_models_build},     {"presets", w_models_presets}, {"expert_compute", w_models_expert_compute},
     {"config", w_models_config},   {"from_pretrained", w_models_from_pretrained}, {nullptr, nullptr}};
 
 }  // namespace

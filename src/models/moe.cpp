@@ -1,6 +1,8 @@
 // Mixtral's sparse MoE block and its load-balancing loss, as transformers' modeling_mixtral.py.
 #include "models/moe.h"
 
+#include <map>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -42,11 +44,12 @@ class MixtralSparseMoeBlock : public ModuleBase<MixtralSparseMoeBlock> {
     set_child("experts", std::make_shared<ModuleList>(list));
   }
   std::string describe() const override {
-    return fmt::format("top_k={}{}{}", top_k, jitter > 0 ? fmt::format(", router_jitter_noise={:g}", jitter) : "",
-                       dispatch ? ", " + dispatch->describe() : "");
+    return fmt::format("top_k={}{}{}{}", top_k, jitter > 0 ? fmt::format(", router_jitter_noise={:g}", jitter) : "",
+                       dense ? ", dense" : "", dispatch ? ", " + dispatch->describe() : "");
   }
   int64_t top_k, experts;
   double jitter;  // training only: the input scaled by a uniform draw from [1 - jitter, 1 + jitter]
+  bool dense = false;  // every expert on every token, weighted by zeros where not routed
   std::shared_ptr<ExpertDispatch> dispatch;
 
  protected:
@@ -62,6 +65,13 @@ class MixtralSparseMoeBlock : public ModuleBase<MixtralSparseMoeBlock> {
     at::Tensor out;
     if (dispatch) {
       out = dispatch->combine(tokens, selected, weights, *child("experts"));
+    } else if (dense) {
+      auto routed = at::zeros({tokens.size(0), experts}, weights.options()).scatter(1, selected, weights);
+      out = at::zeros_like(tokens);
+      for (auto& [name, expert] : child("experts")->children_in_order()) {
+        Values input{Value(tokens)};
+        out = out + (*expert)(input).toTensor() * routed.select(1, std::stoll(name)).unsqueeze(1);
+      }
     } else {  // each (token, slot) a row, each expert once on its rows: dropless, whatever the imbalance
       auto token_of_slot = at::arange(tokens.size(0), selected.options()).repeat_interleave(top_k);
       auto y = run_experts(tokens.index_select(0, token_of_slot), selected.reshape({-1}), *child("experts"));
@@ -93,6 +103,15 @@ void set_expert_dispatch(Module& block, std::shared_ptr<ExpertDispatch> dispatch
   as_block(block, "set_expert_dispatch").dispatch = std::move(dispatch);
 }
 
+void set_dense_experts(Module& block, bool dense) {
+  auto& b = as_block(block, "expert_compute");
+  if (dense && b.dispatch)
+    throw Error(fmt::format("expert_compute: the block's experts are spread over ranks ({}); \"dense\" runs every "
+                            "expert on every token, so it needs them all in this process",
+                            b.dispatch->describe()));
+  b.dense = dense;
+}
+
 void keep_experts(Module& block, int64_t first, int64_t count) {
   auto kept = std::make_shared<ModuleList>();
   for (auto& [name, expert] : block.child("experts")->children_in_order()) {
@@ -103,18 +122,31 @@ void keep_experts(Module& block, int64_t first, int64_t count) {
 }
 
 at::Tensor run_experts(const at::Tensor& rows, const at::Tensor& expert_of_row, Module& experts) {
-  auto out = at::zeros_like(rows);
+  // rows grouped by expert (a stable sort), one read of the group sizes, then each expert once on
+  // its contiguous rows: the layout a grouped matmul takes
+  auto order = std::get<1>(expert_of_row.sort(/*stable=*/true, 0, false));
+  auto ids = expert_of_row.index_select(0, order);
+  auto counts = at::bincount(ids).to(at::kCPU).to(at::kLong).contiguous();
+  auto count_of = [&](int64_t id) { return id < counts.numel() ? counts.data_ptr<int64_t>()[id] : int64_t{0}; };
+  std::map<int64_t, std::shared_ptr<Module>> held;  // by expert id, in order
+  for (auto& [name, expert] : experts.children_in_order()) held.emplace(std::stoll(name), expert);
   int64_t covered = 0;
-  for (auto& [name, expert] : experts.children_in_order()) {
-    auto mine = at::nonzero(expert_of_row.eq(static_cast<int64_t>(std::stoll(name)))).reshape({-1});
-    covered += mine.numel();
-    Values input{Value(rows.index_select(0, mine))};
-    out = out.index_copy(0, mine, (*expert)(input).toTensor());
-  }
+  for (auto& [id, expert] : held) covered += count_of(id);
   if (covered != rows.size(0))
     throw Error(fmt::format("MixtralSparseMoeBlock: {} of {} routed rows name an expert this process does not hold",
                             rows.size(0) - covered, rows.size(0)));
-  return out;
+  auto sorted = rows.index_select(0, order);
+  std::vector<at::Tensor> outs;
+  int64_t start = 0;
+  // every expert called, on no rows too: each then has a gradient (zero) on every rank, and the
+  // output depends on them on every rank, so shard_experts' return exchange and the replicas'
+  // averaging of experts are the same collectives everywhere
+  for (auto& [id, expert] : held) {
+    Values input{Value(sorted.narrow(0, start, count_of(id)))};
+    outs.push_back((*expert)(input).toTensor());
+    start += count_of(id);
+  }
+  return at::zeros_like(rows).index_copy(0, order, at::cat(outs));
 }
 
 at::Tensor load_balancing_loss(const std::vector<at::Tensor>& router_logits, int64_t experts, int64_t top_k,

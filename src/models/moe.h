@@ -35,6 +35,10 @@ bool is_sparse_moe_block(const Module& m);
 int64_t moe_expert_count(const Module& block);
 /// Sets the block's dispatch (null: its experts run here again).
 void set_expert_dispatch(Module& block, std::shared_ptr<ExpertDispatch> dispatch);
+/// Dense: every expert runs on every token, weighted by the routing weights (zero where a token
+/// is not routed to it): the same outputs at E/k times the expert work, the reference the
+/// gathered compute is measured against. Refused on a block whose experts are spread over ranks.
+void set_dense_experts(Module& block, bool dense);
 /// Keeps the block's experts first .. first + count - 1 (their names, and so their parameters'
 /// names, unchanged) and drops the rest.
 void keep_experts(Module& block, int64_t first, int64_t count);

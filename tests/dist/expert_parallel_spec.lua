@@ -216,6 +216,15 @@ describe("shard_experts", function()
     local want = ref.model.layers["0"].block_sparse_moe(x)[1]
     local got = sch.mod.model.layers["0"].block_sparse_moe(x)[1]
     close(want, got, { rtol = 1e-5, atol = 1e-6 })
+    -- backward too: the ranks whose experts got no row take part in both exchanges again
+    want:sum():backward()
+    got:sum():backward()
+    local summed = ref.model.layers["0"].block_sparse_moe.experts["3"].w2.weight.grad:clone()
+    slapo.dist.all_reduce(summed)  -- every rank's tokens' gradient for expert 3, which the last rank holds
+    if rank == world - 1 then
+      close(summed, sch.mod.model.layers["0"].block_sparse_moe.experts["3"].w2.weight.grad * world,
+        { rtol = 1e-5, atol = 1e-6 })
+    end
   end)
 
   it("refuses by name what it cannot split, and changes nothing", function()
@@ -233,6 +242,9 @@ describe("shard_experts", function()
     matches("option 'group'", pcall_err(function()
       return sch["model.layers.0.block_sparse_moe"]:shard_experts({ group = 3 }) end))
     sch["model.layers.1.block_sparse_moe"]:shard_experts()
+    matches("models.expert_compute: 'model.layers.1.block_sparse_moe' spreads its experts over ranks",
+      pcall_err(slapo.models.expert_compute, sch.mod, "dense"))
+    eq("top_k=2", sch["model.layers.0.block_sparse_moe"].mod:describe(), "no block turned dense")
     matches("already holds some of its 4 experts only",
       pcall_err(function() return sch["model.layers.1.block_sparse_moe"]:shard_experts() end))
   end)

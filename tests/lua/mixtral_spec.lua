@@ -122,6 +122,28 @@ describe("Mixtral's routing", function()
     assert(report.gradients > 0 and report.max_grad_diff < 1e-5, "gradients as the unscheduled model's")
   end)
 
+  it("computes the same densely (every expert on every token) as gathered, forward and backward", function()
+    local gathered, dense = tiny(), tiny()
+    eq(2, slapo.models.expert_compute(dense, "dense"))
+    matches("top_k=2, dense", dense.model.layers["0"].block_sparse_moe:describe())
+    local ids = slapo.randint(0, 64, { 2, 8 })
+    local a = gathered(ids, { labels = ids, output_router_logits = true })
+    local b = dense(ids, { labels = ids, output_router_logits = true })
+    close(a, b, { rtol = 1e-6, atol = 1e-6 })
+    a:backward()
+    b:backward()
+    local theirs = {}
+    for name, p in dense:named_parameters() do theirs[name] = p end
+    for name, p in gathered:named_parameters() do close(p.grad, theirs[name].grad, { rtol = 1e-5, atol = 1e-6 }) end
+    eq(2, slapo.models.expert_compute(dense, "gathered"))
+    eq("top_k=2", dense.model.layers["0"].block_sparse_moe:describe())
+    matches("models.expert_compute: unknown mode 'sparse' %(choices: gathered, dense%)",
+      pcall_err(slapo.models.expert_compute, dense, "sparse"))
+    matches("models.expert_compute: LlamaForCausalLM holds no sparse MoE block", pcall_err(slapo.models.expert_compute,
+      slapo.models.llama({ hidden_size = 32, intermediate_size = 48, num_hidden_layers = 1, num_attention_heads = 4,
+        vocab_size = 64 }), "dense"))
+  end)
+
   it("refuses by name what it does not compute", function()
     matches("mixtral: num_experts_per_tok 5 is more than num_local_experts 4",
       pcall_err(tiny, { num_experts_per_tok = 5 }))
