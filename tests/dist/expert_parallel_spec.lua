@@ -97,7 +97,7 @@ describe("shard_experts", function()
     assert(compared > 0)
   end)
 
-  -- One process trained on every replica's rows with the same clip, against slapo.train over a
+  -- One process trained 5 AdamW steps on every replica's rows with the same clip, against slapo.train over a
   -- layout with the Mixtral reference schedule: losses, gradient norms (each expert counted once
   -- across the ranks) and every weight this rank holds whole.
   local function trains_as_one_process(layout_opts, schedule_opts)
@@ -109,7 +109,7 @@ describe("shard_experts", function()
     local ref = mixtral({ output_router_logits = true })
     local adamw = slapo.optim.adamw(ref, { lr = 1e-2, weight_decay = 0 })
     local losses, norms = {}, {}
-    for step = 1, 3 do
+    for step = 1, 5 do
       adamw:zero_grad()
       local loss = reference.replicas_loss(ref, all, layout.dp)
       loss:backward()
@@ -127,7 +127,7 @@ describe("shard_experts", function()
       for _, layer in ipairs(sch["model.layers"]:children()) do layer:fully_shard({ group = layout.dp_group }) end
       sch:fully_shard({ group = layout.dp_group })
     end
-    local result = slapo.train({ model = sch.mod, layout = layout, steps = 3, lr = 1e-2, clip = 0.5,
+    local result = slapo.train({ model = sch.mod, layout = layout, steps = 5, lr = 1e-2, clip = 0.5,
       schedule = "constant", quiet = true, data = function() return mine end })
     reference.check_steps(result, losses, norms)
     local theirs, compared, experts = sch.mod:state_dict(), 0, 0
@@ -214,7 +214,16 @@ describe("shard_experts", function()
     slapo.manual_seed(6 + rank)
     local x = slapo.rand({ 2, 5, 32 }) + 0.1
     local want = ref.model.layers["0"].block_sparse_moe(x)[1]
+    local before = slapo.dist.all_to_all_totals()
     local got = sch.mod.model.layers["0"].block_sparse_moe(x)[1]
+    local after = slapo.dist.all_to_all_totals()
+    -- 4 exchanges: the row counts (an int64 to each rank), this rank's 10 tokens x 2 slots as rows of
+    -- 32 floats and their experts' ids (int64), and the results back for the rows this rank's experts
+    -- ran: every rank's 10 tokens for each of experts 2 and 3 it holds
+    eq(4, after.calls - before.calls)
+    local per, held_of_2_3 = 4 / world, 0
+    for e = rank * per, rank * per + per - 1 do held_of_2_3 = held_of_2_3 + (e >= 2 and 1 or 0) end
+    eq(world * 8 + 20 * 32 * 4 + 20 * 8 + held_of_2_3 * world * 10 * 32 * 4, after.bytes - before.bytes)
     close(want, got, { rtol = 1e-5, atol = 1e-6 })
     -- backward too: the ranks whose experts got no row take part in both exchanges again
     want:sum():backward()
