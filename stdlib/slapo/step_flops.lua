@@ -5,7 +5,9 @@
 --- - ALBERT applies its shared groups num_hidden_layers / num_hidden_groups times each;
 --- - T5's encoder reads the row, and its decoder and head the labels (under span corruption, a
 ---   shorter input and the dropped spans; else the row on both sides), its cross-attention every
----   decoder position against every encoder position.
+---   decoder position against every encoder position;
+--- - a mixture of experts (Mixtral) passes each token through num_experts_per_tok experts a layer,
+---   whichever ranks hold them (shard_experts leaves a rank some of them).
 local M = {}
 
 local function config_of(model)
@@ -59,6 +61,13 @@ function M.per_row(model, tp_group, span_corruption)
   local groups = config.model_type == "albert" and params_at(model, { "albert", "encoder", "albert_layer_groups" })
   if groups then
     all = all + groups * (config.num_hidden_layers / config.num_hidden_groups - 1)
+  end
+  if config.num_local_experts and config.num_experts_per_tok and config.intermediate_size then
+    local held = 0  -- the experts this rank holds, counted in `all`: a token runs k of them a layer
+    for name, p in model:named_parameters() do
+      if name:find("%.experts%.%d+%.") then held = held + p:numel() end
+    end
+    all = all - held + layers * config.num_experts_per_tok * 3 * hidden * config.intermediate_size
   end
   return function(seq)
     return (6 * all + attention * seq) * seq

@@ -29,6 +29,17 @@ print(f"  first {losses[0]:.3f}, mean of the last 10 steps {last:.3f}")
 sys.exit(0 if last < losses[0] - 1.5 else 1)
 PY
 done
+# Mixtral with LLaMA-2's tokenizer, on one rank and with its experts over 2 (--ep 2): the loss falls
+[ -f "${SLAPO_DATA_DIR:-data}/llama2-tokenizer/tokenizer.model" ] ||
+  { echo "mixtral_sotu: no data/llama2-tokenizer (scripts/fetch-data)"; exit 1; }
+for launch in "run" "run --nproc 2"; do
+  extra=""; [ "$launch" = "run" ] || extra="--ep 2"
+  out=$("$bin" $launch examples/mixtral_sotu.lua $extra --steps 40 --texts 3 --seq 32 --batch 4 --hidden 64 \
+    --layers 2 --lr 3e-3 --warmup 5 --log-every 10 --metrics "$tmp/mixtral_sotu.jsonl")
+  echo "mixtral_sotu ($launch $extra): $(echo "$out" | tail -1)"
+  echo "$out" | grep -q "Mixtral: .* parameters" || { echo "$out"; exit 1; }
+  echo "$out" | awk '/^loss/ { exit !($4 < $2 - 1.5) }' || { echo "mixtral_sotu: loss did not fall by 1.5:"; echo "$out"; exit 1; }
+done
 "$bin" plot "$tmp/gpt2_sotu.jsonl" >/dev/null
 grep -q "<polyline" "$tmp/gpt2_sotu.svg"
 # an option that is not one names the valid ones

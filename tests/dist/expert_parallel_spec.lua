@@ -198,6 +198,13 @@ describe("shard_experts", function()
       matches("spreads its experts over ranks {0, 1, 2, 3}, but the layout's ep group is", train({ layout = ep2 }))
     end
     matches("parallel.layout: ep = 3 does not divide the", pcall_err(require("slapo.parallel").layout, { ep = 3 }))
+    -- pipelines of a mixture of experts: refused before tracing, naming the block
+    local parallel = require("slapo.parallel")
+    local staged = slapo.create_schedule(mixtral())
+    parallel.cut_evenly(staged, "model.layers", 2)
+    matches("build: 'model.layers.0.block_sparse_moe' is a sparse MoE block; pipelines of mixtures of experts are not "
+      .. "supported yet", pcall_err(slapo.build, staged, { pipeline = { group = parallel.layout({ pp = 2, ep = world / 2 }).pp_group,
+        micro_batches = 2 } }))
   end)
 
   it("drops no token when every token goes to experts on one rank", function()

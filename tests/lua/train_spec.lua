@@ -268,7 +268,8 @@ describe("span_corruption", function()
 end)
 
 describe("step_flops", function()
-  it("counts what each family runs: ALBERT's shared layers each time, T5's encoder and decoder on their own lengths",
+  it("counts what each family runs: ALBERT's shared layers each time, T5's encoder and decoder on their own " ..
+    "lengths, Mixtral's routed experts",
     function()
     local per_row = require("slapo.step_flops").per_row
     local gpt2 = slapo.models.gpt2({ n_embd = 16, n_layer = 2, n_head = 2, vocab_size = 32, n_positions = 16 })
@@ -286,6 +287,12 @@ describe("step_flops", function()
     local width = 2 * 4
     eq(6 * (encoder * 58 + (decoder + head) * 14) + 12 * width * (2 * 58 * 58 + 1 * (14 * 14 + 14 * 58)),
       per_row(t5, nil, spec)(64))
+    -- Mixtral, 4 experts top-2: a token runs 2 experts of each of 2 layers, not the 4 the model holds
+    local mixtral = slapo.models.mixtral({ hidden_size = 16, intermediate_size = 24, num_hidden_layers = 2,
+      num_attention_heads = 2, num_key_value_heads = 1, num_local_experts = 4, num_experts_per_tok = 2,
+      vocab_size = 32, max_position_embeddings = 16 })
+    local one_expert = 3 * 16 * 24
+    eq((6 * (mixtral:num_params() - 2 * 2 * one_expert) + 12 * 2 * 16 * 8) * 8, per_row(mixtral)(8))
   end)
 end)
 
