@@ -4,11 +4,13 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/expert_groups.h"
 #include "distributed/group.h"
 #include "distributed/split_tensors.h"
 #include "distributed/world.h"
@@ -203,8 +205,41 @@ NamedTensors gather_shards(Schedule& sch, const std::vector<std::pair<std::strin
   return full;
 }
 
+namespace {
+// Every expert of each block shard_experts spread over ranks, gathered from the ranks of its group
+// (each holds experts rank x E/N .. (rank + 1) x E/N - 1): `tensors` loses this rank's experts and
+// gains all of them, in expert order. A collective over each block's group, in module order.
+void gather_experts(const Module& model, NamedTensors& tensors) {
+  for (auto& [path, id] : expert_parallel_blocks(model)) {
+    auto group = dist::group_by_id(id);
+    const std::string prefix = path + ".experts.";
+    std::map<int64_t, std::vector<std::pair<std::string, at::Tensor>>> held;  // expert id -> its parameters
+    NamedTensors rest;
+    for (auto& [name, t] : tensors) {
+      if (name.rfind(prefix, 0) != 0) {
+        rest.emplace_back(name, t);
+        continue;
+      }
+      auto dot = name.find('.', prefix.size());
+      held[std::stoll(name.substr(prefix.size(), dot - prefix.size()))].emplace_back(name.substr(dot + 1), t);
+    }
+    if (held.empty()) throw Error(fmt::format("save: '{}' holds no expert on this rank", path));
+    const auto& layout = held.begin()->second;  // every expert has the same parameters
+    for (size_t i = 0; i < layout.size(); ++i) {
+      std::vector<at::Tensor> mine;
+      for (auto& [expert, params] : held) mine.push_back(params[i].second.detach());
+      auto all = group->all_gather(at::stack(mine), 0, "save");  // [E, ...], in rank order
+      for (int64_t e = 0; e < all.size(0); ++e)
+        rest.emplace_back(fmt::format("{}{}.{}", prefix, e, layout[i].first), all[e]);
+    }
+    tensors = std::move(rest);
+  }
+}
+}  // namespace
+
 void save_consolidated(Schedule& sch, const std::string& dir, int64_t max_shard_bytes) {
   auto full = gather_shards(sch, unique_named_parameters(*sch.mod()), "save");
+  gather_experts(*sch.mod(), full);
   // Each tensor-parallel group now holds the whole model; one rank of the world writes it.
   if (elected_writer(sch.rank() == 0, "save")) write_pretrained(*sch.mod(), dir, full, max_shard_bytes);
 }
@@ -215,6 +250,10 @@ void save_pretrained(Module& model, const std::string& dir, int64_t max_shard_by
   for (auto& p : unique) seen.insert(p.second.unsafeGetTensorImpl());
   for (auto& b : model.named_buffers())
     if (seen.insert(b.value().unsafeGetTensorImpl()).second) unique.emplace_back(b.key(), b.value());
+  if (!expert_parallel_blocks(model).empty()) {  // each rank holds some experts: gathered, one rank writes
+    gather_experts(model, unique);
+    if (!elected_writer(dist::world()->rank() == 0, "save")) return;
+  }
   write_pretrained(model, dir, unique, max_shard_bytes);
 }
 

@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "core/error.h"
+#include "core/expert_groups.h"
 #include "io/atomic_file.h"
 #include "io/json_file.h"
 
@@ -247,8 +248,16 @@ NamedTensors ShardedCheckpoint::read(const std::string& section, const Module& m
         throw Error(fmt::format("resume: the checkpoint '{}' has no '{}', which the model holds (its index lists {} "
                                 "model tensors)",
                                 dir_, name, entries.size()));
+  // the experts of blocks shard_experts spread over ranks: each rank reads those it holds
+  std::vector<std::string> spread;
+  for (auto& [path, group] : expert_parallel_blocks(model)) spread.push_back(path + ".experts.");
+  auto others_expert = [&](const std::string& name) {
+    return !owner_of(state, name) &&
+           std::any_of(spread.begin(), spread.end(), [&](auto& prefix) { return name.rfind(prefix, 0) == 0; });
+  };
   NamedTensors out;
   for (auto& [name, entry] : entries) {
+    if (others_expert(name)) continue;
     const auto* owner = entry.shape.empty() ? nullptr : owner_of(state, name);
     Placement where = placement_of(owner ? owner->splits : Splits{}, owner ? whole_shape(*owner) : entry.shape);
     if (owner && where.shape != entry.shape)

@@ -177,6 +177,54 @@ describe("shard_experts", function()
     trains_as_one_process({ ep = world }, { fully_shard = true })
   end)
 
+  it("saves each rank's experts in training checkpoints and resumes them, on the same layout or another", function()
+    local parallel = require("slapo.parallel")
+    slapo.manual_seed(4)
+    local all = slapo.randint(0, 64, { 2 * world, 8 })
+    local dir = "/tmp/slapo-ep-ckpt-" .. os.getenv("MASTER_PORT")  -- one name on every rank
+    if rank == 0 then os.execute(("rm -rf %s %s-same %s-other"):format(dir, dir, dir)) end
+    slapo.dist.barrier()
+    local function run(layout, into, resume)
+      local sch = slapo.create_schedule(mixtral(), { group = layout.tp_group })
+      require("slapo.schedules.mixtral").schedule(sch, { ep_group = layout.ep > 1 and layout.ep_group or nil })
+      local mine = all:narrow(0, 2 * layout.dp_rank, 2)
+      return slapo.train({ model = sch.mod, layout = layout, steps = 4, lr = 1e-2, clip = 0.5, quiet = true,
+        checkpoint_dir = into, checkpoint_every = 2, resume = resume, data = function() return mine end })
+    end
+    local whole = parallel.layout({ ep = world })
+    local full = run(whole, dir, false)
+    local same = run(whole, dir .. "-same", dir .. "/step-000002")
+    eq(3, same.first_step)
+    for step = 3, 4 do eq(full.losses[step], same.losses[step], "step " .. step .. ", resumed on the same layout") end
+    -- every rank holding every expert (ep 1: plain data parallelism) reads all of them
+    local other = run(parallel.layout({ tp = 1 }), dir .. "-other", dir .. "/step-000002")
+    for step = 3, 4 do
+      assert(math.abs(other.losses[step] - full.losses[step]) < 1e-5 * full.losses[step],
+        ("step %d: %.7f resumed with every expert on every rank, %.7f"):format(step, other.losses[step],
+          full.losses[step]))
+    end
+    slapo.dist.barrier()
+    if rank == 0 then os.execute(("rm -rf %s %s-same %s-other"):format(dir, dir, dir)) end
+  end)
+
+  it("saves one Hugging Face checkpoint with every rank's experts (slapo.save of the schedule or its module)", function()
+    local layout = require("slapo.parallel").layout({ ep = world })
+    local sch = slapo.create_schedule(mixtral(), { group = layout.tp_group })
+    require("slapo.schedules.mixtral").schedule(sch, { ep_group = layout.ep_group, checkpoint = 0.5 })
+    local ids = slapo.randint(0, 64, { 2, 8 })
+    slapo.dist.broadcast(ids, 0)
+    for _, target in ipairs({ sch, sch.mod }) do
+      local dir = "/tmp/slapo-ep-save-" .. os.getenv("MASTER_PORT")
+      slapo.save(target, dir)
+      slapo.dist.barrier()
+      local back, whole = slapo.models.from_pretrained(dir), mixtral()
+      eq(whole:num_params(), back:num_params())
+      close(whole(ids), back(ids), { rtol = 0, atol = 0 })
+      slapo.dist.barrier()
+      if rank == 0 then os.execute("rm -rf " .. dir) end
+    end
+  end)
+
   it("refuses an expert group that is not the layout's, zero_adamw, and training without a layout", function()
     local _, mine = rows()
     local layout = require("slapo.parallel").layout({ tp = 1 })
