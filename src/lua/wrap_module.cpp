@@ -1,6 +1,7 @@
 // slapo.Module: handles on modules of any kind (zoo, Lua-defined, TorchScript).
 #include <functional>
 #include <map>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
@@ -235,6 +236,31 @@ int w_Module_expert_groups(lua_State* L) {
   return 1;
 }
 
+// shard_groups() -> {{global rank, ...}, ...}: the distinct groups `shard` split this model's
+// parameters over (tensor parallelism; not fully_shard's), for slapo.train to check its layout.
+int w_Module_shard_groups(lua_State* L) {
+  auto& m = lx_check_module(L, 1);
+  std::set<int> ids;
+  std::function<void(const Module&)> visit = [&](const Module& mod) {
+    for (auto& [name, spec] : mod.meta().shards)
+      if (mod.has_param(name)) ids.insert(spec.group_id);
+    for (auto& [name, child] : mod.children_in_order()) visit(*child);
+  };
+  visit(*m);
+  lua_newtable(L);
+  int i = 0;
+  for (int id : ids) {
+    lua_newtable(L);
+    int j = 0;
+    for (int r : dist::group_by_id(id)->ranks()) {
+      lua_pushinteger(L, r);
+      lua_rawseti(L, -2, ++j);
+    }
+    lua_rawseti(L, -2, ++i);
+  }
+  return 1;
+}
+
 // set_rng_states{path = state}: sets those streams; all checked first, so a bad entry sets none.
 int w_Module_set_rng_states(lua_State* L) {
   auto& m = lx_check_module(L, 1);
@@ -368,6 +394,7 @@ const luaL_Reg module_methods[] = {
     {"fully_sharded_parameters", w_Module_fully_sharded_parameters},
     {"expert_parallel_parameters", w_Module_expert_parallel_parameters},
     {"expert_groups", w_Module_expert_groups},
+    {"shard_groups", w_Module_shard_groups},
     {nullptr, nullptr}};
 // m.weight = other.weight: the parameter becomes that tensor (a tie, as PyTorch's assignment);
 // same shape only, and only for existing parameters (children come through replace).

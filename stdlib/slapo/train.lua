@@ -370,6 +370,22 @@ local function check_experts(model, opts)
   end
 end
 
+-- A layout's replicas must not be split by `shard` across each other: a schedule created over the
+-- world (the default group) on a data-parallel layout shards over replicas holding other rows.
+local function check_shard_groups(model, opts)
+  local layout = opts.layout
+  if not layout then return end
+  local want = "{" .. table.concat(layout.tp_ranks, ", ") .. "}"
+  for _, ranks in ipairs(model:shard_groups()) do
+    local got = "{" .. table.concat(ranks, ", ") .. "}"
+    if got ~= want then
+      error(("train: the model's parameters are split by shard over ranks %s, but this rank's tensor-parallel group in "
+        .. "the layout is %s (%s): create the schedule over it, slapo.create_schedule(model, {group = "
+        .. "layout.tp_group})"):format(got, want, tostring(layout)), 0)
+    end
+  end
+end
+
 -- Averages the gradients over the replicas, one all-reduce per parameter, except those of
 -- `skip` (fully_shard's backward averaged them already).
 local function average_gradients(opts, model, group, replicas, skip)
@@ -621,6 +637,7 @@ function M.run(user_opts)
   -- fully_shard: data parallelism over the world (or a layout's dp_group), its gradients averaged
   -- by its own backward
   check_experts(model, opts)
+  check_shard_groups(model, opts)
   local fully_sharded = fully_sharded_of(model)
   if fully_sharded and opts.optimizer == "zero_adamw" then
     error("train: zero_adamw on a fully sharded model: its AdamW state is already 1/N of each parameter; "

@@ -246,6 +246,13 @@ describe("shard_experts", function()
       matches("spreads its experts over ranks {0, 1, 2, 3}, but the layout's ep group is", train({ layout = ep2 }))
     end
     matches("parallel.layout: ep = 3 does not divide the", pcall_err(require("slapo.parallel").layout, { ep = 3 }))
+    -- a schedule over the world (the default group) on a layout of replicas: refused, naming both
+    local over_world = slapo.create_schedule(mixtral())
+    over_world["model.layers.0.self_attn.q_proj"]:shard("weight", 0)
+    matches(("train: the model's parameters are split by shard over ranks {0, 1%s}, but this rank's tensor%%-parallel "
+      .. "group in the layout is {%d}"):format(world == 4 and ", 2, 3" or "", rank),
+      pcall_err(slapo.train, { model = over_world.mod, layout = layout, steps = 1, quiet = true,
+        data = function() return mine end }))
     -- pipelines of a mixture of experts: refused before tracing, naming the block
     local parallel = require("slapo.parallel")
     local staged = slapo.create_schedule(mixtral())
