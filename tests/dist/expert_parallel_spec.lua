@@ -207,6 +207,21 @@ describe("shard_experts", function()
     if rank == 0 then os.execute(("rm -rf %s %s-same %s-other"):format(dir, dir, dir)) end
   end)
 
+  it("verifies against the unscheduled model: outputs and the gradients of every weight this rank holds", function()
+    local layout = require("slapo.parallel").layout({ ep = world })
+    local sch = slapo.create_schedule(mixtral(), { group = layout.tp_group })
+    local ids = slapo.randint(0, 64, { 2, 8 })
+    slapo.dist.broadcast(ids, 0)  -- the same example on every rank, as verify takes it
+    local report = slapo.verify(sch, { ids, { labels = ids, output_router_logits = true } }, function(s)
+      require("slapo.schedules.mixtral").schedule(s, { ep_group = layout.ep_group })
+    end)
+    local held = 0
+    for _ in pairs(sch.mod:expert_parallel_parameters()) do held = held + 1 end
+    eq(2 * 3 * 4 / world, held)
+    eq(#sch.mod:parameters(), report.gradients, "every parameter this rank holds, its experts included")
+    assert(report.max_grad_diff < 1e-5 and report.max_output_diff < 1e-5)
+  end)
+
   it("saves one Hugging Face checkpoint with every rank's experts (slapo.save of the schedule or its module)", function()
     local layout = require("slapo.parallel").layout({ ep = world })
     local sch = slapo.create_schedule(mixtral(), { group = layout.tp_group })
