@@ -71,9 +71,10 @@ function Layout:all_reduce_grads(model, skip)
   if skip or next(experts) then
     local expert_dp = self.ep > 1 and self.dp / self.ep or 1
     for name, p in model:named_parameters() do
-      if experts[name] then
+      if skip and skip[name] then  -- averaged already (fully_shard's reduce-scatter; experts sharded so too)
+      elseif experts[name] then
         if expert_dp > 1 then average(p, self.expert_dp_group, expert_dp) end
-      elseif not (skip and skip[name]) then
+      else
         average(p, self.dp_group, self.dp)
       end
     end

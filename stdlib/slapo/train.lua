@@ -315,11 +315,10 @@ local function make_optimizer(model, opts)
 end
 
 -- The names of the parameters whose gradients arrive averaged over the replicas already (a set),
--- or nil when there are none: those fully_shard slices, and the experts shard_experts spread
--- over ranks (each rank's own).
+-- or nil when there are none: those fully_shard slices (the layout averages shard_experts' experts
+-- over the replicas holding them, layout:all_reduce_grads).
 local function fully_sharded_of(model)
   local names = model:fully_sharded_parameters()
-  for _, name in ipairs(model:expert_parallel_parameters()) do names[#names + 1] = name end
   if #names == 0 then
     return nil
   end

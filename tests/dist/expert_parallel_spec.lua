@@ -124,8 +124,20 @@ describe("shard_experts", function()
     opts.fully_shard = nil
     require("slapo.schedules.mixtral").schedule(sch, opts)
     if fully then  -- everything but the experts 1/N a rank (FSDP2's order: each layer, then the root)
-      for _, layer in ipairs(sch["model.layers"]:children()) do layer:fully_shard({ group = layout.dp_group }) end
+      for _, layer in ipairs(sch["model.layers"]:children()) do
+        if fully == "experts too" then  -- each expert 1/(dp/ep) over the replicas holding it
+          for _, expert in ipairs(layer["block_sparse_moe.experts"]:children()) do
+            expert:fully_shard({ group = layout.expert_dp_group })
+          end
+        end
+        layer:fully_shard({ group = layout.dp_group })
+      end
       sch:fully_shard({ group = layout.dp_group })
+      local sliced_experts = 0
+      for _, name in ipairs(sch.mod:fully_sharded_parameters()) do
+        sliced_experts = sliced_experts + (is_expert(name) and 1 or 0)
+      end
+      eq(fully == "experts too" and 2 * 3 * 4 / layout.ep or 0, sliced_experts, "the experts fully shard kept as slices")
     end
     local result = slapo.train({ model = sch.mod, layout = layout, steps = 5, lr = 1e-2, clip = 0.5,
       schedule = "constant", quiet = true, data = function() return mine end })
@@ -138,7 +150,9 @@ describe("shard_experts", function()
     table.sort(names)  -- the gathers in one order on every rank
     for _, name in ipairs(names) do
       local p, held = mine[name], theirs[name]
-      if held and sliced[name] then held = slapo.dist.all_gather(held:detach(), 0) end
+      if held and sliced[name] then
+        held = slapo.dist.all_gather(held:detach(), 0, is_expert(name) and layout.expert_dp_group or layout.dp_group)
+      end
       if held and table.concat(held:size(), "x") == table.concat(p:size(), "x") then
         close(p, held, { rtol = 1e-4, atol = 5e-5 })
         compared = compared + 1
@@ -162,6 +176,9 @@ describe("shard_experts", function()
       local layout = trains_as_one_process({ ep = 2 }, { checkpoint = 1.0 })
       eq({ rank < 2 and 0 or 2, rank < 2 and 1 or 3 }, layout.ep_ranks)
       eq({ rank % 2, rank % 2 + 2 }, layout.expert_dp_ranks)
+    end)
+    it("fully shards each expert over the replicas holding it: ep 2 x expert_dp 2, the rest over all 4", function()
+      trains_as_one_process({ ep = 2 }, { fully_shard = "experts too" })
     end)
     it("composes with tensor parallelism of attention: tp 2 x ep 2", function()
       local layout = trains_as_one_process({ tp = 2, ep = 2 })
