@@ -123,6 +123,9 @@ describe("shard_experts", function()
     local fully = opts.fully_shard
     opts.fully_shard = nil
     require("slapo.schedules.mixtral").schedule(sch, opts)
+    for name, p in sch.mod:named_parameters() do  -- under TP each expert is split too: 1/tp of its rows
+      if name:find("experts%.%d+%.w1%.weight$") then eq(48 / layout.tp, p:size(0), name) end
+    end
     if fully then  -- everything but the experts 1/N a rank (FSDP2's order: each layer, then the root)
       for _, layer in ipairs(sch["model.layers"]:children()) do
         if fully == "experts too" then  -- each expert 1/(dp/ep) over the replicas holding it
@@ -152,6 +155,9 @@ describe("shard_experts", function()
       local p, held = mine[name], theirs[name]
       if held and sliced[name] then
         held = slapo.dist.all_gather(held:detach(), 0, is_expert(name) and layout.expert_dp_group or layout.dp_group)
+      end
+      if held and layout.tp > 1 and is_expert(name) then  -- w1, w3 split by rows over TP, w2 by columns
+        held = slapo.dist.all_gather(held:detach(), name:find("%.w2%.") and 1 or 0, layout.tp_group)
       end
       if held and table.concat(held:size(), "x") == table.concat(p:size(), "x") then
         close(p, held, { rtol = 1e-4, atol = 5e-5 })
