@@ -19,6 +19,10 @@ M.primitives = {
     .. "them, backward reduce-scatters the averaged gradient (overlap_reduce: while the next unit's backward "
     .. "computes); with reshard_after_forward the gathered parameters are freed until backward gathers them again; "
     .. "group = layout.dp_group fully shards across data-parallel ranks what shard split over tensor-parallel ones.",
+  shard_experts = "sub:shard_experts{group = ep_group}: on a sparse MoE block (Mixtral's block_sparse_moe), keep "
+    .. "num_local_experts / |group| of its experts on each rank of the group; each call sends every routed token to "
+    .. "its experts' ranks and back by all-to-all (none dropped), the router stays whole; with "
+    .. "slapo.parallel.layout{ep = N}, group = layout.ep_group.",
   annotate = "sub:annotate(param, key, value): attach metadata to a parameter (see sub:param_info(param)).",
   trace = "sub:trace{inputs = {...}, leaves = {...}, flatten = false}: the module's forward becomes a graph; "
     .. "leaves (direct children, or with flatten the named paths/types) stay calls; see sub:graph(). "
