@@ -219,18 +219,25 @@ int w_Module_expert_parallel_parameters(lua_State* L) {
   return 1;
 }
 
+namespace {
+// The global ranks of group `id`, as a Lua list on the stack.
+void push_ranks(lua_State* L, int id) {
+  lua_newtable(L);
+  int i = 0;
+  for (int r : dist::group_by_id(id)->ranks()) {
+    lua_pushinteger(L, r);
+    lua_rawseti(L, -2, ++i);
+  }
+}
+}  // namespace
+
 // expert_groups() -> {[block path] = {global rank, ...}}: the group each expert-parallel MoE
 // block spreads its experts over, for slapo.train to check against its layout.
 int w_Module_expert_groups(lua_State* L) {
   auto& m = lx_check_module(L, 1);
   lua_newtable(L);
   for (auto& [path, id] : expert_parallel_blocks(*m)) {
-    lua_newtable(L);
-    int i = 0;
-    for (int r : dist::group_by_id(id)->ranks()) {
-      lua_pushinteger(L, r);
-      lua_rawseti(L, -2, ++i);
-    }
+    push_ranks(L, id);
     lua_setfield(L, -2, path.c_str());
   }
   return 1;
@@ -250,12 +257,7 @@ int w_Module_shard_groups(lua_State* L) {
   lua_newtable(L);
   int i = 0;
   for (int id : ids) {
-    lua_newtable(L);
-    int j = 0;
-    for (int r : dist::group_by_id(id)->ranks()) {
-      lua_pushinteger(L, r);
-      lua_rawseti(L, -2, ++j);
-    }
+    push_ranks(L, id);
     lua_rawseti(L, -2, ++i);
   }
   return 1;

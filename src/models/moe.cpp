@@ -126,7 +126,7 @@ at::Tensor run_experts(const at::Tensor& rows, const at::Tensor& expert_of_row, 
   // its contiguous rows: the layout a grouped matmul takes
   auto order = std::get<1>(expert_of_row.sort(/*stable=*/true, 0, false));
   auto ids = expert_of_row.index_select(0, order);
-  auto counts = at::bincount(ids).to(at::kCPU).to(at::kLong).contiguous();
+  auto counts = at::bincount(ids).to(at::kCPU).contiguous();  // int64, as the ids
   auto count_of = [&](int64_t id) { return id < counts.numel() ? counts.data_ptr<int64_t>()[id] : int64_t{0}; };
   std::map<int64_t, std::shared_ptr<Module>> held;  // by expert id, in order
   for (auto& [name, expert] : experts.children_in_order()) held.emplace(std::stoll(name), expert);
