@@ -82,6 +82,7 @@ void push_ranked_plan(lua_State* L, const plan::Ranked& r, int layers) {
   lua_newtable(L);
   set_number(L, "tp", c.tp);
   set_number(L, "dp", c.dp);
+  set_number(L, "ep", c.ep);
   set_number(L, "checkpoint", c.checkpoint ? 1.0 : 0.0);
   set_bool(L, "zero", c.zero);
   set_bool(L, "fully_sharded", c.fully_sharded);
@@ -98,6 +99,7 @@ void push_ranked_plan(lua_State* L, const plan::Ranked& r, int layers) {
     set_number(L, "layers", stage.layers);
     set_number(L, "tp", stage.tp);
     set_number(L, "dp", stage.dp);
+    set_number(L, "ep", stage.ep);
     set_bool(L, "checkpoint", stage.checkpoint);
     set_bool(L, "zero", stage.zero);
     set_bool(L, "fully_sharded", stage.fully_sharded);
@@ -116,6 +118,7 @@ void push_ranked_plan(lua_State* L, const plan::Ranked& r, int layers) {
   set_number(L, "compute_s", r.estimate.compute_s);
   set_number(L, "tp_comm_s", r.estimate.tp_comm_s);
   set_number(L, "p2p_s", r.estimate.p2p_s);
+  set_number(L, "ep_comm_s", r.estimate.ep_comm_s);
   set_number(L, "dp_comm_s", r.estimate.dp_comm_s);
   set_number(L, "optimizer_s", r.estimate.optimizer_s);
   set_number(L, "peak_gib", plan::to_gib(r.estimate.peak_bytes));
@@ -132,6 +135,7 @@ void push_plan_record(lua_State* L, const plan::Plan& plan, int steps) {
   set_string(L, "type", plan.model.type);
   set_number(L, "parameters", static_cast<double>(plan.model.total_params));
   set_number(L, "layers", layers);
+  set_number(L, "experts", static_cast<double>(plan.model.experts));  // 0: a dense model
   lx_push_json(L, plan.model_source);
   lua_setfield(L, -2, "source");
   lua_setfield(L, -2, "model");

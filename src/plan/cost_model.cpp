@@ -211,27 +211,33 @@ ModelShape ModelShape::from_config(const ModelConfig& config, const std::string&
   } else if (s.type == "opt") {
     s.hidden = c.integer("hidden_size"), s.layers = c.integer("num_hidden_layers");
     s.heads = c.integer("num_attention_heads"), s.inner = c.integer("ffn_dim"), s.vocab = c.integer("vocab_size");
-  } else if (s.type == "bert" || s.type == "roberta" || s.type == "llama" || s.type == "qwen2" || s.type == "mistral") {
+  } else if (s.type == "bert" || s.type == "roberta" || s.type == "llama" || s.type == "qwen2" || s.type == "mistral" ||
+             s.type == "mixtral") {
     s.hidden = c.integer("hidden_size"), s.layers = c.integer("num_hidden_layers");
     s.heads = c.integer("num_attention_heads"), s.inner = c.integer("intermediate_size");
     s.vocab = c.integer("vocab_size");
     s.gated_mlp = s.type != "bert" && s.type != "roberta";
-  } else if (s.type == "mixtral") {
-    throw Error("plan: a mixture of experts (mixtral) is not priced yet: its experts' memory over the expert-parallel "
-                "ranks and its all-to-all traffic are not in the cost model; lay it out by hand with "
-                "slapo.parallel.layout{tp =, ep =} and slapo.schedules.mixtral (docs/primitives.md, shard_experts)");
+    if (s.type == "mixtral") {
+      s.experts = c.integer("num_local_experts"), s.experts_per_token = c.integer("num_experts_per_tok");
+      s.one_stage_reason = "a mixture of experts' layer returns its router logits beside its states, and a pipeline "
+                           "stage takes one chain of tensors";
+    }
   } else {
     throw Error(fmt::format("plan: cannot plan a '{}' model (bert, roberta, albert, t5, gpt2, gpt_neo, opt, llama, "
-                            "qwen2, mistral)",
+                            "qwen2, mistral, mixtral)",
                             s.type));
   }
-  const bool llama_shaped = s.type == "llama" || s.type == "qwen2" || s.type == "mistral";
+  const bool llama_shaped = s.type == "llama" || s.type == "qwen2" || s.type == "mistral" || s.type == "mixtral";
   if (llama_shaped) s.tied_head = false;
   s.kv_heads = llama_shaped ? c.integer("num_key_value_heads", s.heads) : s.heads;
   if (s.head_dim == 0) s.head_dim = llama_shaped && c.has("head_dim") ? c.integer("head_dim") : s.hidden / s.heads;
   if (s.head_width == 0) s.head_width = s.hidden;
   int64_t attn = s.hidden * s.heads * s.head_dim * 2 + 2 * s.hidden * s.kv_heads * s.head_dim;
   int64_t mlp = (s.gated_mlp ? 3 : 2) * s.hidden * s.inner;
+  if (s.experts > 0) {  // the MLP is E experts and the router's E x hidden matrix
+    s.expert_params = s.experts * mlp;
+    mlp = s.expert_params + s.experts * s.hidden;
+  }
   s.layer_params = static_cast<int64_t>(std::llround((s.attention_blocks - 1.0) * double(attn))) + attn + mlp;
   s.gathered_params = s.layer_params;
   if (s.type == "albert")  // each call gathers its group's layers, whose parameters every call shares
@@ -247,7 +253,7 @@ bool Candidate::uniform_mesh() const {
   // sharded setting for all stages
   for (auto& s : stages)
     if (s.tp != tp || s.dp != dp || s.zero != zero || s.sequence != sequence || s.fully_sharded != fully_sharded ||
-        s.keep_gathered != keep_gathered)
+        s.keep_gathered != keep_gathered || s.ep != ep)
       return false;
   return true;
 }
@@ -261,7 +267,7 @@ int Candidate::devices() const {
 
 std::vector<Stage> Candidate::resolved(int layers) const {
   if (!stages.empty()) return stages;
-  return {Stage{layers, tp, dp, checkpoint, zero, sequence, fully_sharded, keep_gathered}};
+  return {Stage{layers, tp, dp, checkpoint, zero, sequence, fully_sharded, keep_gathered, ep}};
 }
 
 const char* Candidate::sharded_name() const {
@@ -270,7 +276,7 @@ const char* Candidate::sharded_name() const {
 
 std::string Candidate::describe() const {
   if (stages.empty())
-    return fmt::format("tp {} x dp {}{}{}{}{}{}", tp, dp,
+    return fmt::format("tp {} x dp {}{}{}{}{}{}{}", tp, dp, ep > 1 ? fmt::format(", ep {}", ep) : "",
                        micro_batches > 1 ? fmt::format(", {} micro", micro_batches) : "", sequence ? ", sequence" : "",
                        checkpoint ? ", checkpoint" : "", zero ? ", zero-1" : "", sharded_name());
   std::vector<std::string> parts;
@@ -293,8 +299,13 @@ double element_bytes(const Workload& work) { return work.dtype == "bfloat16" ? 2
 double vocab_split(const ModelShape& m, int tp) { return m.vocab % tp == 0 ? tp : 1.0; }
 }  // namespace
 
+double all_to_all_seconds(double bytes, int ranks, double bandwidth, double latency) {
+  if (ranks <= 1) return 0.0;
+  return double(ranks - 1) / ranks * bytes / bandwidth + (ranks - 1) * latency;
+}
+
 LayerCosts layer_costs(const ModelShape& m, const Cluster& cluster, const Workload& work, int64_t micro_batch, int tp_,
-                       int dp, bool sequence) {
+                       int dp, bool sequence, int ep) {
   LayerCosts c;
   const double bytes = element_bytes(work);
   const double seqs = static_cast<double>(micro_batch) / dp;  // sequences per data-parallel rank
@@ -304,11 +315,20 @@ LayerCosts layer_costs(const ModelShape& m, const Cluster& cluster, const Worklo
   // One layer's forward: its projections and the attention scores and context (of each attention
   // it runs), split over `t` ranks; the layout says how much of it the ranks divide
   double q_width = m.heads * m.head_dim, kv_width = m.kv_heads * m.head_dim;
+  // A mixture of experts: the router, then the rank's E / ep experts, each on its share of the
+  // routed rows (balanced routing: the ep ranks' tokens x k over the E experts), one matmul each
+  const double experts_held = m.experts > 0 ? double(m.experts) / ep : 0.0;
+  const double expert_rows = m.experts > 0 ? tokens * m.experts_per_token * ep / m.experts : 0.0;
+  auto mlp_fwd = [&](double t) {
+    if (m.experts == 0) return (m.gated_mlp ? 2 * mm(h, m.inner / t) : mm(h, m.inner / t)) + mm(m.inner / t, h);
+    auto rows_mm = [&](double k, double n) { return cluster.device.matmul_seconds(expert_rows, k, n, work.dtype); };
+    return mm(h, double(m.experts)) + experts_held * (2 * rows_mm(h, m.inner / t) + rows_mm(m.inner / t, h));
+  };
   auto layer_fwd = [&](double t) {
     return m.attention_blocks *
                (mm(h, (q_width + 2 * kv_width) / t) + mm(q_width / t, h) +
                 2 * cluster.device.matmul_seconds(work.seq, m.head_dim, work.seq, work.dtype) * seqs * m.heads / t) +
-           (m.gated_mlp ? 2 * mm(h, m.inner / t) : mm(h, m.inner / t)) + mm(m.inner / t, h);
+           mlp_fwd(t);
   };
   const TpLayout layout = m.layout_on(tp_, dp, sequence);
   c.layer_fwd_s = tp_ > 1 ? layout.split_compute * layer_fwd(tp) + (1 - layout.split_compute) * layer_fwd(1)
@@ -322,19 +342,45 @@ LayerCosts layer_costs(const ModelShape& m, const Cluster& cluster, const Worklo
     c.backward_all_reduces += 2 * (m.attention_blocks - 1);
   }
   c.layer_param_share = layout.split_params / tp + (1 - layout.split_params);
+  c.expert_param_share = c.layer_param_share / ep;
   c.head_fwd_s = mm(m.head_width, m.vocab / vocab_split(m, tp_));
   c.overhead = cluster.device.layer_overhead(h, work.dtype);
   // Megatron TP all-reduces the layer's activations: within a node when TP fits in one
   bool tp_in_node = tp_ <= cluster.per_node;
   c.tp_all_reduce_s = all_reduce_seconds(tokens * h * bytes, tp_, tp_in_node ? cluster.intra_bw : cluster.inter_bw,
                                          tp_in_node ? cluster.intra_latency : cluster.inter_latency);
+  if (m.experts > 0) {
+    // the experts' rows: one all-to-all out to their experts' ranks and one back, over the ep
+    // group (ep replicas of tp ranks each, consecutive: within a node when they fit in one). Every
+    // rank of a TP group sends its group's tokens (they route the same), and each expert split
+    // over TP all-reduces its output rows (forward) and their input's gradient (backward) in place
+    // of the dense MLP's all-reduce.
+    const bool ep_in_node = tp_ * ep <= cluster.per_node;
+    c.all_to_all_s = 2 * all_to_all_seconds(tokens * m.experts_per_token * h * bytes, ep,
+                                            ep_in_node ? cluster.intra_bw : cluster.inter_bw,
+                                            ep_in_node ? cluster.intra_latency : cluster.inter_latency);
+    c.expert_tp_all_reduce_s =
+        experts_held * all_reduce_seconds(expert_rows * h * bytes, tp_, tp_in_node ? cluster.intra_bw : cluster.inter_bw,
+                                          tp_in_node ? cluster.intra_latency : cluster.inter_latency);
+    c.forward_all_reduces = std::max(0.0, c.forward_all_reduces - 1);  // attention's alone: the MLP's is the experts'
+    c.backward_all_reduces = std::max(0.0, c.backward_all_reduces - 1);
+  }
   // Megatron's 34 + 5 a s / h values per token and width in 2-byte precision (scaled to the
   // element size), the layout's share split over TP; a checkpointed layer keeps its input and
   // recomputes the rest. A cross-attention adds an attention block's 11 + 5as/h, 8 + 5as/h of it split.
   const double attention = 5.0 * m.heads * work.seq / h, extra = m.attention_blocks - 1.0;
-  const double values = 34.0 + attention + extra * (11.0 + attention);
-  const double split = layout.split_activations >= 0 ? layout.split_activations
-                                                     : (24.0 + attention + extra * (8.0 + attention)) / values;
+  double values = 34.0 + attention + extra * (11.0 + attention);
+  double split = layout.split_activations >= 0 ? layout.split_activations
+                                               : (24.0 + attention + extra * (8.0 + attention)) / values;
+  if (m.experts > 0) {
+    // Megatron's MLP (19: its input 2, the 4h activation's input and output 8 + 8, split, and a
+    // dropout mask 1) becomes each routed row's: its gathered input and its output scaled by the
+    // router's weight (2 + 2), and the SwiGLU's gate, up, activation and product (4 x 2 x inner/h,
+    // split); k rows a token, balanced over the experts
+    const double k = m.experts_per_token, wide = 8.0 * m.inner / h;
+    values = 15.0 + attention + k * (4.0 + wide);
+    split = (8.0 + attention + k * wide) / values;
+  }
   c.layer_activation_bytes = tokens * h * values * bytes / 2.0 * (split / tp + (1 - split));
   c.layer_input_bytes = tokens * h * bytes;
   c.logits_bytes = 2 * tokens * m.vocab * bytes / vocab_split(m, tp_);
@@ -352,6 +398,13 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
   // recomputing a checkpointed layer's forward runs its forward all-reduces again
   e.tp_comm_s = stage.layers * (c.forward_all_reduces * (stage.checkpoint ? 2 : 1) + c.backward_all_reduces) *
                 c.tp_all_reduce_s;
+  // a mixture of experts: each layer's rows out to their experts and back in forward (again when
+  // recomputed) and in backward, and the experts' own TP all-reduces alike
+  if (m.experts > 0) {
+    const double passes = stage.checkpoint ? 3.0 : 2.0;
+    e.ep_comm_s = stage.layers * passes * c.all_to_all_s;
+    e.tp_comm_s += stage.layers * passes * c.expert_tp_all_reduce_s;
+  }
   // the activations forward and their gradient back to the next stage, point to point
   if (!where.last) {
     double bw = where.next_in_node ? cluster.intra_bw : cluster.inter_bw;
@@ -363,13 +416,20 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
   bool tied = m.tied_head;
   double vocab_matrices = (where.first ? 1 : 0) + (where.last ? 1 : 0);
   if (tied && where.first && where.last) vocab_matrices = 1;
-  const double layer_part = stage.layers * static_cast<double>(m.layer_params) * c.layer_param_share;
+  // a mixture of experts' layers hold 1/ep of their experts; those are averaged over the dp / ep
+  // replicas holding the same experts
+  const double layer_part = stage.layers * static_cast<double>(m.layer_params - m.expert_params) * c.layer_param_share +
+                            stage.layers * static_cast<double>(m.expert_params) * c.expert_param_share;
+  const double expert_part = stage.layers * static_cast<double>(m.expert_params) * c.expert_param_share;
+  const int expert_dp = std::max(1, stage.dp / std::max(1, stage.ep));
   const double params = layer_part + vocab_matrices * m.embedding_params / vocab_split(m, stage.tp);
   // DP: the gradients of this rank's shard, once per step. ZeRO-1 then all-gathers the updated
   // parameters; its reduce-scatter is an all-reduce and a slice (c10d's Gloo has none).
   double bw = where.dp_in_node ? cluster.intra_bw : cluster.inter_bw;
   double latency = where.dp_in_node ? cluster.intra_latency : cluster.inter_latency;
-  double gradient_sync = all_reduce_seconds(params * element_bytes(work), stage.dp, bw, latency);
+  double gradient_sync = all_reduce_seconds((params - expert_part) * element_bytes(work), stage.dp, bw, latency) +
+                         (expert_part > 0 ? all_reduce_seconds(expert_part * element_bytes(work), expert_dp, bw, latency)
+                                          : 0.0);
   e.sync_s = gradient_sync * (stage.zero && stage.dp > 1 ? zero_sync_all_reduces(cluster.device) : 1.0);
   // Fully sharded: every micro-batch all-gathers each layer for its forward and again for its
   // backward, and reduce-scatters its gradients. Each layer's gathers after the first are
@@ -379,26 +439,36 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
   // pipeline stage's root holds the cuts, so there they stay whole, averaged once a step.
   // Kept gathered (ZeRO-2): one gather a call, the weights whole from forward to backward.
   const bool fully_sharded = stage.fully_sharded && stage.dp > 1, kept = fully_sharded && stage.keep_gathered;
-  const double sharded = !fully_sharded ? 0.0 : where.first && where.last ? params : layer_part;
+  // the experts fully sharded over the replicas holding them (dp / ep), the rest over all dp
+  const double dense_part = layer_part - expert_part;
+  const bool experts_sharded = fully_sharded && expert_part > 0 && expert_dp > 1;
+  const double sharded_dense = !fully_sharded ? 0.0 : where.first && where.last ? params - expert_part : dense_part;
+  const double sharded_experts = experts_sharded ? expert_part : 0.0;
+  const double sharded = sharded_dense + sharded_experts;
   if (fully_sharded) {
     const double gathers = kept ? 1.0 : 2.0, gather = gather_all_reduces(cluster.device);
     const double scatter = reduce_scatter_all_reduces(cluster.device);
-    auto collective = [&](double parameters) {
-      return all_reduce_seconds(parameters * element_bytes(work), stage.dp, bw, latency);
+    auto collective = [&](double parameters, int ranks) {
+      return all_reduce_seconds(parameters * element_bytes(work), ranks, bw, latency);
     };
-    const double one_layer = stage.layers > 0 ? collective(m.gathered_params * c.layer_param_share) : 0.0;
+    const double one_layer =
+        stage.layers == 0 ? 0.0
+                          : collective(static_cast<double>(m.gathered_params - m.expert_params) * c.layer_param_share,
+                                       stage.dp) +
+                                (experts_sharded ? collective(m.expert_params * c.expert_param_share, expert_dp) : 0.0);
     const double forward = c.overhead * c.layer_fwd_s, backward = forward * (stage.checkpoint ? 3.0 : 2.0);
-    const double root = sharded - layer_part;
+    const double root = sharded_dense - dense_part;
     // in backward each layer's reduce-scatter (and, resharded, the gather of the layer before it)
     // runs beside that layer's backward (fully_shard's overlap_reduce): the last one is waited for
     double waited = exposed_prefetched(gather * one_layer, forward, stage.layers, cluster.overlap) +
                     exposed_prefetched(((kept ? 0.0 : gather) + scatter) * one_layer, backward, stage.layers,
                                        cluster.overlap) +
-                    (root > 0 ? (gathers * gather + scatter) * collective(root) : 0.0);
+                    (root > 0 ? (gathers * gather + scatter) * collective(root, stage.dp) : 0.0);
     e.sync_s = where.micro_batches * waited;
-    if (params > sharded) e.sync_s += collective(params - sharded);
+    // what stays whole (a stage's root) is averaged once a step; experts on one replica each, never
+    if (params - expert_part > sharded_dense) e.sync_s += collective(params - expert_part - sharded_dense, stage.dp);
   }
-  const double held = params - sharded + sharded / stage.dp;  // this rank's slices and what stays whole
+  const double held = params - sharded + sharded_dense / stage.dp + sharded_experts / expert_dp;  // this rank's slices and what stays whole
   // AdamW reads and writes each parameter, its gradient and two moments: 28 bytes a parameter
   // (bf16: the float32 master copy in place of the weight), over the parameters this rank updates
   const double updated = stage.zero && stage.dp > 1 ? params / stage.dp : held;
@@ -406,7 +476,8 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
   // fully sharded: this rank's slices, and the layer being computed and the next one (prefetched)
   // whole, with their whole gradients before the reduce-scatter; kept gathered, every weight whole
   // (half the bytes a parameter: the weight, half its gradient)
-  const double gathered = 2.0 * m.gathered_params * c.layer_param_share;
+  const double gathered = 2.0 * static_cast<double>(m.gathered_params - m.expert_params) * c.layer_param_share +
+                          (experts_sharded ? 2.0 * m.expert_params * c.expert_param_share : 0.0);
   e.param_bytes = !fully_sharded ? params * weight_bytes_per_param(work)
                   : kept        ? (params + held + gathered) * weight_bytes_per_param(work) / 2
                                 : (held + gathered) * weight_bytes_per_param(work);
@@ -435,8 +506,8 @@ Estimate estimate(const ModelShape& m, const Cluster& cluster, const Workload& w
     int n = st.tp * st.dp;
     Placement where{s == 0, s == count - 1, node(offset) == node(offset + n - 1), node(offset + n - 1) == node(offset + n),
                     std::min(micro, count - s), micro};
-    e.stages.push_back(stage_estimate(m, cluster, work, layer_costs(m, cluster, work, micro_batch, st.tp, st.dp, st.sequence), st,
-                                      where));
+    e.stages.push_back(stage_estimate(
+        m, cluster, work, layer_costs(m, cluster, work, micro_batch, st.tp, st.dp, st.sequence, st.ep), st, where));
     if (e.stages.back().time_s() > e.stages[slowest].time_s()) slowest = s;
     offset += n;
   }
@@ -444,7 +515,7 @@ Estimate estimate(const ModelShape& m, const Cluster& cluster, const Workload& w
   // for each further micro-batch; then the gradient syncs and updates, every stage's at once
   double once = 0;
   for (auto& st : e.stages) {
-    e.compute_s += st.compute_s, e.tp_comm_s += st.tp_comm_s, e.p2p_s += st.p2p_s;
+    e.compute_s += st.compute_s, e.tp_comm_s += st.tp_comm_s, e.p2p_s += st.p2p_s, e.ep_comm_s += st.ep_comm_s;
     if (st.once_s() > once) once = st.once_s(), e.dp_comm_s = st.sync_s, e.optimizer_s = st.optimizer_s;
     if (st.peak_bytes > e.peak_bytes)
       e.peak_bytes = st.peak_bytes, e.param_bytes = st.param_bytes, e.optimizer_bytes = st.optimizer_bytes,
@@ -454,7 +525,8 @@ Estimate estimate(const ModelShape& m, const Cluster& cluster, const Workload& w
   e.compute_s += (micro - 1) * bottleneck.compute_s;
   e.tp_comm_s += (micro - 1) * bottleneck.tp_comm_s;
   e.p2p_s += (micro - 1) * bottleneck.p2p_s;
-  e.step_s = e.compute_s + e.tp_comm_s + e.p2p_s + e.dp_comm_s + e.optimizer_s;
+  e.ep_comm_s += (micro - 1) * bottleneck.ep_comm_s;
+  e.step_s = e.compute_s + e.tp_comm_s + e.p2p_s + e.dp_comm_s + e.optimizer_s + e.ep_comm_s;
   e.fits = e.peak_bytes <= kUsableMemory * cluster.device.memory_bytes;
   return e;
 }

@@ -101,6 +101,10 @@ struct ModelShape {
   /// Why no pipeline cuts this model (T5's decoder reads the encoder's output in every layer,
   /// ALBERT's layers share their parameters); empty where pipelines are planned
   std::string one_stage_reason;
+  /// A mixture of experts (Mixtral): each layer's MLP is `experts` SwiGLU experts of width `inner`,
+  /// of which a token's router picks `experts_per_token`; `expert_params` is one layer's experts
+  /// together (in layer_params, the router's matrix not). 0 experts: a dense model.
+  int64_t experts = 0, experts_per_token = 0, expert_params = 0;
   /// How a layer splits on each mesh; null: Megatron's layout everywhere.
   std::shared_ptr<const LayerLayouts> layouts;
   TpLayout layout_on(int tp, int dp, bool sequence = false) const {
@@ -131,6 +135,9 @@ struct Stage {
   /// With fully_sharded: each layer's weights kept whole from its forward to its backward
   /// (fully_shard{reshard_after_forward = false}, FSDP's SHARD_GRAD_OP: ZeRO-2), one gather a call
   bool keep_gathered = false;
+  /// Expert parallelism: each MoE layer's experts spread over groups of `ep` replicas (dividing dp),
+  /// tokens sent to their experts' ranks and back by all-to-all; experts averaged over dp / ep
+  int ep = 1;
 };
 
 /// One plan: tensor parallel x data parallel, activation checkpointing of every layer or none,
@@ -145,6 +152,7 @@ struct Candidate {
   bool sequence = false;      ///< sequence parallelism in every layer (tp > 1)
   bool fully_sharded = false; ///< fully_shard over the dp replicas, in every stage (not with zero)
   bool keep_gathered = false; ///< with fully_sharded: reshard_after_forward = false (ZeRO-2)
+  int ep = 1;  ///< experts spread over groups of ep replicas (Stage::ep); one stage only
   int pp() const { return stages.empty() ? 1 : static_cast<int>(stages.size()); }
   /// Every stage on the candidate's tp x dp with its ZeRO, sequence parallelism and fully sharded
   /// settings: what one rank layout (and the pipeline script's one `plan.sequence`) runs.
@@ -160,10 +168,11 @@ struct Candidate {
 
 struct StageEstimate {
   double compute_s = 0, tp_comm_s = 0, p2p_s = 0;  ///< per micro-batch
+  double ep_comm_s = 0;  ///< per micro-batch: the experts' all-to-all exchanges
   double sync_s = 0, optimizer_s = 0;                 ///< once a step: gradient sync, AdamW's update
   double param_bytes = 0, optimizer_bytes = 0, activation_bytes = 0, peak_bytes = 0;
   double update_bytes = 0;  ///< the optimizer step's temporaries, held once the activations are gone
-  double time_s() const { return compute_s + tp_comm_s + p2p_s; }
+  double time_s() const { return compute_s + tp_comm_s + p2p_s + ep_comm_s; }
   double once_s() const { return sync_s + optimizer_s; }
 };
 
@@ -171,6 +180,7 @@ struct StageEstimate {
 /// the slowest stage's gradient sync and AdamW update. Memory is the stage with the highest peak's.
 struct Estimate {
   double compute_s = 0, tp_comm_s = 0, p2p_s = 0, dp_comm_s = 0, optimizer_s = 0, step_s = 0;
+  double ep_comm_s = 0;  ///< the experts' all-to-all exchanges (StageEstimate::ep_comm_s)
   double param_bytes = 0, optimizer_bytes = 0, activation_bytes = 0, peak_bytes = 0;
   bool fits = false;
   std::vector<StageEstimate> stages;
@@ -182,11 +192,21 @@ struct LayerCosts {
   double layer_fwd_s = 0, head_fwd_s = 0, tp_all_reduce_s = 0;
   double forward_all_reduces = 2, backward_all_reduces = 2;  ///< per layer (TpLayout)
   double layer_param_share = 1;  ///< of a layer's parameters, the part one rank holds
+  /// Of a layer's experts, the part one rank holds: its 1/ep of them, each split as the layer is
+  double expert_param_share = 1;
+  /// A mixture of experts, per layer and direction: one all-to-all of the routed rows (each rank
+  /// sends its tokens x k rows out and takes its experts' rows back), and the experts' TP
+  /// all-reduces of those rows (an expert's output in forward, its input's gradient in backward)
+  double all_to_all_s = 0, expert_tp_all_reduce_s = 0;
   double overhead = 1.2;  ///< DeviceProfile::layer_overhead: measured layer over modelled matmuls
   double layer_activation_bytes = 0, layer_input_bytes = 0, logits_bytes = 0, boundary_bytes = 0;
 };
 LayerCosts layer_costs(const ModelShape& model, const Cluster& cluster, const Workload& work, int64_t micro_batch,
-                       int tp, int dp, bool sequence = false);
+                       int tp, int dp, bool sequence = false, int ep = 1);
+
+/// All-to-all of `bytes` a rank sends over `ranks` devices: (n-1)/n of it leaves the rank, one
+/// message to each other rank.
+double all_to_all_seconds(double bytes, int ranks, double bandwidth, double latency);
 
 /// Where a stage sits: first or last of the pipeline, whether its data-parallel ranks share a
 /// node, whether the next stage is on its node, and how many micro-batches it holds (1F1B: the

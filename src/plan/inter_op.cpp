@@ -52,7 +52,19 @@ struct Mesh {
   std::vector<LayerCosts> costs;  // per config
 };
 
-bool divides_heads(const ModelShape& m, int tp) { return m.heads % tp == 0 && m.kv_heads % tp == 0; }
+// TP divides the heads, and a mixture of experts' expert width (the reference schedule keeps the
+// experts whole otherwise, which the cost model does not price)
+bool divides_heads(const ModelShape& m, int tp) {
+  return m.heads % tp == 0 && m.kv_heads % tp == 0 && (m.experts == 0 || m.inner % tp == 0);
+}
+
+// Expert parallelism's choices on dp replicas: 1, and each ep dividing both dp and the experts.
+std::vector<int> expert_choices(const ModelShape& m, int dp) {
+  std::vector<int> choices = {1};
+  for (int ep = 2; ep <= dp && m.experts > 0; ++ep)
+    if (dp % ep == 0 && m.experts % ep == 0) choices.push_back(ep);
+  return choices;
+}
 
 // Alpa's submesh shapes: 1, 2, 4 .. devices of one node (and the whole node), then 2, 4 .. whole nodes.
 std::vector<int> submesh_sizes(const Cluster& c) {
@@ -569,13 +581,18 @@ std::vector<Candidate> megatron_grid(const ModelShape& model, const Cluster& clu
             for (int sharding : {0, 1, 2, 3}) {
               const bool zero = sharding == 1, fully_sharded = sharding >= 2, kept = sharding == 2;
               if ((zero || fully_sharded) && dp == 1) continue;
-              Candidate c{tp, dp, checkpoint, zero, micro, {}, sequence, fully_sharded, kept};
-              if (pp > 1)
-                for (int s = 0; s < pp; ++s) {
-                  int layers = static_cast<int>((s + 1) * model.layers / pp - s * model.layers / pp);
-                  c.stages.push_back({layers, tp, dp, checkpoint, zero, sequence, fully_sharded, kept});
-                }
-              grid.push_back(std::move(c));
+              // a mixture of experts' experts over groups of ep replicas; slapo.train's ZeRO-1
+              // does not shard spread experts
+              for (int ep : expert_choices(model, dp)) {
+                if (zero && ep > 1) continue;
+                Candidate c{tp, dp, checkpoint, zero, micro, {}, sequence, fully_sharded, kept, ep};
+                if (pp > 1)
+                  for (int s = 0; s < pp; ++s) {
+                    int layers = static_cast<int>((s + 1) * model.layers / pp - s * model.layers / pp);
+                    c.stages.push_back({layers, tp, dp, checkpoint, zero, sequence, fully_sharded, kept, ep});
+                  }
+                grid.push_back(std::move(c));
+              }
             }
       }
     }

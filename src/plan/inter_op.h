@@ -32,7 +32,8 @@ InterOpResult plan_inter_op(const ModelShape& model, const Cluster& cluster, con
 /// Megatron-style uniform plans: TP (within a node, dividing the heads) x PP (equal layer counts)
 /// x DP, every micro-batch count dividing the batch (the data-parallel ranks dividing each
 /// micro-batch), checkpointing every layer or none, ZeRO-1 or not, and sequence parallelism where the pass prices
-/// layers (ModelShape::sequence_parallel_on).
+/// layers (ModelShape::sequence_parallel_on); a mixture of experts' experts over groups of ep
+/// replicas for every ep dividing dp and the experts (not with ZeRO-1).
 std::vector<Candidate> megatron_grid(const ModelShape& model, const Cluster& cluster, const Workload& work);
 
 /// Divisors of the batch: the micro-batch counts a step can be cut into.

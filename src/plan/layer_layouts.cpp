@@ -129,6 +129,9 @@ LayerPricing price_layers(const std::string& how, const ModelConfig& config, con
   if (how != "ilp")
     throw Error(fmt::format("plan: --layer-costs '{}' is not a pricing (choices: ilp, megatron)", how));
   if (cluster.per_node < 2) return {nullptr, ""};  // no tensor parallelism to price
+  if (shape.experts > 0)  // the pass prices one dense layer's projections
+    return {nullptr, fmt::format("Megatron's layout prices tensor parallelism: the intra-op pass prices dense layers, "
+                                 "and {}'s experts each run on the rows routed to them", shape.name)};
   if (shape.type == "t5" || shape.type == "albert")  // the pass traces a model with one list of layers
     return {nullptr, fmt::format("Megatron's layout prices tensor parallelism: the intra-op pass traces one list of "
                                  "layers, and {} has {}", shape.name,

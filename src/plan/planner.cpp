@@ -101,13 +101,19 @@ Plan plan_parallel(const ModelShape& model, const Cluster& cluster, const Worklo
     if (options.max_stages == 0 || c.pp() <= options.max_stages)
       plan.ranked.push_back({c, estimate(model, cluster, work, c), ""});
   check_some_layout(plan);
-  // the dynamic program over one rank layout: stages of their own sizes and checkpointing
+  // the dynamic program over one rank layout: stages of their own sizes and checkpointing. A
+  // mixture of experts is one stage (ModelShape::one_stage_reason), whose plans are the grid's
+  // with expert parallelism, which the program does not enumerate
+  const bool programs = model.experts == 0;
+  if (!programs) options.unrestricted = false;
   try {
-    auto found = plan_inter_op(model, cluster, work, {true, options.max_stages});
-    std::string name = found.candidate.describe();
-    bool known = std::any_of(plan.ranked.begin(), plan.ranked.end(),
-                             [&](const Ranked& r) { return r.candidate.describe() == name; });
-    if (!known) plan.ranked.push_back({found.candidate, found.estimate, "", "inter-op"});
+    if (programs) {
+      auto found = plan_inter_op(model, cluster, work, {true, options.max_stages});
+      std::string name = found.candidate.describe();
+      bool known = std::any_of(plan.ranked.begin(), plan.ranked.end(),
+                               [&](const Ranked& r) { return r.candidate.describe() == name; });
+      if (!known) plan.ranked.push_back({found.candidate, found.estimate, "", "inter-op"});
+    }
   } catch (const Error&) {
     // nothing fits: the grid's most sharded plan says by how much
   }
@@ -227,13 +233,15 @@ std::string Plan::summary() const {
   std::for_each(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(shown), widen);
   std::for_each(unrestricted.begin(), unrestricted.end(), widen);
   if (unpinned) widen(*unpinned);
+  // a mixture of experts' all-to-all in a column of its own (where a dense model's p2p would be)
+  const bool experts = model.experts > 0;
   out += fmt::format("  {:<{}} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  {}\n", "plan", width, "step s", "compute",
-                     "tp comm", "p2p", "dp comm", "optim", "GiB/rank", "");
+                     "tp comm", experts ? "ep comm" : "p2p", "dp comm", "optim", "GiB/rank", "");
   auto row = [&](const Ranked& r) {
     return fmt::format("  {:<{}} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f} {:>9.2f}  {}{}\n",
                        r.candidate.describe(), width, r.estimate.step_s, r.estimate.compute_s, r.estimate.tp_comm_s,
-                       r.estimate.p2p_s, r.estimate.dp_comm_s, r.estimate.optimizer_s, to_gib(r.estimate.peak_bytes),
-                       r.verdict,
+                       experts ? r.estimate.ep_comm_s : r.estimate.p2p_s, r.estimate.dp_comm_s,
+                       r.estimate.optimizer_s, to_gib(r.estimate.peak_bytes), r.verdict,
                        r.origin == "grid" ? "" : " (" + r.origin + ")");
   };
   for (size_t i = 0; i < shown; ++i) out += row(ranked[i]);
@@ -247,6 +255,9 @@ std::string Plan::summary() const {
     out += row(*unpinned);
   }
   if (!layer_layout_note.empty()) out += fmt::format("  each layer: {}\n", layer_layout_note);
+  if (experts)
+    out += fmt::format("  experts: {} a layer, {} a token; ep: each layer's experts over ep replicas, tokens to them and "
+                       "back by all-to-all (routing assumed balanced)\n", model.experts, model.experts_per_token);
   if (!model.one_stage_reason.empty()) out += fmt::format("  one stage: {}\n", model.one_stage_reason);
   if (search_s > 0)
     out += fmt::format("  searched in {:.2f} s{}\n", search_s,

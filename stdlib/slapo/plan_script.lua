@@ -11,7 +11,8 @@ local M = {}
 
 -- The reference schedule (stdlib/slapo/schedules/<family>.lua) a model family's plan applies.
 local function schedules_of(model)
-  local own = { gpt2 = true, bert = true, roberta = true, gpt_neo = true, opt = true, albert = true, t5 = true }
+  local own = { gpt2 = true, bert = true, roberta = true, gpt_neo = true, opt = true, albert = true, t5 = true,
+    mixtral = true }
   return own[model.type] and model.type or "llama"  -- Qwen2 and Mistral use LLaMA's
 end
 
@@ -397,18 +398,22 @@ end
 -- for each that fits.
 local function one_stage_source(record)
   local chosen = record.ranked[1]
-  local tp_choices, micro_choices, predictions, seen = {}, {}, {}, { tp = {}, micro = {} }
+  local tp_choices, micro_choices, ep_choices, predictions = {}, {}, {}, {}
+  local seen = { tp = {}, micro = {}, ep = {} }
+  local experts = (record.model.experts or 0) > 0  -- a mixture of experts: ep is a knob too
   for _, r in ipairs(record.ranked) do
     -- the knobs span one-stage plans; shard_layer is written for the chosen plan's sequence parallelism
     if r.pp == 1 and not (r.tp > 1 and r.sequence ~= chosen.sequence) then
       if not seen.tp[r.tp] then seen.tp[r.tp] = true; tp_choices[#tp_choices + 1] = r.tp end
+      if not seen.ep[r.ep] then seen.ep[r.ep] = true; ep_choices[#ep_choices + 1] = r.ep end
       if not seen.micro[r.micro_batches] then
         seen.micro[r.micro_batches] = true
         micro_choices[#micro_choices + 1] = r.micro_batches
       end
       if r.fits then
-        predictions[#predictions + 1] = ("  { tp = %d, micro_batches = %d, checkpoint = %s, zero = %s, fully_shard = %s, "
-          .. "reshard_after_forward = %s, step_s = %.6g, peak_gib = %.3g },\n"):format(r.tp, r.micro_batches,
+        predictions[#predictions + 1] = ("  { tp = %d,%s micro_batches = %d, checkpoint = %s, zero = %s, fully_shard = %s, "
+          .. "reshard_after_forward = %s, step_s = %.6g, peak_gib = %.3g },\n"):format(r.tp,
+          experts and (" ep = %d,"):format(r.ep) or "", r.micro_batches,
           r.checkpoint == 1 and "1.0" or "0.0", bool(r.zero), bool(r.fully_sharded), bool(not r.keep_gathered), r.step_s,
           r.peak_gib)
       end
@@ -416,14 +421,40 @@ local function one_stage_source(record)
   end
   table.sort(tp_choices)
   table.sort(micro_choices)
+  table.sort(ep_choices)
   local schedules = schedules_of(record.model)
+  -- a mixture of experts' lines: ep in the plan table and as a knob, the layout's ep groups, the
+  -- experts spread over them and, fully sharded, each expert over the replicas holding it
+  local moe = {
+    field = "  ep = " .. chosen.ep .. ",           -- expert parallelism: each layer's experts spread over ep "
+      .. "replicas (shard_experts), tokens sent to them and back\n",
+    knob = ("plan.ep = knob(\"ep\", { %s }, plan.ep)\n"):format(table.concat(ep_choices, ", "))
+      .. "assert(not (plan.zero and plan.ep > 1), \"plan: zero (ZeRO-1) does not shard experts spread over ranks: \"\n"
+      .. "  .. \"fully_shard, or ep = 1\")\n",
+    layout = ", ep = plan.ep",
+    schedule = ", ep_group = plan.ep > 1 and layout.ep_group or nil",
+    fully_shard_layers = [[
+      for _, layer in ipairs(layers) do
+        if plan.dp > plan.ep then  -- each expert over the replicas holding it
+          for _, expert in ipairs(layer["block_sparse_moe.experts"]:children()) do
+            expert:fully_shard({ group = layout.expert_dp_group, reshard_after_forward = plan.reshard_after_forward })
+          end
+        end
+        layer:fully_shard(options)
+      end
+]],
+  }
+  if not experts then
+    moe = { field = "", knob = "", layout = "", schedule = "",
+      fully_shard_layers = "      for _, layer in ipairs(layers) do layer:fully_shard(options) end\n" }
+  end
   return header(record) .. fill([[
 
 local plan = {
   model = ${model},  -- a preset name, a Hugging Face directory or a table of config fields
   tp = ${tp},           -- tensor parallel ranks (Megatron layout from slapo.schedules.${schedules})
   dp = ${dp},           -- data parallel replicas
-  checkpoint = ${checkpoint},  -- fraction of layers whose activations are recomputed in backward
+${ep_field}  checkpoint = ${checkpoint},  -- fraction of layers whose activations are recomputed in backward
   zero = ${zero},     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
   fully_shard = ${fully_shard},  -- ZeRO-3: weights, gradients and AdamW state sharded over the data-parallel ranks
   reshard_after_forward = ${reshard},  -- false: each layer's weights kept whole from forward to backward (ZeRO-2)
@@ -452,7 +483,7 @@ plan.zero = knob("zero", { false, true }, plan.zero)
 plan.fully_shard = knob("fully_shard", { false, true }, plan.fully_shard)
 plan.reshard_after_forward = knob("reshard_after_forward", { true, false }, plan.reshard_after_forward)
 assert(not (plan.zero and plan.fully_shard), "plan: zero (ZeRO-1) and fully_shard (ZeRO-3) are one or the other")
-plan.micro_batches = knob("micro_batches", { ${micro_choices} }, plan.micro_batches)
+${ep_knob}plan.micro_batches = knob("micro_batches", { ${micro_choices} }, plan.micro_batches)
 local micro_batch = math.floor(plan.batch / plan.dp / plan.micro_batches)
 assert(micro_batch >= 1 and micro_batch * plan.dp * plan.micro_batches == plan.batch,
   ("plan: batch %d does not split into %d replicas x %d micro-batches"):format(plan.batch, plan.dp, plan.micro_batches))
@@ -461,7 +492,7 @@ ${predictions}})
 
 assert(slapo.dist.world_size() == plan.tp * plan.dp,
   ("this plan needs %d ranks: slapo-lua run --nproc %d"):format(plan.tp * plan.dp, plan.tp * plan.dp))
-local layout = require("slapo.parallel").layout({ tp = plan.tp })
+local layout = require("slapo.parallel").layout({ tp = plan.tp${ep_layout} })
 slapo.manual_seed(0)
 local model = type(plan.model) == "string" and plan.model:find("/") and slapo.models.from_pretrained(plan.model)
   or slapo.models.build(plan.model)
@@ -475,7 +506,7 @@ local example = slapo.randint(0, vocab, { micro_batch, plan.seq })
 phase("checking the schedule against the unscheduled model: outputs and gradients")
 local report = slapo.verify(sch, ${example_args}, {}, function(s)
   for _, note in ipairs(require("slapo.schedules.${schedules}").schedule(s, { checkpoint = plan.checkpoint,
-    layer = shard_layer })) do
+    layer = shard_layer${ep_schedule} })) do
     if slapo.dist.rank() == 0 then print("note: " .. note) end
   end
   -- each layer, then the rest at the root (FSDP2's order)
@@ -484,8 +515,7 @@ local report = slapo.verify(sch, ${example_args}, {}, function(s)
     local layers = s[list]:children()
     sequence_parallel(layers, 1, #layers)
     if plan.fully_shard and plan.dp > 1 then
-      for _, layer in ipairs(layers) do layer:fully_shard(options) end
-    end
+${fully_shard_layers}    end
   end
   if plan.fully_shard and plan.dp > 1 then s:fully_shard(options) end
 end)
@@ -516,6 +546,8 @@ end
     tp_choices = table.concat(tp_choices, ", "), micro_choices = table.concat(micro_choices, ", "),
     predictions = table.concat(predictions), shard_layer = shard_layer_source(record), phase = phase_source,
     stacks = stacks_of(record.model), example_args = example_args(record.model),
+    ep_field = moe.field, ep_knob = moe.knob, ep_layout = moe.layout, ep_schedule = moe.schedule,
+    fully_shard_layers = moe.fully_shard_layers,
   })
 end
 

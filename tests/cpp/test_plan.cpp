@@ -490,3 +490,47 @@ TEST_CASE("plan: fully sharded pipeline stages shard their layers, not the root'
   for (auto& c : megatron_grid(model, cluster, work)) offered = offered || (c.fully_sharded && c.pp() > 1);
   CHECK(offered);
 }
+
+TEST_CASE("plan: a mixture of experts spreads its experts over ep replicas: 1/ep of their memory, all-to-all, one stage") {
+  auto mixtral = ModelShape::from_config(ModelConfig::preset("Mixtral-8x7B-v0.1"), "Mixtral-8x7B-v0.1");
+  CHECK(mixtral.experts == 8);
+  CHECK(mixtral.experts_per_token == 2);
+  CHECK(mixtral.total_params == doctest::Approx(46.7e9).epsilon(0.005));  // Mistral AI's count
+  CHECK(mixtral.expert_params == 8 * 3 * 4096 * 14336);
+  CHECK(!mixtral.one_stage_reason.empty());
+  auto cluster = synthetic(2, 4, 10000);
+  Workload work{16, 512};
+  Candidate whole{1, 8}, spread{1, 8};
+  spread.ep = 4;
+  auto a = estimate(mixtral, cluster, work, whole), b = estimate(mixtral, cluster, work, spread);
+  // each rank holds 2 of the 8 experts (weights and gradients, float32: 8 bytes a parameter)
+  CHECK(a.param_bytes - b.param_bytes == doctest::Approx(32.0 * mixtral.expert_params * 0.75 * 8));
+  CHECK(a.ep_comm_s == 0);
+  CHECK(b.ep_comm_s > 0);
+  CHECK(b.dp_comm_s < a.dp_comm_s);  // the experts averaged over the 2 replicas holding them, not 8
+  // the same work on every rank (the synthetic device runs every shape alike): k experts a token
+  CHECK(b.compute_s == doctest::Approx(a.compute_s));
+  // checkpointing recomputes the forward exchanges
+  spread.checkpoint = true;
+  CHECK(estimate(mixtral, cluster, work, spread).ep_comm_s == doctest::Approx(1.5 * b.ep_comm_s));
+  // the grid: one stage, ep dividing the replicas and the experts, TP dividing the experts' width,
+  // never ep with ZeRO-1
+  bool some_ep = false;
+  for (auto& c : megatron_grid(mixtral, cluster, work)) {
+    CHECK(c.pp() == 1);
+    CHECK(c.dp % c.ep == 0);
+    CHECK(8 % c.ep == 0);
+    CHECK(14336 % c.tp == 0);
+    CHECK_FALSE((c.zero && c.ep > 1));
+    some_ep = some_ep || c.ep == 8;
+  }
+  CHECK(some_ep);
+  // a dense model's plans have no ep
+  for (auto& c : megatron_grid(gpt2("gpt2"), cluster, work)) CHECK(c.ep == 1);
+  // Mixtral-8x7B on 8 x 8 H100s: expert parallelism is chosen, as people train it (without it, fully
+  // sharding gathers every expert over all 64 ranks, and TP over a node leaves too much per rank)
+  auto plan = plan_parallel(mixtral, Cluster::parse("8x8:h100", h100_devices_dir()), {256, 4096, "bfloat16"});
+  CHECK_MESSAGE(plan.chosen().candidate.ep > 1, plan.summary());
+  CHECK(plan.summary().find("ep comm") != std::string::npos);
+  CHECK(plan.summary().find("experts: 8 a layer, 2 a token") != std::string::npos);
+}

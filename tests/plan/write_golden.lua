@@ -21,6 +21,9 @@ local plans = {
     { cluster = "1x4:h100", batch = 32, seq = 512, dtype = "bfloat16" } },
   { "llama7b_4x8_h100_bf16", "llama-7b", { cluster = "4x8:h100", batch = 128, seq = 2048, dtype = "bfloat16" } },
   { "gpt3_6.7b_2x8_h100_bf16", "gpt3-6.7b", { cluster = "2x8:h100", batch = 64, seq = 2048, dtype = "bfloat16" } },
+  -- a mixture of experts: expert parallelism in the plan table, as a knob, in the layout and the schedule
+  { "mixtral_8x7b_8x8_h100_bf16", "Mixtral-8x7B-v0.1",
+    { cluster = "8x8:h100", batch = 256, seq = 4096, dtype = "bfloat16" } },
   { "small_pipeline_1x4", small, { cluster = "1x4:" .. slow, batch = 8, seq = 32, pick = "inter-op" } },
   { "small_meshes_1x4", small, { cluster = "1x4:" .. slow, batch = 8, seq = 32 } },
   { "small_meshes_1x3", small, { cluster = "1x3:" .. slow, batch = 12, seq = 32 } },
