@@ -92,6 +92,11 @@ std::vector<std::shared_ptr<StageGraph>> split_stages(const TracedGraph& traced,
   for (auto& path : cut_after) calls[path] = 0;
   std::vector<int> calls_per_stage{0};
   for (auto* n : graph.nodes()) {
+    // the tensors of a leaf that returns several (its list unpacked) are its stage's outputs
+    if (n->kind() == c10::prim::ListUnpack && is_call(n->input(0)->node())) {
+      stage_of[n] = stage_of[n->input(0)->node()];
+      continue;
+    }
     stage_of[n] = static_cast<int>(calls_per_stage.size()) - 1;
     if (!is_call(n)) continue;
     ++calls_per_stage.back();

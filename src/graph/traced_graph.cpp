@@ -110,6 +110,13 @@ bool holds_tensor(const Value& v) {
   return false;
 }
 
+// A tuple whose every element is a tensor.
+bool is_tensor_tuple(const Value& v) {
+  const auto& elements = v.toTupleRef().elements();
+  return !elements.empty() &&
+         std::all_of(elements.begin(), elements.end(), [](const Value& e) { return e.isTensor(); });
+}
+
 // A leaf call with non-tensor arguments (numbers, strings, flags, nil): a call site of its own
 // that replays them as constants around the traced tensor inputs.
 int64_t register_call_site(int64_t leaf_id, const Values& args) {
@@ -617,6 +624,20 @@ std::shared_ptr<TracedGraph> trace_module(Module& module, const std::string& whe
         if (a.isTensor()) tensor_inputs.push_back(torch::jit::tracer::getValueTrace(a));
       auto* list = graph.insertNode(graph.createList(c10::TensorType::get(), tensor_inputs))->output();
       auto* id_value = graph.insertConstant(site);
+      // a leaf returning a tuple of tensors (a mixture of experts' layer: its states and router
+      // logits) is one call_module_list node, its elements unpacked
+      if (out.isTuple() && is_tensor_tuple(out)) {
+        auto& elements = out.toTupleRef().elements();
+        auto* node = graph.insertNode(graph.create(c10::Symbol::fromQualString("slapo::call_module_list"),
+                                                   {id_value, list}, 1));
+        node->output()->setType(c10::ListType::ofTensors());
+        auto* unpack = graph.insertNode(graph.createListUnpack(node->output(), elements.size()));
+        for (size_t i = 0; i < elements.size(); ++i) {
+          unpack->outputs()[i]->inferTypeFrom(elements[i].toTensor());
+          torch::jit::tracer::setValueTrace(elements[i], unpack->outputs()[i]);
+        }
+        return out;
+      }
       auto* node = graph.insertNode(graph.create(c10::Symbol::fromQualString("slapo::call_module"), {id_value, list}, 1));
       node->output()->setType(c10::TensorType::get());
       if (out.isTensor()) {

@@ -10,7 +10,6 @@
 #include "distributed/world.h"
 #include "graph/pipeline_stages.h"
 #include "models/layers.h"
-#include "models/moe.h"
 #include "models/transformer_ops.h"
 #include "models/zoo.h"
 #include "primitives/pretrained_slices.h"
@@ -168,14 +167,16 @@ Pipeline::Pipeline(std::shared_ptr<Schedule> root, PipelineOptions options)
   if (cuts_.empty())
     throw Error("build: no pipeline stage was cut; call cut_pipeline_stage() on the module after which each stage "
                 "ends (e.g. sch[\"transformer.h.5\"]:cut_pipeline_stage())");
-  // A mixture of experts' layer returns its router logits beside the states, and the stage graphs
-  // carry one tensor across a cut; refused before tracing, which would fail deep inside a layer
-  for (auto& item : root_->mod()->named_modules("", /*include_self=*/false))
-    if (auto* m = dynamic_cast<Module*>(item.value().get()); m && is_sparse_moe_block(*m))
-      throw Error(fmt::format("build: '{}' is a sparse MoE block; pipelines of mixtures of experts are not supported "
-                              "yet (each layer returns its router logits beside the states). Train Mixtral with data, "
-                              "tensor and expert parallelism (slapo.parallel.layout{{tp =, ep =}}) and fully_shard",
-                              item.key()));
+  // A mixture of experts' layers return their router logits beside the states, each stage's own;
+  // the load-balancing loss needs every layer's at the last stage, which the cuts do not carry
+  if (auto* config = model_config(*root_->mod());
+      config && config->model_type() == "mixtral" && config->flag("output_router_logits", false))
+    throw Error(fmt::format("build: {} adds the router's load-balancing loss (output_router_logits = true), which "
+                            "needs every layer's router logits at the last stage, and pipeline stages pass on the "
+                            "states alone; build the model with output_router_logits = false to pipeline it (the "
+                            "loss is then the language model's alone), or train it with data, tensor and expert "
+                            "parallelism (slapo.parallel.layout{{tp =, ep =}}) and fully_shard",
+                            root_->mod()->type_name()));
   if ((static_cast<int>(cuts_.size()) + 1) % runner_.stages() != 0) {
     const int p = runner_.stages();
     throw Error(fmt::format("build: {} cut{} ({}) make{} {} pipeline stages, which do not divide among the {} ranks of "
