@@ -335,6 +335,28 @@ int w_Schedule_shard_experts(lua_State* L) {
   return 1;
 }
 
+// sch:context_parallel{group = cp_group, method = "ring", load_balance = true}: the sequence split
+// over `group` (default: every rank)
+int w_Schedule_context_parallel(lua_State* L) {
+  auto s = lx_check_live_schedule(L, 1, "context_parallel");
+  check_no_more_args(L, 2, *s, "context_parallel", "sch:context_parallel{group = cp_group}");
+  const std::string caller = on("context_parallel", *s);
+  if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2))
+    throw Error(fmt::format("{}: options must be a table like {{group = g}}, got {}", caller, luaL_typename(L, 2)));
+  lx_check_option_keys(L, 2, {"group", "method", "load_balance"}, caller.c_str());
+  ContextParallelOptions options;
+  options.method = lx_opt_string(L, 2, "method", "ring", caller.c_str());
+  options.load_balance = lx_opt_bool(L, 2, "load_balance", true, caller.c_str());
+  if (lua_istable(L, 2)) {
+    lua_getfield(L, 2, "group");
+    if (!lua_isnil(L, -1)) options.group = lx_group_arg(L, lua_gettop(L), caller + ": option 'group'");
+    lua_pop(L, 1);
+  }
+  context_parallel(*s, options, call_site(L, *s, 2, 2));
+  lua_settop(L, 1);
+  return 1;
+}
+
 // sub:fork_rng([seed])
 int w_Schedule_fork_rng(lua_State* L) {
   auto s = lx_check_live_schedule(L, 1, "fork_rng");
@@ -765,6 +787,7 @@ const luaL_Reg schedule_methods[] = {{"log", w_Schedule_log},
                                      {"checkpoint", w_Schedule_checkpoint},
                                      {"fork_rng", w_Schedule_fork_rng},
                                      {"fully_shard", w_Schedule_fully_shard}, {"shard_experts", w_Schedule_shard_experts},
+                                     {"context_parallel", w_Schedule_context_parallel},
                                      {"param_info", w_Schedule_param_info},
                                      {"full_param", w_Schedule_full_param},
                                      {"trace", w_Schedule_trace},

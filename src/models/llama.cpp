@@ -6,6 +6,7 @@
 #include "models/layers.h"
 #include "models/moe.h"
 #include "models/rope.h"
+#include "models/sequence_split.h"
 #include "models/transformer_ops.h"
 #include "models/zoo.h"
 
@@ -113,6 +114,7 @@ class LlamaAttention : public ModuleBase<LlamaAttention> {
   AttentionImpl impl;
   double dropout;                         // transformers' attention_dropout, applied while training
   c10::optional<int64_t> sliding_window;  // keys within this many positions back, the query's own included
+  std::shared_ptr<const SequenceSplit> split;  // context_parallel: this rank's queries over every rank's keys
 
  protected:
   // (hidden_states, cos, sin, additive mask or nil: causal then); head counts follow the
@@ -130,6 +132,8 @@ class LlamaAttention : public ModuleBase<LlamaAttention> {
     k = k * cos + rotate_half(k) * sin;
     if (q.size(1) % k.size(1) != 0)
       throw Error(fmt::format("LlamaAttention: {} query heads cannot share {} key/value heads", q.size(1), k.size(1)));
+    if (split)  // the key/value heads travel unrepeated
+      return call("o_proj", merge_heads(split->attend(q, k, v, 1.0 / std::sqrt(static_cast<double>(head_dim)))));
     int64_t groups = q.size(1) / k.size(1);
     if (groups > 1) {
       k = repeat_kv(k, groups);
@@ -192,6 +196,8 @@ class LlamaModel : public ModuleBase<LlamaModel> {
   /// Mixtral: the states and every layer's router logits are returned when the call or the config
   /// asks for them (output_router_logits), for the load-balancing loss
   bool output_router_logits = false;
+  /// context_parallel: the input ids are this rank's tokens, at their global positions
+  std::shared_ptr<const SequenceSplit> split;
   LlamaModel(const ModelConfig& c, const at::TensorOptions& o) : ModuleBase(family(c) + "Model") {
     output_router_logits = mixture_of_experts(c) && c.flag("output_router_logits", false);
     int64_t h = c.integer("hidden_size");
@@ -220,7 +226,10 @@ class LlamaModel : public ModuleBase<LlamaModel> {
                               fmt::join(ids.sizes(), ", "), c10::toString(given_positions->scalar_type()),
                               fmt::join(given_positions->sizes(), ", ")));
     auto positions = given_positions ? given_positions->to(ids.device())
-                                     : torch::arange(ids.size(1), ids.options()).unsqueeze(0).expand({ids.size(0), ids.size(1)});
+                     : split ? split->local_indices(ids.size(1) * split->ranks(), ids.device(), "LlamaModel")
+                                   .unsqueeze(0)
+                                   .expand({ids.size(0), ids.size(1)})
+                             : torch::arange(ids.size(1), ids.options()).unsqueeze(0).expand({ids.size(0), ids.size(1)});
     auto rope = call("rotary_emb", Values{x, positions}).toTuple();
     // A mask only with padding or packed documents: without either the attention is causal by itself.
     auto padding = kwarg_tensor(kwargs, "attention_mask");
@@ -266,6 +275,29 @@ class LlamaForCausalLM : public CausalLM<LlamaForCausalLM> {
   at::Tensor hidden_of(const Value& base) const override {
     return base.isTuple() ? base.toTuple()->elements()[0].toTensor() : base.toTensor();
   }
+  // context_parallel: every rank takes the whole rows, keeps its tokens, and returns their logits,
+  // or the whole sequence's loss (each token's label is the next token's id, wherever it lives)
+  Value forward(Values args) override {
+    if (!split) return CausalLM::forward(std::move(args));
+    auto ids = tensor_arg(args, 0, type_name().c_str(), "input_ids");
+    auto kw = kwargs_arg(args, 1);
+    check_kwargs(kw, {"labels"}, type_name() + " under context_parallel (attention_mask and position_ids: not yet)",
+                 {});
+    auto labels = kwarg_tensor(kw, "labels");
+    auto local = split->local_indices(ids.size(1), ids.device(), type_name().c_str());
+    auto logits = call("lm_head", hidden_of(call("model", Values{ids.index_select(1, local)})));
+    if (!labels) return logits;
+    if (labels->sizes() != ids.sizes())
+      throw Error(fmt::format("{}: labels must be of input_ids' shape [{}], got [{}]", type_name(),
+                              fmt::join(ids.sizes(), ", "), fmt::join(labels->sizes(), ", ")));
+    auto targets = at::constant_pad_nd(labels->narrow(1, 1, labels->size(1) - 1), {0, 1}, /*value=*/-100)
+                       .to(ids.device())
+                       .index_select(1, local)
+                       .reshape({-1});
+    auto flat = logits.reshape({-1, logits.size(-1)});
+    auto sum = at::cross_entropy_loss(flat.to(at::kFloat), targets, {}, at::Reduction::Sum, /*ignore_index=*/-100);
+    return split->mean_loss(sum, targets.ne(-100).sum());
+  }
   // with the router logits: + router_aux_loss_coef x the load-balancing loss, as transformers adds it
   at::Tensor with_extra_loss(at::Tensor loss, const Value& base,
                              const c10::optional<c10::impl::GenericDict>& kw) const override {
@@ -278,9 +310,52 @@ class LlamaForCausalLM : public CausalLM<LlamaForCausalLM> {
  private:
   int64_t experts, top_k;
   double aux_loss_coef;
+
+ public:
+  std::shared_ptr<const SequenceSplit> split;  // context_parallel (set_sequence_split)
 };
 
 }  // namespace
+
+void set_sequence_split(Module& root, const std::shared_ptr<const SequenceSplit>& split, const std::string& where) {
+  auto* lm = dynamic_cast<LlamaForCausalLM*>(&root);
+  if (!lm)
+    throw Error(fmt::format("context_parallel: {} is a {}; ring attention is written for LLaMA-family causal LMs "
+                            "(LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM)", where, root.type_name()));
+  const ModelConfig& c = lm->config;
+  if (mixture_of_experts(c))
+    throw Error(fmt::format("context_parallel: {} is a mixture of experts, whose load-balancing loss would see this "
+                            "rank's tokens alone; not supported yet (shard_experts and fully_shard lay it out)", where));
+  if (rope_from_config(c).type == "dynamic")
+    throw Error(fmt::format("context_parallel: {} uses dynamic NTK rotary scaling, whose frequencies depend on the "
+                            "sequence length each rank would see; not supported yet", where));
+  auto* base = dynamic_cast<LlamaModel*>(lm->child("model").get());
+  std::vector<LlamaAttention*> attentions;
+  for (auto& [name, layer] : base->child("layers")->children_in_order()) {
+    auto* attention = dynamic_cast<LlamaAttention*>(layer->child("self_attn").get());
+    if (!attention)
+      throw Error(fmt::format("context_parallel: {}.model.layers.{}.self_attn is a {}, not the {} ring attention runs "
+                              "in; apply context_parallel before replacing attention",
+                              where, name, layer->child("self_attn")->type_name(), family(c) + "Attention"));
+    if (attention->sliding_window)
+      throw Error(fmt::format("context_parallel: {}.model.layers.{}.self_attn attends within a sliding window of {} "
+                              "tokens, which ring attention does not apply yet (a model without sliding_window)",
+                              where, name, *attention->sliding_window));
+    if (attention->dropout > 0)
+      throw Error(fmt::format("context_parallel: {}.model.layers.{}.self_attn drops attention probabilities "
+                              "(attention_dropout {}), which ring attention does not; build with attention_dropout = 0",
+                              where, name, attention->dropout));
+    attentions.push_back(attention);
+  }
+  lm->split = split;
+  base->split = split;
+  for (auto* attention : attentions) attention->split = split;
+}
+
+std::shared_ptr<const SequenceSplit> sequence_split_of(const Module& root) {
+  auto* lm = dynamic_cast<const LlamaForCausalLM*>(&root);
+  return lm ? lm->split : nullptr;
+}
 
 std::shared_ptr<Module> build_llama(const ModelConfig& config, const BuildOptions& options) {
   const std::string type = config.model_type();

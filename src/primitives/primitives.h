@@ -104,6 +104,19 @@ std::string fuse_subgraph(Schedule& sch, const SubgraphNames& nodes, const std::
 /// (ModuleMeta::expert_group marks them). Errors name the module and the numbers.
 void shard_experts(Schedule& sch, const std::shared_ptr<dist::Group>& group, const CallSite& site);
 
+/// context_parallel: the root's sequence split over `group` (default: every rank). Each rank is
+/// given the whole rows, keeps its tokens (load_balance: chunks r and 2N-1-r of 2N, else chunk r of
+/// N), attends over every rank's keys by ring attention (dist::ring_attention) at the tokens'
+/// global positions, and returns its tokens' logits, or the whole sequence's loss, whose gradient
+/// averaging over the group (as data parallelism does) makes every rank's the one-process gradient.
+/// LLaMA-family models (set_sequence_split says what else is refused).
+struct ContextParallelOptions {
+  std::shared_ptr<dist::Group> group;
+  std::string method = "ring";
+  bool load_balance = true;
+};
+void context_parallel(Schedule& sch, const ContextParallelOptions& options, const CallSite& site);
+
 /// fork_rng(seed): the module draws random numbers from its own stream seeded with
 /// seed (default: the default generator's seed) + 2718 + rank, swapped in around each call.
 void fork_rng(Schedule& sch, int64_t seed, const CallSite& site);

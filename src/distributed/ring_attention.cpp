@@ -1,0 +1,147 @@
+// Ring attention's forward and backward as one autograd Function over point-to-point messages.
+#include "distributed/ring_attention.h"
+
+#include <limits>
+
+#include "distributed/world.h"
+
+namespace slapo::dist {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Messages of one pass around the ring match by tag: every rank of a group makes its passes in the
+// same order (each attention's forward, its recomputation, its backward), so a count kept per
+// process names them alike on every rank, apart from other point-to-point traffic.
+int next_pass_tag() {
+  static int pass = 0;
+  constexpr int kBase = 1 << 22, kPasses = 1 << 12, kSteps = 1 << 8;
+  return kBase + (pass++ % kPasses) * kSteps;
+}
+
+// [B, KVH, s, D] -> [B, KVH * groups, s, D], each head `groups` times in a row.
+at::Tensor repeat_heads(const at::Tensor& x, int64_t groups) {
+  if (groups == 1) return x;
+  auto s = x.sizes();
+  return x.unsqueeze(2).expand({s[0], s[1], groups, s[2], s[3]}).reshape({s[0], s[1] * groups, s[2], s[3]});
+}
+
+// The repeated heads' gradients summed back onto their key/value head.
+at::Tensor sum_heads(const at::Tensor& g, int64_t groups) {
+  if (groups == 1) return g;
+  auto s = g.sizes();
+  return g.view({s[0], s[1] / groups, groups, s[2], s[3]}).sum(2);
+}
+
+// Hands `block` to the next rank and takes the previous rank's: the send starts before the caller's
+// compute on the block in hand and the receive is waited for after it.
+class RingStep {
+ public:
+  RingStep(const std::shared_ptr<Group>& group, int tag) : group_(group), tag_(tag) {}
+  void start(const at::Tensor& block) {
+    const int n = group_->size();
+    group_->send(block, (group_->rank() + 1) % n, tag_, "ring_attention");
+  }
+  at::Tensor finish(const at::Tensor& like) {
+    const int n = group_->size();
+    at::Tensor incoming = at::empty_like(like);
+    group_->recv(incoming, (group_->rank() + n - 1) % n, tag_++, "ring_attention");
+    group_->wait_sends();
+    return incoming;
+  }
+
+ private:
+  std::shared_ptr<Group> group_;
+  int tag_;
+};
+
+// The scores of this rank's queries against one block of keys, -inf where a key comes after the
+// query, in float32.
+at::Tensor block_scores(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& q_pos, const at::Tensor& k_pos,
+                        double scale) {
+  auto scores = at::matmul(q, keys.transpose(-1, -2)) * scale;
+  auto later = k_pos.unsqueeze(0) > q_pos.unsqueeze(1);  // [s, s]
+  return scores.masked_fill(later, -std::numeric_limits<float>::infinity());
+}
+
+struct RingAttention : public torch::autograd::Function<RingAttention> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q_in, const at::Tensor& k_in,
+                            const at::Tensor& v_in, const at::Tensor& positions, int64_t group_id, double scale) {
+    auto group = group_by_id(static_cast<int>(group_id));
+    const int n = group->size(), me = group->rank();
+    const int64_t groups = q_in.size(1) / k_in.size(1);
+    auto q = q_in.to(at::kFloat);
+    auto q_pos = positions[me];
+    auto kv = at::stack({k_in, v_in}).contiguous();  // one message a step
+    auto out = at::zeros_like(q), sum = at::zeros({q.size(0), q.size(1), q.size(2), 1}, q.options());
+    auto max = at::full_like(sum, -std::numeric_limits<float>::infinity());
+    RingStep ring(group, next_pass_tag());
+    for (int step = 0, owner = me; step < n; ++step, owner = (owner + n - 1) % n) {
+      if (step + 1 < n) ring.start(kv);
+      auto scores = block_scores(q, repeat_heads(kv[0].to(at::kFloat), groups), q_pos, positions[owner], scale);
+      // the first block is this rank's own: every query has itself, so the running max is finite
+      auto new_max = at::maximum(max, std::get<0>(scores.max(-1, /*keepdim=*/true)));
+      auto p = (scores - new_max).exp();
+      auto correction = (max - new_max).exp();
+      sum = sum * correction + p.sum(-1, /*keepdim=*/true);
+      out = out * correction + at::matmul(p, repeat_heads(kv[1].to(at::kFloat), groups));
+      max = new_max;
+      if (step + 1 < n) kv = ring.finish(kv);
+    }
+    out = out / sum;
+    ctx->save_for_backward({q_in, k_in, v_in, positions, out, max + sum.log()});
+    ctx->saved_data["group"] = group_id;
+    ctx->saved_data["scale"] = scale;
+    return out.to(q_in.scalar_type());
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto &q_in = saved[0], &k_in = saved[1], &v_in = saved[2], &positions = saved[3], &out = saved[4],
+               &lse = saved[5];
+    auto group = group_by_id(static_cast<int>(ctx->saved_data["group"].toInt()));
+    const double scale = ctx->saved_data["scale"].toDouble();
+    const int n = group->size(), me = group->rank();
+    const int64_t groups = q_in.size(1) / k_in.size(1);
+    auto q = q_in.to(at::kFloat), dout = grads[0].to(at::kFloat);
+    auto q_pos = positions[me];
+    auto delta = (dout * out).sum(-1, /*keepdim=*/true);
+    auto dq = at::zeros_like(q);
+    // each block travels with its key and value gradients: [k, v, dk, dv]
+    auto block = at::cat({at::stack({k_in, v_in}).to(at::kFloat), at::zeros({2, k_in.size(0), k_in.size(1),
+                                                                               k_in.size(2), k_in.size(3)}, q.options())})
+                     .contiguous();
+    RingStep ring(group, next_pass_tag());
+    for (int step = 0, owner = me; step < n; ++step, owner = (owner + n - 1) % n) {
+      auto keys = repeat_heads(block[0], groups), values = repeat_heads(block[1], groups);
+      auto p = (block_scores(q, keys, q_pos, positions[owner], scale) - lse).exp();
+      auto ds = p * (at::matmul(dout, values.transpose(-1, -2)) - delta);
+      dq += at::matmul(ds, keys) * scale;
+      block[2] += sum_heads(at::matmul(ds.transpose(-1, -2), q) * scale, groups);
+      block[3] += sum_heads(at::matmul(p.transpose(-1, -2), dout), groups);
+      if (step + 1 < n) {
+        ring.start(block);
+        block = ring.finish(block);
+      }
+    }
+    // the block in hand is the next rank's: its gradients go home, and this rank's come back
+    at::Tensor mine = block.narrow(0, 2, 2).contiguous();
+    if (n > 1) {
+      ring.start(mine);
+      mine = ring.finish(mine);
+    }
+    return {dq.to(q_in.scalar_type()), mine[0].to(k_in.scalar_type()), mine[1].to(v_in.scalar_type()), at::Tensor(),
+            at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& positions,
+                          const std::shared_ptr<Group>& group, double scale) {
+  return RingAttention::apply(q, k, v, positions, static_cast<int64_t>(group->id()), scale);
+}
+
+}  // namespace slapo::dist

@@ -1,0 +1,23 @@
+// Ring attention (Liu et al., "Ring Attention with Blockwise Transformers"): causal attention of
+// this rank's queries over the keys and values of every rank of a group, each rank's block passed
+// to the next rank around the ring while the block in hand is computed, softmax combined online.
+// No rank holds more than its queries' scores against one block of keys; backward passes the
+// blocks around again, their key and value gradients travelling with them back to their owner.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+
+#include "distributed/group.h"
+
+namespace slapo::dist {
+
+/// q [B, H, s, D], k and v [B, KVH, s, D] (H a multiple of KVH: grouped-query heads share theirs):
+/// this rank's tokens. `positions` [N, s] holds every rank's tokens' global indices, in group rank
+/// order; a query attends to the keys at or before its own index. `scale` multiplies the scores.
+/// Returns [B, H, s, D] in q's dtype; differentiable in q, k and v (scores in float32).
+at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& positions,
+                          const std::shared_ptr<Group>& group, double scale);
+
+}  // namespace slapo::dist

@@ -1,0 +1,40 @@
+// How context parallelism splits a model's sequence over ranks (sch:context_parallel): the tokens
+// this rank keeps, attention over every rank's keys, and the whole sequence's loss. The zoo's
+// modules call it; the primitive implements it over a group (primitives/context_parallel.cpp).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+
+#include "core/module.h"
+
+namespace slapo {
+
+class SequenceSplit {
+ public:
+  virtual ~SequenceSplit() = default;
+  /// The ranks the sequence is split over.
+  virtual int ranks() const = 0;
+  /// This rank's tokens of a sequence of `seq`: their global indices [s], int64 on `device`. Throws
+  /// naming `who` when `seq` does not split.
+  virtual at::Tensor local_indices(int64_t seq, const at::Device& device, const char* who) const = 0;
+  /// Causal attention of this rank's queries [B, H, s, D] over every rank's keys and values
+  /// [B, KVH, s, D], by the tokens' global indices in a sequence of s x ranks.
+  virtual at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale) const = 0;
+  /// The whole sequence's mean loss from this rank's summed loss and count of labelled tokens: the
+  /// mean on every rank, its gradient this rank's part x ranks, so that averaging gradients over
+  /// the ranks (as data parallelism does) sums every rank's part.
+  virtual at::Tensor mean_loss(const at::Tensor& local_sum, const at::Tensor& local_count) const = 0;
+  virtual std::string describe() const = 0;
+};
+
+/// Gives a LLaMA-family model (LLaMA, Qwen2, Mistral) its split: the root shards each batch's
+/// tokens and labels, every attention attends through `split`. Throws naming the model and what it
+/// cannot split (a sliding window, attention dropout, another family).
+void set_sequence_split(Module& root, const std::shared_ptr<const SequenceSplit>& split, const std::string& where);
+/// The split a model's root holds, or null.
+std::shared_ptr<const SequenceSplit> sequence_split_of(const Module& root);
+
+}  // namespace slapo
