@@ -13,6 +13,7 @@
 #include "distributed/world.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
+#include "models/sequence_split.h"
 #include "models/zoo.h"
 
 namespace slapo {
@@ -243,6 +244,15 @@ int w_Module_expert_groups(lua_State* L) {
   return 1;
 }
 
+// context_parallel_ranks() -> {global rank, ...} or nil: the group context_parallel splits this
+// model's sequences over, for slapo.train to check against its layout.
+int w_Module_context_parallel_ranks(lua_State* L) {
+  auto split = sequence_split_of(*lx_check_module(L, 1));
+  if (!split) return 0;
+  push_ranks(L, split->group_id());
+  return 1;
+}
+
 // shard_groups() -> {{global rank, ...}, ...}: the distinct groups `shard` split this model's
 // parameters over (tensor parallelism; not fully_shard's), for slapo.train to check its layout.
 int w_Module_shard_groups(lua_State* L) {
@@ -397,6 +407,7 @@ const luaL_Reg module_methods[] = {
     {"expert_parallel_parameters", w_Module_expert_parallel_parameters},
     {"expert_groups", w_Module_expert_groups},
     {"shard_groups", w_Module_shard_groups},
+    {"context_parallel_ranks", w_Module_context_parallel_ranks},
     {nullptr, nullptr}};
 // m.weight = other.weight: the parameter becomes that tensor (a tie, as PyTorch's assignment);
 // same shape only, and only for existing parameters (children come through replace).

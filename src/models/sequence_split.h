@@ -15,8 +15,9 @@ namespace slapo {
 class SequenceSplit {
  public:
   virtual ~SequenceSplit() = default;
-  /// The ranks the sequence is split over.
+  /// The ranks the sequence is split over, and their group's id (dist::group_by_id).
   virtual int ranks() const = 0;
+  virtual int group_id() const = 0;
   /// This rank's tokens of a sequence of `seq`: their global indices [s], int64 on `device`. Throws
   /// naming `who` when `seq` does not split.
   virtual at::Tensor local_indices(int64_t seq, const at::Device& device, const char* who) const = 0;

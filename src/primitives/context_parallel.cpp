@@ -19,6 +19,7 @@ class RingSplit : public SequenceSplit {
       : group_(std::move(group)), load_balance_(load_balance) {}
 
   int ranks() const override { return group_->size(); }
+  int group_id() const override { return group_->id(); }
 
   at::Tensor local_indices(int64_t seq, const at::Device& device, const char* who) const override {
     return indices_of(group_->rank(), seq, device, who);

@@ -19,6 +19,9 @@ function Layout:__tostring()
   if self.ep > 1 then
     s = s .. (", ep group {%s} (ep rank %d)"):format(table.concat(self.ep_ranks, ", "), self.ep_rank)
   end
+  if self.cp > 1 then
+    s = s .. (", cp group {%s} (cp rank %d)"):format(table.concat(self.cp_ranks, ", "), self.cp_rank)
+  end
   if self.pp > 1 then
     s = s .. (", pp group {%s} (stage %d)"):format(table.concat(self.pp_ranks, ", "), self.pp_rank)
   end
@@ -112,11 +115,15 @@ end
 --- replicas: shard_experts over ep_group spreads a MoE block's experts over them, and the ranks
 --- holding the same experts form expert_dp_group (dp / ep of them). dp = 4, ep = 2 on 4 ranks: ep
 --- groups {0,1} {2,3}, expert_dp groups {0,2} {1,3}.
+--- cp (context parallelism, dividing dp) likewise makes groups of cp consecutive replicas that split
+--- each sequence (sch:context_parallel{group = layout.cp_group}): they take the same rows, so the
+--- rows split over dp / cp data replicas (`data_replicas`; this rank's is `data_replica`), and
+--- gradients average over the whole DP group as before. dp = 4, cp = 2: cp groups {0,1} {2,3}.
 --- Every rank must call this (it creates every group, in the same order).
 function M.layout(opts)
-  util.check_options(opts, { "tp", "dp", "pp", "ep" }, "parallel.layout", 2)
+  util.check_options(opts, { "tp", "dp", "pp", "ep", "cp" }, "parallel.layout", 2)
   opts = opts or {}
-  for _, k in ipairs({ "tp", "dp", "pp", "ep" }) do
+  for _, k in ipairs({ "tp", "dp", "pp", "ep", "cp" }) do
     if opts[k] ~= nil then
       util.check_count(opts[k], k, "parallel.layout", 2)
     end
@@ -129,7 +136,7 @@ function M.layout(opts)
   end
   -- tp defaults to what dp leaves of a stage's ranks (all of them when dp is not given either,
   -- (with ep alone, none: experts spread over replicas)
-  local tp = opts.tp or (opts.dp and (world / pp) / opts.dp) or (opts.ep and 1) or world / pp
+  local tp = opts.tp or (opts.dp and (world / pp) / opts.dp) or ((opts.ep or opts.cp) and 1) or world / pp
   if tp < 1 or (world / pp) % tp ~= 0 then
     error(("parallel.layout: tp = %s does not divide the %d ranks of a pipeline stage (world %d / pp %d)"):format(
       tostring(tp), world / pp, world, pp), 2)
@@ -157,7 +164,22 @@ function M.layout(opts)
       .. "groups are made of data-parallel replicas (choices: %s)"):format(ep, dp, tp, dp, pp,
       table.concat(choices, ", ")), 2)
   end
-  local layout = setmetatable({ rank = rank, world = world, tp = tp, dp = dp, pp = pp, ep = ep }, Layout)
+  local cp = opts.cp or 1
+  if dp % cp ~= 0 then
+    local choices = {}
+    for n = 1, dp do
+      if dp % n == 0 then table.insert(choices, tostring(n)) end
+    end
+    error(("parallel.layout: cp = %d does not divide the %d data-parallel ranks (tp %d x dp %d x pp %d); context-"
+      .. "parallel groups are made of data-parallel ranks (choices: %s)"):format(cp, dp, tp, dp, pp,
+      table.concat(choices, ", ")), 2)
+  end
+  if cp > 1 and ep > 1 then
+    error(("parallel.layout: cp = %d with ep = %d: context and expert parallelism together are not supported yet"):format(
+      cp, ep), 2)
+  end
+  local layout = setmetatable({ rank = rank, world = world, tp = tp, dp = dp, pp = pp, ep = ep, cp = cp,
+    data_replicas = dp / cp }, Layout)
   local function rank_of(t, d, p)
     return (p * dp + d) * tp + t
   end
@@ -189,6 +211,11 @@ function M.layout(opts)
     make("expert_dp", dp / ep, { tp * pp, ep, rank = function(tp_pp, place, i)
       return rank_of(tp_pp % tp, i * ep + place, math.floor(tp_pp / tp)) end })
   end
+  if cp > 1 then  -- cp group: replicas block * cp .. block * cp + cp - 1
+    make("cp", cp, { tp * pp, dp / cp, rank = function(tp_pp, block, i)
+      return rank_of(tp_pp % tp, block * cp + i, math.floor(tp_pp / tp)) end })
+  end
+  layout.data_replica = math.floor(me.d / cp)
   assert(layout.tp_rank == me.t and layout.dp_rank == me.d and layout.pp_rank == me.p)
   return layout
 end

@@ -385,6 +385,26 @@ local function check_shard_groups(model, opts)
   end
 end
 
+-- A model whose sequences context_parallel splits trains on a layout whose cp group is those
+-- ranks: they must take the same rows (the layout's data replicas), and the DP group averages
+-- their gradients, each rank's part of the whole sequence's.
+local function check_context_parallel(model, opts)
+  local ranks = model:context_parallel_ranks()
+  local cp = opts.layout and opts.layout.cp or 1
+  if not ranks and cp == 1 then return end
+  local got = ranks and "{" .. table.concat(ranks, ", ") .. "}"
+  if not opts.layout or cp == 1 then
+    error(("train: the model splits its sequences over ranks %s (context_parallel); train it with layout = "
+      .. "slapo.parallel.layout{cp = %d}, whose cp group those ranks are"):format(got, #ranks), 0)
+  end
+  local want = "{" .. table.concat(opts.layout.cp_ranks, ", ") .. "}"
+  if got ~= want then
+    error(("train: the layout has cp = %d (this rank's cp group %s), but the model %s; apply "
+      .. "sch:context_parallel{group = layout.cp_group}"):format(cp, want,
+      got and "splits its sequences over ranks " .. got or "does not split its sequences (context_parallel)"), 0)
+  end
+end
+
 -- Averages the gradients over the replicas, one all-reduce per parameter, except those of
 -- `skip` (fully_shard's backward averaged them already).
 local function average_gradients(opts, model, group, replicas, skip)
@@ -637,16 +657,21 @@ function M.run(user_opts)
   -- by its own backward
   check_experts(model, opts)
   check_shard_groups(model, opts)
+  check_context_parallel(model, opts)
   local fully_sharded = fully_sharded_of(model)
   if fully_sharded and opts.optimizer == "zero_adamw" then
     error("train: zero_adamw on a fully sharded model: its AdamW state is already 1/N of each parameter; "
       .. "use optimizer = \"adamw\"", 0)
   end
   local group, replicas, replica = replicas_of(opts, fully_sharded)
+  -- context parallelism: the ranks of a cp group split the same rows, each counting 1/cp of them
+  local cp = opts.layout and opts.layout.cp or 1
+  local data_replica, data_replicas = replica, replicas
+  if cp > 1 then data_replica, data_replicas = opts.layout.data_replica, opts.layout.data_replicas end
   local tp_group = tp_group_of(opts)
   local data = type(opts.data) == "function" and opts.data
-    or opts.data.tokens and M.token_batches(opts.data, model, opts.grad_accum, replica, replicas)
-    or M.synthetic(opts.data, replica)
+    or opts.data.tokens and M.token_batches(opts.data, model, opts.grad_accum, data_replica, data_replicas)
+    or M.synthetic(opts.data, data_replica)
   local rank0 = slapo.dist.rank() == 0
   local optimizer = make_optimizer(model, opts)
   if swap_state then
@@ -691,7 +716,7 @@ function M.run(user_opts)
       local scaled = scaler and scaler:scale(loss) or loss
       scaled:backward()
       summed = summed and summed + loss:detach() or loss:detach()
-      tokens = tokens + ids:numel()
+      tokens = tokens + ids:numel() / cp
     end
     local total, all_tokens = global_step(summed:item(), tokens, group, replicas)
     reduce_gradients(opts, model, group, replicas, fully_sharded)

@@ -1,0 +1,162 @@
+-- context_parallel: each rank of the group is given whole rows, keeps its share of every sequence
+-- (with causal load balance, chunks r and 2N-1-r of 2N), attends over every rank's keys by ring
+-- attention, and reports the whole sequence's loss; with the gradients averaged over the group it
+-- trains as one process on the whole sequences.
+local parallel = require("slapo.parallel")
+local world, rank = slapo.dist.world_size(), slapo.dist.rank()
+
+local function llama(extra)
+  local cfg = { hidden_size = 32, num_hidden_layers = 2, num_attention_heads = 4, num_key_value_heads = 2,
+    intermediate_size = 64, vocab_size = 64, max_position_embeddings = 1024 }
+  for k, v in pairs(extra or {}) do cfg[k] = v end
+  slapo.manual_seed(3)
+  return slapo.models.llama(cfg)
+end
+
+-- `rows` rows of `seq` tokens, the same on every rank
+local function batch(rows, seq)
+  slapo.manual_seed(9)
+  return slapo.randint(0, 64, { rows, seq })
+end
+
+local function named(model)
+  local out = {}
+  for name, p in model:named_parameters() do out[name] = p end
+  return out
+end
+
+-- This rank's tokens of `t` [B, seq, ...]: chunk r of N, or chunks r and 2N-1-r of 2N.
+local function my_tokens(t, n, r, balanced)
+  local chunks = balanced and 2 * n or n
+  local chunk = t:size()[2] / chunks
+  if not balanced then return t:narrow(1, r * chunk, chunk) end
+  return slapo.cat({ t:narrow(1, r * chunk, chunk), t:narrow(1, (chunks - 1 - r) * chunk, chunk) }, 1)
+end
+
+-- 3 AdamW steps of the split model (gradients averaged over `layout`'s DP group) beside one process
+-- on the same rows: losses to 1e-5 relative, then gradients and weights (AdamW's rounding after 3
+-- steps of lr 1e-2).
+local function trains_as_one_process(layout, schedule, seq, opts)
+  local ids = batch(2, seq)
+  local ref = llama()
+  local sch = slapo.create_schedule(llama(), { group = layout.tp_group })
+  if schedule then schedule(sch) end
+  sch:context_parallel({ group = layout.cp_group, load_balance = opts.load_balance })
+  local model = slapo.build(sch)
+  local adamw = { slapo.optim.adamw(ref, { lr = 1e-2, weight_decay = 0 }),
+    slapo.optim.adamw(model, { lr = 1e-2, weight_decay = 0 }) }
+  for step = 1, 3 do
+    adamw[1]:zero_grad()
+    adamw[2]:zero_grad()
+    local expected = ref(ids, { labels = ids })
+    expected:backward()
+    local loss = model(ids, { labels = ids })
+    loss:backward()
+    assert(math.abs(loss:item() - expected:item()) < 1e-5 * expected:item(),
+      ("step %d: loss %.7f in one process, %.7f split over %d ranks"):format(step, expected:item(), loss:item(),
+        layout.cp))
+    layout:all_reduce_grads(model)
+    if layout.tp == 1 then
+      local theirs = named(ref)
+      for name, p in model:named_parameters() do close(theirs[name].grad, p.grad, { rtol = 1e-4, atol = 1e-6 }) end
+    end
+    adamw[1]:step()
+    adamw[2]:step()
+  end
+  if layout.tp == 1 then
+    local theirs = named(ref)
+    for name, p in model:named_parameters() do close(theirs[name], p, { rtol = 1e-4, atol = 2e-5 }) end
+  end
+end
+
+describe("context_parallel", function()
+  it("keeps this rank's load-balanced chunks of every sequence: their logits are the whole model's", function()
+    local ids = batch(2, 64)
+    local sch = slapo.create_schedule(llama())
+    sch:context_parallel()
+    local whole = llama()(ids)
+    local logits = slapo.build(sch)(ids)
+    eq({ 2, 64 / world, 64 }, logits:size())
+    close(my_tokens(whole, world, rank, true), logits, { rtol = 1e-4, atol = 1e-5 })
+    matches("context_parallel%(%)", sch:log())
+  end)
+
+  it("keeps one contiguous chunk without load balance", function()
+    local ids = batch(2, 64)
+    local sch = slapo.create_schedule(llama())
+    sch:context_parallel({ load_balance = false })
+    close(my_tokens(llama()(ids), world, rank, false), slapo.build(sch)(ids),
+      { rtol = 1e-4, atol = 1e-5 })
+  end)
+
+  it("trains as one process over 3 AdamW steps at sequence 512, load-balanced", function()
+    trains_as_one_process(parallel.layout({ cp = world }), nil, 512, { load_balance = true })
+  end)
+
+  it("trains as one process over 3 AdamW steps at sequence 512, in contiguous chunks", function()
+    trains_as_one_process(parallel.layout({ cp = world }), nil, 512, { load_balance = false })
+  end)
+
+  if world == 4 then
+    it("composes with tensor parallelism: tp 2 x cp 2 (LLaMA's Megatron schedule splits the heads)", function()
+      trains_as_one_process(parallel.layout({ tp = 2, cp = 2 }), function(sch)
+        require("slapo.schedules.llama").schedule(sch)
+      end, 256, { load_balance = true })
+    end)
+  end
+
+  it("trains with slapo.train on a layout's cp group: the losses one process gets", function()
+    local data = { vocab = 64, batch = 2, seq = 128 }
+    local ref = slapo.train({ model = llama(), steps = 3, data = data, quiet = true })
+    local layout = parallel.layout({ cp = world })
+    eq(1, layout.data_replicas)
+    local sch = slapo.create_schedule(llama())
+    sch:context_parallel({ group = layout.cp_group })
+    local result = slapo.train({ model = slapo.build(sch), layout = layout, steps = 3, data = data, quiet = true })
+    for step = 1, 3 do
+      assert(math.abs(result.losses[step] - ref.losses[step]) < 1e-5 * ref.losses[step],
+        ("step %d: %.7f in one process, %.7f split"):format(step, ref.losses[step], result.losses[step]))
+    end
+  end)
+
+  it("refuses by name what it cannot split, and changes nothing", function()
+    local sch = slapo.create_schedule(llama())
+    matches("context_parallel: method 'ulysses' is not one %(.* keeps: ring%)",
+      pcall_err(sch.context_parallel, sch, { method = "ulysses" }))
+    matches("context_parallel: .*model%.layers%.0.* is not the model's root",
+      pcall_err(sch["model.layers.0"].context_parallel, sch["model.layers.0"]))
+    matches("context_parallel: .* is a GPT2LMHeadModel; ring attention is written for LLaMA%-family",
+      pcall_err(function()
+        local gpt2 = slapo.create_schedule(slapo.models.gpt2({ n_embd = 32, n_layer = 1, n_head = 2, vocab_size = 64 }))
+        gpt2:context_parallel()
+      end))
+    local mistral = slapo.create_schedule(slapo.models.mistral({ hidden_size = 32, num_hidden_layers = 1,
+      num_attention_heads = 4, num_key_value_heads = 2, intermediate_size = 64, vocab_size = 64,
+      sliding_window = 16 }))
+    matches("self_attn attends within a sliding window of 16 tokens", pcall_err(mistral.context_parallel, mistral))
+    assert(not sch:log():find("context_parallel"), "the refusals changed nothing")
+    -- a sequence that does not cut into 2N chunks, and keywords it does not split
+    sch:context_parallel()
+    local model = slapo.build(sch)
+    local odd = batch(1, 2 * world + 2)
+    matches(("LlamaForCausalLM: context_parallel over %d ranks cuts a sequence into %d chunks %%(two a rank, for causal "
+      .. "load balance%%); %d tokens do not divide"):format(world, 2 * world, 2 * world + 2),
+      pcall_err(function() return model(odd) end))
+    local ids = batch(1, 16)
+    matches("attention_mask", pcall_err(function() return model(ids, { attention_mask = ids }) end))
+    matches("already splits its sequence %(ring attention over", pcall_err(sch.context_parallel, sch))
+    -- slapo.train: the split model needs the layout whose cp group splits it
+    matches(("train: the model splits its sequences over ranks {%s}"):format(world == 2 and "0, 1" or "0, 1, 2, 3"),
+      pcall_err(slapo.train, { model = model, steps = 1, quiet = true, data = { vocab = 64, batch = 1, seq = 16 } }))
+    matches("train: the layout has cp = 2 .* but the model does not split its sequences",
+      pcall_err(slapo.train, { model = llama(), steps = 1, quiet = true, layout = parallel.layout({ cp = 2 }),
+        data = { vocab = 64, batch = 1, seq = 16 } }))
+    matches("parallel.layout: cp = 3 does not divide", pcall_err(parallel.layout, { cp = 3 }))
+    -- cp groups of consecutive ranks; the rows split over dp / cp data replicas
+    local pairs_of = parallel.layout({ cp = 2 })
+    eq({ rank - rank % 2, rank - rank % 2 + 1 }, pairs_of.cp_ranks)
+    eq(world / 2, pairs_of.data_replicas)
+    eq(math.floor(rank / 2), pairs_of.data_replica)
+    matches("cp group {", tostring(pairs_of))
+  end)
+end)
