@@ -154,26 +154,21 @@ function M.layout(opts)
       .. "parallel groups cross nodes and their all-reduces the network (tp dividing %d keeps them inside a node)\n")
       :format(tp, per_node, per_node))
   end
-  local ep = opts.ep or 1
-  if dp % ep ~= 0 then
-    local choices = {}
-    for n = 1, dp do
-      if dp % n == 0 then table.insert(choices, tostring(n)) end
+  -- expert and context parallelism group data-parallel ranks: their sizes must divide dp
+  local function groups_of_replicas(key, what)
+    local n = opts[key] or 1
+    if dp % n ~= 0 then
+      local choices = {}
+      for d = 1, dp do
+        if dp % d == 0 then table.insert(choices, tostring(d)) end
+      end
+      error(("parallel.layout: %s = %d does not divide the %d data-parallel ranks (tp %d x dp %d x pp %d); %s groups "
+        .. "are made of data-parallel replicas (choices: %s)"):format(key, n, dp, tp, dp, pp, what,
+        table.concat(choices, ", ")), 3)
     end
-    error(("parallel.layout: ep = %d does not divide the %d data-parallel ranks (tp %d x dp %d x pp %d); expert "
-      .. "groups are made of data-parallel replicas (choices: %s)"):format(ep, dp, tp, dp, pp,
-      table.concat(choices, ", ")), 2)
+    return n
   end
-  local cp = opts.cp or 1
-  if dp % cp ~= 0 then
-    local choices = {}
-    for n = 1, dp do
-      if dp % n == 0 then table.insert(choices, tostring(n)) end
-    end
-    error(("parallel.layout: cp = %d does not divide the %d data-parallel ranks (tp %d x dp %d x pp %d); context-"
-      .. "parallel groups are made of data-parallel ranks (choices: %s)"):format(cp, dp, tp, dp, pp,
-      table.concat(choices, ", ")), 2)
-  end
+  local ep, cp = groups_of_replicas("ep", "expert"), groups_of_replicas("cp", "context-parallel")
   if cp > 1 and ep > 1 then
     error(("parallel.layout: cp = %d with ep = %d: context and expert parallelism together are not supported yet"):format(
       cp, ep), 2)
