@@ -23,6 +23,10 @@ M.primitives = {
     .. "num_local_experts / |group| of its experts on each rank of the group; each call sends every routed token to "
     .. "its experts' ranks and back by all-to-all (none dropped), the router stays whole; with "
     .. "slapo.parallel.layout{ep = N}, group = layout.ep_group.",
+  context_parallel = "sch:context_parallel{group = cp_group, method = \"ring\", load_balance = true}: on a LLaMA-"
+    .. "family model's root, each rank of the group keeps its share of every sequence (load_balance: chunks r and "
+    .. "2N-1-r of 2N) and attends over every rank's keys by ring attention; it returns its tokens' logits, or the "
+    .. "whole sequence's loss; average gradients over the group (slapo.parallel.layout{cp = N}, slapo.train).",
   annotate = "sub:annotate(param, key, value): attach metadata to a parameter (see sub:param_info(param)).",
   trace = "sub:trace{inputs = {...}, leaves = {...}, flatten = false}: the module's forward becomes a graph; "
     .. "leaves (direct children, or with flatten the named paths/types) stay calls; see sub:graph(). "
