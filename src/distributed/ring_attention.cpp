@@ -1,6 +1,7 @@
 // Ring attention's forward and backward as one autograd Function over point-to-point messages.
 #include "distributed/ring_attention.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "distributed/world.h"
@@ -58,17 +59,26 @@ class RingStep {
 };
 
 // The scores of this rank's queries against one block of keys, -inf where a key comes after the
-// query, in float32.
+// query, in float32. The queries x block matrices are the ring's largest tensors, so each step
+// works on them in place: one or two alive at a time.
 at::Tensor block_scores(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& q_pos, const at::Tensor& k_pos,
                         double scale) {
-  auto scores = at::matmul(q, keys.transpose(-1, -2)) * scale;
+  auto scores = at::matmul(q, keys.transpose(-1, -2)).mul_(scale);
   auto later = k_pos.unsqueeze(0) > q_pos.unsqueeze(1);  // [s, s]
-  return scores.masked_fill(later, -std::numeric_limits<float>::infinity());
+  return scores.masked_fill_(later, -std::numeric_limits<float>::infinity());
+}
+
+// How many query rows a step takes at a time against a block of `keys` keys: at most
+// `score_bytes` of float32 scores (the rows are independent in the online softmax), so a rank's
+// transient memory does not grow with the square of its share of the sequence.
+int64_t rows_per_chunk(const at::Tensor& q, int64_t keys, int64_t score_bytes) {
+  return std::max<int64_t>(1, score_bytes / (4 * q.size(0) * q.size(1) * keys));
 }
 
 struct RingAttention : public torch::autograd::Function<RingAttention> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q_in, const at::Tensor& k_in,
-                            const at::Tensor& v_in, const at::Tensor& positions, int64_t group_id, double scale) {
+                            const at::Tensor& v_in, const at::Tensor& positions, int64_t group_id, double scale,
+                            int64_t score_bytes) {
     auto group = group_by_id(static_cast<int>(group_id));
     const int n = group->size(), me = group->rank();
     const int64_t groups = q_in.size(1) / k_in.size(1);
@@ -78,22 +88,29 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
     auto out = at::zeros_like(q), sum = at::zeros({q.size(0), q.size(1), q.size(2), 1}, q.options());
     auto max = at::full_like(sum, -std::numeric_limits<float>::infinity());
     RingStep ring(group, next_pass_tag());
+    const int64_t seq = q.size(2), rows = rows_per_chunk(q, k_in.size(2), score_bytes);
     for (int step = 0, owner = me; step < n; ++step, owner = (owner + n - 1) % n) {
       if (step + 1 < n) ring.start(kv);
-      auto scores = block_scores(q, repeat_heads(kv[0].to(at::kFloat), groups), q_pos, positions[owner], scale);
-      // the first block is this rank's own: every query has itself, so the running max is finite
-      auto new_max = at::maximum(max, std::get<0>(scores.max(-1, /*keepdim=*/true)));
-      auto p = (scores - new_max).exp();
-      auto correction = (max - new_max).exp();
-      sum = sum * correction + p.sum(-1, /*keepdim=*/true);
-      out = out * correction + at::matmul(p, repeat_heads(kv[1].to(at::kFloat), groups));
-      max = new_max;
+      auto keys = repeat_heads(kv[0].to(at::kFloat), groups), values = repeat_heads(kv[1].to(at::kFloat), groups);
+      for (int64_t first = 0; first < seq; first += rows) {
+        const int64_t len = std::min(rows, seq - first);
+        auto row_max = max.narrow(2, first, len), row_sum = sum.narrow(2, first, len), row_out = out.narrow(2, first, len);
+        auto scores = block_scores(q.narrow(2, first, len), keys, q_pos.narrow(0, first, len), positions[owner], scale);
+        // the first block is this rank's own: every query has itself, so the running max is finite
+        auto new_max = at::maximum(row_max, std::get<0>(scores.max(-1, /*keepdim=*/true)));
+        auto correction = (row_max - new_max).exp();
+        auto p = scores.sub_(new_max).exp_();
+        row_sum.mul_(correction).add_(p.sum(-1, /*keepdim=*/true));
+        row_out.mul_(correction).add_(at::matmul(p, values));
+        row_max.copy_(new_max);
+      }
       if (step + 1 < n) kv = ring.finish(kv);
     }
     out = out / sum;
     ctx->save_for_backward({q_in, k_in, v_in, positions, out, max + sum.log()});
     ctx->saved_data["group"] = group_id;
     ctx->saved_data["scale"] = scale;
+    ctx->saved_data["score_bytes"] = score_bytes;
     return out.to(q_in.scalar_type());
   }
 
@@ -114,13 +131,20 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
                                                                                k_in.size(2), k_in.size(3)}, q.options())})
                      .contiguous();
     RingStep ring(group, next_pass_tag());
+    const int64_t seq = q.size(2), rows = rows_per_chunk(q, k_in.size(2), ctx->saved_data["score_bytes"].toInt());
     for (int step = 0, owner = me; step < n; ++step, owner = (owner + n - 1) % n) {
       auto keys = repeat_heads(block[0], groups), values = repeat_heads(block[1], groups);
-      auto p = (block_scores(q, keys, q_pos, positions[owner], scale) - lse).exp();
-      auto ds = p * (at::matmul(dout, values.transpose(-1, -2)) - delta);
-      dq += at::matmul(ds, keys) * scale;
-      block[2] += sum_heads(at::matmul(ds.transpose(-1, -2), q) * scale, groups);
-      block[3] += sum_heads(at::matmul(p.transpose(-1, -2), dout), groups);
+      for (int64_t first = 0; first < seq; first += rows) {
+        const int64_t len = std::min(rows, seq - first);
+        auto row_q = q.narrow(2, first, len), row_dout = dout.narrow(2, first, len);
+        auto p = block_scores(row_q, keys, q_pos.narrow(0, first, len), positions[owner], scale)
+                     .sub_(lse.narrow(2, first, len))
+                     .exp_();
+        auto ds = at::matmul(row_dout, values.transpose(-1, -2)).sub_(delta.narrow(2, first, len)).mul_(p);
+        dq.narrow(2, first, len).add_(at::matmul(ds, keys), scale);
+        block[2] += sum_heads(at::matmul(ds.transpose(-1, -2), row_q) * scale, groups);
+        block[3] += sum_heads(at::matmul(p.transpose(-1, -2), row_dout), groups);
+      }
       if (step + 1 < n) {
         ring.start(block);
         block = ring.finish(block);
@@ -133,15 +157,15 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
       mine = ring.finish(mine);
     }
     return {dq.to(q_in.scalar_type()), mine[0].to(k_in.scalar_type()), mine[1].to(v_in.scalar_type()), at::Tensor(),
-            at::Tensor(), at::Tensor()};
+            at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
 }  // namespace
 
 at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& positions,
-                          const std::shared_ptr<Group>& group, double scale) {
-  return RingAttention::apply(q, k, v, positions, static_cast<int64_t>(group->id()), scale);
+                          const std::shared_ptr<Group>& group, double scale, int64_t score_bytes) {
+  return RingAttention::apply(q, k, v, positions, static_cast<int64_t>(group->id()), scale, score_bytes);
 }
 
 }  // namespace slapo::dist

@@ -16,8 +16,10 @@ namespace slapo::dist {
 /// q [B, H, s, D], k and v [B, KVH, s, D] (H a multiple of KVH: grouped-query heads share theirs):
 /// this rank's tokens. `positions` [N, s] holds every rank's tokens' global indices, in group rank
 /// order; a query attends to the keys at or before its own index. `scale` multiplies the scores.
-/// Returns [B, H, s, D] in q's dtype; differentiable in q, k and v (scores in float32).
+/// `score_bytes` bounds the float32 scores a step computes at once: the queries go against each
+/// block in chunks of rows that fit (at least one row). Returns [B, H, s, D] in q's dtype;
+/// differentiable in q, k and v.
 at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& positions,
-                          const std::shared_ptr<Group>& group, double scale);
+                          const std::shared_ptr<Group>& group, double scale, int64_t score_bytes = 32 << 20);
 
 }  // namespace slapo::dist

@@ -343,10 +343,11 @@ int w_Schedule_context_parallel(lua_State* L) {
   const std::string caller = on("context_parallel", *s);
   if (!lua_isnoneornil(L, 2) && !lua_istable(L, 2))
     throw Error(fmt::format("{}: options must be a table like {{group = g}}, got {}", caller, luaL_typename(L, 2)));
-  lx_check_option_keys(L, 2, {"group", "method", "load_balance"}, caller.c_str());
+  lx_check_option_keys(L, 2, {"group", "method", "load_balance", "score_mib"}, caller.c_str());
   ContextParallelOptions options;
   options.method = lx_opt_string(L, 2, "method", "ring", caller.c_str());
   options.load_balance = lx_opt_bool(L, 2, "load_balance", true, caller.c_str());
+  options.score_mib = lx_opt_number_in(L, 2, "score_mib", 32, 1e-6, 1e9, caller.c_str());
   if (lua_istable(L, 2)) {
     lua_getfield(L, 2, "group");
     if (!lua_isnil(L, -1)) options.group = lx_group_arg(L, lua_gettop(L), caller + ": option 'group'");

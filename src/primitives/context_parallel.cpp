@@ -15,8 +15,8 @@ namespace {
 
 class RingSplit : public SequenceSplit {
  public:
-  RingSplit(std::shared_ptr<dist::Group> group, bool load_balance)
-      : group_(std::move(group)), load_balance_(load_balance) {}
+  RingSplit(std::shared_ptr<dist::Group> group, bool load_balance, int64_t score_bytes)
+      : group_(std::move(group)), load_balance_(load_balance), score_bytes_(score_bytes) {}
 
   int ranks() const override { return group_->size(); }
   int group_id() const override { return group_->id(); }
@@ -29,7 +29,7 @@ class RingSplit : public SequenceSplit {
     const int64_t seq = q.size(2) * ranks();
     std::vector<at::Tensor> every;
     for (int r = 0; r < ranks(); ++r) every.push_back(indices_of(r, seq, q.device(), "context_parallel"));
-    return dist::ring_attention(q, k, v, at::stack(every), group_, scale);
+    return dist::ring_attention(q, k, v, at::stack(every), group_, scale, score_bytes_);
   }
 
   at::Tensor mean_loss(const at::Tensor& local_sum, const at::Tensor& local_count) const override {
@@ -62,6 +62,7 @@ class RingSplit : public SequenceSplit {
 
   std::shared_ptr<dist::Group> group_;
   bool load_balance_;
+  int64_t score_bytes_;
 };
 
 }  // namespace
@@ -79,7 +80,11 @@ void context_parallel(Schedule& sch, const ContextParallelOptions& options, cons
   if (sequence_split_of(*sch.mod()))
     throw Error(fmt::format("context_parallel: {} already splits its sequence ({})", sch.where(),
                             sequence_split_of(*sch.mod())->describe()));
-  set_sequence_split(*sch.mod(), std::make_shared<RingSplit>(group, options.load_balance), sch.where());
+  if (!(options.score_mib > 0))
+    throw Error(fmt::format("context_parallel: score_mib must be a positive number of MiB, got {} ({})",
+                            options.score_mib, sch.where()));
+  const auto score_bytes = static_cast<int64_t>(options.score_mib * double(1 << 20));
+  set_sequence_split(*sch.mod(), std::make_shared<RingSplit>(group, options.load_balance, score_bytes), sch.where());
   sch.log().append({"context_parallel", sch.path(), site.lua_args, site.source});
 }
 

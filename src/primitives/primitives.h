@@ -114,6 +114,7 @@ struct ContextParallelOptions {
   std::shared_ptr<dist::Group> group;
   std::string method = "ring";
   bool load_balance = true;
+  double score_mib = 32;  ///< the float32 scores a ring step computes at once, at most (rows in chunks)
 };
 void context_parallel(Schedule& sch, const ContextParallelOptions& options, const CallSite& site);
 

@@ -41,7 +41,7 @@ local function trains_as_one_process(layout, schedule, seq, opts)
   local ref = llama()
   local sch = slapo.create_schedule(llama(), { group = layout.tp_group })
   if schedule then schedule(sch) end
-  sch:context_parallel({ group = layout.cp_group, load_balance = opts.load_balance })
+  sch:context_parallel({ group = layout.cp_group, load_balance = opts.load_balance, score_mib = opts.score_mib })
   local model = slapo.build(sch)
   local adamw = { slapo.optim.adamw(ref, { lr = 1e-2, weight_decay = 0 }),
     slapo.optim.adamw(model, { lr = 1e-2, weight_decay = 0 }) }
@@ -91,6 +91,11 @@ describe("context_parallel", function()
 
   it("trains as one process over 3 AdamW steps at sequence 512, load-balanced", function()
     trains_as_one_process(parallel.layout({ cp = world }), nil, 512, { load_balance = true })
+  end)
+
+  it("trains as one process with each block's queries taken a few rows at a time (score_mib)", function()
+    -- 0.1 MiB of scores: about 25 rows of 2 x 4 heads against a block of 512 / N keys, many chunks a step
+    trains_as_one_process(parallel.layout({ cp = world }), nil, 512, { load_balance = true, score_mib = 0.1 })
   end)
 
   it("trains as one process over 3 AdamW steps at sequence 512, in contiguous chunks", function()
@@ -152,6 +157,7 @@ describe("context_parallel", function()
       pcall_err(slapo.train, { model = llama(), steps = 1, quiet = true, layout = parallel.layout({ cp = 2 }),
         data = { vocab = 64, batch = 1, seq = 16 } }))
     matches("parallel.layout: cp = 3 does not divide", pcall_err(parallel.layout, { cp = 3 }))
+    matches("score_mib", pcall_err(sch.context_parallel, slapo.create_schedule(llama()), { score_mib = 0 }))
     -- cp groups of consecutive ranks; the rows split over dp / cp data replicas
     local pairs_of = parallel.layout({ cp = 2 })
     eq({ rank - rank % 2, rank - rank % 2 + 1 }, pairs_of.cp_ranks)
