@@ -2,6 +2,7 @@
 // (or, for MaskedLM, the masked-LM loss) when labels are given.
 #pragma once
 
+#include "models/sequence_split.h"
 #include "models/transformer_ops.h"
 #include "models/zoo.h"
 
@@ -16,6 +17,7 @@ class CausalLM : public ModuleBase<Derived>, public HasConfig {
  protected:
   // (input_ids, {labels=, attention_mask=, ...}) -> logits, or the loss with labels
   Value forward(Values args) override {
+    if (split_) return split_forward(args);
     auto ids = tensor_arg(args, 0, this->type_name().c_str(), "input_ids");
     if (!at::isIntegralType(ids.scalar_type(), /*includeBool=*/false))
       throw Error(fmt::format("{}: input_ids must be integer token ids (int64), got {} of shape [{}]", this->type_name(),
@@ -49,6 +51,29 @@ class CausalLM : public ModuleBase<Derived>, public HasConfig {
   /// The loss with what the base model's other outputs add to it (Mixtral's load balancing).
   virtual at::Tensor with_extra_loss(at::Tensor loss, const Value&, const c10::optional<c10::impl::GenericDict>&) const {
     return loss;
+  }
+
+  /// context_parallel (SplitsSequences): set by the family once its modules took the split
+  std::shared_ptr<const SequenceSplit> split_;
+  // Under context_parallel every rank takes the whole rows, keeps its tokens, and returns their
+  // logits, or the whole sequence's loss (each token's label is the next token's id, wherever that
+  // token lives).
+  Value split_forward(const Values& args) {
+    auto ids = tensor_arg(args, 0, this->type_name().c_str(), "input_ids");
+    auto kw = kwargs_arg(args, 1);
+    check_kwargs(kw, {"labels"}, this->type_name() + " under context_parallel (attention_mask, position_ids: not yet)");
+    auto labels = kwarg_tensor(kw, "labels");
+    auto local = split_->local_indices(ids.size(1), ids.device(), this->type_name().c_str());
+    auto logits = this->call(head_, hidden_of(this->call(base_, Values{ids.index_select(1, local)})));
+    if (!labels) return logits;
+    check_labels(*labels, ids);
+    auto targets = at::constant_pad_nd(labels->narrow(1, 1, labels->size(1) - 1), {0, 1}, /*value=*/-100)
+                       .to(ids.device())
+                       .index_select(1, local)
+                       .reshape({-1});
+    auto flat = logits.reshape({-1, logits.size(-1)});
+    auto sum = at::cross_entropy_loss(flat.to(at::kFloat), targets, {}, at::Reduction::Sum, /*ignore_index=*/-100);
+    return split_->mean_loss(sum, targets.ne(-100).sum());
   }
 
  private:

@@ -7,6 +7,7 @@
 #include "models/layers.h"
 #include "models/transformer_ops.h"
 #include "models/config_check.h"
+#include "models/sequence_split.h"
 #include "models/zoo.h"
 
 namespace slapo {
@@ -36,6 +37,7 @@ class GPT2Attention : public ModuleBase<GPT2Attention> {
   int64_t head_dim;
   AttentionImpl impl;
   c10::optional<double> scale;  // none: 1 / sqrt(head_dim)
+  std::shared_ptr<const SequenceSplit> split;  // context_parallel: this rank's queries over every rank's keys
 
  protected:
   // (hidden_states, additive mask or nil: causal then); q, k, v are thirds of c_attn's output,
@@ -46,6 +48,10 @@ class GPT2Attention : public ModuleBase<GPT2Attention> {
     if (args.size() > 1 && args[1].isTensor()) mask = args[1].toTensor();
     auto qkv = call("c_attn", x).chunk(3, -1);
     auto q = split_heads(qkv[0], head_dim), k = split_heads(qkv[1], head_dim), v = split_heads(qkv[2], head_dim);
+    if (split) {
+      auto context = split->attend(q, k, v, scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim))));
+      return call("resid_dropout", call("c_proj", merge_heads(context)));
+    }
     auto context = attention_context(q, k, v, mask, /*causal=*/true, impl, plain_dropout_rate(*child("attn_dropout")),
                                      [&](const at::Tensor& probs) { return call("attn_dropout", probs); }, scale);
     return call("resid_dropout", call("c_proj", merge_heads(context)));
@@ -101,13 +107,20 @@ class GPT2Model : public ModuleBase<GPT2Model> {
     set_child("h", std::make_shared<ModuleList>(blocks));
     set_child("ln_f", std::make_shared<LayerNorm>(h, c.number("layer_norm_epsilon", 1e-5), o));
   }
+  /// context_parallel: the input ids are this rank's tokens, at their global positions
+  std::shared_ptr<const SequenceSplit> split;
 
  protected:
   // (input_ids, {attention_mask=})
   Value forward(Values args) override {
     auto ids = tensor_arg(args, 0, "GPT2Model", "input_ids");
-    check_sequence_fits(ids, child("wpe")->param("weight").size(0), "GPT2Model", "n_positions");
-    auto positions = torch::arange(ids.size(1), ids.options()).unsqueeze(0);
+    const int64_t learned = child("wpe")->param("weight").size(0);
+    if (split && ids.dim() == 2 && ids.size(1) * split->ranks() > learned)
+      throw Error(fmt::format("GPT2Model: a sequence of {} tokens is longer than the model's {} learned positions "
+                              "(n_positions)", ids.size(1) * split->ranks(), learned));
+    if (!split) check_sequence_fits(ids, learned, "GPT2Model", "n_positions");
+    auto positions = split ? split->local_indices(ids.size(1) * split->ranks(), ids.device(), "GPT2Model").unsqueeze(0)
+                           : torch::arange(ids.size(1), ids.options()).unsqueeze(0);
     auto x = call("drop", call("wte", ids) + call("wpe", positions));
     // A mask only with padding: without one the attention is causal by itself (and on LibTorch 2.x
     // may take SDPA's causal kernels, which refuse a mask).
@@ -120,7 +133,7 @@ class GPT2Model : public ModuleBase<GPT2Model> {
   }
 };
 
-class GPT2LMHeadModel : public CausalLM<GPT2LMHeadModel> {
+class GPT2LMHeadModel : public CausalLM<GPT2LMHeadModel>, public SplitsSequences {
  public:
   GPT2LMHeadModel(const ModelConfig& c, const at::TensorOptions& o)
       : CausalLM("GPT2LMHeadModel", c, "transformer", "lm_head") {
@@ -130,6 +143,28 @@ class GPT2LMHeadModel : public CausalLM<GPT2LMHeadModel> {
     if (c.flag("tie_word_embeddings", true))
       head->set_param("weight", transformer->child("wte")->param("weight"));
     set_child("lm_head", head);
+  }
+  std::shared_ptr<const SequenceSplit> sequence_split() const override { return split_; }
+  // every attention through the split, at the tokens' global positions; refused with attention dropout
+  void split_sequences(const std::shared_ptr<const SequenceSplit>& split, const std::string& where) override {
+    auto* base = dynamic_cast<GPT2Model*>(child("transformer").get());
+    std::vector<GPT2Attention*> attentions;
+    for (auto& [name, block] : base->child("h")->children_in_order()) {
+      auto* attention = dynamic_cast<GPT2Attention*>(block->child("attn").get());
+      if (!attention)
+        throw Error(fmt::format("context_parallel: {}.transformer.h.{}.attn is a {}, not the GPT2Attention ring "
+                                "attention runs in; apply context_parallel before replacing attention",
+                                where, name, block->child("attn")->type_name()));
+      auto rate = plain_dropout_rate(*attention->child("attn_dropout"));
+      if (!rate || *rate > 0)
+        throw Error(fmt::format("context_parallel: {}.transformer.h.{}.attn drops attention probabilities "
+                                "(attn_pdrop {}), which ring attention does not; build with attn_pdrop = 0",
+                                where, name, rate ? fmt::format("{:g}", *rate) : std::string("replaced")));
+      attentions.push_back(attention);
+    }
+    split_ = split;
+    base->split = split;
+    for (auto* attention : attentions) attention->split = split;
   }
 };
 

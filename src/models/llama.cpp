@@ -252,7 +252,7 @@ class LlamaModel : public ModuleBase<LlamaModel> {
   }
 };
 
-class LlamaForCausalLM : public CausalLM<LlamaForCausalLM> {
+class LlamaForCausalLM : public CausalLM<LlamaForCausalLM>, public SplitsSequences {
  public:
   LlamaForCausalLM(const ModelConfig& c, const at::TensorOptions& o)
       : CausalLM(family(c) + "ForCausalLM", c, "model", "lm_head"),
@@ -275,29 +275,6 @@ class LlamaForCausalLM : public CausalLM<LlamaForCausalLM> {
   at::Tensor hidden_of(const Value& base) const override {
     return base.isTuple() ? base.toTuple()->elements()[0].toTensor() : base.toTensor();
   }
-  // context_parallel: every rank takes the whole rows, keeps its tokens, and returns their logits,
-  // or the whole sequence's loss (each token's label is the next token's id, wherever it lives)
-  Value forward(Values args) override {
-    if (!split) return CausalLM::forward(std::move(args));
-    auto ids = tensor_arg(args, 0, type_name().c_str(), "input_ids");
-    auto kw = kwargs_arg(args, 1);
-    check_kwargs(kw, {"labels"}, type_name() + " under context_parallel (attention_mask and position_ids: not yet)",
-                 {});
-    auto labels = kwarg_tensor(kw, "labels");
-    auto local = split->local_indices(ids.size(1), ids.device(), type_name().c_str());
-    auto logits = call("lm_head", hidden_of(call("model", Values{ids.index_select(1, local)})));
-    if (!labels) return logits;
-    if (labels->sizes() != ids.sizes())
-      throw Error(fmt::format("{}: labels must be of input_ids' shape [{}], got [{}]", type_name(),
-                              fmt::join(ids.sizes(), ", "), fmt::join(labels->sizes(), ", ")));
-    auto targets = at::constant_pad_nd(labels->narrow(1, 1, labels->size(1) - 1), {0, 1}, /*value=*/-100)
-                       .to(ids.device())
-                       .index_select(1, local)
-                       .reshape({-1});
-    auto flat = logits.reshape({-1, logits.size(-1)});
-    auto sum = at::cross_entropy_loss(flat.to(at::kFloat), targets, {}, at::Reduction::Sum, /*ignore_index=*/-100);
-    return split->mean_loss(sum, targets.ne(-100).sum());
-  }
   // with the router logits: + router_aux_loss_coef x the load-balancing loss, as transformers adds it
   at::Tensor with_extra_loss(at::Tensor loss, const Value& base,
                              const c10::optional<c10::impl::GenericDict>& kw) const override {
@@ -312,24 +289,19 @@ class LlamaForCausalLM : public CausalLM<LlamaForCausalLM> {
   double aux_loss_coef;
 
  public:
-  std::shared_ptr<const SequenceSplit> split;  // context_parallel (set_sequence_split)
+  std::shared_ptr<const SequenceSplit> sequence_split() const override { return split_; }
+  void split_sequences(const std::shared_ptr<const SequenceSplit>& split, const std::string& where) override;
 };
 
-}  // namespace
-
-void set_sequence_split(Module& root, const std::shared_ptr<const SequenceSplit>& split, const std::string& where) {
-  auto* lm = dynamic_cast<LlamaForCausalLM*>(&root);
-  if (!lm)
-    throw Error(fmt::format("context_parallel: {} is a {}; ring attention is written for LLaMA-family causal LMs "
-                            "(LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM)", where, root.type_name()));
-  const ModelConfig& c = lm->config;
+void LlamaForCausalLM::split_sequences(const std::shared_ptr<const SequenceSplit>& split, const std::string& where) {
+  const ModelConfig& c = config;
   if (mixture_of_experts(c))
     throw Error(fmt::format("context_parallel: {} is a mixture of experts, whose load-balancing loss would see this "
                             "rank's tokens alone; not supported yet (shard_experts and fully_shard lay it out)", where));
   if (rope_from_config(c).type == "dynamic")
     throw Error(fmt::format("context_parallel: {} uses dynamic NTK rotary scaling, whose frequencies depend on the "
                             "sequence length each rank would see; not supported yet", where));
-  auto* base = dynamic_cast<LlamaModel*>(lm->child("model").get());
+  auto* base = dynamic_cast<LlamaModel*>(child("model").get());
   std::vector<LlamaAttention*> attentions;
   for (auto& [name, layer] : base->child("layers")->children_in_order()) {
     auto* attention = dynamic_cast<LlamaAttention*>(layer->child("self_attn").get());
@@ -347,15 +319,12 @@ void set_sequence_split(Module& root, const std::shared_ptr<const SequenceSplit>
                               where, name, attention->dropout));
     attentions.push_back(attention);
   }
-  lm->split = split;
+  split_ = split;
   base->split = split;
   for (auto* attention : attentions) attention->split = split;
 }
 
-std::shared_ptr<const SequenceSplit> sequence_split_of(const Module& root) {
-  auto* lm = dynamic_cast<const LlamaForCausalLM*>(&root);
-  return lm ? lm->split : nullptr;
-}
+}  // namespace
 
 std::shared_ptr<Module> build_llama(const ModelConfig& config, const BuildOptions& options) {
   const std::string type = config.model_type();

@@ -31,9 +31,19 @@ class SequenceSplit {
   virtual std::string describe() const = 0;
 };
 
-/// Gives a LLaMA-family model (LLaMA, Qwen2, Mistral) its split: the root shards each batch's
-/// tokens and labels, every attention attends through `split`. Throws naming the model and what it
-/// cannot split (a sliding window, attention dropout, another family).
+/// A zoo root whose sequences context_parallel can split (CausalLM keeps the split and shards each
+/// batch's tokens and labels; the family gives it to its base model and attentions).
+class SplitsSequences {
+ public:
+  virtual ~SplitsSequences() = default;
+  /// Gives the base model and every attention `split`, or throws naming what cannot split (a
+  /// sliding window, attention dropout) and changes nothing.
+  virtual void split_sequences(const std::shared_ptr<const SequenceSplit>& split, const std::string& where) = 0;
+  virtual std::shared_ptr<const SequenceSplit> sequence_split() const = 0;
+};
+
+/// Gives a model that splits its sequences (LLaMA's family, GPT-2) its split. Throws naming the
+/// model and what it cannot split.
 void set_sequence_split(Module& root, const std::shared_ptr<const SequenceSplit>& split, const std::string& where);
 /// The split a model's root holds, or null.
 std::shared_ptr<const SequenceSplit> sequence_split_of(const Module& root);

@@ -109,7 +109,7 @@ void shard_experts(Schedule& sch, const std::shared_ptr<dist::Group>& group, con
 /// N), attends over every rank's keys by ring attention (dist::ring_attention) at the tokens'
 /// global positions, and returns its tokens' logits, or the whole sequence's loss, whose gradient
 /// averaging over the group (as data parallelism does) makes every rank's the one-process gradient.
-/// LLaMA-family models (set_sequence_split says what else is refused).
+/// GPT-2 and LLaMA-family models (their split_sequences say what else is refused).
 struct ContextParallelOptions {
   std::shared_ptr<dist::Group> group;
   std::string method = "ring";

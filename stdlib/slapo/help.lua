@@ -24,7 +24,7 @@ M.primitives = {
     .. "its experts' ranks and back by all-to-all (none dropped), the router stays whole; with "
     .. "slapo.parallel.layout{ep = N}, group = layout.ep_group.",
   context_parallel = "sch:context_parallel{group = cp_group, method = \"ring\", load_balance = true, score_mib = 32}: "
-    .. "on a LLaMA-"
+    .. "on a GPT-2 or LLaMA-"
     .. "family model's root, each rank of the group keeps its share of every sequence (load_balance: chunks r and "
     .. "2N-1-r of 2N) and attends over every rank's keys by ring attention; it returns its tokens' logits, or the "
     .. "whole sequence's loss; average gradients over the group (slapo.parallel.layout{cp = N}, slapo.train).",
