@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "distributed/world.h"
 
@@ -58,13 +59,56 @@ class RingStep {
   int tag_;
 };
 
-// The scores of this rank's queries against one block of keys, -inf where a key comes after the
-// query, in float32. The queries x block matrices are the ring's largest tensors, so each step
-// works on them in place: one or two alive at a time.
-at::Tensor block_scores(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& q_pos, const at::Tensor& k_pos,
-                        double scale) {
-  auto scores = at::matmul(q, keys.transpose(-1, -2)).mul_(scale);
-  auto later = k_pos.unsqueeze(0) > q_pos.unsqueeze(1);  // [s, s]
+// A run of a rank's tokens at consecutive positions: rows start .. start + length - 1 of its block,
+// at positions first .. first + length - 1 (a load-balanced rank has two, a contiguous one one).
+struct Run {
+  int64_t start, length, first;
+};
+
+std::vector<Run> runs_of(const at::Tensor& host_positions) {
+  auto pos = host_positions.accessor<int64_t, 1>();
+  std::vector<Run> runs;
+  for (int64_t i = 0; i < pos.size(0); ++i) {
+    if (!runs.empty() && pos[i] == runs.back().first + runs.back().length) ++runs.back().length;
+    else runs.push_back({i, 1, pos[i]});
+  }
+  return runs;
+}
+
+// One piece of a step's work: `length` query rows from `row` (at positions from `first`) against
+// one run of the block's keys. Pieces whose every key comes after every query are left out; only
+// those that straddle the diagonal are masked. Every run has the same length and starts at a
+// multiple of it, so a straddling piece holds each query's own position: no row is all masked.
+struct Piece {
+  int64_t row, length, first;
+  Run keys;
+  bool masked;
+};
+
+std::vector<Piece> pieces_of(const std::vector<Run>& queries, const std::vector<Run>& keys, int64_t rows) {
+  std::vector<Piece> out;
+  for (auto& q : queries)
+    for (int64_t row = q.start; row < q.start + q.length; row += rows) {
+      const int64_t length = std::min(rows, q.start + q.length - row), first = q.first + (row - q.start);
+      for (auto& k : keys) {
+        if (k.first > first + length - 1) continue;  // every key after every query
+        out.push_back({row, length, first, k, k.first + k.length - 1 > first});
+      }
+    }
+  return out;
+}
+
+// The scores of one piece's queries against its keys, -inf where a key comes after the query, in
+// float32. The queries x keys matrices are the ring's largest tensors, so each step works on them
+// in place: one or two alive at a time.
+at::Tensor piece_scores(const Piece& piece, const at::Tensor& q, const at::Tensor& keys, const at::Tensor& q_pos,
+                        const at::Tensor& k_pos, double scale) {
+  auto scores = at::matmul(q.narrow(2, piece.row, piece.length),
+                           keys.narrow(2, piece.keys.start, piece.keys.length).transpose(-1, -2))
+                    .mul_(scale);
+  if (!piece.masked) return scores;
+  auto later = k_pos.narrow(0, piece.keys.start, piece.keys.length).unsqueeze(0) >
+               q_pos.narrow(0, piece.row, piece.length).unsqueeze(1);
   return scores.masked_fill_(later, -std::numeric_limits<float>::infinity());
 }
 
@@ -83,25 +127,28 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
     const int n = group->size(), me = group->rank();
     const int64_t groups = q_in.size(1) / k_in.size(1);
     auto q = q_in.to(at::kFloat);
-    auto q_pos = positions[me];
+    auto host = positions.to(at::kCPU).contiguous();  // which pieces to compute is decided on the host
+    auto device_positions = positions.to(q.device());
+    auto q_pos = device_positions[me];
+    const auto q_runs = runs_of(host[me]);
     auto kv = at::stack({k_in, v_in}).contiguous();  // one message a step
     auto out = at::zeros_like(q), sum = at::zeros({q.size(0), q.size(1), q.size(2), 1}, q.options());
     auto max = at::full_like(sum, -std::numeric_limits<float>::infinity());
     RingStep ring(group, next_pass_tag());
-    const int64_t seq = q.size(2), rows = rows_per_chunk(q, k_in.size(2), score_bytes);
+    const int64_t rows = rows_per_chunk(q, k_in.size(2), score_bytes);
     for (int step = 0, owner = me; step < n; ++step, owner = (owner + n - 1) % n) {
       if (step + 1 < n) ring.start(kv);
       auto keys = repeat_heads(kv[0].to(at::kFloat), groups), values = repeat_heads(kv[1].to(at::kFloat), groups);
-      for (int64_t first = 0; first < seq; first += rows) {
-        const int64_t len = std::min(rows, seq - first);
-        auto row_max = max.narrow(2, first, len), row_sum = sum.narrow(2, first, len), row_out = out.narrow(2, first, len);
-        auto scores = block_scores(q.narrow(2, first, len), keys, q_pos.narrow(0, first, len), positions[owner], scale);
-        // the first block is this rank's own: every query has itself, so the running max is finite
+      for (auto& piece : pieces_of(q_runs, runs_of(host[owner]), rows)) {
+        auto row_max = max.narrow(2, piece.row, piece.length), row_sum = sum.narrow(2, piece.row, piece.length);
+        auto row_out = out.narrow(2, piece.row, piece.length);
+        auto scores = piece_scores(piece, q, keys, q_pos, device_positions[owner], scale);
+        // no row of a piece is all masked (pieces_of), so the running max is finite from its first piece
         auto new_max = at::maximum(row_max, std::get<0>(scores.max(-1, /*keepdim=*/true)));
         auto correction = (row_max - new_max).exp();
         auto p = scores.sub_(new_max).exp_();
         row_sum.mul_(correction).add_(p.sum(-1, /*keepdim=*/true));
-        row_out.mul_(correction).add_(at::matmul(p, values));
+        row_out.mul_(correction).add_(at::matmul(p, values.narrow(2, piece.keys.start, piece.keys.length)));
         row_max.copy_(new_max);
       }
       if (step + 1 < n) kv = ring.finish(kv);
@@ -123,7 +170,10 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
     const int n = group->size(), me = group->rank();
     const int64_t groups = q_in.size(1) / k_in.size(1);
     auto q = q_in.to(at::kFloat), dout = grads[0].to(at::kFloat);
-    auto q_pos = positions[me];
+    auto host = positions.to(at::kCPU).contiguous();
+    auto device_positions = positions.to(q.device());
+    auto q_pos = device_positions[me];
+    const auto q_runs = runs_of(host[me]);
     auto delta = (dout * out).sum(-1, /*keepdim=*/true);
     auto dq = at::zeros_like(q);
     // each block travels with its key and value gradients: [k, v, dk, dv]
@@ -131,19 +181,20 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
                                                                                k_in.size(2), k_in.size(3)}, q.options())})
                      .contiguous();
     RingStep ring(group, next_pass_tag());
-    const int64_t seq = q.size(2), rows = rows_per_chunk(q, k_in.size(2), ctx->saved_data["score_bytes"].toInt());
+    const int64_t rows = rows_per_chunk(q, k_in.size(2), ctx->saved_data["score_bytes"].toInt());
     for (int step = 0, owner = me; step < n; ++step, owner = (owner + n - 1) % n) {
       auto keys = repeat_heads(block[0], groups), values = repeat_heads(block[1], groups);
-      for (int64_t first = 0; first < seq; first += rows) {
-        const int64_t len = std::min(rows, seq - first);
-        auto row_q = q.narrow(2, first, len), row_dout = dout.narrow(2, first, len);
-        auto p = block_scores(row_q, keys, q_pos.narrow(0, first, len), positions[owner], scale)
-                     .sub_(lse.narrow(2, first, len))
+      for (auto& piece : pieces_of(q_runs, runs_of(host[owner]), rows)) {
+        const int64_t row = piece.row, length = piece.length, key = piece.keys.start, key_length = piece.keys.length;
+        auto row_q = q.narrow(2, row, length), row_dout = dout.narrow(2, row, length);
+        auto piece_values = values.narrow(2, key, key_length);
+        auto p = piece_scores(piece, q, keys, q_pos, device_positions[owner], scale)
+                     .sub_(lse.narrow(2, row, length))
                      .exp_();
-        auto ds = at::matmul(row_dout, values.transpose(-1, -2)).sub_(delta.narrow(2, first, len)).mul_(p);
-        dq.narrow(2, first, len).add_(at::matmul(ds, keys), scale);
-        block[2] += sum_heads(at::matmul(ds.transpose(-1, -2), row_q) * scale, groups);
-        block[3] += sum_heads(at::matmul(p.transpose(-1, -2), row_dout), groups);
+        auto ds = at::matmul(row_dout, piece_values.transpose(-1, -2)).sub_(delta.narrow(2, row, length)).mul_(p);
+        dq.narrow(2, row, length).add_(at::matmul(ds, keys.narrow(2, key, key_length)), scale);
+        block[2].narrow(2, key, key_length) += sum_heads(at::matmul(ds.transpose(-1, -2), row_q) * scale, groups);
+        block[3].narrow(2, key, key_length) += sum_heads(at::matmul(p.transpose(-1, -2), row_dout), groups);
       }
       if (step + 1 < n) {
         ring.start(block);

@@ -28,7 +28,7 @@ class RingSplit : public SequenceSplit {
   at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale) const override {
     const int64_t seq = q.size(2) * ranks();
     std::vector<at::Tensor> every;
-    for (int r = 0; r < ranks(); ++r) every.push_back(indices_of(r, seq, q.device(), "context_parallel"));
+    for (int r = 0; r < ranks(); ++r) every.push_back(indices_of(r, seq, at::kCPU, "context_parallel"));  // read on the host
     return dist::ring_attention(q, k, v, at::stack(every), group_, scale, score_bytes_);
   }
 
