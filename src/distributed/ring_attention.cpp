@@ -75,6 +75,17 @@ std::vector<Run> runs_of(const at::Tensor& host_positions) {
   return runs;
 }
 
+// Where every rank's tokens sit: the positions on the queries' device (for the masks) and each
+// rank's runs, read once on the host (which pieces to compute is decided there).
+struct RingPositions {
+  at::Tensor on_device;
+  std::vector<std::vector<Run>> runs;
+  RingPositions(const at::Tensor& positions, const at::Device& device) : on_device(positions.to(device)) {
+    auto host = positions.to(at::kCPU).contiguous();
+    for (int64_t r = 0; r < host.size(0); ++r) runs.push_back(runs_of(host[r]));
+  }
+};
+
 // One piece of a step's work: `length` query rows from `row` (at positions from `first`) against
 // one run of the block's keys. Pieces whose every key comes after every query are left out; only
 // those that straddle the diagonal are masked. Every run has the same length and starts at a
@@ -127,10 +138,8 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
     const int n = group->size(), me = group->rank();
     const int64_t groups = q_in.size(1) / k_in.size(1);
     auto q = q_in.to(at::kFloat);
-    auto host = positions.to(at::kCPU).contiguous();  // which pieces to compute is decided on the host
-    auto device_positions = positions.to(q.device());
-    auto q_pos = device_positions[me];
-    const auto q_runs = runs_of(host[me]);
+    const RingPositions where(positions, q.device());
+    auto q_pos = where.on_device[me];
     auto kv = at::stack({k_in, v_in}).contiguous();  // one message a step
     auto out = at::zeros_like(q), sum = at::zeros({q.size(0), q.size(1), q.size(2), 1}, q.options());
     auto max = at::full_like(sum, -std::numeric_limits<float>::infinity());
@@ -139,10 +148,10 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
     for (int step = 0, owner = me; step < n; ++step, owner = (owner + n - 1) % n) {
       if (step + 1 < n) ring.start(kv);
       auto keys = repeat_heads(kv[0].to(at::kFloat), groups), values = repeat_heads(kv[1].to(at::kFloat), groups);
-      for (auto& piece : pieces_of(q_runs, runs_of(host[owner]), rows)) {
+      for (auto& piece : pieces_of(where.runs[me], where.runs[owner], rows)) {
         auto row_max = max.narrow(2, piece.row, piece.length), row_sum = sum.narrow(2, piece.row, piece.length);
         auto row_out = out.narrow(2, piece.row, piece.length);
-        auto scores = piece_scores(piece, q, keys, q_pos, device_positions[owner], scale);
+        auto scores = piece_scores(piece, q, keys, q_pos, where.on_device[owner], scale);
         // no row of a piece is all masked (pieces_of), so the running max is finite from its first piece
         auto new_max = at::maximum(row_max, std::get<0>(scores.max(-1, /*keepdim=*/true)));
         auto correction = (row_max - new_max).exp();
@@ -170,10 +179,8 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
     const int n = group->size(), me = group->rank();
     const int64_t groups = q_in.size(1) / k_in.size(1);
     auto q = q_in.to(at::kFloat), dout = grads[0].to(at::kFloat);
-    auto host = positions.to(at::kCPU).contiguous();
-    auto device_positions = positions.to(q.device());
-    auto q_pos = device_positions[me];
-    const auto q_runs = runs_of(host[me]);
+    const RingPositions where(positions, q.device());
+    auto q_pos = where.on_device[me];
     auto delta = (dout * out).sum(-1, /*keepdim=*/true);
     auto dq = at::zeros_like(q);
     // each block travels with its key and value gradients: [k, v, dk, dv]
@@ -184,11 +191,11 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
     const int64_t rows = rows_per_chunk(q, k_in.size(2), ctx->saved_data["score_bytes"].toInt());
     for (int step = 0, owner = me; step < n; ++step, owner = (owner + n - 1) % n) {
       auto keys = repeat_heads(block[0], groups), values = repeat_heads(block[1], groups);
-      for (auto& piece : pieces_of(q_runs, runs_of(host[owner]), rows)) {
+      for (auto& piece : pieces_of(where.runs[me], where.runs[owner], rows)) {
         const int64_t row = piece.row, length = piece.length, key = piece.keys.start, key_length = piece.keys.length;
         auto row_q = q.narrow(2, row, length), row_dout = dout.narrow(2, row, length);
         auto piece_values = values.narrow(2, key, key_length);
-        auto p = piece_scores(piece, q, keys, q_pos, device_positions[owner], scale)
+        auto p = piece_scores(piece, q, keys, q_pos, where.on_device[owner], scale)
                      .sub_(lse.narrow(2, row, length))
                      .exp_();
         auto ds = at::matmul(row_dout, piece_values.transpose(-1, -2)).sub_(delta.narrow(2, row, length)).mul_(p);

@@ -67,10 +67,7 @@ class CausalLM : public ModuleBase<Derived>, public HasConfig {
     auto logits = this->call(head_, hidden_of(this->call(base_, Values{ids.index_select(1, local)})));
     if (!labels) return logits;
     check_labels(*labels, ids);
-    auto targets = at::constant_pad_nd(labels->narrow(1, 1, labels->size(1) - 1), {0, 1}, /*value=*/-100)
-                       .to(ids.device())
-                       .index_select(1, local)
-                       .reshape({-1});
+    auto targets = next_token_targets(*labels).to(ids.device()).index_select(1, local).reshape({-1});
     auto flat = logits.reshape({-1, logits.size(-1)});
     auto sum = at::cross_entropy_loss(flat.to(at::kFloat), targets, {}, at::Reduction::Sum, /*ignore_index=*/-100);
     return split_->mean_loss(sum, targets.ne(-100).sum());

@@ -114,11 +114,8 @@ class GPT2Model : public ModuleBase<GPT2Model> {
   // (input_ids, {attention_mask=})
   Value forward(Values args) override {
     auto ids = tensor_arg(args, 0, "GPT2Model", "input_ids");
-    const int64_t learned = child("wpe")->param("weight").size(0);
-    if (split && ids.dim() == 2 && ids.size(1) * split->ranks() > learned)
-      throw Error(fmt::format("GPT2Model: a sequence of {} tokens is longer than the model's {} learned positions "
-                              "(n_positions)", ids.size(1) * split->ranks(), learned));
-    if (!split) check_sequence_fits(ids, learned, "GPT2Model", "n_positions");
+    check_sequence_fits(ids, child("wpe")->param("weight").size(0), "GPT2Model", "n_positions",
+                        split ? split->ranks() : 1);
     auto positions = split ? split->local_indices(ids.size(1) * split->ranks(), ids.device(), "GPT2Model").unsqueeze(0)
                            : torch::arange(ids.size(1), ids.options()).unsqueeze(0);
     auto x = call("drop", call("wte", ids) + call("wpe", positions));

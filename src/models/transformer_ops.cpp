@@ -125,11 +125,15 @@ void check_token_ids(const at::Tensor& ids, const char* who) {
                             fmt::join(ids.sizes(), ", ")));
 }
 
-void check_sequence_fits(const at::Tensor& ids, int64_t rows, const char* who, const char* field) {
+void check_sequence_fits(const at::Tensor& ids, int64_t rows, const char* who, const char* field, int64_t ranks) {
   check_token_ids(ids, who);
-  if (ids.size(1) > rows)
+  if (ids.size(1) * ranks > rows)
     throw Error(fmt::format("{}: a sequence of {} tokens is longer than {} {} (the position embedding's rows)", who,
-                            ids.size(1), field, rows));
+                            ids.size(1) * ranks, field, rows));
+}
+
+at::Tensor next_token_targets(const at::Tensor& labels) {
+  return at::constant_pad_nd(labels.narrow(1, 1, labels.size(1) - 1), {0, 1}, /*value=*/-100);
 }
 
 // Position t predicts label t + 1. The labels shift (padded with the ignored index at the end),
@@ -145,7 +149,7 @@ c10::optional<int64_t> id_out_of_range(const at::Tensor& ids, int64_t rows, c10:
 }
 
 at::Tensor causal_lm_loss(const at::Tensor& logits, const at::Tensor& labels) {
-  auto targets = at::constant_pad_nd(labels.narrow(1, 1, labels.size(1) - 1), {0, 1}, /*value=*/-100);
+  auto targets = next_token_targets(labels);
   auto flat = logits.reshape({-1, logits.size(-1)});
   return at::cross_entropy_loss(flat.scalar_type() == at::kFloat ? flat : flat.to(at::kFloat),
                                 targets.reshape({-1}).to(labels.device()), {}, at::Reduction::Mean,

@@ -55,7 +55,11 @@ int64_t head_dim_of(const ModelConfig& c, const char* hidden_field, const char* 
 void check_token_ids(const at::Tensor& ids, const char* who);
 /// Refuses token ids [B, S] longer than `positions` (a learned position embedding's rows), naming
 /// `who` and the config field that sets the length.
-void check_sequence_fits(const at::Tensor& ids, int64_t positions, const char* who, const char* field);
+/// `ranks`: ids hold one rank's share of a sequence split over that many (context_parallel).
+void check_sequence_fits(const at::Tensor& ids, int64_t positions, const char* who, const char* field,
+                         int64_t ranks = 1);
+/// Each position's label: the next position's, the last one ignored (-100).
+at::Tensor next_token_targets(const at::Tensor& labels);
 /// Causal-LM loss: logits[:, :-1] predict labels[:, 1:]; label -100 is ignored.
 at::Tensor causal_lm_loss(const at::Tensor& logits, const at::Tensor& labels);
 /// Masked-LM loss: logits[:, t] predict labels[:, t] where the label is not -100 (unshifted). A
