@@ -1,12 +1,16 @@
 // slapo.optim: torch::optim's SGD and AdamW over a module's parameters.
+#include <algorithm>
 #include <unordered_set>
 
 #include "core/error.h"
-#include "distributed/zero.h"
+#include "core/expert_groups.h"
+#include "distributed/group.h"
+#include "distributed/world.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
 #include "train/adamw_update.h"
 #include "train/optimizer_state.h"
+#include "train/zero_adamw.h"
 
 namespace slapo {
 
@@ -115,15 +119,66 @@ int w_Optimizer_gc(lua_State* L) {
 }
 
 // ---- ZeRO-1 ----
-using ZeroPtr = std::shared_ptr<dist::ZeroAdamW>;
+using ZeroPtr = std::shared_ptr<ZeroAdamW>;
 ZeroPtr& check_zero(lua_State* L, int idx) { return *static_cast<ZeroPtr*>(luaL_checkudata(L, idx, "slapo.ZeroOptimizer")); }
 
-// optim.zero_adamw(model, {lr=, weight_decay=, eps=, beta1=, beta2=, group=, average=})
+std::string rank_list(const std::vector<int>& ranks) { return fmt::format("{{{}}}", fmt::join(ranks, ", ")); }
+
+// The parts a ZeRO optimizer over `params` shards: everything over `group`, except a module's
+// experts spread by shard_experts, which every rank holds its own of: they shard over the ranks
+// holding the same experts (option expert_group; false when no other rank does).
+std::vector<ZeroPart> zero_parts(lua_State* L, std::vector<at::Tensor> params, std::shared_ptr<dist::Group> group,
+                                 const char* fn) {
+  std::vector<ZeroPart> parts(1);
+  parts[0].group = group;
+  if (!lx_is_module(L, 1)) {
+    parts[0].params = std::move(params);
+    return parts;
+  }
+  auto& model = *lx_check_module(L, 1);
+  auto experts = expert_group_by_tensor(model);
+  ZeroPart expert_part{{}, nullptr, "zero.experts."};
+  for (auto& p : params) (experts.count(p.unsafeGetTensorImpl()) ? expert_part : parts[0]).params.push_back(p);
+  if (expert_part.params.empty()) return parts;
+  auto [block, block_group] = expert_parallel_blocks(model).front();
+  auto spread_group = dist::group_by_id(block_group);
+  auto spread = spread_group->ranks();
+  const int me = spread[spread_group->rank()];
+  if (lua_istable(L, 2)) lua_getfield(L, 2, "expert_group");
+  else lua_pushnil(L);
+  int idx = lua_gettop(L);
+  if (lua_isnil(L, idx))
+    throw Error(fmt::format("{}: {} spreads its experts over ranks {} (shard_experts), so each rank holds experts of its "
+                            "own: give expert_group = the ranks holding the same experts (layout.expert_dp_group), or "
+                            "expert_group = false when no other rank holds them",
+                            fn, block, rank_list(spread)));
+  if (!(lua_isboolean(L, idx) && !lua_toboolean(L, idx))) {
+    expert_part.group = lx_group_arg(L, idx, fmt::format("{}: option 'expert_group'", fn));
+    auto holders = expert_part.group->ranks();
+    auto inside = group ? group->ranks() : std::vector<int>{};
+    for (int r : holders) {
+      bool same_block = std::count(spread.begin(), spread.end(), r) && r != me;
+      bool replica = std::count(inside.begin(), inside.end(), r) > 0;
+      if (same_block || !replica)
+        throw Error(fmt::format("{}: expert_group {} holds rank {}, which {} (the experts of {} are spread over ranks "
+                                "{}, the replicas are {}): expert_group is the ranks holding this rank's experts, one "
+                                "in each expert group (layout.expert_dp_group)",
+                                fn, rank_list(holders), r,
+                                same_block ? "holds other experts" : "is not one of the data-parallel replicas", block,
+                                rank_list(spread), rank_list(inside)));
+    }
+  }
+  lua_pop(L, 1);
+  parts.push_back(std::move(expert_part));
+  return parts;
+}
+
+// optim.zero_adamw(model, {lr=, weight_decay=, eps=, beta1=, beta2=, group=, expert_group=, average=})
 int w_zero_adamw(lua_State* L) {
-  dist::ZeroOptions o;
+  ZeroOptions o;
   const char* fn = "optim.zero_adamw";
   if (lua_istable(L, 2))
-    lx_check_option_keys(L, 2, {"lr", "weight_decay", "eps", "beta1", "beta2", "group", "average"}, fn);
+    lx_check_option_keys(L, 2, {"lr", "weight_decay", "eps", "beta1", "beta2", "group", "expert_group", "average"}, fn);
   o.average = lx_opt_bool(L, 2, "average", true, fn);
   o.lr = lx_opt_number_in(L, 2, "lr", o.lr, 0, 1e6, fn);
   o.weight_decay = lx_opt_number_in(L, 2, "weight_decay", o.weight_decay, 0, 1e6, fn);
@@ -138,8 +193,9 @@ int w_zero_adamw(lua_State* L) {
   } else {
     group = lx_group_arg(L, 3, fmt::format("{}: argument 3 (the group)", fn));
   }
+  auto parts = zero_parts(L, param_list(L, 1, fn), group, fn);
   void* p = lua_newuserdata(L, sizeof(ZeroPtr));
-  new (p) ZeroPtr(std::make_shared<dist::ZeroAdamW>(param_list(L, 1, "optim.zero_adamw"), group, o));
+  new (p) ZeroPtr(std::make_shared<ZeroAdamW>(std::move(parts), o));
   luaL_getmetatable(L, "slapo.ZeroOptimizer");
   lua_setmetatable(L, -2);
   return 1;

@@ -471,7 +471,9 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
   const double held = params - sharded + sharded_dense / stage.dp + sharded_experts / expert_dp;  // this rank's slices and what stays whole
   // AdamW reads and writes each parameter, its gradient and two moments: 28 bytes a parameter
   // (bf16: the float32 master copy in place of the weight), over the parameters this rank updates
-  const double updated = stage.zero && stage.dp > 1 ? params / stage.dp : held;
+  // ZeRO-1 slices the experts over the replicas holding them, the rest over every replica
+  const bool zero = stage.zero && stage.dp > 1;
+  const double updated = zero ? (params - expert_part) / stage.dp + expert_part / expert_dp : held;
   if (cluster.device.copy_bytes_per_s > 0) e.optimizer_s = updated * 28.0 / cluster.device.copy_bytes_per_s;
   // fully sharded: this rank's slices, and the layer being computed and the next one (prefetched)
   // whole, with their whole gradients before the reduce-scatter; kept gathered, every weight whole
@@ -487,9 +489,11 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
                        (where.last ? c.logits_bytes : 0.0);
   // after backward, with the activations gone, the step's own buffers: AdamW's update makes one
   // float32 temporary the size of what it updates; ZeRO-1 flattens the gradients into one buffer
-  // and copies out its own slice of the parameters (dist/zero.cpp)
+  // and copies out its own slice of the parameters (train/zero_adamw.cpp)
   e.update_bytes = updated * 4.0;
-  if (stage.zero && stage.dp > 1) e.update_bytes += (1.0 + 1.0 / stage.dp) * params * element_bytes(work);
+  if (zero)
+    e.update_bytes += ((1.0 + 1.0 / stage.dp) * (params - expert_part) + (1.0 + 1.0 / expert_dp) * expert_part) *
+                      element_bytes(work);
   e.peak_bytes = e.param_bytes + e.optimizer_bytes + std::max(e.activation_bytes, e.update_bytes);
   return e;
 }

@@ -21,7 +21,7 @@ struct DeviceProfile {
   };
   std::string name;
   /// A CPU: its ranks talk through Gloo, which has no reduce-scatter or fast all-gather, so ZeRO-1
-  /// runs both as all-reduces (dist/zero.cpp)
+  /// runs both as all-reduces (train/zero_adamw.cpp)
   bool host = false;
   std::vector<Matmul> matmul;
   double memory_bytes = 0;
@@ -221,7 +221,7 @@ StageEstimate stage_estimate(const ModelShape& model, const Cluster& cluster, co
 
 /// ZeRO-1's gradient sync in all-reduces of the gradients' volume: its reduce-scatter is an
 /// all-reduce and a slice, then an all-gather (half an all-reduce; on a CPU a second all-reduce,
-/// dist/zero.cpp).
+/// train/zero_adamw.cpp).
 inline double zero_sync_all_reduces(const DeviceProfile& device) { return device.host ? 2.0 : 1.5; }
 /// Fully sharded communication in all-reduces of the gathered bytes: an all-gather is half an
 /// all-reduce's volume on GPUs; on a CPU Gloo's all-gather is counted as a whole one (it ran slower

@@ -581,10 +581,9 @@ std::vector<Candidate> megatron_grid(const ModelShape& model, const Cluster& clu
             for (int sharding : {0, 1, 2, 3}) {
               const bool zero = sharding == 1, fully_sharded = sharding >= 2, kept = sharding == 2;
               if ((zero || fully_sharded) && dp == 1) continue;
-              // a mixture of experts' experts over groups of ep replicas; slapo.train's ZeRO-1
-              // does not shard spread experts
+              // a mixture of experts' experts over groups of ep replicas (ZeRO-1 slices their
+              // moments over the replicas holding the same experts)
               for (int ep : expert_choices(model, dp)) {
-                if (zero && ep > 1) continue;
                 Candidate c{tp, dp, checkpoint, zero, micro, {}, sequence, fully_sharded, kept, ep};
                 if (pp > 1)
                   for (int s = 0; s < pp; ++s) {

@@ -428,9 +428,7 @@ local function one_stage_source(record)
   local moe = {
     field = "  ep = " .. chosen.ep .. ",           -- expert parallelism: each layer's experts spread over ep "
       .. "replicas (shard_experts), tokens sent to them and back\n",
-    knob = ("plan.ep = knob(\"ep\", { %s }, plan.ep)\n"):format(table.concat(ep_choices, ", "))
-      .. "assert(not (plan.zero and plan.ep > 1), \"plan: zero (ZeRO-1) does not shard experts spread over ranks: \"\n"
-      .. "  .. \"fully_shard, or ep = 1\")\n",
+    knob = ("plan.ep = knob(\"ep\", { %s }, plan.ep)\n"):format(table.concat(ep_choices, ", ")),
     layout = ", ep = plan.ep",
     schedule = ", ep_group = plan.ep > 1 and layout.ep_group or nil",
     fully_shard_layers = [[

@@ -307,8 +307,14 @@ end
 -- The optimizer of a run; zero_adamw shards its state over the data-parallel group.
 local function make_optimizer(model, opts)
   if opts.optimizer == "zero_adamw" then
+    -- experts spread by shard_experts shard over the ranks holding the same ones (none besides
+    -- this rank when the experts are spread over every replica)
+    local layout, expert_group = opts.layout, nil
+    if layout and next(model:expert_groups()) then
+      expert_group = layout.ep > 1 and layout.expert_dp_group or false
+    end
     return slapo.optim.zero_adamw(model, { lr = opts.lr, weight_decay = opts.weight_decay,
-      group = opts.layout and opts.layout.dp_group or nil })
+      group = layout and layout.dp_group or nil, expert_group = expert_group })
   end
   local make = opts.optimizer == "adamw" and slapo.optim.adamw or slapo.optim.sgd
   return make(model, { lr = opts.lr, weight_decay = opts.weight_decay })
@@ -338,9 +344,10 @@ local function check_experts(model, opts)
   if #blocks == 0 then return end
   table.sort(blocks)
   local function list(ranks) return "{" .. table.concat(ranks, ", ") .. "}" end
-  if opts.optimizer == "zero_adamw" then
-    error(("train: zero_adamw with shard_experts (%s): ZeRO shards state that every rank holds alike, and each rank "
-      .. "holds its own experts; use optimizer = \"adamw\""):format(blocks[1]), 0)
+  if opts.optimizer == "zero_adamw" and opts.schedule_file then
+    error(("train: zero_adamw with shard_experts (%s) and a schedule_file: hot swapping carries ZeRO's moments of "
+      .. "models whose ranks hold the same parameters; train with optimizer = \"adamw\" to swap schedules"):format(
+      blocks[1]), 0)
   end
   local layout = opts.layout
   if not layout then

@@ -513,18 +513,27 @@ TEST_CASE("plan: a mixture of experts spreads its experts over ep replicas: 1/ep
   // checkpointing recomputes the forward exchanges
   spread.checkpoint = true;
   CHECK(estimate(mixtral, cluster, work, spread).ep_comm_s == doctest::Approx(1.5 * b.ep_comm_s));
+  // ZeRO-1 slices the dense moments over the 8 replicas and the experts' over the 2 holding them
+  spread.checkpoint = false;
+  auto zero = spread;
+  zero.zero = true;
+  auto z = estimate(mixtral, cluster, work, zero);
+  const double per_param = optimizer_bytes_per_param(work), held = b.optimizer_bytes / per_param;
+  const double experts_held = 32.0 * mixtral.expert_params / 4;  // this rank's experts (2 of 8)
+  CHECK(z.optimizer_bytes == doctest::Approx(((held - experts_held) / 8 + experts_held / 2) * per_param));
   // the grid: one stage, ep dividing the replicas and the experts, TP dividing the experts' width,
-  // never ep with ZeRO-1
-  bool some_ep = false;
+  // ZeRO-1 with ep too
+  bool some_ep = false, zero_ep = false;
   for (auto& c : megatron_grid(mixtral, cluster, work)) {
     CHECK(c.pp() == 1);
     CHECK(c.dp % c.ep == 0);
     CHECK(8 % c.ep == 0);
     CHECK(14336 % c.tp == 0);
-    CHECK_FALSE((c.zero && c.ep > 1));
     some_ep = some_ep || c.ep == 8;
+    zero_ep = zero_ep || (c.zero && c.ep > 1);
   }
   CHECK(some_ep);
+  CHECK(zero_ep);
   // a dense model's plans have no ep
   for (auto& c : megatron_grid(gpt2("gpt2"), cluster, work)) CHECK(c.ep == 1);
   // Mixtral-8x7B on 8 x 8 H100s: expert parallelism is chosen, as people train it (without it, fully

@@ -100,7 +100,7 @@ describe("shard_experts", function()
   -- One process trained 5 AdamW steps on every replica's rows with the same clip, against slapo.train over a
   -- layout with the Mixtral reference schedule: losses, gradient norms (each expert counted once
   -- across the ranks) and every weight this rank holds whole.
-  local function trains_as_one_process(layout_opts, schedule_opts)
+  local function trains_as_one_process(layout_opts, schedule_opts, optimizer)
     local parallel = require("slapo.parallel")
     local layout = parallel.layout(layout_opts)
     slapo.manual_seed(4)
@@ -143,7 +143,7 @@ describe("shard_experts", function()
       eq(fully == "experts too" and 2 * 3 * 4 / layout.ep or 0, sliced_experts, "the experts fully shard kept as slices")
     end
     local result = slapo.train({ model = sch.mod, layout = layout, steps = 5, lr = 1e-2, clip = 0.5,
-      schedule = "constant", quiet = true, data = function() return mine end })
+      schedule = "constant", quiet = true, optimizer = optimizer, data = function() return mine end })
     reference.check_steps(result, losses, norms)
     local theirs, compared, experts = sch.mod:state_dict(), 0, 0
     local sliced = {}  -- fully_shard's slices (over every rank here), gathered whole
@@ -196,6 +196,37 @@ describe("shard_experts", function()
     end)
   end
 
+  it("shards AdamW's state with zero_adamw: the experts' over the ranks holding them, the rest over every replica",
+    function()
+    trains_as_one_process({ ep = world }, nil, "zero_adamw")
+    if world == 4 then trains_as_one_process({ ep = 2 }, { checkpoint = 1.0 }, "zero_adamw") end
+  end)
+
+  it("zero_adamw holds 1/N of the dense state and 1/(dp/ep) of this rank's experts'", function()
+    local layout = require("slapo.parallel").layout({ ep = world == 4 and 2 or world })
+    local sch = slapo.create_schedule(mixtral(), { group = layout.tp_group })
+    require("slapo.schedules.mixtral").schedule(sch, { ep_group = layout.ep_group })
+    local dense, experts = 0, 0
+    for name, p in sch.mod:named_parameters() do
+      if is_expert(name) then experts = experts + p:numel() else dense = dense + p:numel() end
+    end
+    local expert_dp = layout.dp / layout.ep
+    local opt = slapo.optim.zero_adamw(sch.mod, { group = layout.dp_group, expert_group = layout.expert_dp_group })
+    eq(math.ceil(dense / layout.dp) + math.ceil(experts / expert_dp), opt:shard_numel())
+    -- its checkpoint state names each part; another optimizer's state is refused
+    local state = opt:state_tensors()
+    assert(state["zero.exp_avg"] and state["zero.experts.exp_avg"] and state["zero.step"])
+    local plain = slapo.optim.zero_adamw(mixtral(), { group = layout.dp_group })
+    matches("zero_adamw: the optimizer state has no 'zero%.experts%.",
+      pcall_err(opt.load_state_tensors, opt, plain:state_tensors()))
+    -- the experts' group must be named, and be the ranks holding the same experts
+    matches(("optim.zero_adamw: model%%.layers%%.0%%.block_sparse_moe spreads its experts over ranks {%s} "
+      .. "%%(shard_experts%%), so each rank holds experts of its own: give expert_group"):format(
+      table.concat(layout.ep_ranks, ", ")), pcall_err(slapo.optim.zero_adamw, sch.mod, { group = layout.dp_group }))
+    matches("optim.zero_adamw: expert_group {0, 1.*} holds rank %d, which holds other experts",
+      pcall_err(slapo.optim.zero_adamw, sch.mod, { group = layout.dp_group, expert_group = slapo.dist.world() }))
+  end)
+
   it("composes with fully_shard of everything but the experts (each layer, then the root)", function()
     trains_as_one_process({ ep = world }, { fully_shard = true })
   end)
@@ -205,20 +236,25 @@ describe("shard_experts", function()
     slapo.manual_seed(4)
     local all = slapo.randint(0, 64, { 2 * world, 8 })
     local dir = "/tmp/slapo-ep-ckpt-" .. os.getenv("MASTER_PORT")  -- one name on every rank
-    if rank == 0 then os.execute(("rm -rf %s %s-same %s-other"):format(dir, dir, dir)) end
+    if rank == 0 then os.execute(("rm -rf %s %s-same %s-other %s-zero %s-zero-same"):format(dir, dir, dir, dir, dir)) end
     slapo.dist.barrier()
-    local function run(layout, into, resume)
+    local function run(layout, into, resume, optimizer)
       local sch = slapo.create_schedule(mixtral(), { group = layout.tp_group })
       require("slapo.schedules.mixtral").schedule(sch, { ep_group = layout.ep > 1 and layout.ep_group or nil })
       local mine = all:narrow(0, 2 * layout.dp_rank, 2)
       return slapo.train({ model = sch.mod, layout = layout, steps = 4, lr = 1e-2, clip = 0.5, quiet = true,
-        checkpoint_dir = into, checkpoint_every = 2, resume = resume, data = function() return mine end })
+        checkpoint_dir = into, checkpoint_every = 2, resume = resume, optimizer = optimizer,
+        data = function() return mine end })
     end
     local whole = parallel.layout({ ep = world })
     local full = run(whole, dir, false)
     local same = run(whole, dir .. "-same", dir .. "/step-000002")
     eq(3, same.first_step)
     for step = 3, 4 do eq(full.losses[step], same.losses[step], "step " .. step .. ", resumed on the same layout") end
+    -- zero_adamw's slices (the experts' over their replicas) resume on the same layout
+    local zero = run(whole, dir .. "-zero", false, "zero_adamw")
+    local zero_same = run(whole, dir .. "-zero-same", dir .. "-zero/step-000002", "zero_adamw")
+    for step = 3, 4 do eq(zero.losses[step], zero_same.losses[step], "step " .. step .. ", zero_adamw resumed") end
     -- every rank holding every expert (ep 1: plain data parallelism) reads all of them
     local other = run(parallel.layout({ tp = 1 }), dir .. "-other", dir .. "/step-000002")
     for step = 3, 4 do
@@ -227,7 +263,7 @@ describe("shard_experts", function()
           full.losses[step]))
     end
     slapo.dist.barrier()
-    if rank == 0 then os.execute(("rm -rf %s %s-same %s-other"):format(dir, dir, dir)) end
+    if rank == 0 then os.execute(("rm -rf %s %s-same %s-other %s-zero %s-zero-same"):format(dir, dir, dir, dir, dir)) end
   end)
 
   it("verifies against the unscheduled model: outputs and the gradients of every weight this rank holds", function()
@@ -263,7 +299,7 @@ describe("shard_experts", function()
     end
   end)
 
-  it("refuses an expert group that is not the layout's, zero_adamw, and training without a layout", function()
+  it("refuses an expert group that is not the layout's, and training without a layout", function()
     local _, mine = rows()
     local layout = require("slapo.parallel").layout({ tp = 1 })
     local sch = expert_parallel(mixtral())
@@ -272,8 +308,15 @@ describe("shard_experts", function()
       for k, v in pairs(extra) do opts[k] = v end
       return pcall_err(slapo.train, opts)
     end
-    matches("train: zero_adamw with shard_experts %(model%.layers%.0%.block_sparse_moe%)",
-      train({ layout = layout, optimizer = "zero_adamw" }))
+    local file = ("/tmp/slapo-ep-swap-%s-%d.lua"):format(os.getenv("MASTER_PORT"), rank)
+    local f = assert(io.open(file, "w"))
+    f:write('return function(sch) for _, layer in ipairs(sch["model.layers"]:children()) do '
+      .. 'layer["block_sparse_moe"]:shard_experts() end end\n')
+    f:close()
+    matches("train: zero_adamw with shard_experts %(model%.layers%.0%.block_sparse_moe%) and a schedule_file",
+      pcall_err(slapo.train, { make_model = mixtral, schedule_file = file, layout = layout, optimizer = "zero_adamw",
+        steps = 1, quiet = true, data = function() return mine end }))
+    os.remove(file)
     matches(("train: model%%.layers%%.0%%.block_sparse_moe spreads its experts over ranks {0, 1%s} %%(shard_experts%%): "
       .. "give layout = slapo%%.parallel%%.layout{ep = %d}"):format(world == 4 and ", 2, 3" or "", world), train({}))
     if world == 4 then

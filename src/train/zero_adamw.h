@@ -1,16 +1,23 @@
 // ZeRO stage 1: AdamW whose moments are sharded across a data-parallel group. Each step
 // reduce-scatters the flattened gradients (averaged over the group), updates this rank's slice
 // with exactly torch::optim::AdamW's arithmetic, and all-gathers the parameters.
+//
+// The parameters come in parts, each sharded over a group of its own: a model whose experts are
+// spread over ranks (shard_experts) shards its dense parameters over the data-parallel group and
+// its experts over the ranks holding the same experts.
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <torch/torch.h>
 
 namespace slapo::dist {
-
 class Group;
+}
+
+namespace slapo {
 
 struct ZeroOptions {
   double lr = 1e-3, weight_decay = 1e-2, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
@@ -19,17 +26,24 @@ struct ZeroOptions {
   bool average = true;
 };
 
+/// Parameters sharded over one group. A null group is one replica: the state stays whole here.
+struct ZeroPart {
+  std::vector<at::Tensor> params;
+  std::shared_ptr<dist::Group> group;
+  std::string state_prefix = "zero.";  ///< names of its state tensors: "zero.exp_avg", ...
+};
+
 class ZeroAdamW {
  public:
-  ZeroAdamW(std::vector<at::Tensor> params, std::shared_ptr<Group> group, ZeroOptions options);
+  ZeroAdamW(std::vector<ZeroPart> parts, ZeroOptions options);
 
   void zero_grad();
   void step();
   double lr() const { return options_.lr; }
   void set_lr(double lr) { options_.lr = lr; }
-  /// Elements of optimizer state this rank holds per moment (about total / group size).
-  int64_t shard_numel() const { return shard_numel_; }
-  int64_t total_numel() const { return total_; }
+  /// Elements of optimizer state this rank holds per moment (about total / group size, summed over the parts).
+  int64_t shard_numel() const;
+  int64_t total_numel() const;
 
   /// This rank's part of the state (its moment slices and the step count), for checkpoints.
   std::vector<std::pair<std::string, at::Tensor>> state_tensors() const;
@@ -38,11 +52,18 @@ class ZeroAdamW {
   void load_state_tensors(const std::vector<std::pair<std::string, at::Tensor>>& state);
 
  private:
-  std::vector<at::Tensor> params_;
-  std::shared_ptr<Group> group_;
+  struct Shard {
+    ZeroPart part;
+    int64_t total = 0, padded = 0, numel = 0;  // numel: this rank's slice
+    at::Tensor exp_avg, exp_avg_sq;            // this rank's slice only
+    int size() const;
+    int rank() const;
+  };
+  void step_part(Shard& s);
+
+  std::vector<Shard> shards_;
   ZeroOptions options_;
-  int64_t total_ = 0, padded_ = 0, shard_numel_ = 0, step_ = 0;
-  at::Tensor exp_avg_, exp_avg_sq_;  // this rank's slice only
+  int64_t step_ = 0;
 };
 
-}  // namespace slapo::dist
+}  // namespace slapo
