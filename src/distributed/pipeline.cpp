@@ -276,9 +276,7 @@ double PipelineRunner::step(const StageFn& run_stage, const LossFn& loss_fn, con
       auto t0 = std::chrono::steady_clock::now();
       auto outputs = run_stage(action.chunk, inputs[mb], state.received);
       if (last) {
-        if (outputs.size() != 1)
-          throw Error(fmt::format("pipeline: the last stage returned {} tensors; the loss needs one output", outputs.size()));
-        auto loss = loss_fn(outputs[0], mb < static_cast<int>(targets.size()) ? targets[mb] : Value()) * loss_scale;
+        auto loss = loss_fn(outputs, mb < static_cast<int>(targets.size()) ? targets[mb] : Value()) * loss_scale;
         if (loss.numel() != 1)
           throw Error(fmt::format("pipeline: the loss must be a scalar, got shape [{}]", fmt::join(loss.sizes(), ", ")));
         loss_sum += loss.detach().item<double>();

@@ -66,8 +66,8 @@ class PipelineRunner {
   /// Runs one of this rank's chunks: (chunk, the micro-batch's model inputs, the previous stage's
   /// tensors) -> the tensors for the next stage, or the model's output on the last stage.
   using StageFn = std::function<std::vector<at::Tensor>(int, const Values&, const std::vector<at::Tensor>&)>;
-  /// (the last stage's output, the micro-batch's target) -> a scalar loss.
-  using LossFn = std::function<at::Tensor(const at::Tensor&, const Value&)>;
+  /// (the last stage's outputs, the micro-batch's target) -> a scalar loss.
+  using LossFn = std::function<at::Tensor(const std::vector<at::Tensor>&, const Value&)>;
 
   /// This rank runs stages `group->rank() + c * group->size()` for each of its `chunks`.
   PipelineRunner(std::shared_ptr<Group> group, PipelineSchedule schedule, int chunks = 1);

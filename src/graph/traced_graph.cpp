@@ -589,7 +589,8 @@ std::vector<GraphNode> TracedGraph::nodes() const {
 }
 
 std::shared_ptr<TracedGraph> trace_module(Module& module, const std::string& where, const Values& example_inputs,
-                                          const std::vector<TraceLeaf>& leaves) {
+                                          const std::vector<TraceLeaf>& leaves,
+                                          const c10::optional<c10::impl::GenericDict>& keywords) {
   for (size_t i = 0; i < example_inputs.size(); ++i)
     if (!example_inputs[i].isTensor())
       throw Error(fmt::format("trace: input {} of {} is a {}; trace takes tensor inputs", i + 1, where,
@@ -661,7 +662,12 @@ std::shared_ptr<TracedGraph> trace_module(Module& module, const std::string& whe
         inputs,
         [&](torch::jit::Stack in) -> torch::jit::Stack {
           Values args(in.begin(), in.begin() + static_cast<int64_t>(n_inputs));
+          if (keywords) args.emplace_back(*keywords);
           Value out = module.forward_only(std::move(args));
+          if (keywords && out.isTuple() && is_tensor_tuple(out)) {
+            auto& elements = out.toTupleRef().elements();
+            return torch::jit::Stack(elements.begin(), elements.end());
+          }
           if (!out.isTensor())
             throw Error(fmt::format("trace: {} returned a {}; trace supports modules that return one tensor", where,
                                     out.tagKind()));

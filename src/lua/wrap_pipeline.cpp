@@ -191,8 +191,8 @@ void lx_push_pipeline(lua_State* L, std::shared_ptr<Schedule> root, int opts) {
       lua_getfield(L, t, "group");
       if (!lua_isnil(L, -1)) o.group = lx_group_arg(L, lua_gettop(L), "build: option pipeline.group");
       lua_pop(L, 1);
-      lx_check_option_keys(L, t, {"group", "micro_batches", "dp_group", "bucket_mb", "release_other_stages",
-                                  "schedule", "loss", "meshes"}, "build: pipeline");
+      lx_check_option_keys(L, t, {"group", "micro_batches", "dp_group", "expert_dp_group", "bucket_mb",
+                                  "release_other_stages", "schedule", "loss", "meshes"}, "build: pipeline");
       o.meshes = stage_meshes(L, t);
       lua_getfield(L, t, "micro_batches");
       bool given = !lua_isnil(L, -1);
@@ -202,6 +202,10 @@ void lx_push_pipeline(lua_State* L, std::shared_ptr<Schedule> root, int opts) {
                                                                   "pipeline.micro_batches", 1, 1 << 20, "build"));
       lua_getfield(L, t, "dp_group");
       if (!lua_isnil(L, -1)) o.dp_group = lx_group_arg(L, lua_gettop(L), "build: option pipeline.dp_group");
+      lua_pop(L, 1);
+      lua_getfield(L, t, "expert_dp_group");  // false: no other rank holds this rank's experts
+      if (lua_isboolean(L, -1) && !lua_toboolean(L, -1)) o.experts_replicated = false;
+      else if (!lua_isnil(L, -1)) o.expert_dp_group = lx_group_arg(L, lua_gettop(L), "build: option pipeline.expert_dp_group");
       lua_pop(L, 1);
       o.bucket_bytes = static_cast<int64_t>(lx_opt_number(L, t, "bucket_mb", 25, "build") * (1 << 20));
       o.release_other_stages = lx_opt_bool(L, t, "release_other_stages", true, "build");

@@ -34,7 +34,7 @@ class CausalLM : public ModuleBase<Derived>, public HasConfig {
     Value base = this->call(base_, inner);
     auto logits = this->call(head_, hidden_of(base));
     if (labels) return with_extra_loss(lm_loss(logits, *labels), base, kw);
-    return logits;
+    return without_labels(logits, base, kw);
   }
 
   /// The loss of `logits` against `labels`: position t predicts label t + 1.
@@ -51,6 +51,12 @@ class CausalLM : public ModuleBase<Derived>, public HasConfig {
   /// The loss with what the base model's other outputs add to it (Mixtral's load balancing).
   virtual at::Tensor with_extra_loss(at::Tensor loss, const Value&, const c10::optional<c10::impl::GenericDict>&) const {
     return loss;
+  }
+
+  /// What a call without labels returns: the logits, or more where the call asks for it (Mixtral's
+  /// logits and load-balancing loss, with output_router_logits = true).
+  virtual Value without_labels(const at::Tensor& logits, const Value&, const c10::optional<c10::impl::GenericDict>&) const {
+    return logits;
   }
 
   /// context_parallel (SplitsSequences): set by the family once its modules took the split

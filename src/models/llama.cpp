@@ -279,9 +279,20 @@ class LlamaForCausalLM : public CausalLM<LlamaForCausalLM>, public SplitsSequenc
   at::Tensor with_extra_loss(at::Tensor loss, const Value& base,
                              const c10::optional<c10::impl::GenericDict>& kw) const override {
     if (!base.isTuple()) return loss;
+    return loss + aux_loss_coef * aux_loss(base, kw).to(loss.device());
+  }
+  // without labels, asked for output_router_logits in the call: (logits, the load-balancing loss),
+  // transformers' logits and aux_loss (a pipeline's last stage adds it to the loss it computes)
+  Value without_labels(const at::Tensor& logits, const Value& base,
+                       const c10::optional<c10::impl::GenericDict>& kw) const override {
+    auto asked = kw ? kwarg_flag(kw, "output_router_logits") : c10::nullopt;
+    if (!base.isTuple() || !asked.value_or(false)) return logits;
+    return c10::ivalue::Tuple::create({logits, aux_loss(base, kw).to(logits.device())});
+  }
+  at::Tensor aux_loss(const Value& base, const c10::optional<c10::impl::GenericDict>& kw) const {
     std::vector<at::Tensor> logits;
     for (auto& l : base.toTuple()->elements()[1].toTuple()->elements()) logits.push_back(l.toTensor());
-    return loss + aux_loss_coef * load_balancing_loss(logits, experts, top_k, kwarg_tensor(kw, "attention_mask")).to(loss.device());
+    return load_balancing_loss(logits, experts, top_k, kwarg_tensor(kw, "attention_mask"));
   }
 
  private:

@@ -219,8 +219,8 @@ ModelShape ModelShape::from_config(const ModelConfig& config, const std::string&
     s.gated_mlp = s.type != "bert" && s.type != "roberta";
     if (s.type == "mixtral") {
       s.experts = c.integer("num_local_experts"), s.experts_per_token = c.integer("num_experts_per_tok");
-      s.one_stage_reason = "a pipeline of a mixture of experts carries no router logits for the load-balancing loss, "
-                           "and expert parallelism within pipeline stages is not priced";
+      s.one_stage_reason = "expert parallelism within pipeline stages is not priced yet (slapo.build runs it: "
+                           "docs/parallelism.md, experts inside stages)";
     }
   } else {
     throw Error(fmt::format("plan: cannot plan a '{}' model (bert, roberta, albert, t5, gpt2, gpt_neo, opt, llama, "

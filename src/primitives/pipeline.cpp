@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/expert_groups.h"
 #include "distributed/grad_buckets.h"
 #include "distributed/world.h"
 #include "graph/pipeline_stages.h"
@@ -163,20 +164,22 @@ Pipeline::Pipeline(std::shared_ptr<Schedule> root, PipelineOptions options)
       runner_(make_runner(options, cuts_.size() + 1)),
       dp_group_(std::move(options.dp_group)),
       bucket_bytes_(options.bucket_bytes),
+      expert_dp_group_(std::move(options.expert_dp_group)),
+      experts_replicated_(options.experts_replicated),
       release_other_stages_(options.release_other_stages) {
   if (cuts_.empty())
     throw Error("build: no pipeline stage was cut; call cut_pipeline_stage() on the module after which each stage "
                 "ends (e.g. sch[\"transformer.h.5\"]:cut_pipeline_stage())");
-  // A mixture of experts' layers return their router logits beside the states, each stage's own;
-  // the load-balancing loss needs every layer's at the last stage, which the cuts do not carry
+  // A mixture of experts' load-balancing loss reads every layer's router logits: traced asking for
+  // it, the model returns it beside the logits, the logits of earlier stages' layers crossing the
+  // cuts to the last stage like any tensor a later stage needs
   if (auto* config = model_config(*root_->mod());
-      config && config->model_type() == "mixtral" && config->flag("output_router_logits", false))
-    throw Error(fmt::format("build: {} adds the router's load-balancing loss (output_router_logits = true), which "
-                            "needs every layer's router logits at the last stage, and pipeline stages pass on the "
-                            "states alone; build the model with output_router_logits = false to pipeline it (the "
-                            "loss is then the language model's alone), or train it with data, tensor and expert "
-                            "parallelism (slapo.parallel.layout{{tp =, ep =}}) and fully_shard",
-                            root_->mod()->type_name()));
+      config && config->model_type() == "mixtral" && config->flag("output_router_logits", false)) {
+    c10::impl::GenericDict keywords(c10::StringType::get(), c10::AnyType::get());
+    keywords.insert("output_router_logits", true);
+    trace_keywords_ = keywords;
+    aux_loss_coef_ = config->number("router_aux_loss_coef", 0.001);
+  }
   if ((static_cast<int>(cuts_.size()) + 1) % runner_.stages() != 0) {
     const int p = runner_.stages();
     throw Error(fmt::format("build: {} cut{} ({}) make{} {} pipeline stages, which do not divide among the {} ranks of "
@@ -204,6 +207,8 @@ Pipeline::Pipeline(std::shared_ptr<Schedule> root, PipelineOptions options)
                               mesh.dp, fmt::join(dp_ranks, ", "), fmt::join(group_ranks(dp_group_), ", ")));
   }
   check_fully_sharded(*root_, !runner_.meshes().empty());
+  if (dp_group_ && dp_group_->size() > 1 && !expert_parallel_blocks(*root_->mod()).empty())
+    check_expert_replicas(*root_->mod());
   if (micro_batches_ == 0) micro_batches_ = runner_.stages();
   if (micro_batches_ < 1)
     throw Error(fmt::format("build: pipeline micro_batches must be at least 1, got {}", micro_batches_));
@@ -230,7 +235,8 @@ const Pipeline::Split& Pipeline::split_for(const Values& micro_inputs) {
   // Trace by need, for this micro-batch shape; the trace's forward must not move the RNG.
   Module& model = *root_->mod();
   auto rng = RngSnapshot::capture(model);
-  auto traced = trace_module(model, root_->where(), micro_inputs, pipeline_trace_leaves(*root_, cuts_));
+  auto traced =
+      trace_module(model, root_->where(), micro_inputs, pipeline_trace_leaves(*root_, cuts_), trace_keywords_);
   rng.restore();
   auto split = std::make_shared<Split>();
   split->stages = split_stages(*traced, cuts_, root_->where());
@@ -308,14 +314,21 @@ const Pipeline::Split& Pipeline::split_for(const Values& micro_inputs) {
       if (count > 1)
         throw Error(fmt::format("pipeline: '{}' is used by {} of this rank's chunks; data parallelism over "
                                 "interleaved chunks that share a parameter is not supported", name, count));
-    std::vector<std::pair<std::string, at::Tensor>> named;
+    std::vector<std::pair<std::string, at::Tensor>> named, experts;
     auto averaged = fully_sharded_tensors(model);  // already, by fully_shard's backward
-    for (size_t i = 0; i < split->my_params.size(); ++i)
-      if (!averaged.count(split->my_params[i].unsafeGetTensorImpl()))
-        named.emplace_back(split->my_names[i], split->my_params[i]);
+    auto spread = expert_group_by_tensor(model);   // each rank's own experts
+    for (size_t i = 0; i < split->my_params.size(); ++i) {
+      auto* impl = split->my_params[i].unsafeGetTensorImpl();
+      if (averaged.count(impl)) continue;
+      (spread.count(impl) ? experts : named).emplace_back(split->my_names[i], split->my_params[i]);
+    }
     dp_ = std::make_unique<dist::GradBuckets>(std::move(named), dp_group_, bucket_bytes_);
     dp_->set_backward_passes(micro_batches_);
     dp_->set_average(runner_.meshes().empty());  // on meshes each replica's gradients are its part
+    if (!experts.empty() && expert_dp_group_ && expert_dp_group_->size() > 1) {
+      expert_dp_ = std::make_unique<dist::GradBuckets>(std::move(experts), expert_dp_group_, bucket_bytes_);
+      expert_dp_->set_backward_passes(micro_batches_);
+    }
   }
   return *(splits_[key] = split);
 }
@@ -373,8 +386,10 @@ double Pipeline::step(const Values& inputs, const at::Tensor& labels) {
   const int ranks = stages(), rank = stage();
   double loss = runner_.step([&](int chunk, const Values& in, const std::vector<at::Tensor>& received) {
     return graphs[chunk * ranks + rank]->run(in, received);
-  }, loss_, micro, targets);
+  }, [this](const std::vector<at::Tensor>& outputs, const Value& labels) { return stage_loss(outputs, labels); },
+                            micro, targets);
   if (dp_) dp_->finish();  // before the shared sum, which would otherwise be averaged away
+  if (expert_dp_) expert_dp_->finish();
   if (!runner_.meshes().empty()) {
     sum_shared_grads_over_meshes();
     return loss;
@@ -391,6 +406,57 @@ double Pipeline::step(const Values& inputs, const at::Tensor& labels) {
     if (mine.count(name)) p.mutable_grad() = g;
   }
   return loss;
+}
+
+// A stage whose experts shard_experts spread over replicas averages them over the ranks holding
+// the same experts alone: the pipeline must be told which (or that none do).
+void Pipeline::check_expert_replicas(Module& model) const {
+  auto [block, id] = expert_parallel_blocks(model).front();
+  auto spread = dist::group_by_id(id)->ranks();
+  if (!runner_.meshes().empty())
+    throw Error(fmt::format("build: {} spreads its experts over ranks {{{}}}; expert parallelism on stage meshes is not "
+                            "supported: lay the pipeline out with slapo.parallel.layout{{pp =, ep =}}",
+                            block, fmt::join(spread, ", ")));
+  if (!expert_dp_group_ && experts_replicated_)
+    throw Error(fmt::format("build: {} spreads its experts over ranks {{{}}} (shard_experts), each rank's own, which "
+                            "pipeline.dp_group's buckets must leave out: give pipeline.expert_dp_group = "
+                            "layout.expert_dp_group (the ranks holding the same experts), or expert_dp_group = false "
+                            "when no other rank holds them (ep = dp)",
+                            block, fmt::join(spread, ", ")));
+}
+
+at::Tensor Pipeline::stage_loss(const std::vector<at::Tensor>& outputs, const Value& labels) const {
+  const size_t expected = trace_keywords_ ? 2 : 1;
+  if (outputs.size() != expected)
+    throw Error(fmt::format("pipeline: the last stage returned {} tensors; the loss needs {} (the logits{})",
+                            outputs.size(), expected, trace_keywords_ ? " and the load-balancing loss" : ""));
+  at::Tensor loss = loss_(outputs[0], labels);
+  if (trace_keywords_) loss = loss + aux_loss_coef_ * outputs[1].to(loss.device());
+  return loss;
+}
+
+at::Tensor Pipeline::reference_loss(Module& reference, const Values& inputs, const Value& labels) const {
+  if (!trace_keywords_) return loss_(reference(inputs).toTensor(), labels);
+  if (!runner_.meshes().empty())
+    throw Error("verify: a pipeline on stage meshes adds each replica's load-balancing loss on its own rows, which "
+                "one call of the unscheduled model does not compute; verify it on one pipeline group");
+  // the micro-batches as step cuts them, each with its own load-balancing loss
+  std::vector<Values> micro(micro_batches_);
+  for (auto& v : inputs) {
+    auto chunks = v.toTensor().chunk(micro_batches_, 0);
+    for (int i = 0; i < micro_batches_; ++i) micro[i].emplace_back(chunks[i]);
+  }
+  auto label_chunks = labels.isTensor() ? labels.toTensor().chunk(micro_batches_, 0) : std::vector<at::Tensor>{};
+  at::Tensor sum;
+  for (int i = 0; i < micro_batches_; ++i) {
+    Values args = micro[i];
+    args.emplace_back(*trace_keywords_);
+    auto out = reference(args).toTupleRef().elements();
+    Value target = label_chunks.empty() ? Value() : Value(label_chunks[i]);
+    at::Tensor loss = stage_loss({out[0].toTensor(), out[1].toTensor()}, target);
+    sum = sum.defined() ? sum + loss : loss;
+  }
+  return sum / micro_batches_;
 }
 
 // Each rank of a stage holds its replica's part of the stage's gradient of a shared parameter

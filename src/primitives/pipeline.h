@@ -36,10 +36,16 @@ struct PipelineOptions {
   std::shared_ptr<dist::Group> group;  ///< one rank per stage, in stage order
   int micro_batches = 0;               ///< 0: as many as stages
   dist::PipelineSchedule schedule = dist::PipelineSchedule::OneFOneB;
-  dist::PipelineRunner::LossFn loss;   ///< default: the causal-LM loss of logits and labels
+  /// (the model's logits, the micro-batch's labels) -> its loss; default: the causal-LM loss
+  std::function<at::Tensor(const at::Tensor&, const Value&)> loss;
   /// Data parallelism across pipelines: the same stage's ranks of the other pipelines. Gradients
   /// are averaged over it in buckets of `bucket_bytes`, started during the last micro-batch's backward.
   std::shared_ptr<dist::Group> dp_group;
+  /// Experts spread by shard_experts are each rank's own: left out of dp_group's buckets, they are
+  /// averaged over the ranks holding the same experts (layout.expert_dp_group), in buckets of their
+  /// own. `experts_replicated` false: no other rank holds them (ep = dp), nothing to average.
+  std::shared_ptr<dist::Group> expert_dp_group;
+  bool experts_replicated = true;
   int64_t bucket_bytes = 25 << 20;
   /// After the first trace, drop the weights of the other stages' modules from this rank's copy
   /// of the model (they are never used here), so a rank holds about 1/stages of the weights.
@@ -73,9 +79,10 @@ class Pipeline {
   const dist::GradBuckets* data_parallel() const { return dp_.get(); }
   std::shared_ptr<Module> module() const { return root_->mod(); }
   Schedule& schedule() const { return *root_; }
-  /// The loss the last stage computes, on any output and labels (verify runs it on the whole
-  /// model's output).
-  at::Tensor loss(const at::Tensor& output, const Value& labels) const { return loss_(output, labels); }
+  /// The loss the pipeline computes, from the unscheduled `reference` on the same inputs and labels
+  /// (verify's expectation): the loss of its output, or, where the model adds its load-balancing
+  /// loss, the mean over the micro-batches of each one's loss with its own.
+  at::Tensor reference_loss(Module& reference, const Values& inputs, const Value& labels) const;
 
   /// This rank's stage: its parameters, the leaves it calls, and what it exchanges. Known once
   /// the model is traced (at the first step, or `prepare` with an example batch).
@@ -99,7 +106,13 @@ class Pipeline {
   std::shared_ptr<Schedule> root_;
   std::vector<std::string> cuts_;
   int micro_batches_;
-  dist::PipelineRunner::LossFn loss_;
+  std::function<at::Tensor(const at::Tensor&, const Value&)> loss_;
+  // A mixture of experts' load-balancing loss: traced with these keywords, the last stage returns
+  // it beside the logits, and each micro-batch's loss adds it times the coefficient
+  c10::optional<c10::impl::GenericDict> trace_keywords_;
+  double aux_loss_coef_ = 0;
+  at::Tensor stage_loss(const std::vector<at::Tensor>& outputs, const Value& labels) const;
+  void check_expert_replicas(Module& model) const;
   dist::PipelineRunner runner_;
   std::map<std::vector<std::vector<int64_t>>, std::shared_ptr<Split>> splits_;  // by micro-batch input shapes
   const Split* current_ = nullptr;
@@ -107,6 +120,9 @@ class Pipeline {
   std::shared_ptr<dist::Group> dp_group_;
   int64_t bucket_bytes_;
   std::unique_ptr<dist::GradBuckets> dp_;  // over this stage's parameters, made with the first split
+  std::shared_ptr<dist::Group> expert_dp_group_;
+  bool experts_replicated_;
+  std::unique_ptr<dist::GradBuckets> expert_dp_;  // over this rank's spread experts, over expert_dp_group_
   bool release_other_stages_;
   std::vector<std::string> released_;       // parameters emptied on this rank
   // Stage meshes: the ranks of the stages sharing a parameter, by those stages.

@@ -28,7 +28,7 @@ VerifyReport verify_pipeline(Pipeline& pipe, Module& reference, Values inputs, c
   for (auto& p : pipe.parameters()) p.mutable_grad() = at::Tensor();
 
   VerifyReport report;
-  at::Tensor expected = pipe.loss((reference)(inputs).toTensor(), target);
+  at::Tensor expected = pipe.reference_loss(reference, inputs, target);
   expected.backward();
   double loss = pipe.step(inputs, target);
   model->train(was_training);

@@ -48,6 +48,34 @@ local function pipeline(kind, schedule, micro_batches, chunks)
   return pipe, build(kind)
 end
 
+-- 3 AdamW steps of `pipe` beside the one-rank `ref` on `ids`: each step's loss equals `expected(step)`
+-- (ref's loss, a tensor this backpropagates) and every gradient the pipeline holds equals ref's.
+-- Returns the step-1 loss and ref's parameters by name.
+local function steps_as_one_rank(pipe, ref, ids, expected_loss)
+  pipe:prepare(ids)
+  local opts = { slapo.optim.adamw(ref, { lr = 1e-2 }), slapo.optim.adamw(pipe:parameters(), { lr = 1e-2 }) }
+  local first
+  for step = 1, 3 do
+    opts[1]:zero_grad()
+    opts[2]:zero_grad()
+    local expected = expected_loss(step)
+    expected:backward()
+    local loss = pipe:step(ids, { labels = ids })
+    first = first or loss
+    assert(math.abs(loss - expected:item()) < 1e-5 * expected:item(),
+      ("step %d: loss %.7f on 1 rank, %.7f pipelined"):format(step, expected:item(), loss))
+    local theirs, compared = named(ref), 0
+    for name, p in pipe:named_parameters() do
+      close(theirs[name].grad, p.grad, { rtol = 1e-4, atol = 1e-5 })
+      compared = compared + 1
+    end
+    assert(compared > 10, "compared " .. compared .. " gradients")
+    opts[1]:step()
+    opts[2]:step()
+  end
+  return first, named(ref)
+end
+
 for _, case in ipairs({ { "gpt2", "1f1b", 4 }, { "gpt2", "gpipe", 2 }, { "llama", "1f1b", 4 }, { "llama", "gpipe", 4 },
   { "gpt2", "1f1b", 4, 2 }, { "gpt2", "gpipe", 2, 2 }, { "llama", "1f1b", 2, 2 }, { "mixtral", "1f1b", 4 },
   { "mixtral", "gpipe", 2, 2 } }) do
@@ -57,26 +85,7 @@ for _, case in ipairs({ { "gpt2", "1f1b", 4 }, { "gpt2", "gpipe", 2 }, { "llama"
     it("trains 3 AdamW steps with the single-rank loss, gradients and weights", function()
       local pipe, ref = pipeline(kind, schedule, m, chunks)
       local ids = batch(8)
-      pipe:prepare(ids)
-      local opts = { slapo.optim.adamw(ref, { lr = 1e-2 }), slapo.optim.adamw(pipe:parameters(), { lr = 1e-2 }) }
-      for step = 1, 3 do
-        opts[1]:zero_grad()
-        opts[2]:zero_grad()
-        local expected = ref(ids, { labels = ids })
-        expected:backward()
-        local loss = pipe:step(ids, { labels = ids })
-        assert(math.abs(loss - expected:item()) < 1e-5 * expected:item(),
-          ("step %d: loss %.7f on 1 rank, %.7f pipelined"):format(step, expected:item(), loss))
-        local theirs, compared = named(ref), 0
-        for name, p in pipe:named_parameters() do
-          close(theirs[name].grad, p.grad, { rtol = 1e-4, atol = 1e-5 })
-          compared = compared + 1
-        end
-        assert(compared > 10, "compared " .. compared .. " gradients")
-        opts[1]:step()
-        opts[2]:step()
-      end
-      local theirs = named(ref)
+      local _, theirs = steps_as_one_rank(pipe, ref, ids, function() return ref(ids, { labels = ids }) end)
       -- Adam divides by the gradient's own scale, so summing micro-batches in another order moves
       -- near-zero gradients' updates by up to a few 1e-5 of lr = 1e-2; an expert's gradient, from
       -- the few rows routed to it, has more such entries (up to 1e-4 seen, gradients within 4e-7).
@@ -161,6 +170,50 @@ describe("pipeline stages", function()
     local logits = ref(ids)
     close((logits * logits):mean(), slapo.tensor(loss), { rtol = 1e-5 })
     eq(my_stage == 1 and 2 or 0, calls)
+  end)
+end)
+
+-- A mixture of experts with its load-balancing loss: every layer's router logits reach the last
+-- stage, which adds the loss of each micro-batch's routing, as transformers computes it for one call
+-- on those rows (and gradient accumulation over the micro-batches).
+describe("a pipeline of Mixtral with its load-balancing loss", function()
+  local function aux_model(coef)
+    local cfg = { output_router_logits = true, router_aux_loss_coef = coef }
+    for k, v in pairs(configs.mixtral) do cfg[k] = v end
+    slapo.manual_seed(21)
+    return slapo.models.mixtral(cfg)
+  end
+  for _, case in ipairs({ { "1f1b", 4, 1 }, { "gpipe", 2, 2 } }) do
+    local schedule, m, chunks = case[1], case[2], case[3]
+    it(("trains 3 AdamW steps as one process on each micro-batch (%s, %d micro-batches, %d stages)"):format(schedule, m,
+      2 * chunks), function()
+      local layout = parallel.layout({ pp = 2 })
+      local sch = slapo.create_schedule(aux_model(0.5), { group = layout.tp_group })
+      parallel.cut_evenly(sch, layers.mixtral, 2 * chunks)
+      local pipe = slapo.build(sch, { pipeline = { group = layout.pp_group, schedule = schedule, micro_batches = m } })
+      local ref, without = aux_model(0.5), aux_model(0)
+      local ids = batch(8)
+      local lm_only = 0
+      local first = steps_as_one_rank(pipe, ref, ids, function(step)
+        local expected = nil  -- the mean of the micro-batches' losses, each with its own routing's
+        for i = 0, m - 1 do
+          local rows = ids:narrow(0, i * 8 / m, 8 / m)
+          local loss = ref(rows, { labels = rows }) / m
+          expected = expected and expected + loss or loss
+          if step == 1 then lm_only = lm_only + without(rows, { labels = rows }):item() / m end
+        end
+        return expected
+      end)
+      assert(first - lm_only > 0.4, ("the load-balancing loss is in it: %.5f with, %.5f without"):format(first, lm_only))
+    end)
+  end
+
+  it("verifies against the unscheduled model, micro-batch by micro-batch", function()
+    local layout = parallel.layout({ pp = 2 })
+    local sch = slapo.create_schedule(aux_model(0.5), { group = layout.tp_group })
+    local report = slapo.verify(sch, { batch(4) }, { pipeline = { group = layout.pp_group, micro_batches = 2 } },
+      function(s) parallel.cut_evenly(s, layers.mixtral, 2) end)
+    assert(report.gradients > 10, "compared " .. report.gradients .. " gradients")
   end)
 end)
 

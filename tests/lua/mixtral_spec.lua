@@ -49,6 +49,11 @@ describe("Mixtral from transformers' checkpoint", function()
     local aux = (with_aux - loss:item()) / 0.02
     assert(math.abs(aux - expected.aux_loss:item()) < 1e-4 * expected.aux_loss:item(),
       ("aux loss %.7f, transformers' %.7f"):format(aux, expected.aux_loss:item()))
+    -- without labels, asked for it: the logits and transformers' aux_loss
+    local out = model(ids, { output_router_logits = true })
+    close(model(ids), out[1], { rtol = 0, atol = 0 })
+    assert(math.abs(out[2]:item() - expected.aux_loss:item()) < 1e-5 * expected.aux_loss:item(),
+      ("aux_loss %.7f without labels, transformers' %.7f"):format(out[2]:item(), expected.aux_loss:item()))
     loss:backward()
     local largest, wanted, checked = 0, 0, 0
     for key, t in pairs(expected) do
