@@ -83,6 +83,7 @@ void push_ranked_plan(lua_State* L, const plan::Ranked& r, int layers) {
   set_number(L, "tp", c.tp);
   set_number(L, "dp", c.dp);
   set_number(L, "ep", c.ep);
+  set_number(L, "cp", c.cp);
   set_number(L, "checkpoint", c.checkpoint ? 1.0 : 0.0);
   set_bool(L, "zero", c.zero);
   set_bool(L, "fully_sharded", c.fully_sharded);
@@ -100,6 +101,7 @@ void push_ranked_plan(lua_State* L, const plan::Ranked& r, int layers) {
     set_number(L, "tp", stage.tp);
     set_number(L, "dp", stage.dp);
     set_number(L, "ep", stage.ep);
+    set_number(L, "cp", stage.cp);
     set_bool(L, "checkpoint", stage.checkpoint);
     set_bool(L, "zero", stage.zero);
     set_bool(L, "fully_sharded", stage.fully_sharded);

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "io/json_file.h"
+#include "models/rope.h"
 #include "plan/profile_device.h"
 
 namespace slapo::plan {
@@ -228,6 +229,12 @@ ModelShape ModelShape::from_config(const ModelConfig& config, const std::string&
                             s.type));
   }
   const bool llama_shaped = s.type == "llama" || s.type == "qwen2" || s.type == "mistral" || s.type == "mixtral";
+  // what sch:context_parallel takes (models/llama.cpp, gpt2.cpp: split_sequences)
+  if (s.type == "gpt2") s.context_parallel = c.number("attn_pdrop", 0.1) == 0;
+  if (llama_shaped && s.type != "mixtral") {
+    const bool window = s.type == "qwen2" ? c.flag("use_sliding_window", false) : s.type == "mistral" && c.has("sliding_window");
+    s.context_parallel = !window && c.number("attention_dropout", 0.0) == 0 && rope_from_config(c).type != "dynamic";
+  }
   if (llama_shaped) s.tied_head = false;
   s.kv_heads = llama_shaped ? c.integer("num_key_value_heads", s.heads) : s.heads;
   if (s.head_dim == 0) s.head_dim = llama_shaped && c.has("head_dim") ? c.integer("head_dim") : s.hidden / s.heads;
@@ -253,7 +260,7 @@ bool Candidate::uniform_mesh() const {
   // sharded setting for all stages
   for (auto& s : stages)
     if (s.tp != tp || s.dp != dp || s.zero != zero || s.sequence != sequence || s.fully_sharded != fully_sharded ||
-        s.keep_gathered != keep_gathered || s.ep != ep)
+        s.keep_gathered != keep_gathered || s.ep != ep || s.cp != cp)
       return false;
   return true;
 }
@@ -267,7 +274,7 @@ int Candidate::devices() const {
 
 std::vector<Stage> Candidate::resolved(int layers) const {
   if (!stages.empty()) return stages;
-  return {Stage{layers, tp, dp, checkpoint, zero, sequence, fully_sharded, keep_gathered, ep}};
+  return {Stage{layers, tp, dp, checkpoint, zero, sequence, fully_sharded, keep_gathered, ep, cp}};
 }
 
 const char* Candidate::sharded_name() const {
@@ -276,7 +283,8 @@ const char* Candidate::sharded_name() const {
 
 std::string Candidate::describe() const {
   if (stages.empty())
-    return fmt::format("tp {} x dp {}{}{}{}{}{}{}", tp, dp, ep > 1 ? fmt::format(", ep {}", ep) : "",
+    return fmt::format("tp {} x dp {}{}{}{}{}{}{}", tp, dp,
+                       ep > 1 ? fmt::format(", ep {}", ep) : cp > 1 ? fmt::format(", cp {}", cp) : "",
                        micro_batches > 1 ? fmt::format(", {} micro", micro_batches) : "", sequence ? ", sequence" : "",
                        checkpoint ? ", checkpoint" : "", zero ? ", zero-1" : "", sharded_name());
   std::vector<std::string> parts;
@@ -305,7 +313,7 @@ double all_to_all_seconds(double bytes, int ranks, double bandwidth, double late
 }
 
 LayerCosts layer_costs(const ModelShape& m, const Cluster& cluster, const Workload& work, int64_t micro_batch, int tp_,
-                       int dp, bool sequence, int ep) {
+                       int dp, bool sequence, int ep, int cp) {
   LayerCosts c;
   const double bytes = element_bytes(work);
   const double seqs = static_cast<double>(micro_batch) / dp;  // sequences per data-parallel rank
@@ -324,10 +332,15 @@ LayerCosts layer_costs(const ModelShape& m, const Cluster& cluster, const Worklo
     auto rows_mm = [&](double k, double n) { return cluster.device.matmul_seconds(expert_rows, k, n, work.dtype); };
     return mm(h, double(m.experts)) + experts_held * (2 * rows_mm(h, m.inner / t) + rows_mm(m.inner / t, h));
   };
+  // Attention's scores and context: each sequence's queries against its keys. Under context
+  // parallelism a rank holds seq / cp of the queries of seqs x cp sequences, against every key;
+  // the ring leaves out the pieces the causal mask hides, about half (load-balanced chunks)
+  auto attention_fwd = [&](double t) {
+    const double rows = double(work.seq) / cp, causal = cp > 1 ? 0.5 : 1.0;
+    return causal * 2 * cluster.device.matmul_seconds(rows, m.head_dim, work.seq, work.dtype) * seqs * cp * m.heads / t;
+  };
   auto layer_fwd = [&](double t) {
-    return m.attention_blocks *
-               (mm(h, (q_width + 2 * kv_width) / t) + mm(q_width / t, h) +
-                2 * cluster.device.matmul_seconds(work.seq, m.head_dim, work.seq, work.dtype) * seqs * m.heads / t) +
+    return m.attention_blocks * (mm(h, (q_width + 2 * kv_width) / t) + mm(q_width / t, h) + attention_fwd(t)) +
            mlp_fwd(t);
   };
   const TpLayout layout = m.layout_on(tp_, dp, sequence);
@@ -365,10 +378,26 @@ LayerCosts layer_costs(const ModelShape& m, const Cluster& cluster, const Worklo
     c.forward_all_reduces = std::max(0.0, c.forward_all_reduces - 1);  // attention's alone: the MLP's is the experts'
     c.backward_all_reduces = std::max(0.0, c.backward_all_reduces - 1);
   }
+  if (cp > 1) {
+    // the ring: cp - 1 steps a pass, each sending this rank's keys and values (the kv heads, split
+    // over TP) to the next rank of the group while the block in hand computes; backward sends them
+    // and their gradients around again beside twice the compute. The group is cp consecutive
+    // replicas of tp ranks: within a node when they fit in one
+    const bool cp_in_node = tp_ * cp <= cluster.per_node;
+    const double bw = cp_in_node ? cluster.intra_bw : cluster.inter_bw;
+    const double latency = cp_in_node ? cluster.intra_latency : cluster.inter_latency;
+    const double block = tokens * 2 * kv_width / tp * bytes, step_compute = attention_fwd(tp) / cp;
+    auto exposed = [&](double bytes_sent, double compute) {
+      return std::max(0.0, latency + bytes_sent / bw - cluster.overlap * compute);
+    };
+    c.ring_fwd_s = (cp - 1) * exposed(block, step_compute);
+    c.ring_bwd_s = (cp - 1) * exposed(2 * block, 2 * step_compute);
+  }
   // Megatron's 34 + 5 a s / h values per token and width in 2-byte precision (scaled to the
   // element size), the layout's share split over TP; a checkpointed layer keeps its input and
   // recomputes the rest. A cross-attention adds an attention block's 11 + 5as/h, 8 + 5as/h of it split.
-  const double attention = 5.0 * m.heads * work.seq / h, extra = m.attention_blocks - 1.0;
+  // Ring attention keeps no scores (q, k, v, the output and the log-sum-exp): 5as/h drops out.
+  const double attention = cp > 1 ? 0.0 : 5.0 * m.heads * work.seq / h, extra = m.attention_blocks - 1.0;
   double values = 34.0 + attention + extra * (11.0 + attention);
   double split = layout.split_activations >= 0 ? layout.split_activations
                                                : (24.0 + attention + extra * (8.0 + attention)) / values;
@@ -405,11 +434,13 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
     e.ep_comm_s = stage.layers * passes * c.all_to_all_s;
     e.tp_comm_s += stage.layers * passes * c.expert_tp_all_reduce_s;
   }
+  // context parallelism's ring, in forward (again when recomputed) and backward
+  e.p2p_s = stage.layers * (c.ring_fwd_s * (stage.checkpoint ? 2.0 : 1.0) + c.ring_bwd_s);
   // the activations forward and their gradient back to the next stage, point to point
   if (!where.last) {
     double bw = where.next_in_node ? cluster.intra_bw : cluster.inter_bw;
     double latency = where.next_in_node ? cluster.intra_latency : cluster.inter_latency;
-    e.p2p_s = 2 * (latency + c.boundary_bytes / bw);
+    e.p2p_s += 2 * (latency + c.boundary_bytes / bw);
   }
   // parameters: the layers split over TP; the embedding on the first stage and the head on the
   // last (one matrix when they are tied and the stage holds both)
@@ -511,7 +542,7 @@ Estimate estimate(const ModelShape& m, const Cluster& cluster, const Workload& w
     Placement where{s == 0, s == count - 1, node(offset) == node(offset + n - 1), node(offset + n - 1) == node(offset + n),
                     std::min(micro, count - s), micro};
     e.stages.push_back(stage_estimate(
-        m, cluster, work, layer_costs(m, cluster, work, micro_batch, st.tp, st.dp, st.sequence, st.ep), st, where));
+        m, cluster, work, layer_costs(m, cluster, work, micro_batch, st.tp, st.dp, st.sequence, st.ep, st.cp), st, where));
     if (e.stages.back().time_s() > e.stages[slowest].time_s()) slowest = s;
     offset += n;
   }

@@ -105,6 +105,9 @@ struct ModelShape {
   /// of which a token's router picks `experts_per_token`; `expert_params` is one layer's experts
   /// together (in layer_params, the router's matrix not). 0 experts: a dense model.
   int64_t experts = 0, experts_per_token = 0, expert_params = 0;
+  /// Whether sch:context_parallel splits its sequences (LLaMA, Qwen2 and Mistral without a sliding
+  /// window or attention dropout, GPT-2 with attn_pdrop 0): the grid then offers cp
+  bool context_parallel = false;
   /// How a layer splits on each mesh; null: Megatron's layout everywhere.
   std::shared_ptr<const LayerLayouts> layouts;
   TpLayout layout_on(int tp, int dp, bool sequence = false) const {
@@ -138,6 +141,9 @@ struct Stage {
   /// Expert parallelism: each MoE layer's experts spread over groups of `ep` replicas (dividing dp),
   /// tokens sent to their experts' ranks and back by all-to-all; experts averaged over dp / ep
   int ep = 1;
+  /// Context parallelism: each sequence split over groups of `cp` replicas (dividing dp) that take
+  /// the same rows, attention by ring attention (keys and values passed around the group)
+  int cp = 1;
 };
 
 /// One plan: tensor parallel x data parallel, activation checkpointing of every layer or none,
@@ -153,6 +159,7 @@ struct Candidate {
   bool fully_sharded = false; ///< fully_shard over the dp replicas, in every stage (not with zero)
   bool keep_gathered = false; ///< with fully_sharded: reshard_after_forward = false (ZeRO-2)
   int ep = 1;  ///< experts spread over groups of ep replicas (Stage::ep); one stage only
+  int cp = 1;  ///< sequences split over groups of cp replicas (Stage::cp); one stage only
   int pp() const { return stages.empty() ? 1 : static_cast<int>(stages.size()); }
   /// Every stage on the candidate's tp x dp with its ZeRO, sequence parallelism and fully sharded
   /// settings: what one rank layout (and the pipeline script's one `plan.sequence`) runs.
@@ -167,7 +174,7 @@ struct Candidate {
 };
 
 struct StageEstimate {
-  double compute_s = 0, tp_comm_s = 0, p2p_s = 0;  ///< per micro-batch
+  double compute_s = 0, tp_comm_s = 0, p2p_s = 0;  ///< per micro-batch; p2p: stage boundaries and cp's ring
   double ep_comm_s = 0;  ///< per micro-batch: the experts' all-to-all exchanges
   double sync_s = 0, optimizer_s = 0;                 ///< once a step: gradient sync, AdamW's update
   double param_bytes = 0, optimizer_bytes = 0, activation_bytes = 0, peak_bytes = 0;
@@ -198,11 +205,14 @@ struct LayerCosts {
   /// sends its tokens x k rows out and takes its experts' rows back), and the experts' TP
   /// all-reduces of those rows (an expert's output in forward, its input's gradient in backward)
   double all_to_all_s = 0, expert_tp_all_reduce_s = 0;
+  /// Context parallelism, per layer: the ring's key/value exchanges in forward and (with their
+  /// gradients) in backward, what the attention blocks computed beside them do not hide
+  double ring_fwd_s = 0, ring_bwd_s = 0;
   double overhead = 1.2;  ///< DeviceProfile::layer_overhead: measured layer over modelled matmuls
   double layer_activation_bytes = 0, layer_input_bytes = 0, logits_bytes = 0, boundary_bytes = 0;
 };
 LayerCosts layer_costs(const ModelShape& model, const Cluster& cluster, const Workload& work, int64_t micro_batch,
-                       int tp, int dp, bool sequence = false, int ep = 1);
+                       int tp, int dp, bool sequence = false, int ep = 1, int cp = 1);
 
 /// All-to-all of `bytes` a rank sends over `ranks` devices: (n-1)/n of it leaves the rank, one
 /// message to each other rank.

@@ -66,6 +66,20 @@ std::vector<int> expert_choices(const ModelShape& m, int dp) {
   return choices;
 }
 
+// Context parallelism's choices on dp replicas of a one-stage plan: 1, and for long sequences of a
+// model context_parallel splits, each cp dividing dp whose 2 x cp chunks divide the sequence (the
+// load-balanced split). Below kLongSequence the grid keeps to its other axes: there the model's
+// attention without the ring (scores kept whole, 5as/h of Megatron's activations) is what eager
+// attention holds, but fused attention kernels, which it does not price, hold far less.
+constexpr int64_t kLongSequence = 16384;
+std::vector<int> context_choices(const ModelShape& m, const Workload& w, int dp, int pp) {
+  std::vector<int> choices = {1};
+  if (!m.context_parallel || w.seq < kLongSequence || pp > 1 || m.experts > 0) return choices;
+  for (int cp = 2; cp <= dp; ++cp)
+    if (dp % cp == 0 && w.seq % (2 * cp) == 0) choices.push_back(cp);
+  return choices;
+}
+
 // Alpa's submesh shapes: 1, 2, 4 .. devices of one node (and the whole node), then 2, 4 .. whole nodes.
 std::vector<int> submesh_sizes(const Cluster& c) {
   std::vector<int> sizes;
@@ -570,30 +584,36 @@ std::vector<Candidate> megatron_grid(const ModelShape& model, const Cluster& clu
     for (int pp = 1; pp <= n / tp && pp <= model.layers; ++pp) {
       if ((n / tp) % pp != 0 || (pp > 1 && !model.one_stage_reason.empty())) continue;
       int dp = n / tp / pp;
-      for (int micro : micro_batch_choices(work.batch)) {
-        if ((work.batch / micro) % dp != 0) continue;  // one stage: micro-batches accumulate gradients
-        for (bool sequence : sequence_choices(model, work, tp))
-          for (bool checkpoint : {false, true})
-            // the optimizer state over several replicas: whole, ZeRO-1, or fully sharded with the
-            // gradients (the weights kept whole from forward to backward: ZeRO-2) or with the
-            // weights too (ZeRO-3), each stage's blocks over its replicas; simplest first, so ties
-            // keep it
-            for (int sharding : {0, 1, 2, 3}) {
-              const bool zero = sharding == 1, fully_sharded = sharding >= 2, kept = sharding == 2;
-              if ((zero || fully_sharded) && dp == 1) continue;
-              // a mixture of experts' experts over groups of ep replicas (ZeRO-1 slices their
-              // moments over the replicas holding the same experts)
-              for (int ep : expert_choices(model, dp)) {
-                Candidate c{tp, dp, checkpoint, zero, micro, {}, sequence, fully_sharded, kept, ep};
-                if (pp > 1)
-                  for (int s = 0; s < pp; ++s) {
-                    int layers = static_cast<int>((s + 1) * model.layers / pp - s * model.layers / pp);
-                    c.stages.push_back({layers, tp, dp, checkpoint, zero, sequence, fully_sharded, kept, ep});
-                  }
-                grid.push_back(std::move(c));
+      for (int micro : micro_batch_choices(work.batch))
+        for (int cp : context_choices(model, work, dp, pp)) {
+          // one stage: micro-batches accumulate gradients; the rows split over dp / cp data
+          // replicas (a cp group's ranks take the same rows)
+          if ((work.batch / micro) % (dp / cp) != 0) continue;
+          for (bool sequence : sequence_choices(model, work, tp))
+            for (bool checkpoint : {false, true})
+              // the optimizer state over several replicas: whole, ZeRO-1, or fully sharded with the
+              // gradients (the weights kept whole from forward to backward: ZeRO-2) or with the
+              // weights too (ZeRO-3), each stage's blocks over its replicas; simplest first, so ties
+              // keep it
+              for (int sharding : {0, 1, 2, 3}) {
+                const bool zero = sharding == 1, fully_sharded = sharding >= 2, kept = sharding == 2;
+                if ((zero || fully_sharded) && dp == 1) continue;
+                // context parallelism runs with plain replicas and TP (sequence parallelism, ZeRO and
+                // fully_shard beside it are untested)
+                if (cp > 1 && (sequence || sharding != 0)) continue;
+                // a mixture of experts' experts over groups of ep replicas (ZeRO-1 slices their
+                // moments over the replicas holding the same experts)
+                for (int ep : expert_choices(model, dp)) {
+                  Candidate c{tp, dp, checkpoint, zero, micro, {}, sequence, fully_sharded, kept, ep, cp};
+                  if (pp > 1)
+                    for (int s = 0; s < pp; ++s) {
+                      int layers = static_cast<int>((s + 1) * model.layers / pp - s * model.layers / pp);
+                      c.stages.push_back({layers, tp, dp, checkpoint, zero, sequence, fully_sharded, kept, ep, cp});
+                    }
+                  grid.push_back(std::move(c));
+                }
               }
-            }
-      }
+        }
     }
   }
   return grid;

@@ -12,6 +12,7 @@
 #include "distributed/split_tensors.h"
 #include "distributed/world.h"
 #include "graph/traced_graph.h"
+#include "models/sequence_split.h"
 #include "models/zoo.h"
 #include "primitives/fully_shard_reduce.h"
 #include "primitives/pretrained_slices.h"
@@ -260,6 +261,11 @@ VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inpu
   auto group = verify_group(sch, splits);
   check_same_weights(*reference, group);
   for (auto& v : inputs) v = same_on_all_ranks(v, group);
+  // context_parallel: every rank of its group takes the same rows and keeps its share of the tokens
+  auto sequence_split = sequence_split_of(*scheduled);
+  auto cp_group = sequence_split ? dist::group_by_id(sequence_split->group_id()) : nullptr;
+  if (cp_group)
+    for (auto& v : inputs) v = same_on_all_ranks(v, cp_group);
   bool was_training = scheduled->is_training();
   scheduled->train(o.train);
   reference->train(o.train);
@@ -277,6 +283,18 @@ VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inpu
   torch::manual_seed(o.seed);
   Value sch_out = (*scheduled)(inputs);
   std::vector<at::Tensor> ref_ts = tensors_in(ref_out), sch_ts = tensors_in(sch_out);
+  // Split sequences: a rank's outputs per token are its tokens' (compared with the original's at
+  // those positions); its parameters' gradients are its tokens' part, summed over the group below
+  // (a loss, the whole sequence's on every rank, has its gradient counted once a rank: averaged)
+  std::vector<at::Tensor> ref_whole = ref_ts;
+  std::vector<c10::optional<at::Tensor>> token_indices(ref_ts.size());
+  if (sequence_split)
+    for (size_t i = 0; i < ref_ts.size() && i < sch_ts.size(); ++i)
+      if (ref_ts[i].dim() >= 2 && sch_ts[i].dim() == ref_ts[i].dim() &&
+          sch_ts[i].size(1) * sequence_split->ranks() == ref_ts[i].size(1)) {
+        token_indices[i] = sequence_split->local_indices(ref_ts[i].size(1), ref_ts[i].device(), "verify");
+        ref_ts[i] = ref_ts[i].index_select(1, *token_indices[i]);
+      }
   std::string problem;
   if (ref_ts.size() != sch_ts.size())
     problem = fmt::format("verify: the scheduled model returns {} tensors, the original {}", sch_ts.size(), ref_ts.size());
@@ -305,16 +323,29 @@ VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inpu
   for (auto& p : scheduled->parameters()) p.mutable_grad() = at::Tensor();
   std::vector<at::Tensor> ref_roots, sch_roots, grads_out;
   torch::manual_seed(o.seed + 1);
+  std::vector<at::Tensor> sch_grads_out;
   for (size_t i = 0; i < ref_ts.size(); ++i) {
-    at::Tensor g = torch::randn(ref_ts[i].sizes(), ref_ts[i].options().requires_grad(false));
+    at::Tensor g = torch::randn(ref_whole[i].sizes(), ref_whole[i].options().requires_grad(false));
     group->broadcast(g, 0, "verify");
-    if (!ref_ts[i].requires_grad()) continue;
-    ref_roots.push_back(ref_ts[i]);
+    if (cp_group) cp_group->broadcast(g, 0, "verify");
+    if (!ref_whole[i].requires_grad()) continue;
+    ref_roots.push_back(ref_whole[i]);
     sch_roots.push_back(sch_ts[i]);
     grads_out.push_back(g);
+    sch_grads_out.push_back(token_indices[i] ? g.index_select(1, *token_indices[i]) : g);
   }
   if (!ref_roots.empty()) torch::autograd::backward(ref_roots, grads_out);
-  if (!sch_roots.empty()) run_backward([&] { torch::autograd::backward(sch_roots, grads_out); });
+  if (!sch_roots.empty()) run_backward([&] { torch::autograd::backward(sch_roots, sch_grads_out); });
+  if (cp_group) {  // every rank walks the same parameters: one all-reduce each
+    const bool per_token = std::any_of(token_indices.begin(), token_indices.end(), [](auto& t) { return t.has_value(); });
+    torch::NoGradGuard no_grad;
+    for (auto& [name, param] : unique_named_parameters(*scheduled)) {
+      at::Tensor g = param.grad().defined() ? param.grad() : torch::zeros_like(param);
+      cp_group->all_reduce(g, "verify");
+      if (!per_token) g.div_(cp_group->size());
+      if (param.grad().defined()) param.mutable_grad() = g;
+    }
+  }
 
   // Compare every gradient (gathering sharded ones: a collective, so every rank walks them all).
   // by unscheduled name: a leaf that checkpoint/fuse moved into a wrapper keeps its counterpart

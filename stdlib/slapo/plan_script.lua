@@ -398,14 +398,17 @@ end
 -- for each that fits.
 local function one_stage_source(record)
   local chosen = record.ranked[1]
-  local tp_choices, micro_choices, ep_choices, predictions = {}, {}, {}, {}
-  local seen = { tp = {}, micro = {}, ep = {} }
+  local tp_choices, micro_choices, ep_choices, cp_choices, predictions = {}, {}, {}, {}, {}
+  local seen = { tp = {}, micro = {}, ep = {}, cp = {} }
   local experts = (record.model.experts or 0) > 0  -- a mixture of experts: ep is a knob too
+  local context = false  -- long sequences: the plans split them over cp replicas, a knob too
+  for _, r in ipairs(record.ranked) do context = context or (r.cp or 1) > 1 end
   for _, r in ipairs(record.ranked) do
     -- the knobs span one-stage plans; shard_layer is written for the chosen plan's sequence parallelism
     if r.pp == 1 and not (r.tp > 1 and r.sequence ~= chosen.sequence) then
       if not seen.tp[r.tp] then seen.tp[r.tp] = true; tp_choices[#tp_choices + 1] = r.tp end
       if not seen.ep[r.ep] then seen.ep[r.ep] = true; ep_choices[#ep_choices + 1] = r.ep end
+      if not seen.cp[r.cp] then seen.cp[r.cp] = true; cp_choices[#cp_choices + 1] = r.cp end
       if not seen.micro[r.micro_batches] then
         seen.micro[r.micro_batches] = true
         micro_choices[#micro_choices + 1] = r.micro_batches
@@ -413,7 +416,7 @@ local function one_stage_source(record)
       if r.fits then
         predictions[#predictions + 1] = ("  { tp = %d,%s micro_batches = %d, checkpoint = %s, zero = %s, fully_shard = %s, "
           .. "reshard_after_forward = %s, step_s = %.6g, peak_gib = %.3g },\n"):format(r.tp,
-          experts and (" ep = %d,"):format(r.ep) or "", r.micro_batches,
+          experts and (" ep = %d,"):format(r.ep) or context and (" cp = %d,"):format(r.cp) or "", r.micro_batches,
           r.checkpoint == 1 and "1.0" or "0.0", bool(r.zero), bool(r.fully_sharded), bool(not r.keep_gathered), r.step_s,
           r.peak_gib)
       end
@@ -422,6 +425,7 @@ local function one_stage_source(record)
   table.sort(tp_choices)
   table.sort(micro_choices)
   table.sort(ep_choices)
+  table.sort(cp_choices)
   local schedules = schedules_of(record.model)
   -- a mixture of experts' lines: ep in the plan table and as a knob, the layout's ep groups, the
   -- experts spread over them and, fully sharded, each expert over the replicas holding it
@@ -446,13 +450,26 @@ local function one_stage_source(record)
     moe = { field = "", knob = "", layout = "", schedule = "",
       fully_shard_layers = "      for _, layer in ipairs(layers) do layer:fully_shard(options) end\n" }
   end
+  -- context parallelism's lines: cp in the plan table and as a knob, the layout's cp groups (whose
+  -- replicas take the same rows), and the sequences split over them before the family's schedule
+  local cp = { field = "", knob = "", layout = "", replicas = "plan.dp", schedule = "" }
+  if context then
+    cp = {
+      field = "  cp = " .. chosen.cp .. ",           -- context parallelism: each sequence split over cp replicas "
+        .. "(ring attention)\n",
+      knob = ("plan.cp = knob(\"cp\", { %s }, plan.cp)\n"):format(table.concat(cp_choices, ", ")),
+      layout = ", cp = plan.cp",
+      replicas = "(plan.dp / plan.cp)",
+      schedule = "  if plan.cp > 1 then s:context_parallel({ group = layout.cp_group }) end\n",
+    }
+  end
   return header(record) .. fill([[
 
 local plan = {
   model = ${model},  -- a preset name, a Hugging Face directory or a table of config fields
   tp = ${tp},           -- tensor parallel ranks (Megatron layout from slapo.schedules.${schedules})
   dp = ${dp},           -- data parallel replicas
-${ep_field}  checkpoint = ${checkpoint},  -- fraction of layers whose activations are recomputed in backward
+${ep_field}${cp_field}  checkpoint = ${checkpoint},  -- fraction of layers whose activations are recomputed in backward
   zero = ${zero},     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
   fully_shard = ${fully_shard},  -- ZeRO-3: weights, gradients and AdamW state sharded over the data-parallel ranks
   reshard_after_forward = ${reshard},  -- false: each layer's weights kept whole from forward to backward (ZeRO-2)
@@ -481,16 +498,16 @@ plan.zero = knob("zero", { false, true }, plan.zero)
 plan.fully_shard = knob("fully_shard", { false, true }, plan.fully_shard)
 plan.reshard_after_forward = knob("reshard_after_forward", { true, false }, plan.reshard_after_forward)
 assert(not (plan.zero and plan.fully_shard), "plan: zero (ZeRO-1) and fully_shard (ZeRO-3) are one or the other")
-${ep_knob}plan.micro_batches = knob("micro_batches", { ${micro_choices} }, plan.micro_batches)
-local micro_batch = math.floor(plan.batch / plan.dp / plan.micro_batches)
-assert(micro_batch >= 1 and micro_batch * plan.dp * plan.micro_batches == plan.batch,
-  ("plan: batch %d does not split into %d replicas x %d micro-batches"):format(plan.batch, plan.dp, plan.micro_batches))
+${ep_knob}${cp_knob}plan.micro_batches = knob("micro_batches", { ${micro_choices} }, plan.micro_batches)
+local micro_batch = math.floor(plan.batch / ${replicas} / plan.micro_batches)
+assert(micro_batch >= 1 and micro_batch * ${replicas} * plan.micro_batches == plan.batch,
+  ("plan: batch %d does not split into %d replicas x %d micro-batches"):format(plan.batch, ${replicas}, plan.micro_batches))
 slapo.predict({
 ${predictions}})
 
 assert(slapo.dist.world_size() == plan.tp * plan.dp,
   ("this plan needs %d ranks: slapo-lua run --nproc %d"):format(plan.tp * plan.dp, plan.tp * plan.dp))
-local layout = require("slapo.parallel").layout({ tp = plan.tp${ep_layout} })
+local layout = require("slapo.parallel").layout({ tp = plan.tp${ep_layout}${cp_layout} })
 slapo.manual_seed(0)
 local model = type(plan.model) == "string" and plan.model:find("/") and slapo.models.from_pretrained(plan.model)
   or slapo.models.build(plan.model)
@@ -503,7 +520,7 @@ slapo.manual_seed(1)
 local example = slapo.randint(0, vocab, { micro_batch, plan.seq })
 phase("checking the schedule against the unscheduled model: outputs and gradients")
 local report = slapo.verify(sch, ${example_args}, {}, function(s)
-  for _, note in ipairs(require("slapo.schedules.${schedules}").schedule(s, { checkpoint = plan.checkpoint,
+${cp_schedule}  for _, note in ipairs(require("slapo.schedules.${schedules}").schedule(s, { checkpoint = plan.checkpoint,
     layer = shard_layer${ep_schedule} })) do
     if slapo.dist.rank() == 0 then print("note: " .. note) end
   end
@@ -545,7 +562,8 @@ end
     predictions = table.concat(predictions), shard_layer = shard_layer_source(record), phase = phase_source,
     stacks = stacks_of(record.model), example_args = example_args(record.model),
     ep_field = moe.field, ep_knob = moe.knob, ep_layout = moe.layout, ep_schedule = moe.schedule,
-    fully_shard_layers = moe.fully_shard_layers,
+    fully_shard_layers = moe.fully_shard_layers, cp_field = cp.field, cp_knob = cp.knob, cp_layout = cp.layout,
+    replicas = cp.replicas, cp_schedule = cp.schedule,
   })
 end
 

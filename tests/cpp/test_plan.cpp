@@ -543,3 +543,41 @@ TEST_CASE("plan: a mixture of experts spreads its experts over ep replicas: 1/ep
   CHECK(plan.summary().find("ep comm") != std::string::npos);
   CHECK(plan.summary().find("experts: 8 a layer, 2 a token") != std::string::npos);
 }
+
+TEST_CASE("plan: long sequences split over cp replicas: a causal share of attention, no scores kept, the ring priced") {
+  auto llama = ModelShape::from_config(ModelConfig::preset("llama-7b"), "llama-7b");
+  CHECK(llama.context_parallel);
+  CHECK_FALSE(gpt2("gpt2").context_parallel);  // attn_pdrop 0.1: ring attention applies no dropout
+  auto cluster = synthetic(2, 4, 80);
+  Workload work{8, 32768};
+  Candidate whole{1, 8}, split{1, 8};
+  split.cp = 4;
+  auto a = estimate(llama, cluster, work, whole), b = estimate(llama, cluster, work, split);
+  // a row's worth of tokens a rank either way (8 replicas of a row, or 2 of 4 rows split 4 ways):
+  // the projections alike, attention about half (the ring leaves the hidden pieces out)
+  CHECK(b.compute_s < a.compute_s);
+  CHECK(b.activation_bytes < a.activation_bytes / 10);  // no s x s scores kept
+  CHECK(a.p2p_s == 0);
+  cluster.overlap = 0;  // nothing hidden: the ring's exchanges are paid in full
+  auto exposed = estimate(llama, cluster, work, split);
+  CHECK(exposed.p2p_s > 0);
+  // (cp - 1) steps a pass, over the node's link (tp 1 x cp 4 fits in a node of 4): forward sends the
+  // block's keys and values, backward them and their gradients
+  const double block = 8.0 * 32768 / 8 * 2 * 4096 * 4;  // this rank's tokens x k and v x width x float32
+  CHECK(exposed.p2p_s == doctest::Approx(32 * 3 * (2 * cluster.intra_latency + 3 * block / cluster.intra_bw)));
+  // the grid: cp only for long sequences, dividing dp, not with sequence parallelism, ZeRO or fully_shard
+  bool some_cp = false;
+  for (auto& c : megatron_grid(llama, cluster, work)) {
+    if (c.cp == 1) continue;
+    some_cp = true;
+    CHECK(c.dp % c.cp == 0);
+    CHECK(c.pp() == 1);
+    CHECK_FALSE((c.sequence || c.zero || c.fully_sharded));
+  }
+  CHECK(some_cp);
+  for (auto& c : megatron_grid(llama, cluster, {8, 4096})) CHECK(c.cp == 1);
+  // LLaMA-7B at 128k tokens on 8 x 8 H100s: the sequences split, as people train long contexts
+  auto plan = plan_parallel(llama, Cluster::parse("8x8:h100", h100_devices_dir()), {16, 131072, "bfloat16"});
+  CHECK_MESSAGE(plan.chosen().candidate.cp > 1, plan.summary());
+  CHECK(plan.chosen().estimate.fits);
+}

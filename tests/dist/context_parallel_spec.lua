@@ -139,6 +139,25 @@ describe("context_parallel", function()
     end
   end)
 
+  it("verifies against the unscheduled model: this rank's tokens' logits, the loss, every gradient", function()
+    local layout = parallel.layout({ cp = world })
+    for _, example in ipairs({ { batch(2, 64) }, { batch(2, 64), { labels = batch(2, 64) } } }) do
+      local report = slapo.verify(slapo.create_schedule(llama()), example, function(s)
+        s:context_parallel({ group = layout.cp_group })
+      end)
+      eq(1, report.outputs)
+      eq(#llama():parameters(), report.gradients)
+    end
+    -- a change to one rank's gradients only is found
+    local err = pcall_err(slapo.verify, slapo.create_schedule(llama()), { batch(2, 64) }, function(s)
+      s:context_parallel({ group = layout.cp_group })
+      if rank == 1 then
+        s["model.layers.1.mlp"]:sync("fwd_post", function(y) return y:detach() + (y - y:detach()) * 2 end)
+      end
+    end)
+    matches("verify: the gradient of 'model%.[%w._]+' differs", err)
+  end)
+
   it("refuses by name what it cannot split, and changes nothing", function()
     local sch = slapo.create_schedule(llama())
     matches("context_parallel: method 'ulysses' is not one %(.* keeps: ring%)",
