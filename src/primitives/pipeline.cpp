@@ -367,13 +367,19 @@ Values Pipeline::my_rows(const Values& micro_inputs) const {
   return out;
 }
 
-double Pipeline::step(const Values& inputs, const at::Tensor& labels) {
-  prepare(inputs);
+// The batch's inputs cut into the step's micro-batches along their rows.
+std::vector<Values> Pipeline::micro_batches_of(const Values& inputs) const {
   std::vector<Values> micro(micro_batches_);
   for (auto& v : inputs) {
     auto chunks = v.toTensor().chunk(micro_batches_, 0);
     for (int i = 0; i < micro_batches_; ++i) micro[i].emplace_back(chunks[i]);
   }
+  return micro;
+}
+
+double Pipeline::step(const Values& inputs, const at::Tensor& labels) {
+  prepare(inputs);
+  std::vector<Values> micro = micro_batches_of(inputs);
   for (auto& m : micro) m = my_rows(m);
   std::vector<Value> targets;
   if (labels.defined()) {
@@ -441,11 +447,7 @@ at::Tensor Pipeline::reference_loss(Module& reference, const Values& inputs, con
     throw Error("verify: a pipeline on stage meshes adds each replica's load-balancing loss on its own rows, which "
                 "one call of the unscheduled model does not compute; verify it on one pipeline group");
   // the micro-batches as step cuts them, each with its own load-balancing loss
-  std::vector<Values> micro(micro_batches_);
-  for (auto& v : inputs) {
-    auto chunks = v.toTensor().chunk(micro_batches_, 0);
-    for (int i = 0; i < micro_batches_; ++i) micro[i].emplace_back(chunks[i]);
-  }
+  std::vector<Values> micro = micro_batches_of(inputs);
   auto label_chunks = labels.isTensor() ? labels.toTensor().chunk(micro_batches_, 0) : std::vector<at::Tensor>{};
   at::Tensor sum;
   for (int i = 0; i < micro_batches_; ++i) {

@@ -102,6 +102,10 @@ class Pipeline {
  private:
   struct Split;
   const Split& split_for(const Values& micro_inputs);
+  std::vector<Values> micro_batches_of(const Values& inputs) const;
+  /// The last stage's outputs' loss: the logits', plus the load-balancing loss where it is traced.
+  at::Tensor stage_loss(const std::vector<at::Tensor>& outputs, const Value& labels) const;
+  void check_expert_replicas(Module& model) const;
 
   std::shared_ptr<Schedule> root_;
   std::vector<std::string> cuts_;
@@ -111,8 +115,6 @@ class Pipeline {
   // it beside the logits, and each micro-batch's loss adds it times the coefficient
   c10::optional<c10::impl::GenericDict> trace_keywords_;
   double aux_loss_coef_ = 0;
-  at::Tensor stage_loss(const std::vector<at::Tensor>& outputs, const Value& labels) const;
-  void check_expert_replicas(Module& model) const;
   dist::PipelineRunner runner_;
   std::map<std::vector<std::vector<int64_t>>, std::shared_ptr<Split>> splits_;  // by micro-batch input shapes
   const Split* current_ = nullptr;

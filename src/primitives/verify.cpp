@@ -321,9 +321,8 @@ VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inpu
   // Backward with the same random output gradients on both (identical on every rank).
   for (auto& p : reference->parameters()) p.mutable_grad() = at::Tensor();
   for (auto& p : scheduled->parameters()) p.mutable_grad() = at::Tensor();
-  std::vector<at::Tensor> ref_roots, sch_roots, grads_out;
+  std::vector<at::Tensor> ref_roots, sch_roots, grads_out, sch_grads_out;
   torch::manual_seed(o.seed + 1);
-  std::vector<at::Tensor> sch_grads_out;
   for (size_t i = 0; i < ref_ts.size(); ++i) {
     at::Tensor g = torch::randn(ref_whole[i].sizes(), ref_whole[i].options().requires_grad(false));
     group->broadcast(g, 0, "verify");
@@ -340,10 +339,10 @@ VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inpu
     const bool per_token = std::any_of(token_indices.begin(), token_indices.end(), [](auto& t) { return t.has_value(); });
     torch::NoGradGuard no_grad;
     for (auto& [name, param] : unique_named_parameters(*scheduled)) {
+      // in place; zeros where this rank has no gradient, so every rank runs the same collectives
       at::Tensor g = param.grad().defined() ? param.grad() : torch::zeros_like(param);
       cp_group->all_reduce(g, "verify");
       if (!per_token) g.div_(cp_group->size());
-      if (param.grad().defined()) param.mutable_grad() = g;
     }
   }
 

@@ -402,7 +402,7 @@ local function one_stage_source(record)
   local seen = { tp = {}, micro = {}, ep = {}, cp = {} }
   local experts = (record.model.experts or 0) > 0  -- a mixture of experts: ep is a knob too
   local context = false  -- long sequences: the plans split them over cp replicas, a knob too
-  for _, r in ipairs(record.ranked) do context = context or (r.cp or 1) > 1 end
+  for _, r in ipairs(record.ranked) do context = context or r.cp > 1 end
   for _, r in ipairs(record.ranked) do
     -- the knobs span one-stage plans; shard_layer is written for the chosen plan's sequence parallelism
     if r.pp == 1 and not (r.tp > 1 and r.sequence ~= chosen.sequence) then
