@@ -4,7 +4,7 @@
 #include <chrono>
 
 #include "core/error.h"
-#include "primitives/fully_shard_reduce.h"
+#include "distributed/gradient_reductions.h"
 
 namespace slapo::dist {
 

@@ -4,13 +4,13 @@
 
 #include "core/error.h"
 #include "core/schedule.h"
+#include "distributed/gradient_reductions.h"
 #include "distributed/group.h"
 #include "distributed/world.h"
 #include "graph/traced_graph.h"
 #include "lua/lua_module.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
-#include "primitives/fully_shard_reduce.h"
 #include "primitives/pipeline.h"
 #include "primitives/primitives.h"
 

@@ -3,11 +3,11 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "distributed/gradient_reductions.h"
 #include "graph/traced_graph.h"
 #include "lua/runtime.h"
 #include "lua/tensor_gc.h"
 #include "lua/wrap.h"
-#include "primitives/fully_shard_reduce.h"
 
 namespace slapo {
 

@@ -9,9 +9,9 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "distributed/gradient_reductions.h"
 #include "distributed/group.h"
 #include "distributed/world.h"
-#include "primitives/fully_shard_reduce.h"
 #include "primitives/primitives.h"
 
 namespace slapo {
@@ -74,7 +74,7 @@ bool returns_gradients() {
 // divided by its size: the data-parallel average (without: the sum, for replicas whose gradients
 // are each its rows' part of the batch's, as on pipeline stage meshes). With an `overlap_unit`
 // the reduce-scatter is left in flight while backward goes on, and lands on the slice's .grad
-// later (fully_shard_reduce.h); without, when a hook watches the gradient, or in a pass that
+// later (distributed/gradient_reductions.h); without, when a hook watches the gradient, or in a pass that
 // returns gradients, backward waits for it and returns the slice's gradient.
 struct GatherSlices : public torch::autograd::Function<GatherSlices> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& slice, const ShardSpec* spec,

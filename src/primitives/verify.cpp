@@ -8,13 +8,13 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "distributed/gradient_reductions.h"
 #include "distributed/group.h"
 #include "distributed/split_tensors.h"
 #include "distributed/world.h"
 #include "graph/traced_graph.h"
 #include "models/sequence_split.h"
 #include "models/zoo.h"
-#include "primitives/fully_shard_reduce.h"
 #include "primitives/pretrained_slices.h"
 
 namespace slapo {

@@ -1,5 +1,5 @@
 // The reductions fully_shard's backward leaves in flight, and where they land.
-#include "primitives/fully_shard_reduce.h"
+#include "distributed/gradient_reductions.h"
 
 #include <torch/csrc/autograd/engine.h>
 
