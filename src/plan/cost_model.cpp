@@ -220,8 +220,6 @@ ModelShape ModelShape::from_config(const ModelConfig& config, const std::string&
     s.gated_mlp = s.type != "bert" && s.type != "roberta";
     if (s.type == "mixtral") {
       s.experts = c.integer("num_local_experts"), s.experts_per_token = c.integer("num_experts_per_tok");
-      s.one_stage_reason = "expert parallelism within pipeline stages is not priced yet (slapo.build runs it: "
-                           "docs/parallelism.md, experts inside stages)";
     }
   } else {
     throw Error(fmt::format("plan: cannot plan a '{}' model (bert, roberta, albert, t5, gpt2, gpt_neo, opt, llama, "
@@ -290,8 +288,9 @@ std::string Candidate::describe() const {
   std::vector<std::string> parts;
   for (auto& s : stages) parts.push_back(fmt::format("{}{}", s.layers, s.checkpoint ? "c" : ""));
   if (uniform_mesh())
-    return fmt::format("tp {} x dp {} x pp {} ({}), {} micro{}{}{}", tp, dp, stages.size(), fmt::join(parts, "+"),
-                       micro_batches, sequence ? ", sequence" : "", zero ? ", zero-1" : "", sharded_name());
+    return fmt::format("tp {} x dp {} x pp {} ({}){}, {} micro{}{}{}", tp, dp, stages.size(), fmt::join(parts, "+"),
+                       ep > 1 ? fmt::format(", ep {}", ep) : "", micro_batches, sequence ? ", sequence" : "",
+                       zero ? ", zero-1" : "", sharded_name());
   std::vector<std::string> meshes;
   for (auto& s : stages) meshes.push_back(fmt::format("{}x{}{}{}", s.tp, s.dp, s.sequence ? "s" : "", s.zero ? "z" : ""));
   return fmt::format("pp {} on tp x dp {} ({} layers), {} micro", stages.size(), fmt::join(meshes, ","),

@@ -31,6 +31,7 @@ struct Config {
   int tp, dp;
   bool checkpoint, zero;
   bool sequence = false;
+  int ep = 1;  // a mixture of experts' experts over groups of ep replicas (one rank layout only)
 };
 
 // Sequence parallelism off, and on where the model offers it on tp ranks.
@@ -65,6 +66,11 @@ std::vector<int> expert_choices(const ModelShape& m, int dp) {
     if (dp % ep == 0 && m.experts % ep == 0) choices.push_back(ep);
   return choices;
 }
+
+// Whether ZeRO and fully_shard go with ep on pp stages: one stage, or experts not spread (a
+// pipeline's stages with spread experts run plain replicas: ZeRO and fully_shard beside them are
+// untested)
+bool zero_with_experts(int ep, int pp) { return ep == 1 || pp == 1; }
 
 // Context parallelism's choices on dp replicas of a one-stage plan: 1, and for long sequences of a
 // model context_parallel splits, each cp dividing dp whose 2 x cp chunks divide the sequence (the
@@ -223,6 +229,7 @@ class Program {
               for (size_t ci = 0; ci < mesh.configs.size(); ++ci) {
                 const Config& cfg = mesh.configs[ci];
                 Stage stage{length, cfg.tp, cfg.dp, cfg.checkpoint, cfg.zero, cfg.sequence};
+                stage.ep = cfg.ep;
                 auto e = stage_estimate(model_, cluster_, work_, mesh.costs[ci], stage,
                                         {first, last, dp_in_node, next_in_node, in_flight});
                 if (e.peak_bytes <= usable) fitting.push_back({e.time_s(), e.once_s(), static_cast<int>(ci)});
@@ -355,10 +362,11 @@ class Program {
       const Choice& ch = choice_[at(s, i, j)];
       const Config& cfg = meshes_[ch.mesh].configs[ch.config];
       c.stages.push_back({ch.next_layer - i, cfg.tp, cfg.dp, cfg.checkpoint, cfg.zero, cfg.sequence});
+      c.stages.back().ep = cfg.ep;
       j -= meshes_[ch.mesh].size;
       i = ch.next_layer;
     }
-    c.tp = c.stages[0].tp, c.dp = c.stages[0].dp, c.zero = c.stages[0].zero;
+    c.tp = c.stages[0].tp, c.dp = c.stages[0].dp, c.zero = c.stages[0].zero, c.ep = c.stages[0].ep;
     c.sequence = std::all_of(c.stages.begin(), c.stages.end(), [](const Stage& s) { return s.sequence; });
     c.checkpoint = std::all_of(c.stages.begin(), c.stages.end(), [](const Stage& s) { return s.checkpoint; });
     if (c.stages.size() == 1) c.stages.clear();  // one stage: tp x dp with gradient accumulation
@@ -512,14 +520,16 @@ InterOpResult plan_inter_op(const ModelShape& model, const Cluster& cluster, con
         if (cluster.devices() % n != 0 || cluster.devices() / n > model.layers) continue;
         if (options.max_stages > 0 && cluster.devices() / n > options.max_stages) continue;
         if (!divides_heads(model, tp) || micro_batch % dp != 0) continue;
+        const int pp = cluster.devices() / n;
         for (bool sequence : sequence_choices(model, work, tp))
-          for (bool zero : {false, true}) {
-            if (zero && dp == 1) continue;
-            // the layout's submesh is n devices, whatever Alpa's shapes are
-            LayerCosts costs = layer_costs(model, cluster, work, micro_batch, tp, dp, sequence);
-            solve({{n, {{tp, dp, false, zero, sequence}, {tp, dp, true, zero, sequence}}, {costs, costs}}},
-                  cluster.devices() / n);
-          }
+          for (bool zero : {false, true})
+            for (int ep : expert_choices(model, dp)) {
+              if (zero && (dp == 1 || !zero_with_experts(ep, pp))) continue;
+              // the layout's submesh is n devices, whatever Alpa's shapes are
+              LayerCosts costs = layer_costs(model, cluster, work, micro_batch, tp, dp, sequence, ep);
+              solve({{n, {{tp, dp, false, zero, sequence, ep}, {tp, dp, true, zero, sequence, ep}}, {costs, costs}}},
+                    pp);
+            }
       }
   };
   std::atomic<size_t> next{0};
@@ -604,6 +614,7 @@ std::vector<Candidate> megatron_grid(const ModelShape& model, const Cluster& clu
                 // a mixture of experts' experts over groups of ep replicas (ZeRO-1 slices their
                 // moments over the replicas holding the same experts)
                 for (int ep : expert_choices(model, dp)) {
+                  if (sharding != 0 && !zero_with_experts(ep, pp)) continue;
                   Candidate c{tp, dp, checkpoint, zero, micro, {}, sequence, fully_sharded, kept, ep, cp};
                   if (pp > 1)
                     for (int s = 0; s < pp; ++s) {

@@ -101,19 +101,16 @@ Plan plan_parallel(const ModelShape& model, const Cluster& cluster, const Worklo
     if (options.max_stages == 0 || c.pp() <= options.max_stages)
       plan.ranked.push_back({c, estimate(model, cluster, work, c), ""});
   check_some_layout(plan);
-  // the dynamic program over one rank layout: stages of their own sizes and checkpointing. A
-  // mixture of experts is one stage (ModelShape::one_stage_reason), whose plans are the grid's
-  // with expert parallelism, which the program does not enumerate
-  const bool programs = model.experts == 0;
-  if (!programs) options.unrestricted = false;
+  // the dynamic program over one rank layout: stages of their own sizes and checkpointing (a
+  // mixture of experts with its experts spread over ep replicas in every stage). Alpa's submesh per
+  // stage is not offered for a mixture of experts: slapo.build refuses spread experts on stage meshes
+  if (model.experts > 0) options.unrestricted = false;
   try {
-    if (programs) {
-      auto found = plan_inter_op(model, cluster, work, {true, options.max_stages});
-      std::string name = found.candidate.describe();
-      bool known = std::any_of(plan.ranked.begin(), plan.ranked.end(),
-                               [&](const Ranked& r) { return r.candidate.describe() == name; });
-      if (!known) plan.ranked.push_back({found.candidate, found.estimate, "", "inter-op"});
-    }
+    auto found = plan_inter_op(model, cluster, work, {true, options.max_stages});
+    std::string name = found.candidate.describe();
+    bool known = std::any_of(plan.ranked.begin(), plan.ranked.end(),
+                             [&](const Ranked& r) { return r.candidate.describe() == name; });
+    if (!known) plan.ranked.push_back({found.candidate, found.estimate, "", "inter-op"});
   } catch (const Error&) {
     // nothing fits: the grid's most sharded plan says by how much
   }

@@ -174,9 +174,9 @@ end
 ]]
 
 -- Both pipeline forms' model and schedule: make_schedule() over this rank's tp group, and apply(s):
--- the reference schedule with `shard_layer`, each stage's checkpointing and sequence parallelism,
--- and a cut after each stage.
-local function stages_schedule_source(model, fully_shard_layer)
+-- the reference schedule with `shard_layer` (and `options`, more of its fields), each stage's
+-- checkpointing and sequence parallelism, and a cut after each stage.
+local function stages_schedule_source(model, fully_shard_layer, options)
   return fill([[
 local function make_schedule()
   slapo.manual_seed(0)
@@ -187,7 +187,7 @@ end
 
 -- the tensor parallelism (over this rank's tp group), then each stage's checkpointing and the cuts
 local function apply(s)
-  for _, note in ipairs(require("slapo.schedules.${schedules}").schedule(s, { checkpoint = 0, layer = shard_layer })) do
+  for _, note in ipairs(require("slapo.schedules.${schedules}").schedule(s, { checkpoint = 0, layer = shard_layer${options} })) do
     if slapo.dist.rank() == 0 then print("note: " .. note) end
   end
   local layers, placed = s["${layers}"]:children(), 0
@@ -201,7 +201,8 @@ ${fully_shard_layer}    end
   end
   assert(placed == #layers, ("plan.stages hold %d layers; the model has %d"):format(placed, #layers))
 end
-]], { schedules = schedules_of(model), layers = layers_path(model), fully_shard_layer = fully_shard_layer })
+]], { schedules = schedules_of(model), layers = layers_path(model), fully_shard_layer = fully_shard_layer,
+    options = options or "" })
 end
 
 -- Both pipeline forms' check and build: the schedule verified on `rows` of an example (loss and
@@ -226,6 +227,19 @@ end
 -- A pipeline on one rank layout: every stage on tp x dp ranks.
 local function pipeline_source(record)
   local chosen = record.ranked[1]
+  -- a mixture of experts: its experts spread over ep replicas in every stage (shard_experts), their
+  -- gradients averaged over the replicas holding the same experts (pipeline.expert_dp_group)
+  local experts = (record.model.experts or 0) > 0
+  local moe = { field = "", layout = "", schedule = "", build = "" }
+  if experts then
+    moe = {
+      field = "  ep = " .. chosen.ep .. ",           -- expert parallelism: each layer's experts spread over ep "
+        .. "replicas of its stage (shard_experts)\n",
+      layout = ", ep = plan.ep",
+      schedule = ",\n    ep_group = plan.ep > 1 and layout.ep_group or nil",
+      build = ",\n  expert_dp_group = plan.ep > 1 and layout.expert_dp_group or nil",
+    }
+  end
   local out, stages, first = { header(record),
     "--\n-- The chosen pipeline, stage by stage (micro-batch seconds, GiB per rank):\n" }, {}, 0
   for s, stage in ipairs(chosen.stages) do
@@ -240,7 +254,7 @@ local plan = {
   model = ${model},  -- a preset name, a Hugging Face directory or a table of config fields
   tp = ${tp},           -- tensor parallel ranks in every stage (Megatron layout from slapo.schedules.${schedules})
   dp = ${dp},           -- data parallel replicas of the pipeline
-  zero = ${zero},     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
+${ep_field}  zero = ${zero},     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
   fully_shard = ${fully_shard},  -- ZeRO-3: each layer's weights, gradients and AdamW state sharded over the data-parallel ranks
   reshard_after_forward = ${reshard},  -- false: each layer's weights kept whole from forward to backward (ZeRO-2)
   stages = {        -- pipeline stages in order: how many layers each holds, and whether they are recomputed
@@ -256,7 +270,7 @@ assert(not (plan.zero and plan.fully_shard), "plan: zero (ZeRO-1) and fully_shar
 assert(slapo.dist.world_size() == plan.tp * plan.dp * pp,
   ("this plan needs %d ranks: slapo-lua run --nproc %d"):format(plan.tp * plan.dp * pp, plan.tp * plan.dp * pp))
 local parallel = require("slapo.parallel")
-local layout = parallel.layout({ tp = plan.tp, pp = pp })
+local layout = parallel.layout({ tp = plan.tp, pp = pp${ep_layout} })
 local replica_batch = math.floor(plan.batch / plan.dp)
 assert(replica_batch * plan.dp == plan.batch and replica_batch % plan.micro_batches == 0,
   ("plan: batch %d does not split into %d replicas x %d micro-batches"):format(plan.batch, plan.dp, plan.micro_batches))
@@ -281,11 +295,11 @@ ${steps_source}]], {
     schedule = stages_schedule_source(record.model, "      -- fully sharded over the replicas of its stage\n"
       .. "      if plan.fully_shard and plan.dp > 1 then\n"
       .. "        layers[l]:fully_shard({ group = layout.dp_group, reshard_after_forward = plan.reshard_after_forward })\n"
-      .. "      end\n"),
-    steps_source = pipeline_steps_source,
+      .. "      end\n", moe.schedule),
+    steps_source = pipeline_steps_source, ep_field = moe.field, ep_layout = moe.layout,
     verify_and_build = verify_and_build_source("replica_batch", "group = layout.pp_group,\n  micro_batches = "
       .. "plan.micro_batches", "group = layout.pp_group, micro_batches = plan.micro_batches,\n  schedule = "
-      .. '"1f1b", dp_group = not plan.zero and layout.dp_group or nil', ""),
+      .. '"1f1b", dp_group = not plan.zero and layout.dp_group or nil' .. moe.build, ""),
   })
   return table.concat(out)
 end

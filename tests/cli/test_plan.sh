@@ -63,7 +63,8 @@ done
 # 4 ranks with them spread, with TP of attention and experts, and fully sharded (each expert over the
 # replicas holding it)
 mixtral="$(cd "$(dirname "${BASH_SOURCE[0]}")/../fixtures/hf/mixtral-tiny" && pwd)"
-"$bin" plan "$mixtral" --cluster 1x4:cpu --batch 8 --seq 16 --steps 2 --out "$tmp/moe.lua" >"$tmp/moe.table"
+"$bin" plan "$mixtral" --cluster 1x4:cpu --batch 8 --seq 16 --steps 2 --max-stages 1 --out "$tmp/moe.lua" \
+  >"$tmp/moe.table"
 grep -q " ep comm " "$tmp/moe.table" && grep -q "^  experts: 4 a layer, 2 a token" "$tmp/moe.table" \
   && grep -q ", ep [24]" "$tmp/moe.table" || { cat "$tmp/moe.table"; exit 1; }
 grep -q '^plan.ep = knob("ep", { 1, 2, 4 }, plan.ep)$' "$tmp/moe.lua"
@@ -75,6 +76,19 @@ for knobs in "--knob ep=2 --knob zero=false --knob fully_shard=false" "--knob tp
   grep -q "^verify: 1 output(s) and [0-9]* gradients match the unscheduled model" "$tmp/moe.out" \
     || { echo "Mixtral plan with '$knobs' did not verify:"; cat "$tmp/moe.out"; exit 1; }
   grep -q "^plan: 2 steps, final loss" "$tmp/moe.out"
+done
+# pipelines of it: the planner offers stages with the experts spread over ep replicas of each; the
+# script spreads them in every stage, averages them over the replicas holding the same experts, and
+# verifies and trains on 4 ranks (pp 2 x ep 2) and 8 (pp 2 x dp 4, ep 2: each expert on 2 ranks)
+for cluster in 1x4 1x8; do
+  staged="tp 1 x dp $((${cluster#1x} / 2)) x pp 2 (1+1), ep 2, 2 micro"
+  "$bin" plan "$mixtral" --cluster "$cluster:cpu" --batch 8 --seq 16 --steps 2 --pick "$staged" \
+    --out "$tmp/moe_pp.lua" >/dev/null
+  grep -q "expert_dp_group = plan.ep > 1 and layout.expert_dp_group" "$tmp/moe_pp.lua"
+  "$bin" run --nproc "${cluster#1x}" "$tmp/moe_pp.lua" >"$tmp/moe_pp.out" 2>&1 || { cat "$tmp/moe_pp.out"; exit 1; }
+  grep -q "^verify: the pipeline's loss and [0-9]* gradients match the unscheduled model" "$tmp/moe_pp.out" \
+    || { echo "Mixtral pipeline '$staged' did not verify:"; cat "$tmp/moe_pp.out"; exit 1; }
+  grep -q "^plan: 2 steps, final loss" "$tmp/moe_pp.out"
 done
 
 # long sequences: the planner offers context parallelism (cp, a knob) for 16k tokens and more; the

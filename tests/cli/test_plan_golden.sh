@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The plan scripts and autoshard schedules the planner writes for thirteen plans and four layers
+# The plan scripts and autoshard schedules the planner writes for fifteen plans and four layers
 # (tests/plan/write_golden.lua) are the ones recorded in tests/plan/golden/. A change that means
 # to write them differently records them again:
 #   build/slapo-lua run tests/plan/write_golden.lua tests/plan/golden

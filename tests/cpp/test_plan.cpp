@@ -491,13 +491,12 @@ TEST_CASE("plan: fully sharded pipeline stages shard their layers, not the root'
   CHECK(offered);
 }
 
-TEST_CASE("plan: a mixture of experts spreads its experts over ep replicas: 1/ep of their memory, all-to-all, one stage") {
+TEST_CASE("plan: a mixture of experts spreads its experts over ep replicas: 1/ep of their memory, all-to-all") {
   auto mixtral = ModelShape::from_config(ModelConfig::preset("Mixtral-8x7B-v0.1"), "Mixtral-8x7B-v0.1");
   CHECK(mixtral.experts == 8);
   CHECK(mixtral.experts_per_token == 2);
   CHECK(mixtral.total_params == doctest::Approx(46.7e9).epsilon(0.005));  // Mistral AI's count
   CHECK(mixtral.expert_params == 8 * 3 * 4096 * 14336);
-  CHECK(!mixtral.one_stage_reason.empty());
   auto cluster = synthetic(2, 4, 10000);
   Workload work{16, 512};
   Candidate whole{1, 8}, spread{1, 8};
@@ -521,19 +520,38 @@ TEST_CASE("plan: a mixture of experts spreads its experts over ep replicas: 1/ep
   const double per_param = optimizer_bytes_per_param(work), held = b.optimizer_bytes / per_param;
   const double experts_held = 32.0 * mixtral.expert_params / 4;  // this rank's experts (2 of 8)
   CHECK(z.optimizer_bytes == doctest::Approx(((held - experts_held) / 8 + experts_held / 2) * per_param));
-  // the grid: one stage, ep dividing the replicas and the experts, TP dividing the experts' width,
-  // ZeRO-1 with ep too
-  bool some_ep = false, zero_ep = false;
+  // the grid: ep dividing the replicas and the experts, TP dividing the experts' width, ZeRO-1 with
+  // ep on one stage; pipelines with spread experts in every stage run plain replicas
+  bool some_ep = false, zero_ep = false, staged_ep = false;
   for (auto& c : megatron_grid(mixtral, cluster, work)) {
-    CHECK(c.pp() == 1);
     CHECK(c.dp % c.ep == 0);
     CHECK(8 % c.ep == 0);
     CHECK(14336 % c.tp == 0);
     some_ep = some_ep || c.ep == 8;
     zero_ep = zero_ep || (c.zero && c.ep > 1);
+    if (c.pp() > 1 && c.ep > 1) {
+      staged_ep = true;
+      CHECK_FALSE(c.zero);
+      CHECK_FALSE(c.fully_sharded);
+      for (auto& s : c.stages) CHECK(s.ep == c.ep);
+    }
   }
   CHECK(some_ep);
   CHECK(zero_ep);
+  CHECK(staged_ep);
+  // two stages, each with half the layers and its experts over 2 of its 4 replicas: half the
+  // all-to-alls a micro-batch on each stage, and 1/ep of the experts a rank
+  Candidate staged{1, 4}, staged_whole{1, 4};
+  staged.ep = 2, staged.micro_batches = staged_whole.micro_batches = 4;
+  staged.stages = {{16, 1, 4}, {16, 1, 4}};
+  staged_whole.stages = staged.stages;
+  for (auto& s : staged.stages) s.ep = 2;
+  CHECK(staged.uniform_mesh());
+  CHECK(staged.describe() == "tp 1 x dp 4 x pp 2 (16+16), ep 2, 4 micro");
+  auto p = estimate(mixtral, cluster, work, staged), q = estimate(mixtral, cluster, work, staged_whole);
+  CHECK(p.ep_comm_s > 0);
+  CHECK(q.ep_comm_s == 0);
+  CHECK(q.param_bytes - p.param_bytes == doctest::Approx(16.0 * mixtral.expert_params * 0.5 * 8));
   // a dense model's plans have no ep
   for (auto& c : megatron_grid(gpt2("gpt2"), cluster, work)) CHECK(c.ep == 1);
   // Mixtral-8x7B on 8 x 8 H100s: expert parallelism is chosen, as people train it (without it, fully

@@ -24,6 +24,9 @@ local plans = {
   -- a mixture of experts: expert parallelism in the plan table, as a knob, in the layout and the schedule
   { "mixtral_8x7b_8x8_h100_bf16", "Mixtral-8x7B-v0.1",
     { cluster = "8x8:h100", batch = 256, seq = 4096, dtype = "bfloat16" } },
+  -- its pipeline from the inter-op program: the experts spread over ep replicas of every stage
+  { "mixtral_8x7b_8x8_h100_bf16_pipeline", "Mixtral-8x7B-v0.1",
+    { cluster = "8x8:h100", batch = 256, seq = 4096, dtype = "bfloat16", pick = "inter-op" } },
   -- long sequences: context parallelism in the plan table, as a knob, in the layout and the schedule
   { "llama7b_8x8_h100_bf16_128k", "llama-7b", { cluster = "8x8:h100", batch = 16, seq = 131072, dtype = "bfloat16" } },
   { "small_pipeline_1x4", small, { cluster = "1x4:" .. slow, batch = 8, seq = 32, pick = "inter-op" } },
