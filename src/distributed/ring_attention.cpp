@@ -87,40 +87,47 @@ struct RingPositions {
 };
 
 // One piece of a step's work: `length` query rows from `row` (at positions from `first`) against
-// one run of the block's keys. Pieces whose every key comes after every query are left out; only
-// those that straddle the diagonal are masked. Every run has the same length and starts at a
-// multiple of it, so a straddling piece holds each query's own position: no row is all masked.
+// one run of the block's keys. Pieces whose every key comes after every query (or, with a sliding
+// window, lies at or beyond `window` positions before every query) are left out; only those that
+// straddle the diagonal or the window's edge are masked. A row of a piece may be all masked at the
+// window's edge; every row has its own position among some piece's keys.
 struct Piece {
   int64_t row, length, first;
   Run keys;
   bool masked;
 };
 
-std::vector<Piece> pieces_of(const std::vector<Run>& queries, const std::vector<Run>& keys, int64_t rows) {
+std::vector<Piece> pieces_of(const std::vector<Run>& queries, const std::vector<Run>& keys, int64_t rows,
+                             int64_t window) {
   std::vector<Piece> out;
   for (auto& q : queries)
     for (int64_t row = q.start; row < q.start + q.length; row += rows) {
       const int64_t length = std::min(rows, q.start + q.length - row), first = q.first + (row - q.start);
+      const int64_t last = first + length - 1;
       for (auto& k : keys) {
-        if (k.first > first + length - 1) continue;  // every key after every query
-        out.push_back({row, length, first, k, k.first + k.length - 1 > first});
+        const int64_t k_last = k.first + k.length - 1;
+        if (k.first > last) continue;                       // every key after every query
+        if (window > 0 && k_last <= first - window) continue;  // every key before every query's window
+        out.push_back({row, length, first, k, k_last > first || (window > 0 && k.first <= last - window)});
       }
     }
   return out;
 }
 
-// The scores of one piece's queries against its keys, -inf where a key comes after the query, in
-// float32. The queries x keys matrices are the ring's largest tensors, so each step works on them
-// in place: one or two alive at a time.
+// The scores of one piece's queries against its keys, -inf where a key comes after the query (or
+// before its window), in float32. The queries x keys matrices are the ring's largest tensors, so
+// each step works on them in place: one or two alive at a time.
 at::Tensor piece_scores(const Piece& piece, const at::Tensor& q, const at::Tensor& keys, const at::Tensor& q_pos,
-                        const at::Tensor& k_pos, double scale) {
+                        const at::Tensor& k_pos, double scale, int64_t window) {
   auto scores = at::matmul(q.narrow(2, piece.row, piece.length),
                            keys.narrow(2, piece.keys.start, piece.keys.length).transpose(-1, -2))
                     .mul_(scale);
   if (!piece.masked) return scores;
-  auto later = k_pos.narrow(0, piece.keys.start, piece.keys.length).unsqueeze(0) >
-               q_pos.narrow(0, piece.row, piece.length).unsqueeze(1);
-  return scores.masked_fill_(later, -std::numeric_limits<float>::infinity());
+  auto key_pos = k_pos.narrow(0, piece.keys.start, piece.keys.length).unsqueeze(0);
+  auto query_pos = q_pos.narrow(0, piece.row, piece.length).unsqueeze(1);
+  auto hidden = key_pos > query_pos;
+  if (window > 0) hidden = hidden.logical_or_(key_pos <= query_pos - window);
+  return scores.masked_fill_(hidden, -std::numeric_limits<float>::infinity());
 }
 
 // How many query rows a step takes at a time against a block of `keys` keys: at most
@@ -130,12 +137,16 @@ int64_t rows_per_chunk(const at::Tensor& q, int64_t keys, int64_t score_bytes) {
   return std::max<int64_t>(1, score_bytes / (4 * q.size(0) * q.size(1) * keys));
 }
 
+// The ring's group by id, or none (kAlone): this rank's block alone, no messages.
+constexpr int64_t kAlone = -1;
+std::shared_ptr<Group> group_of(int64_t id) { return id == kAlone ? nullptr : group_by_id(static_cast<int>(id)); }
+
 struct RingAttention : public torch::autograd::Function<RingAttention> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q_in, const at::Tensor& k_in,
                             const at::Tensor& v_in, const at::Tensor& positions, int64_t group_id, double scale,
-                            int64_t score_bytes) {
-    auto group = group_by_id(static_cast<int>(group_id));
-    const int n = group->size(), me = group->rank();
+                            int64_t score_bytes, int64_t window) {
+    auto group = group_of(group_id);
+    const int n = group ? group->size() : 1, me = group ? group->rank() : 0;
     const int64_t groups = q_in.size(1) / k_in.size(1);
     auto q = q_in.to(at::kFloat);
     const RingPositions where(positions, q.device());
@@ -143,19 +154,20 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
     auto kv = at::stack({k_in, v_in}).contiguous();  // one message a step
     auto out = at::zeros_like(q), sum = at::zeros({q.size(0), q.size(1), q.size(2), 1}, q.options());
     auto max = at::full_like(sum, -std::numeric_limits<float>::infinity());
-    RingStep ring(group, next_pass_tag());
+    RingStep ring(group, n > 1 ? next_pass_tag() : 0);
     const int64_t rows = rows_per_chunk(q, k_in.size(2), score_bytes);
     for (int step = 0, owner = me; step < n; ++step, owner = (owner + n - 1) % n) {
       if (step + 1 < n) ring.start(kv);
       auto keys = repeat_heads(kv[0].to(at::kFloat), groups), values = repeat_heads(kv[1].to(at::kFloat), groups);
-      for (auto& piece : pieces_of(where.runs[me], where.runs[owner], rows)) {
+      for (auto& piece : pieces_of(where.runs[me], where.runs[owner], rows, window)) {
         auto row_max = max.narrow(2, piece.row, piece.length), row_sum = sum.narrow(2, piece.row, piece.length);
         auto row_out = out.narrow(2, piece.row, piece.length);
-        auto scores = piece_scores(piece, q, keys, q_pos, where.on_device[owner], scale);
-        // no row of a piece is all masked (pieces_of), so the running max is finite from its first piece
+        auto scores = piece_scores(piece, q, keys, q_pos, where.on_device[owner], scale, window);
         auto new_max = at::maximum(row_max, std::get<0>(scores.max(-1, /*keepdim=*/true)));
-        auto correction = (row_max - new_max).exp();
-        auto p = scores.sub_(new_max).exp_();
+        // a row with no key yet (all masked so far, at a window's edge) subtracts 0: its terms are 0
+        auto shift = window > 0 ? new_max.masked_fill(new_max.isinf(), 0.0) : new_max;
+        auto correction = (row_max - shift).exp();
+        auto p = scores.sub_(shift).exp_();
         row_sum.mul_(correction).add_(p.sum(-1, /*keepdim=*/true));
         row_out.mul_(correction).add_(at::matmul(p, values.narrow(2, piece.keys.start, piece.keys.length)));
         row_max.copy_(new_max);
@@ -167,6 +179,7 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
     ctx->saved_data["group"] = group_id;
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["score_bytes"] = score_bytes;
+    ctx->saved_data["window"] = window;
     return out.to(q_in.scalar_type());
   }
 
@@ -174,9 +187,9 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
     auto saved = ctx->get_saved_variables();
     const auto &q_in = saved[0], &k_in = saved[1], &v_in = saved[2], &positions = saved[3], &out = saved[4],
                &lse = saved[5];
-    auto group = group_by_id(static_cast<int>(ctx->saved_data["group"].toInt()));
+    auto group = group_of(ctx->saved_data["group"].toInt());
     const double scale = ctx->saved_data["scale"].toDouble();
-    const int n = group->size(), me = group->rank();
+    const int n = group ? group->size() : 1, me = group ? group->rank() : 0;
     const int64_t groups = q_in.size(1) / k_in.size(1);
     auto q = q_in.to(at::kFloat), dout = grads[0].to(at::kFloat);
     const RingPositions where(positions, q.device());
@@ -187,15 +200,16 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
     auto block = at::cat({at::stack({k_in, v_in}).to(at::kFloat), at::zeros({2, k_in.size(0), k_in.size(1),
                                                                                k_in.size(2), k_in.size(3)}, q.options())})
                      .contiguous();
-    RingStep ring(group, next_pass_tag());
+    RingStep ring(group, n > 1 ? next_pass_tag() : 0);
     const int64_t rows = rows_per_chunk(q, k_in.size(2), ctx->saved_data["score_bytes"].toInt());
+    const int64_t window = ctx->saved_data["window"].toInt();
     for (int step = 0, owner = me; step < n; ++step, owner = (owner + n - 1) % n) {
       auto keys = repeat_heads(block[0], groups), values = repeat_heads(block[1], groups);
-      for (auto& piece : pieces_of(where.runs[me], where.runs[owner], rows)) {
+      for (auto& piece : pieces_of(where.runs[me], where.runs[owner], rows, window)) {
         const int64_t row = piece.row, length = piece.length, key = piece.keys.start, key_length = piece.keys.length;
         auto row_q = q.narrow(2, row, length), row_dout = dout.narrow(2, row, length);
         auto piece_values = values.narrow(2, key, key_length);
-        auto p = piece_scores(piece, q, keys, q_pos, where.on_device[owner], scale)
+        auto p = piece_scores(piece, q, keys, q_pos, where.on_device[owner], scale, window)
                      .sub_(lse.narrow(2, row, length))
                      .exp_();
         auto ds = at::matmul(row_dout, piece_values.transpose(-1, -2)).sub_(delta.narrow(2, row, length)).mul_(p);
@@ -215,15 +229,20 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
       mine = ring.finish(mine);
     }
     return {dq.to(q_in.scalar_type()), mine[0].to(k_in.scalar_type()), mine[1].to(v_in.scalar_type()), at::Tensor(),
-            at::Tensor(), at::Tensor(), at::Tensor()};
+            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
 }  // namespace
 
 at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& positions,
-                          const std::shared_ptr<Group>& group, double scale, int64_t score_bytes) {
-  return RingAttention::apply(q, k, v, positions, static_cast<int64_t>(group->id()), scale, score_bytes);
+                          const std::shared_ptr<Group>& group, double scale, int64_t score_bytes, int64_t window) {
+  return RingAttention::apply(q, k, v, positions, static_cast<int64_t>(group->id()), scale, score_bytes, window);
+}
+
+at::Tensor blockwise_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                      const at::Tensor& positions, double scale, int64_t score_bytes, int64_t window) {
+  return RingAttention::apply(q, k, v, positions.reshape({1, -1}), kAlone, scale, score_bytes, window);
 }
 
 }  // namespace slapo::dist

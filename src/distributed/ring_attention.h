@@ -17,9 +17,19 @@ namespace slapo::dist {
 /// this rank's tokens. `positions` [N, s] holds every rank's tokens' global indices, in group rank
 /// order; a query attends to the keys at or before its own index. `scale` multiplies the scores.
 /// `score_bytes` bounds the float32 scores a step computes at once: the queries go against each
-/// block in chunks of rows that fit (at least one row). Returns [B, H, s, D] in q's dtype;
-/// differentiable in q, k and v.
+/// block in chunks of rows that fit (at least one row). `window` > 0: a sliding window, a query
+/// attending to the keys less than `window` positions before it (Mistral's sliding_window).
+/// Returns [B, H, s, D] in q's dtype; differentiable in q, k and v.
 at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& positions,
-                          const std::shared_ptr<Group>& group, double scale, int64_t score_bytes = 32 << 20);
+                          const std::shared_ptr<Group>& group, double scale, int64_t score_bytes = 32 << 20,
+                          int64_t window = 0);
+
+/// The same on one rank (a ring of one): causal attention of q [B, H, S, D] over k and v
+/// [B, KVH, S, D] of the same tokens, whose global indices are `positions` [S] (in any order of
+/// equal runs, as ring_attention's), a chunk of query rows against one run of keys at a time: the
+/// float32 scores of a step stay within `score_bytes`, and no S x S matrix is formed.
+at::Tensor blockwise_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                      const at::Tensor& positions, double scale, int64_t score_bytes = 32 << 20,
+                                      int64_t window = 0);
 
 }  // namespace slapo::dist

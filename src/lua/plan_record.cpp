@@ -84,6 +84,7 @@ void push_ranked_plan(lua_State* L, const plan::Ranked& r, int layers) {
   set_number(L, "dp", c.dp);
   set_number(L, "ep", c.ep);
   set_number(L, "cp", c.cp);
+  set_string(L, "cp_method", c.cp_all_to_all ? "all_to_all" : "ring");  // sch:context_parallel's method
   set_number(L, "checkpoint", c.checkpoint ? 1.0 : 0.0);
   set_bool(L, "zero", c.zero);
   set_bool(L, "fully_sharded", c.fully_sharded);

@@ -159,6 +159,7 @@ class GPT2LMHeadModel : public CausalLM<GPT2LMHeadModel>, public SplitsSequences
                                 where, name, rate ? fmt::format("{:g}", *rate) : std::string("replaced")));
       attentions.push_back(attention);
     }
+    split->check_heads(config.integer("n_head"), where);
     split_ = split;
     base->split = split;
     for (auto* attention : attentions) attention->split = split;

@@ -133,7 +133,8 @@ class LlamaAttention : public ModuleBase<LlamaAttention> {
     if (q.size(1) % k.size(1) != 0)
       throw Error(fmt::format("LlamaAttention: {} query heads cannot share {} key/value heads", q.size(1), k.size(1)));
     if (split)  // the key/value heads travel unrepeated
-      return call("o_proj", merge_heads(split->attend(q, k, v, 1.0 / std::sqrt(static_cast<double>(head_dim)))));
+      return call("o_proj", merge_heads(split->attend(q, k, v, 1.0 / std::sqrt(static_cast<double>(head_dim)),
+                                                      sliding_window.value_or(0))));
     int64_t groups = q.size(1) / k.size(1);
     if (groups > 1) {
       k = repeat_kv(k, groups);
@@ -320,16 +321,13 @@ void LlamaForCausalLM::split_sequences(const std::shared_ptr<const SequenceSplit
       throw Error(fmt::format("context_parallel: {}.model.layers.{}.self_attn is a {}, not the {} ring attention runs "
                               "in; apply context_parallel before replacing attention",
                               where, name, layer->child("self_attn")->type_name(), family(c) + "Attention"));
-    if (attention->sliding_window)
-      throw Error(fmt::format("context_parallel: {}.model.layers.{}.self_attn attends within a sliding window of {} "
-                              "tokens, which ring attention does not apply yet (a model without sliding_window)",
-                              where, name, *attention->sliding_window));
     if (attention->dropout > 0)
       throw Error(fmt::format("context_parallel: {}.model.layers.{}.self_attn drops attention probabilities "
                               "(attention_dropout {}), which ring attention does not; build with attention_dropout = 0",
                               where, name, attention->dropout));
     attentions.push_back(attention);
   }
+  split->check_heads(c.integer("num_attention_heads"), where);
   split_ = split;
   base->split = split;
   for (auto* attention : attentions) attention->split = split;

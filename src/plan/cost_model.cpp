@@ -229,10 +229,9 @@ ModelShape ModelShape::from_config(const ModelConfig& config, const std::string&
   const bool llama_shaped = s.type == "llama" || s.type == "qwen2" || s.type == "mistral" || s.type == "mixtral";
   // what sch:context_parallel takes (models/llama.cpp, gpt2.cpp: split_sequences)
   if (s.type == "gpt2") s.context_parallel = c.number("attn_pdrop", 0.1) == 0;
-  if (llama_shaped && s.type != "mixtral") {
-    const bool window = s.type == "qwen2" ? c.flag("use_sliding_window", false) : s.type == "mistral" && c.has("sliding_window");
-    s.context_parallel = !window && c.number("attention_dropout", 0.0) == 0 && rope_from_config(c).type != "dynamic";
-  }
+  // (sliding windows too: their attention is priced as whole causal attention, with cp or without)
+  if (llama_shaped && s.type != "mixtral")
+    s.context_parallel = c.number("attention_dropout", 0.0) == 0 && rope_from_config(c).type != "dynamic";
   if (llama_shaped) s.tied_head = false;
   s.kv_heads = llama_shaped ? c.integer("num_key_value_heads", s.heads) : s.heads;
   if (s.head_dim == 0) s.head_dim = llama_shaped && c.has("head_dim") ? c.integer("head_dim") : s.hidden / s.heads;
@@ -258,7 +257,7 @@ bool Candidate::uniform_mesh() const {
   // sharded setting for all stages
   for (auto& s : stages)
     if (s.tp != tp || s.dp != dp || s.zero != zero || s.sequence != sequence || s.fully_sharded != fully_sharded ||
-        s.keep_gathered != keep_gathered || s.ep != ep || s.cp != cp)
+        s.keep_gathered != keep_gathered || s.ep != ep || s.cp != cp || s.cp_all_to_all != cp_all_to_all)
       return false;
   return true;
 }
@@ -272,7 +271,7 @@ int Candidate::devices() const {
 
 std::vector<Stage> Candidate::resolved(int layers) const {
   if (!stages.empty()) return stages;
-  return {Stage{layers, tp, dp, checkpoint, zero, sequence, fully_sharded, keep_gathered, ep, cp}};
+  return {Stage{layers, tp, dp, checkpoint, zero, sequence, fully_sharded, keep_gathered, ep, cp, cp_all_to_all}};
 }
 
 const char* Candidate::sharded_name() const {
@@ -282,7 +281,9 @@ const char* Candidate::sharded_name() const {
 std::string Candidate::describe() const {
   if (stages.empty())
     return fmt::format("tp {} x dp {}{}{}{}{}{}{}", tp, dp,
-                       ep > 1 ? fmt::format(", ep {}", ep) : cp > 1 ? fmt::format(", cp {}", cp) : "",
+                       ep > 1   ? fmt::format(", ep {}", ep)
+                       : cp > 1 ? fmt::format(", cp {}{}", cp, cp_all_to_all ? " all-to-all" : "")
+                                : "",
                        micro_batches > 1 ? fmt::format(", {} micro", micro_batches) : "", sequence ? ", sequence" : "",
                        checkpoint ? ", checkpoint" : "", zero ? ", zero-1" : "", sharded_name());
   std::vector<std::string> parts;
@@ -312,7 +313,7 @@ double all_to_all_seconds(double bytes, int ranks, double bandwidth, double late
 }
 
 LayerCosts layer_costs(const ModelShape& m, const Cluster& cluster, const Workload& work, int64_t micro_batch, int tp_,
-                       int dp, bool sequence, int ep, int cp) {
+                       int dp, bool sequence, int ep, int cp, bool cp_all_to_all) {
   LayerCosts c;
   const double bytes = element_bytes(work);
   const double seqs = static_cast<double>(micro_batch) / dp;  // sequences per data-parallel rank
@@ -332,8 +333,9 @@ LayerCosts layer_costs(const ModelShape& m, const Cluster& cluster, const Worklo
     return mm(h, double(m.experts)) + experts_held * (2 * rows_mm(h, m.inner / t) + rows_mm(m.inner / t, h));
   };
   // Attention's scores and context: each sequence's queries against its keys. Under context
-  // parallelism a rank holds seq / cp of the queries of seqs x cp sequences, against every key;
-  // the ring leaves out the pieces the causal mask hides, about half (load-balanced chunks)
+  // parallelism a rank holds seq / cp of the queries of seqs x cp sequences, against every key (or,
+  // all-to-all, every query of 1/cp of the heads: the same work); the pieces the causal mask hides
+  // are left out, about half (load-balanced chunks)
   auto attention_fwd = [&](double t) {
     const double rows = double(work.seq) / cp, causal = cp > 1 ? 0.5 : 1.0;
     return causal * 2 * cluster.device.matmul_seconds(rows, m.head_dim, work.seq, work.dtype) * seqs * cp * m.heads / t;
@@ -377,7 +379,18 @@ LayerCosts layer_costs(const ModelShape& m, const Cluster& cluster, const Worklo
     c.forward_all_reduces = std::max(0.0, c.forward_all_reduces - 1);  // attention's alone: the MLP's is the experts'
     c.backward_all_reduces = std::max(0.0, c.backward_all_reduces - 1);
   }
-  if (cp > 1) {
+  if (cp > 1 && cp_all_to_all) {
+    // Ulysses: q, k, v to their heads' ranks and the output back, one all-to-all each, (cp - 1) /
+    // cp of them off the rank, nothing to overlap with (attention waits for them); backward the
+    // same volumes reversed. Key/value heads are repeated to the query heads where they do not
+    // divide over cp (sch:context_parallel does so)
+    const bool cp_in_node = tp_ * cp <= cluster.per_node;
+    const double kv_sent = (m.kv_heads / tp_) % cp == 0 ? kv_width : q_width;
+    const double sent = tokens * (2 * q_width + 2 * kv_sent) / tp * bytes;
+    c.cp_fwd_s = all_to_all_seconds(sent, cp, cp_in_node ? cluster.intra_bw : cluster.inter_bw,
+                                      cp_in_node ? cluster.intra_latency : cluster.inter_latency);
+    c.cp_bwd_s = c.cp_fwd_s;
+  } else if (cp > 1) {
     // the ring: cp - 1 steps a pass, each sending this rank's keys and values (the kv heads, split
     // over TP) to the next rank of the group while the block in hand computes; backward sends them
     // and their gradients around again beside twice the compute. The group is cp consecutive
@@ -389,8 +402,8 @@ LayerCosts layer_costs(const ModelShape& m, const Cluster& cluster, const Worklo
     auto exposed = [&](double bytes_sent, double compute) {
       return std::max(0.0, latency + bytes_sent / bw - cluster.overlap * compute);
     };
-    c.ring_fwd_s = (cp - 1) * exposed(block, step_compute);
-    c.ring_bwd_s = (cp - 1) * exposed(2 * block, 2 * step_compute);
+    c.cp_fwd_s = (cp - 1) * exposed(block, step_compute);
+    c.cp_bwd_s = (cp - 1) * exposed(2 * block, 2 * step_compute);
   }
   // Megatron's 34 + 5 a s / h values per token and width in 2-byte precision (scaled to the
   // element size), the layout's share split over TP; a checkpointed layer keeps its input and
@@ -433,8 +446,9 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
     e.ep_comm_s = stage.layers * passes * c.all_to_all_s;
     e.tp_comm_s += stage.layers * passes * c.expert_tp_all_reduce_s;
   }
-  // context parallelism's ring, in forward (again when recomputed) and backward
-  e.p2p_s = stage.layers * (c.ring_fwd_s * (stage.checkpoint ? 2.0 : 1.0) + c.ring_bwd_s);
+  // context parallelism's exchanges (the ring's or the all-to-alls), in forward (again when
+  // recomputed) and backward
+  e.p2p_s = stage.layers * (c.cp_fwd_s * (stage.checkpoint ? 2.0 : 1.0) + c.cp_bwd_s);
   // the activations forward and their gradient back to the next stage, point to point
   if (!where.last) {
     double bw = where.next_in_node ? cluster.intra_bw : cluster.inter_bw;
@@ -541,7 +555,8 @@ Estimate estimate(const ModelShape& m, const Cluster& cluster, const Workload& w
     Placement where{s == 0, s == count - 1, node(offset) == node(offset + n - 1), node(offset + n - 1) == node(offset + n),
                     std::min(micro, count - s), micro};
     e.stages.push_back(stage_estimate(
-        m, cluster, work, layer_costs(m, cluster, work, micro_batch, st.tp, st.dp, st.sequence, st.ep, st.cp), st, where));
+        m, cluster, work, layer_costs(m, cluster, work, micro_batch, st.tp, st.dp, st.sequence, st.ep, st.cp, st.cp_all_to_all), st,
+        where));
     if (e.stages.back().time_s() > e.stages[slowest].time_s()) slowest = s;
     offset += n;
   }

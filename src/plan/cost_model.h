@@ -105,8 +105,8 @@ struct ModelShape {
   /// of which a token's router picks `experts_per_token`; `expert_params` is one layer's experts
   /// together (in layer_params, the router's matrix not). 0 experts: a dense model.
   int64_t experts = 0, experts_per_token = 0, expert_params = 0;
-  /// Whether sch:context_parallel splits its sequences (LLaMA, Qwen2 and Mistral without a sliding
-  /// window or attention dropout, GPT-2 with attn_pdrop 0): the grid then offers cp
+  /// Whether sch:context_parallel splits its sequences (LLaMA, Qwen2 and Mistral without attention
+  /// dropout or dynamic rotary scaling, GPT-2 with attn_pdrop 0): the grid then offers cp
   bool context_parallel = false;
   /// How a layer splits on each mesh; null: Megatron's layout everywhere.
   std::shared_ptr<const LayerLayouts> layouts;
@@ -144,6 +144,9 @@ struct Stage {
   /// Context parallelism: each sequence split over groups of `cp` replicas (dividing dp) that take
   /// the same rows, attention by ring attention (keys and values passed around the group)
   int cp = 1;
+  /// With cp > 1: attention by Ulysses' all-to-all over heads (each rank every token of 1/cp of
+  /// the heads) in place of the ring
+  bool cp_all_to_all = false;
 };
 
 /// One plan: tensor parallel x data parallel, activation checkpointing of every layer or none,
@@ -160,6 +163,7 @@ struct Candidate {
   bool keep_gathered = false; ///< with fully_sharded: reshard_after_forward = false (ZeRO-2)
   int ep = 1;  ///< experts spread over groups of ep replicas (Stage::ep), in every stage
   int cp = 1;  ///< sequences split over groups of cp replicas (Stage::cp); one stage only
+  bool cp_all_to_all = false;  ///< with cp > 1: Ulysses' all-to-all in place of the ring (Stage::cp_all_to_all)
   int pp() const { return stages.empty() ? 1 : static_cast<int>(stages.size()); }
   /// Every stage on the candidate's tp x dp with its ZeRO, sequence parallelism and fully sharded
   /// settings: what one rank layout (and the pipeline script's one `plan.sequence`) runs.
@@ -174,7 +178,7 @@ struct Candidate {
 };
 
 struct StageEstimate {
-  double compute_s = 0, tp_comm_s = 0, p2p_s = 0;  ///< per micro-batch; p2p: stage boundaries and cp's ring
+  double compute_s = 0, tp_comm_s = 0, p2p_s = 0;  ///< per micro-batch; p2p: stage boundaries and cp's exchanges
   double ep_comm_s = 0;  ///< per micro-batch: the experts' all-to-all exchanges
   double sync_s = 0, optimizer_s = 0;                 ///< once a step: gradient sync, AdamW's update
   double param_bytes = 0, optimizer_bytes = 0, activation_bytes = 0, peak_bytes = 0;
@@ -206,13 +210,14 @@ struct LayerCosts {
   /// all-reduces of those rows (an expert's output in forward, its input's gradient in backward)
   double all_to_all_s = 0, expert_tp_all_reduce_s = 0;
   /// Context parallelism, per layer: the ring's key/value exchanges in forward and (with their
-  /// gradients) in backward, what the attention blocks computed beside them do not hide
-  double ring_fwd_s = 0, ring_bwd_s = 0;
+  /// gradients) in backward, what the attention blocks computed beside them do not hide; or
+  /// Ulysses' all-to-alls of q, k, v and the output (and of their gradients), none hidden
+  double cp_fwd_s = 0, cp_bwd_s = 0;
   double overhead = 1.2;  ///< DeviceProfile::layer_overhead: measured layer over modelled matmuls
   double layer_activation_bytes = 0, layer_input_bytes = 0, logits_bytes = 0, boundary_bytes = 0;
 };
 LayerCosts layer_costs(const ModelShape& model, const Cluster& cluster, const Workload& work, int64_t micro_batch,
-                       int tp, int dp, bool sequence = false, int ep = 1, int cp = 1);
+                       int tp, int dp, bool sequence = false, int ep = 1, int cp = 1, bool cp_all_to_all = false);
 
 /// All-to-all of `bytes` a rank sends over `ranks` devices: (n-1)/n of it leaves the rank, one
 /// message to each other rank.

@@ -72,17 +72,21 @@ std::vector<int> expert_choices(const ModelShape& m, int dp) {
 // untested)
 bool zero_with_experts(int ep, int pp) { return ep == 1 || pp == 1; }
 
-// Context parallelism's choices on dp replicas of a one-stage plan: 1, and for long sequences of a
-// model context_parallel splits, each cp dividing dp whose 2 x cp chunks divide the sequence (the
-// load-balanced split). Below kLongSequence the grid keeps to its other axes: there the model's
+// Context parallelism's choices on dp replicas of a one-stage plan, with whether attention is
+// Ulysses' all-to-all: 1, and for long sequences of a model context_parallel splits, each cp
+// dividing dp whose 2 x cp chunks divide the sequence (the load-balanced split), by the ring and,
+// where each rank's heads (over tp) divide over cp, by all-to-all. Below kLongSequence the grid keeps to its other axes: there the model's
 // attention without the ring (scores kept whole, 5as/h of Megatron's activations) is what eager
 // attention holds, but fused attention kernels, which it does not price, hold far less.
 constexpr int64_t kLongSequence = 16384;
-std::vector<int> context_choices(const ModelShape& m, const Workload& w, int dp, int pp) {
-  std::vector<int> choices = {1};
+std::vector<std::pair<int, bool>> context_choices(const ModelShape& m, const Workload& w, int tp, int dp, int pp) {
+  std::vector<std::pair<int, bool>> choices = {{1, false}};
   if (!m.context_parallel || w.seq < kLongSequence || pp > 1 || m.experts > 0) return choices;
   for (int cp = 2; cp <= dp; ++cp)
-    if (dp % cp == 0 && w.seq % (2 * cp) == 0) choices.push_back(cp);
+    if (dp % cp == 0 && w.seq % (2 * cp) == 0) {
+      choices.push_back({cp, false});
+      if ((m.heads / tp) % cp == 0) choices.push_back({cp, true});
+    }
   return choices;
 }
 
@@ -595,7 +599,7 @@ std::vector<Candidate> megatron_grid(const ModelShape& model, const Cluster& clu
       if ((n / tp) % pp != 0 || (pp > 1 && !model.one_stage_reason.empty())) continue;
       int dp = n / tp / pp;
       for (int micro : micro_batch_choices(work.batch))
-        for (int cp : context_choices(model, work, dp, pp)) {
+        for (auto [cp, cp_all_to_all] : context_choices(model, work, tp, dp, pp)) {
           // one stage: micro-batches accumulate gradients; the rows split over dp / cp data
           // replicas (a cp group's ranks take the same rows)
           if ((work.batch / micro) % (dp / cp) != 0) continue;
@@ -608,14 +612,14 @@ std::vector<Candidate> megatron_grid(const ModelShape& model, const Cluster& clu
               for (int sharding : {0, 1, 2, 3}) {
                 const bool zero = sharding == 1, fully_sharded = sharding >= 2, kept = sharding == 2;
                 if ((zero || fully_sharded) && dp == 1) continue;
-                // context parallelism runs with plain replicas and TP (sequence parallelism, ZeRO and
-                // fully_shard beside it are untested)
-                if (cp > 1 && (sequence || sharding != 0)) continue;
+                // context parallelism runs with TP, and ZeRO or fully_shard over all dp replicas (cp
+                // groups included, as torchtitan); Megatron's sequence parallelism beside it is untested
+                if (cp > 1 && sequence) continue;
                 // a mixture of experts' experts over groups of ep replicas (ZeRO-1 slices their
                 // moments over the replicas holding the same experts)
                 for (int ep : expert_choices(model, dp)) {
                   if (sharding != 0 && !zero_with_experts(ep, pp)) continue;
-                  Candidate c{tp, dp, checkpoint, zero, micro, {}, sequence, fully_sharded, kept, ep, cp};
+                  Candidate c{tp, dp, checkpoint, zero, micro, {}, sequence, fully_sharded, kept, ep, cp, cp_all_to_all};
                   if (pp > 1)
                     for (int s = 0; s < pp; ++s) {
                       int layers = static_cast<int>((s + 1) * model.layers / pp - s * model.layers / pp);

@@ -1,10 +1,11 @@
 // context_parallel: the sequence split over a group's ranks, each keeping its tokens (with causal
 // load balance, chunks i and 2N-1-i of 2N, as torchtitan does), attention by ring attention over
-// the group, and the loss of the whole sequence on every rank.
+// the group or by Ulysses' all-to-all over heads, and the loss of the whole sequence on every rank.
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "distributed/ring_attention.h"
+#include "distributed/ulysses_attention.h"
 #include "distributed/world.h"
 #include "models/sequence_split.h"
 #include "primitives/primitives.h"
@@ -13,10 +14,14 @@ namespace slapo {
 
 namespace {
 
-class RingSplit : public SequenceSplit {
+// How attention sees every rank's keys: passed around the ring, or all tokens of 1/N of the heads
+// on each rank (all_to_all).
+enum class Method { kRing, kAllToAll };
+
+class GroupSplit : public SequenceSplit {
  public:
-  RingSplit(std::shared_ptr<dist::Group> group, bool load_balance, int64_t score_bytes)
-      : group_(std::move(group)), load_balance_(load_balance), score_bytes_(score_bytes) {}
+  GroupSplit(std::shared_ptr<dist::Group> group, Method method, bool load_balance, int64_t score_bytes)
+      : group_(std::move(group)), method_(method), load_balance_(load_balance), score_bytes_(score_bytes) {}
 
   int ranks() const override { return group_->size(); }
   int group_id() const override { return group_->id(); }
@@ -25,11 +30,21 @@ class RingSplit : public SequenceSplit {
     return indices_of(group_->rank(), seq, device, who);
   }
 
-  at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale) const override {
+  at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
+                    int64_t window) const override {
     const int64_t seq = q.size(2) * ranks();
     std::vector<at::Tensor> every;
     for (int r = 0; r < ranks(); ++r) every.push_back(indices_of(r, seq, at::kCPU, "context_parallel"));  // read on the host
-    return dist::ring_attention(q, k, v, at::stack(every), group_, scale, score_bytes_);
+    if (method_ == Method::kRing)
+      return dist::ring_attention(q, k, v, at::stack(every), group_, scale, score_bytes_, window);
+    return dist::ulysses_attention(q, k, v, at::stack(every), group_, scale, score_bytes_, window, "context_parallel");
+  }
+
+  void check_heads(int64_t heads, const std::string& where) const override {
+    if (method_ == Method::kAllToAll && heads % ranks() != 0)
+      throw Error(fmt::format("context_parallel: method \"all_to_all\" splits attention's heads over the {} ranks of {}; "
+                              "{} has {} heads, which do not divide (a group of a size dividing {}, or method = \"ring\")",
+                              ranks(), group_->describe(), where, heads, heads));
   }
 
   at::Tensor mean_loss(const at::Tensor& local_sum, const at::Tensor& local_count) const override {
@@ -41,7 +56,8 @@ class RingSplit : public SequenceSplit {
   }
 
   std::string describe() const override {
-    return fmt::format("ring attention over {}{}", group_->describe(), load_balance_ ? ", load-balanced chunks" : "");
+    return fmt::format("{} over {}{}", method_ == Method::kRing ? "ring attention" : "all-to-all attention (Ulysses)",
+                       group_->describe(), load_balance_ ? ", load-balanced chunks" : "");
   }
 
  private:
@@ -61,6 +77,7 @@ class RingSplit : public SequenceSplit {
   }
 
   std::shared_ptr<dist::Group> group_;
+  Method method_;
   bool load_balance_;
   int64_t score_bytes_;
 };
@@ -71,8 +88,10 @@ void context_parallel(Schedule& sch, const ContextParallelOptions& options, cons
   if (sch.parent())
     throw Error(fmt::format("context_parallel: {} is not the model's root; apply it to the root schedule (sch), which "
                             "takes the whole rows and splits their tokens", sch.where()));
-  if (options.method != "ring")
-    throw Error(fmt::format("context_parallel: method '{}' is not one ({} keeps: ring)", options.method, sch.where()));
+  if (options.method != "ring" && options.method != "all_to_all")
+    throw Error(fmt::format("context_parallel: method '{}' is not one ({}; choices: ring, all_to_all)", options.method,
+                            sch.where()));
+  const Method method = options.method == "ring" ? Method::kRing : Method::kAllToAll;
   auto group = options.group ? options.group : dist::world();
   if (group->rank() < 0)
     throw Error(fmt::format("context_parallel: rank {} is not in {}, the group given for {}", dist::world()->rank(),
@@ -84,7 +103,7 @@ void context_parallel(Schedule& sch, const ContextParallelOptions& options, cons
     throw Error(fmt::format("context_parallel: score_mib must be a positive number of MiB, got {} ({})",
                             options.score_mib, sch.where()));
   const auto score_bytes = static_cast<int64_t>(options.score_mib * double(1 << 20));
-  set_sequence_split(*sch.mod(), std::make_shared<RingSplit>(group, options.load_balance, score_bytes), sch.where());
+  set_sequence_split(*sch.mod(), std::make_shared<GroupSplit>(group, method, options.load_balance, score_bytes), sch.where());
   sch.log().append({"context_parallel", sch.path(), site.lua_args, site.source});
 }
 

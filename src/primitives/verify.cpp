@@ -231,6 +231,21 @@ std::shared_ptr<Module> build(Schedule& sch, const ScheduleBuildOptions& options
 }
 
 
+// Whether fully_shard's `group` holds every rank of the context-parallel group (then its average
+// already counts each of their parts) or none but this one (then their slices are alike and the
+// parts are summed over the cp group); another overlap is refused, naming the parameter.
+bool covers(const dist::Group& group, const dist::Group& cp_group, const std::string& name) {
+  int shared = 0;
+  for (int r : cp_group.ranks())
+    shared += std::count(group.ranks().begin(), group.ranks().end(), r) > 0 ? 1 : 0;
+  if (shared == static_cast<int>(cp_group.ranks().size())) return true;
+  if (shared == 1) return false;
+  throw Error(fmt::format("verify: '{}' is fully sharded over {}, which holds {} of the {} ranks of the "
+                          "context_parallel group {}; shard it over groups holding the whole cp group (a layout's "
+                          "dp_group) or one rank of it",
+                          name, group.describe(), shared, cp_group.ranks().size(), cp_group.describe()));
+}
+
 // The ranks one verify spans: the schedule's group, or the world when a parameter is split over
 // another group too (2-D: fully sharded across data-parallel ranks of other tensor-parallel groups).
 std::shared_ptr<dist::Group> verify_group(Schedule& sch, const std::unordered_map<c10::TensorImpl*, Splits>& splits) {
@@ -337,10 +352,19 @@ VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inpu
   if (!sch_roots.empty()) run_backward([&] { torch::autograd::backward(sch_roots, sch_grads_out); });
   if (cp_group) {  // every rank walks the same parameters: one all-reduce each
     const bool per_token = std::any_of(token_indices.begin(), token_indices.end(), [](auto& t) { return t.has_value(); });
+    const auto averaged = fully_sharded_tensors(*scheduled);
     torch::NoGradGuard no_grad;
     for (auto& [name, param] : unique_named_parameters(*scheduled)) {
       // in place; zeros where this rank has no gradient, so every rank runs the same collectives
       at::Tensor g = param.grad().defined() ? param.grad() : torch::zeros_like(param);
+      const auto split = splits.find(param.unsafeGetTensorImpl());
+      if (averaged.count(param.unsafeGetTensorImpl()) && split != splits.end() && !split->second.empty() &&
+          covers(*dist::group_by_id(split->second.back()->group_id), *cp_group, name)) {
+        // fully_shard averaged this slice over a group of whole cp groups (the data-parallel one, as
+        // torchtitan shards): every rank's part is in it already, 1/cp of the sum for outputs
+        if (per_token) g.mul_(cp_group->size());
+        continue;
+      }
       cp_group->all_reduce(g, "verify");
       if (!per_token) g.div_(cp_group->size());
     }

@@ -26,8 +26,9 @@ M.primitives = {
   context_parallel = "sch:context_parallel{group = cp_group, method = \"ring\", load_balance = true, score_mib = 32}: "
     .. "on a GPT-2 or LLaMA-"
     .. "family model's root, each rank of the group keeps its share of every sequence (load_balance: chunks r and "
-    .. "2N-1-r of 2N) and attends over every rank's keys by ring attention; it returns its tokens' logits, or the "
-    .. "whole sequence's loss; average gradients over the group (slapo.parallel.layout{cp = N}, slapo.train).",
+    .. "2N-1-r of 2N) and attends over every rank's keys by ring attention (method \"all_to_all\": DeepSpeed-"
+    .. "Ulysses, every rank's tokens of 1/N of the heads by all-to-all; the heads must divide); it returns its "
+    .. "tokens' logits, or the whole sequence's loss; average gradients over the group (slapo.parallel.layout{cp = N}, slapo.train).",
   annotate = "sub:annotate(param, key, value): attach metadata to a parameter (see sub:param_info(param)).",
   trace = "sub:trace{inputs = {...}, leaves = {...}, flatten = false}: the module's forward becomes a graph; "
     .. "leaves (direct children, or with flatten the named paths/types) stay calls; see sub:graph(). "

@@ -413,7 +413,8 @@ end
 local function one_stage_source(record)
   local chosen = record.ranked[1]
   local tp_choices, micro_choices, ep_choices, cp_choices, predictions = {}, {}, {}, {}, {}
-  local seen = { tp = {}, micro = {}, ep = {}, cp = {} }
+  local seen = { tp = {}, micro = {}, ep = {}, cp = {}, cp_method = {} }
+  local cp_methods = {}
   local experts = (record.model.experts or 0) > 0  -- a mixture of experts: ep is a knob too
   local context = false  -- long sequences: the plans split them over cp replicas, a knob too
   for _, r in ipairs(record.ranked) do context = context or r.cp > 1 end
@@ -423,6 +424,10 @@ local function one_stage_source(record)
       if not seen.tp[r.tp] then seen.tp[r.tp] = true; tp_choices[#tp_choices + 1] = r.tp end
       if not seen.ep[r.ep] then seen.ep[r.ep] = true; ep_choices[#ep_choices + 1] = r.ep end
       if not seen.cp[r.cp] then seen.cp[r.cp] = true; cp_choices[#cp_choices + 1] = r.cp end
+      if r.cp > 1 and not seen.cp_method[r.cp_method] then
+        seen.cp_method[r.cp_method] = true
+        cp_methods[#cp_methods + 1] = r.cp_method
+      end
       if not seen.micro[r.micro_batches] then
         seen.micro[r.micro_batches] = true
         micro_choices[#micro_choices + 1] = r.micro_batches
@@ -430,7 +435,8 @@ local function one_stage_source(record)
       if r.fits then
         predictions[#predictions + 1] = ("  { tp = %d,%s micro_batches = %d, checkpoint = %s, zero = %s, fully_shard = %s, "
           .. "reshard_after_forward = %s, step_s = %.6g, peak_gib = %.3g },\n"):format(r.tp,
-          experts and (" ep = %d,"):format(r.ep) or context and (" cp = %d,"):format(r.cp) or "", r.micro_batches,
+          experts and (" ep = %d,"):format(r.ep) or context and (" cp = %d, cp_method = %q,"):format(r.cp,
+            r.cp > 1 and r.cp_method or chosen.cp_method) or "", r.micro_batches,
           r.checkpoint == 1 and "1.0" or "0.0", bool(r.zero), bool(r.fully_sharded), bool(not r.keep_gathered), r.step_s,
           r.peak_gib)
       end
@@ -440,6 +446,7 @@ local function one_stage_source(record)
   table.sort(micro_choices)
   table.sort(ep_choices)
   table.sort(cp_choices)
+  table.sort(cp_methods, function(a, b) return a == "ring" and b ~= "ring" end)  -- the ring first
   local schedules = schedules_of(record.model)
   -- a mixture of experts' lines: ep in the plan table and as a knob, the layout's ep groups, the
   -- experts spread over them and, fully sharded, each expert over the replicas holding it
@@ -469,12 +476,15 @@ local function one_stage_source(record)
   local cp = { field = "", knob = "", layout = "", replicas = "plan.dp", schedule = "" }
   if context then
     cp = {
-      field = "  cp = " .. chosen.cp .. ",           -- context parallelism: each sequence split over cp replicas "
-        .. "(ring attention)\n",
-      knob = ("plan.cp = knob(\"cp\", { %s }, plan.cp)\n"):format(table.concat(cp_choices, ", ")),
+      field = "  cp = " .. chosen.cp .. ",           -- context parallelism: each sequence split over cp replicas\n"
+        .. ('  cp_method = "%s",  -- "ring" (ring attention), or "all_to_all" (Ulysses: a rank\'s heads over cp)\n')
+          :format(chosen.cp_method),
+      knob = ("plan.cp = knob(\"cp\", { %s }, plan.cp)\n"):format(table.concat(cp_choices, ", "))
+        .. (#cp_methods > 1 and ("plan.cp_method = knob(\"cp_method\", { \"%s\" }, plan.cp_method)\n"):format(
+          table.concat(cp_methods, '", "')) or ""),
       layout = ", cp = plan.cp",
       replicas = "(plan.dp / plan.cp)",
-      schedule = "  if plan.cp > 1 then s:context_parallel({ group = layout.cp_group }) end\n",
+      schedule = "  if plan.cp > 1 then s:context_parallel({ group = layout.cp_group, method = plan.cp_method }) end\n",
     }
   end
   return header(record) .. fill([[

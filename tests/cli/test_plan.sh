@@ -91,9 +91,10 @@ for cluster in 1x4 1x8; do
   grep -q "^plan: 2 steps, final loss" "$tmp/moe_pp.out"
 done
 
-# long sequences: the planner offers context parallelism (cp, a knob) for 16k tokens and more; the
-# script, its sequence edited down to what this machine's eager attention holds in verify, splits
-# each sequence over cp replicas (ring attention), verifies and trains
+# long sequences: the planner offers context parallelism (cp and its method, knobs) for 16k tokens
+# and more; the script, its sequence edited down to what this machine's eager attention holds in
+# verify, splits each sequence over cp replicas (ring attention, or Ulysses' all-to-all where the
+# heads divide), verifies and trains
 long="$tmp/llama-long"
 cp -r "$(dirname "${BASH_SOURCE[0]}")/../fixtures/hf/llama-tiny" "$long"
 sed -i 's/"max_position_embeddings": 128/"max_position_embeddings": 16384/' "$long/config.json"
@@ -101,10 +102,17 @@ sed -i 's/"max_position_embeddings": 128/"max_position_embeddings": 16384/' "$lo
   >"$tmp/long.table"
 grep -q ", cp [24]" "$tmp/long.table" || { cat "$tmp/long.table"; exit 1; }
 grep -q '^plan.cp = knob("cp", { 1, 2, 4 }, plan.cp)$' "$tmp/long.lua" || { cat "$tmp/long.lua"; exit 1; }
+grep -q ', cp [24] all-to-all' "$tmp/long.table" || { cat "$tmp/long.table"; exit 1; }
+grep -q '^plan.cp_method = knob("cp_method", { "ring", "all_to_all" }, plan.cp_method)$' "$tmp/long.lua" \
+  || { cat "$tmp/long.lua"; exit 1; }
 sed -i 's/seq = 16384,/seq = 256,/' "$tmp/long.lua"
-for knobs in "--knob tp=1 --knob cp=2" "--knob tp=1 --knob cp=4 --knob checkpoint=1" "--knob tp=2 --knob cp=2"; do
+for knobs in "--knob tp=1 --knob cp=2 --knob cp_method=ring" "--knob tp=1 --knob cp=4 --knob checkpoint=1 --knob \
+  cp_method=ring" "--knob tp=2 --knob cp=2 --knob cp_method=ring" "--knob tp=1 --knob cp=2 --knob cp_method=all_to_all" \
+  "--knob tp=2 --knob cp=2 --knob cp_method=all_to_all" \
+  "--knob tp=1 --knob cp=2 --knob cp_method=ring --knob fully_shard=true --knob reshard_after_forward=false" \
+  "--knob tp=1 --knob cp=2 --knob cp_method=all_to_all --knob zero=true"; do
   # shellcheck disable=SC2086
-  "$bin" run --nproc 4 $knobs --knob zero=false --knob fully_shard=false --knob micro_batches=1 "$tmp/long.lua" \
+  "$bin" run --nproc 4 --knob zero=false --knob fully_shard=false --knob micro_batches=1 $knobs "$tmp/long.lua" \
     >"$tmp/long.out" 2>&1 || { cat "$tmp/long.out"; exit 1; }
   grep -q "^verify: 1 output(s) and [0-9]* gradients match the unscheduled model" "$tmp/long.out" \
     || { echo "long-sequence plan with '$knobs' did not verify:"; cat "$tmp/long.out"; exit 1; }

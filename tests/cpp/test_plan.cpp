@@ -562,7 +562,7 @@ TEST_CASE("plan: a mixture of experts spreads its experts over ep replicas: 1/ep
   CHECK(plan.summary().find("experts: 8 a layer, 2 a token") != std::string::npos);
 }
 
-TEST_CASE("plan: long sequences split over cp replicas: a causal share of attention, no scores kept, the ring priced") {
+TEST_CASE("plan: long sequences split over cp replicas: a causal share of attention, no scores kept, exchanges priced") {
   auto llama = ModelShape::from_config(ModelConfig::preset("llama-7b"), "llama-7b");
   CHECK(llama.context_parallel);
   CHECK_FALSE(gpt2("gpt2").context_parallel);  // attn_pdrop 0.1: ring attention applies no dropout
@@ -583,16 +583,35 @@ TEST_CASE("plan: long sequences split over cp replicas: a causal share of attent
   // block's keys and values, backward them and their gradients
   const double block = 8.0 * 32768 / 8 * 2 * 4096 * 4;  // this rank's tokens x k and v x width x float32
   CHECK(exposed.p2p_s == doctest::Approx(32 * 3 * (2 * cluster.intra_latency + 3 * block / cluster.intra_bw)));
-  // the grid: cp only for long sequences, dividing dp, not with sequence parallelism, ZeRO or fully_shard
-  bool some_cp = false;
+  // Ulysses: the same attention work; each pass one all-to-all of q, k, v and the output (LLaMA-7B's
+  // 32 key/value heads divide over cp 4: unrepeated), 3/4 of it off the rank, never hidden
+  auto ulysses = split;
+  ulysses.cp_all_to_all = true;
+  CHECK(ulysses.describe() == "tp 1 x dp 8, cp 4 all-to-all");
+  auto u = estimate(llama, cluster, work, ulysses);
+  CHECK(u.compute_s == doctest::Approx(exposed.compute_s));
+  CHECK(u.activation_bytes == doctest::Approx(exposed.activation_bytes));
+  const double sent = 8.0 * 32768 / 8 * 4 * 4096 * 4;  // this rank's tokens x q, k, v, out x width x float32
+  CHECK(u.p2p_s == doctest::Approx(32 * 2 * all_to_all_seconds(sent, 4, cluster.intra_bw, cluster.intra_latency)));
+  // the grid: cp only for long sequences, dividing dp, not with sequence parallelism; ZeRO and fully_shard
+  // over every replica; all-to-all where a rank's heads divide over cp
+  bool some_cp = false, some_all_to_all = false, some_sharded = false;
   for (auto& c : megatron_grid(llama, cluster, work)) {
-    if (c.cp == 1) continue;
+    if (c.cp == 1) {
+      CHECK_FALSE(c.cp_all_to_all);
+      continue;
+    }
     some_cp = true;
+    some_all_to_all = some_all_to_all || c.cp_all_to_all;
     CHECK(c.dp % c.cp == 0);
     CHECK(c.pp() == 1);
-    CHECK_FALSE((c.sequence || c.zero || c.fully_sharded));
+    CHECK_FALSE(c.sequence);
+    some_sharded = some_sharded || c.zero || c.fully_sharded;
+    if (c.cp_all_to_all) CHECK((32 / c.tp) % c.cp == 0);
   }
   CHECK(some_cp);
+  CHECK(some_all_to_all);
+  CHECK(some_sharded);
   for (auto& c : megatron_grid(llama, cluster, {8, 4096})) CHECK(c.cp == 1);
   // LLaMA-7B at 128k tokens on 8 x 8 H100s: the sequences split, as people train long contexts
   auto plan = plan_parallel(llama, Cluster::parse("8x8:h100", h100_devices_dir()), {16, 131072, "bfloat16"});

@@ -49,7 +49,8 @@ local function trains_as_one_process(layout, schedule, seq, opts)
   local ref = build()
   local sch = slapo.create_schedule(build(), { group = layout.tp_group })
   if schedule then schedule(sch) end
-  sch:context_parallel({ group = layout.cp_group, load_balance = opts.load_balance, score_mib = opts.score_mib })
+  sch:context_parallel({ group = layout.cp_group, load_balance = opts.load_balance, score_mib = opts.score_mib,
+    method = opts.method })
   local model = slapo.build(sch)
   local adamw = { slapo.optim.adamw(ref, { lr = 1e-2, weight_decay = 0 }),
     slapo.optim.adamw(model, { lr = 1e-2, weight_decay = 0 }) }
@@ -125,6 +126,55 @@ describe("context_parallel", function()
     end)
   end
 
+  -- DeepSpeed-Ulysses: all-to-all over heads. LLaMA's 2 key/value heads travel unrepeated on 2
+  -- ranks and are repeated to its 4 query heads on 4
+  it("keeps its chunks with all_to_all (Ulysses): their logits are the whole model's", function()
+    local ids = batch(2, 64)
+    for _, balanced in ipairs({ true, false }) do
+      local sch = slapo.create_schedule(llama())
+      sch:context_parallel({ method = "all_to_all", load_balance = balanced })
+      close(my_tokens(llama()(ids), world, rank, balanced), slapo.build(sch)(ids), { rtol = 1e-4, atol = 1e-5 })
+      matches('method = "all_to_all"', sch:log())
+      matches("already splits its sequence %(all%-to%-all attention %(Ulysses%)", pcall_err(sch.context_parallel, sch))
+    end
+  end)
+
+  it("trains as one process with all_to_all over 3 AdamW steps at sequence 512, load-balanced and not", function()
+    trains_as_one_process(parallel.layout({ cp = world }), nil, 512, { load_balance = true, method = "all_to_all" })
+    trains_as_one_process(parallel.layout({ cp = world }), nil, 512, { load_balance = false, method = "all_to_all",
+      score_mib = 0.1 })
+  end)
+
+  it("trains GPT-2 as one process with all_to_all at sequence 256", function()
+    trains_as_one_process(parallel.layout({ cp = world }), nil, 256, { model = gpt2, method = "all_to_all" })
+  end)
+
+  if world == 4 then
+    it("composes all_to_all with tensor parallelism: tp 2 x cp 2 (each rank's 2 heads over 2 ranks)", function()
+      trains_as_one_process(parallel.layout({ tp = 2, cp = 2 }), function(sch)
+        require("slapo.schedules.llama").schedule(sch)
+      end, 256, { load_balance = true, method = "all_to_all" })
+    end)
+  end
+
+  -- Mistral's sliding window: a query sees the keys less than `window` positions back. 12 tokens
+  -- fall inside every chunk of 128 / 2N (some rows see a whole other chunk, some none of it); 40
+  -- reach over a chunk's edge into the one before
+  it("trains Mistral's sliding window as one process, by the ring and by all_to_all", function()
+    for _, window in ipairs({ 12, 40 }) do
+      local function mistral()
+        slapo.manual_seed(3)
+        return slapo.models.mistral({ hidden_size = 32, num_hidden_layers = 2, num_attention_heads = 4,
+          num_key_value_heads = 2, intermediate_size = 64, vocab_size = 64, max_position_embeddings = 256,
+          sliding_window = window })
+      end
+      for _, method in ipairs({ "ring", "all_to_all" }) do
+        trains_as_one_process(parallel.layout({ cp = world }), nil, 128,
+          { model = mistral, method = method, score_mib = 0.01 })
+      end
+    end
+  end)
+
   it("trains with slapo.train on a layout's cp group: the losses one process gets", function()
     local data = { vocab = 64, batch = 2, seq = 128 }
     local ref = slapo.train({ model = llama(), steps = 3, data = data, quiet = true })
@@ -138,6 +188,46 @@ describe("context_parallel", function()
         ("step %d: %.7f in one process, %.7f split"):format(step, ref.losses[step], result.losses[step]))
     end
   end)
+
+  -- torchtitan's layout: the weights fully sharded (or AdamW's moments sliced, ZeRO-1) over the
+  -- cp x dp ranks, each cp group's ranks taking the same rows
+  if world == 4 then
+    it("composes with fully_shard and ZeRO-1 over the cp x dp ranks: slapo.train's losses one process gets", function()
+      local all = batch(2, 128)
+      local ref = slapo.train({ model = llama(), steps = 3, quiet = true, optimizer = "adamw", lr = 1e-2,
+        data = function() return all end })
+      local layout = parallel.layout({ cp = 2 })
+      eq({ 4, 2 }, { layout.dp, layout.data_replicas })
+      local mine = all:narrow(0, layout.data_replica, 1)  -- this cp group's row
+      local data = function() return mine end
+      for _, sharding in ipairs({ "fully_shard", "zero_adamw" }) do
+        local sch = slapo.create_schedule(llama())
+        sch:context_parallel({ group = layout.cp_group })
+        if sharding == "fully_shard" then
+          for _, layer in ipairs(sch["model.layers"]:children()) do layer:fully_shard({ group = layout.dp_group }) end
+          sch:fully_shard({ group = layout.dp_group })
+          assert(#sch.mod:fully_sharded_parameters() == #llama():parameters(), "every parameter a slice")
+        end
+        local result = slapo.train({ model = slapo.build(sch), layout = layout, steps = 3, data = data, quiet = true,
+          optimizer = sharding == "zero_adamw" and "zero_adamw" or "adamw", lr = 1e-2 })
+        for step = 1, 3 do
+          assert(math.abs(result.losses[step] - ref.losses[step]) < 1e-5 * ref.losses[step],
+            ("%s, step %d: %.7f in one process, %.7f split"):format(sharding, step, ref.losses[step],
+              result.losses[step]))
+        end
+        assert(ref.losses[3] < ref.losses[1] - 0.05, "the steps move the weights")
+      end
+      -- verify sees fully_shard's slices averaged over the cp x dp ranks: outputs and the loss
+      for _, example in ipairs({ { batch(2, 64) }, { batch(2, 64), { labels = batch(2, 64) } } }) do
+        local report = slapo.verify(slapo.create_schedule(llama()), example, function(s)
+          s:context_parallel({ group = layout.cp_group })
+          for _, layer in ipairs(s["model.layers"]:children()) do layer:fully_shard({ group = layout.dp_group }) end
+          s:fully_shard({ group = layout.dp_group })
+        end)
+        eq(#llama():parameters(), report.gradients)
+      end
+    end)
+  end
 
   it("verifies against the unscheduled model: this rank's tokens' logits, the loss, every gradient", function()
     local layout = parallel.layout({ cp = world })
@@ -160,8 +250,14 @@ describe("context_parallel", function()
 
   it("refuses by name what it cannot split, and changes nothing", function()
     local sch = slapo.create_schedule(llama())
-    matches("context_parallel: method 'ulysses' is not one %(.* keeps: ring%)",
+    matches("context_parallel: method 'ulysses' is not one %(.*; choices: ring, all_to_all%)",
       pcall_err(sch.context_parallel, sch, { method = "ulysses" }))
+    -- all_to_all splits the heads over the ranks: 3 do not split over 2 or 4
+    local three = slapo.create_schedule(llama({ hidden_size = 24, num_attention_heads = 3, num_key_value_heads = 3 }))
+    matches(('method "all_to_all" splits attention\'s heads over the %d ranks .* has 3 heads, which do not divide %%(a '
+      .. 'group of a size dividing 3, or method = "ring"%%)'):format(world),
+      pcall_err(three.context_parallel, three, { method = "all_to_all" }))
+    assert(not three:log():find("context_parallel"), "the refusal changed nothing")
     matches("context_parallel: .*model%.layers%.0.* is not the model's root",
       pcall_err(sch["model.layers.0"].context_parallel, sch["model.layers.0"]))
     matches("context_parallel: .* is a BertLMHeadModel; ring attention is written for GPT%-2 and LLaMA%-family",
@@ -173,10 +269,6 @@ describe("context_parallel", function()
       pcall_err(function()
         slapo.create_schedule(slapo.models.gpt2({ n_embd = 32, n_layer = 1, n_head = 2, vocab_size = 64 })):context_parallel()
       end))
-    local mistral = slapo.create_schedule(slapo.models.mistral({ hidden_size = 32, num_hidden_layers = 1,
-      num_attention_heads = 4, num_key_value_heads = 2, intermediate_size = 64, vocab_size = 64,
-      sliding_window = 16 }))
-    matches("self_attn attends within a sliding window of 16 tokens", pcall_err(mistral.context_parallel, mistral))
     assert(not sch:log():find("context_parallel"), "the refusals changed nothing")
     -- a sequence that does not cut into 2N chunks, and keywords it does not split
     sch:context_parallel()
