@@ -51,9 +51,11 @@ at::Tensor ulysses_attention(const at::Tensor& q, const at::Tensor& k, const at:
     keys = repeat_heads(k, heads / kv_heads);
     values = repeat_heads(v, heads / kv_heads);
   }
-  auto out = blockwise_causal_attention(heads_to_tokens(q, group), heads_to_tokens(keys, group),
-                                        heads_to_tokens(values, group), positions.reshape({-1}), scale, score_bytes,
-                                        window);
+  // one exchange after another, in the same order on every rank
+  auto q_all = heads_to_tokens(q, group);
+  auto k_all = heads_to_tokens(keys, group);
+  auto v_all = heads_to_tokens(values, group);
+  auto out = blockwise_causal_attention(q_all, k_all, v_all, positions.reshape({-1}), scale, score_bytes, window);
   return tokens_to_heads(out, group);
 }
 

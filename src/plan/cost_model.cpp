@@ -385,10 +385,13 @@ LayerCosts layer_costs(const ModelShape& m, const Cluster& cluster, const Worklo
     // same volumes reversed. Key/value heads are repeated to the query heads where they do not
     // divide over cp (sch:context_parallel does so)
     const bool cp_in_node = tp_ * cp <= cluster.per_node;
+    // a rank's key/value heads (TP divides them: divides_heads)
     const double kv_sent = (m.kv_heads / tp_) % cp == 0 ? kv_width : q_width;
-    const double sent = tokens * (2 * q_width + 2 * kv_sent) / tp * bytes;
-    c.cp_fwd_s = all_to_all_seconds(sent, cp, cp_in_node ? cluster.intra_bw : cluster.inter_bw,
-                                      cp_in_node ? cluster.intra_latency : cluster.inter_latency);
+    auto exchange = [&](double width) {  // one all-to-all of a tensor `width` wide a token
+      return all_to_all_seconds(tokens * width / tp * bytes, cp, cp_in_node ? cluster.intra_bw : cluster.inter_bw,
+                                cp_in_node ? cluster.intra_latency : cluster.inter_latency);
+    };
+    c.cp_fwd_s = 2 * exchange(q_width) + 2 * exchange(kv_sent);  // q, k, v out; the output back
     c.cp_bwd_s = c.cp_fwd_s;
   } else if (cp > 1) {
     // the ring: cp - 1 steps a pass, each sending this rank's keys and values (the kv heads, split

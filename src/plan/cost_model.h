@@ -142,7 +142,8 @@ struct Stage {
   /// tokens sent to their experts' ranks and back by all-to-all; experts averaged over dp / ep
   int ep = 1;
   /// Context parallelism: each sequence split over groups of `cp` replicas (dividing dp) that take
-  /// the same rows, attention by ring attention (keys and values passed around the group)
+  /// the same rows, attention by ring attention (keys and values passed around the group) or by
+  /// all-to-all (cp_all_to_all)
   int cp = 1;
   /// With cp > 1: attention by Ulysses' all-to-all over heads (each rank every token of 1/cp of
   /// the heads) in place of the ring

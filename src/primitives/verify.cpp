@@ -231,19 +231,14 @@ std::shared_ptr<Module> build(Schedule& sch, const ScheduleBuildOptions& options
 }
 
 
-// Whether fully_shard's `group` holds every rank of the context-parallel group (then its average
-// already counts each of their parts) or none but this one (then their slices are alike and the
-// parts are summed over the cp group); another overlap is refused, naming the parameter.
-bool covers(const dist::Group& group, const dist::Group& cp_group, const std::string& name) {
+// How many ranks of the context-parallel group fully_shard's `group` holds: all of them (its
+// average then counts each of their parts already) or this one alone (their slices are alike, and
+// the parts are summed over the cp group); other overlaps are refused.
+int shared_ranks(const dist::Group& group, const dist::Group& cp_group) {
   int shared = 0;
   for (int r : cp_group.ranks())
     shared += std::count(group.ranks().begin(), group.ranks().end(), r) > 0 ? 1 : 0;
-  if (shared == static_cast<int>(cp_group.ranks().size())) return true;
-  if (shared == 1) return false;
-  throw Error(fmt::format("verify: '{}' is fully sharded over {}, which holds {} of the {} ranks of the "
-                          "context_parallel group {}; shard it over groups holding the whole cp group (a layout's "
-                          "dp_group) or one rank of it",
-                          name, group.describe(), shared, cp_group.ranks().size(), cp_group.describe()));
+  return shared;
 }
 
 // The ranks one verify spans: the schedule's group, or the world when a parameter is split over
@@ -352,16 +347,32 @@ VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inpu
   if (!sch_roots.empty()) run_backward([&] { torch::autograd::backward(sch_roots, sch_grads_out); });
   if (cp_group) {  // every rank walks the same parameters: one all-reduce each
     const bool per_token = std::any_of(token_indices.begin(), token_indices.end(), [](auto& t) { return t.has_value(); });
+    // fully_shard's slices: averaged over a group of whole cp groups (the data-parallel one, as
+    // torchtitan shards), or over one holding this rank alone of its cp group; the ranks agree on
+    // a refusal before any of them reduces
     const auto averaged = fully_sharded_tensors(*scheduled);
+    std::unordered_set<std::string> counted;
+    std::string refused;
+    for (auto& [name, param] : unique_named_parameters(*scheduled)) {
+      const auto split = splits.find(param.unsafeGetTensorImpl());
+      if (!averaged.count(param.unsafeGetTensorImpl()) || split == splits.end() || split->second.empty()) continue;
+      auto shard_group = dist::group_by_id(split->second.back()->group_id);
+      const int shared = shared_ranks(*shard_group, *cp_group);
+      if (shared == cp_group->size()) counted.insert(name);
+      else if (shared != 1 && refused.empty())
+        refused = fmt::format("verify: '{}' is fully sharded over {}, which holds {} of the {} ranks of the "
+                              "context_parallel group {}; shard it over groups holding the whole cp group (a "
+                              "layout's dp_group) or one rank of it",
+                              name, shard_group->describe(), shared, cp_group->size(), cp_group->describe());
+    }
+    if (any_rank(!refused.empty(), cp_group))
+      throw Error(refused.empty() ? "verify: another rank of the context_parallel group refused its fully_shard groups"
+                                  : refused);
     torch::NoGradGuard no_grad;
     for (auto& [name, param] : unique_named_parameters(*scheduled)) {
       // in place; zeros where this rank has no gradient, so every rank runs the same collectives
       at::Tensor g = param.grad().defined() ? param.grad() : torch::zeros_like(param);
-      const auto split = splits.find(param.unsafeGetTensorImpl());
-      if (averaged.count(param.unsafeGetTensorImpl()) && split != splits.end() && !split->second.empty() &&
-          covers(*dist::group_by_id(split->second.back()->group_id), *cp_group, name)) {
-        // fully_shard averaged this slice over a group of whole cp groups (the data-parallel one, as
-        // torchtitan shards): every rank's part is in it already, 1/cp of the sum for outputs
+      if (counted.count(name)) {  // every rank's part in it already: 1/cp of the sum for outputs
         if (per_token) g.mul_(cp_group->size());
         continue;
       }

@@ -230,7 +230,7 @@ local function pipeline_source(record)
   -- a mixture of experts: its experts spread over ep replicas in every stage (shard_experts), their
   -- gradients averaged over the replicas holding the same experts (pipeline.expert_dp_group)
   local experts = (record.model.experts or 0) > 0
-  local moe = { field = "", layout = "", schedule = "", build = "" }
+  local moe = { field = "", layout = "", schedule = "", build = "", check = "" }
   if experts then
     moe = {
       field = "  ep = " .. chosen.ep .. ",           -- expert parallelism: each layer's experts spread over ep "
@@ -238,6 +238,8 @@ local function pipeline_source(record)
       layout = ", ep = plan.ep",
       schedule = ",\n    ep_group = plan.ep > 1 and layout.ep_group or nil",
       build = ",\n  expert_dp_group = plan.ep > 1 and layout.expert_dp_group or nil",
+      check = 'assert(plan.ep == 1 or not (plan.zero or plan.fully_shard), "plan: ep > 1 in pipeline stages runs plain "\n'
+        .. '  .. "replicas (zero and fully_shard beside spread experts in stages are untested)")\n',
     }
   end
   local out, stages, first = { header(record),
@@ -267,7 +269,7 @@ ${stages}  },
 
 local pp = #plan.stages
 assert(not (plan.zero and plan.fully_shard), "plan: zero (ZeRO-1) and fully_shard (ZeRO-3) are one or the other")
-assert(slapo.dist.world_size() == plan.tp * plan.dp * pp,
+${ep_check}assert(slapo.dist.world_size() == plan.tp * plan.dp * pp,
   ("this plan needs %d ranks: slapo-lua run --nproc %d"):format(plan.tp * plan.dp * pp, plan.tp * plan.dp * pp))
 local parallel = require("slapo.parallel")
 local layout = parallel.layout({ tp = plan.tp, pp = pp${ep_layout} })
@@ -296,7 +298,7 @@ ${steps_source}]], {
       .. "      if plan.fully_shard and plan.dp > 1 then\n"
       .. "        layers[l]:fully_shard({ group = layout.dp_group, reshard_after_forward = plan.reshard_after_forward })\n"
       .. "      end\n", moe.schedule),
-    steps_source = pipeline_steps_source, ep_field = moe.field, ep_layout = moe.layout,
+    steps_source = pipeline_steps_source, ep_field = moe.field, ep_layout = moe.layout, ep_check = moe.check,
     verify_and_build = verify_and_build_source("replica_batch", "group = layout.pp_group,\n  micro_batches = "
       .. "plan.micro_batches", "group = layout.pp_group, micro_batches = plan.micro_batches,\n  schedule = "
       .. '"1f1b", dp_group = not plan.zero and layout.dp_group or nil' .. moe.build, ""),
@@ -436,7 +438,7 @@ local function one_stage_source(record)
         predictions[#predictions + 1] = ("  { tp = %d,%s micro_batches = %d, checkpoint = %s, zero = %s, fully_shard = %s, "
           .. "reshard_after_forward = %s, step_s = %.6g, peak_gib = %.3g },\n"):format(r.tp,
           experts and (" ep = %d,"):format(r.ep) or context and (" cp = %d, cp_method = %q,"):format(r.cp,
-            r.cp > 1 and r.cp_method or chosen.cp_method) or "", r.micro_batches,
+            r.cp > 1 and r.cp_method or chosen.cp_method or "ring") or "", r.micro_batches,
           r.checkpoint == 1 and "1.0" or "0.0", bool(r.zero), bool(r.fully_sharded), bool(not r.keep_gathered), r.step_s,
           r.peak_gib)
       end
@@ -478,10 +480,11 @@ local function one_stage_source(record)
     cp = {
       field = "  cp = " .. chosen.cp .. ",           -- context parallelism: each sequence split over cp replicas\n"
         .. ('  cp_method = "%s",  -- "ring" (ring attention), or "all_to_all" (Ulysses: a rank\'s heads over cp)\n')
-          :format(chosen.cp_method),
+          :format(chosen.cp_method or "ring"),
+      -- a knob even with one choice: every prediction names it
       knob = ("plan.cp = knob(\"cp\", { %s }, plan.cp)\n"):format(table.concat(cp_choices, ", "))
-        .. (#cp_methods > 1 and ("plan.cp_method = knob(\"cp_method\", { \"%s\" }, plan.cp_method)\n"):format(
-          table.concat(cp_methods, '", "')) or ""),
+        .. ("plan.cp_method = knob(\"cp_method\", { \"%s\" }, plan.cp_method)\n"):format(
+          #cp_methods > 0 and table.concat(cp_methods, '", "') or "ring"),
       layout = ", cp = plan.cp",
       replicas = "(plan.dp / plan.cp)",
       schedule = "  if plan.cp > 1 then s:context_parallel({ group = layout.cp_group, method = plan.cp_method }) end\n",

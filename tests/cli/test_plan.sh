@@ -79,9 +79,11 @@ for knobs in "--knob ep=2 --knob zero=false --knob fully_shard=false" "--knob tp
 done
 # pipelines of it: the planner offers stages with the experts spread over ep replicas of each; the
 # script spreads them in every stage, averages them over the replicas holding the same experts, and
-# verifies and trains on 4 ranks (pp 2 x ep 2) and 8 (pp 2 x dp 4, ep 2: each expert on 2 ranks)
-for cluster in 1x4 1x8; do
-  staged="tp 1 x dp $((${cluster#1x} / 2)) x pp 2 (1+1), ep 2, 2 micro"
+# verifies and trains on 4 ranks (pp 2 x ep 2), 8 (pp 2 x dp 4, ep 2: each expert on 2 ranks) and 8
+# with TP of attention and experts (tp 2 x dp 2 x pp 2, ep 2)
+for staged in "tp 1 x dp 2 x pp 2 (1+1), ep 2, 2 micro" "tp 1 x dp 4 x pp 2 (1+1), ep 2, 2 micro" \
+  "tp 2 x dp 2 x pp 2 (1+1), ep 2, 2 micro"; do
+  [[ $staged == "tp 1 x dp 2 "* ]] && cluster=1x4 || cluster=1x8
   "$bin" plan "$mixtral" --cluster "$cluster:cpu" --batch 8 --seq 16 --steps 2 --pick "$staged" \
     --out "$tmp/moe_pp.lua" >/dev/null
   grep -q "expert_dp_group = plan.ep > 1 and layout.expert_dp_group" "$tmp/moe_pp.lua"

@@ -591,8 +591,8 @@ TEST_CASE("plan: long sequences split over cp replicas: a causal share of attent
   auto u = estimate(llama, cluster, work, ulysses);
   CHECK(u.compute_s == doctest::Approx(exposed.compute_s));
   CHECK(u.activation_bytes == doctest::Approx(exposed.activation_bytes));
-  const double sent = 8.0 * 32768 / 8 * 4 * 4096 * 4;  // this rank's tokens x q, k, v, out x width x float32
-  CHECK(u.p2p_s == doctest::Approx(32 * 2 * all_to_all_seconds(sent, 4, cluster.intra_bw, cluster.intra_latency)));
+  const double sent = 8.0 * 32768 / 8 * 4096 * 4;  // this rank's tokens x width x float32, each of q, k, v, out
+  CHECK(u.p2p_s == doctest::Approx(32 * 2 * 4 * all_to_all_seconds(sent, 4, cluster.intra_bw, cluster.intra_latency)));
   // the grid: cp only for long sequences, dividing dp, not with sequence parallelism; ZeRO and fully_shard
   // over every replica; all-to-all where a rank's heads divide over cp
   bool some_cp = false, some_all_to_all = false, some_sharded = false;

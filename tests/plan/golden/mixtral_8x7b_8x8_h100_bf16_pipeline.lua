@@ -52,6 +52,8 @@ local plan = {
 
 local pp = #plan.stages
 assert(not (plan.zero and plan.fully_shard), "plan: zero (ZeRO-1) and fully_shard (ZeRO-3) are one or the other")
+assert(plan.ep == 1 or not (plan.zero or plan.fully_shard), "plan: ep > 1 in pipeline stages runs plain "
+  .. "replicas (zero and fully_shard beside spread experts in stages are untested)")
 assert(slapo.dist.world_size() == plan.tp * plan.dp * pp,
   ("this plan needs %d ranks: slapo-lua run --nproc %d"):format(plan.tp * plan.dp * pp, plan.tp * plan.dp * pp))
 local parallel = require("slapo.parallel")
