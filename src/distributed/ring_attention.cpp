@@ -23,13 +23,6 @@ int next_pass_tag() {
   return kBase + (pass++ % kPasses) * kSteps;
 }
 
-// [B, KVH, s, D] -> [B, KVH * groups, s, D], each head `groups` times in a row.
-at::Tensor repeat_heads(const at::Tensor& x, int64_t groups) {
-  if (groups == 1) return x;
-  auto s = x.sizes();
-  return x.unsqueeze(2).expand({s[0], s[1], groups, s[2], s[3]}).reshape({s[0], s[1] * groups, s[2], s[3]});
-}
-
 // The repeated heads' gradients summed back onto their key/value head.
 at::Tensor sum_heads(const at::Tensor& g, int64_t groups) {
   if (groups == 1) return g;
@@ -234,6 +227,12 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
 };
 
 }  // namespace
+
+at::Tensor repeat_heads(const at::Tensor& x, int64_t groups) {
+  if (groups == 1) return x;
+  auto s = x.sizes();
+  return x.unsqueeze(2).expand({s[0], s[1], groups, s[2], s[3]}).reshape({s[0], s[1] * groups, s[2], s[3]});
+}
 
 at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& positions,
                           const std::shared_ptr<Group>& group, double scale, int64_t score_bytes, int64_t window) {

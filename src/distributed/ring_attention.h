@@ -13,6 +13,10 @@
 
 namespace slapo::dist {
 
+/// [B, KVH, s, D] -> [B, KVH * groups, s, D], each head `groups` times in a row (the order of the
+/// query heads that share it).
+at::Tensor repeat_heads(const at::Tensor& x, int64_t groups);
+
 /// q [B, H, s, D], k and v [B, KVH, s, D] (H a multiple of KVH: grouped-query heads share theirs):
 /// this rank's tokens. `positions` [N, s] holds every rank's tokens' global indices, in group rank
 /// order; a query attends to the keys at or before its own index. `scale` multiplies the scores.

@@ -30,12 +30,6 @@ at::Tensor tokens_to_heads(const at::Tensor& x, const std::shared_ptr<Group>& gr
   return all_to_all_rows(by_rank, rows, rows, group).permute({1, 0, 2, 3});  // head groups in rank order: [B, H, s, D]
 }
 
-// [B, KVH, s, D] -> [B, KVH * groups, s, D], each head `groups` times in a row (its queries' order).
-at::Tensor repeat_heads(const at::Tensor& x, int64_t groups) {
-  auto s = x.sizes();
-  return x.unsqueeze(2).expand({s[0], s[1], groups, s[2], s[3]}).reshape({s[0], s[1] * groups, s[2], s[3]});
-}
-
 }  // namespace
 
 at::Tensor ulysses_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& positions,
