@@ -70,9 +70,16 @@ void drop_all(InFlight& state) {
 }  // namespace
 
 at::Tensor slice_gradient(const at::Tensor& part, int64_t rows, int64_t divide_by) {
-  if (divide_by > 1) return part.narrow(0, 0, rows).div(divide_by);
+  if (divide_by > 1) return rows == part.size(0) ? part.div_(divide_by) : part.narrow(0, 0, rows).div(divide_by);
   // a view would keep the padding rows alive with the gradient; the part itself is a tensor of its own
   return rows == part.size(0) ? part : part.narrow(0, 0, rows).clone();
+}
+
+void land_other_units(const void* unit) {
+  auto& state = in_flight();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  land_where(state, [unit](const GradientReduction& other) { return other.unit == unit; },
+             state.counts.beside_backward);
 }
 
 void start_gradient_reduction(GradientReduction r) {

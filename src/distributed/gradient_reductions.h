@@ -19,9 +19,13 @@ struct GradientReduction {
   int64_t divide_by = 1;               ///< the group's size when averaging, else 1
 };
 
-/// This rank's gradient for the slice out of its part of the sum: the padding rows dropped,
-/// divided by `divide_by`; a tensor of its own.
+/// This rank's gradient for the slice out of its part of the sum (a tensor of its own, which this
+/// may divide in place): the padding rows dropped, divided by `divide_by`; a tensor of its own.
 at::Tensor slice_gradient(const at::Tensor& part, int64_t rows, int64_t divide_by);
+
+/// Lands every reduction in flight that is not `unit`'s (null: every one). A unit's backward calls
+/// it before starting its own, so one unit's whole gradients are in reduction at a time.
+void land_other_units(const void* unit);
 
 /// Lands every reduction of another unit still in flight, then keeps `r` in flight. Called from a
 /// backward function: the end of that backward pass (an autograd final callback) lands the rest.

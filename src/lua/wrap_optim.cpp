@@ -173,18 +173,22 @@ std::vector<ZeroPart> zero_parts(lua_State* L, std::vector<at::Tensor> params, s
   return parts;
 }
 
-// optim.zero_adamw(model, {lr=, weight_decay=, eps=, beta1=, beta2=, group=, expert_group=, average=})
+// optim.zero_adamw(model, {lr=, weight_decay=, eps=, beta1=, beta2=, group=, expert_group=, average=, chunk_mib=})
 int w_zero_adamw(lua_State* L) {
   ZeroOptions o;
   const char* fn = "optim.zero_adamw";
   if (lua_istable(L, 2))
-    lx_check_option_keys(L, 2, {"lr", "weight_decay", "eps", "beta1", "beta2", "group", "expert_group", "average"}, fn);
+    lx_check_option_keys(L, 2, {"lr", "weight_decay", "eps", "beta1", "beta2", "group", "expert_group", "average",
+                                "chunk_mib"}, fn);
   o.average = lx_opt_bool(L, 2, "average", true, fn);
   o.lr = lx_opt_number_in(L, 2, "lr", o.lr, 0, 1e6, fn);
   o.weight_decay = lx_opt_number_in(L, 2, "weight_decay", o.weight_decay, 0, 1e6, fn);
   o.eps = lx_opt_number_in(L, 2, "eps", o.eps, 0, 1, fn);
   o.beta1 = lx_opt_number_in(L, 2, "beta1", o.beta1, 0, 0.999999, fn);
   o.beta2 = lx_opt_number_in(L, 2, "beta2", o.beta2, 0, 0.999999, fn);
+  o.chunk_bytes = static_cast<int64_t>(
+      lx_opt_number_in(L, 2, "chunk_mib", static_cast<double>(kZeroChunkBytes) / (1 << 20), 1.0 / 1024, 1 << 20, fn) *
+      (1 << 20));
   std::shared_ptr<dist::Group> group;
   if (lua_istable(L, 2)) {
     lua_getfield(L, 2, "group");

@@ -802,10 +802,13 @@ const luaL_Reg schedule_methods[] = {{"log", w_Schedule_log},
                                      {"children", w_Schedule_children},
                                      {nullptr, nullptr}};
 
-// _fully_shard_prefetches() -> {used =, stale =, backward =} (internal: tests/dist/fully_shard_spec.lua)
+// _fully_shard_prefetches() -> {used =, stale =, backward =, not_gathered_again =} (internal:
+// tests/dist/fully_shard_spec.lua)
 int w_fully_shard_prefetches(lua_State* L) {
   auto counts = fully_shard_prefetch_counts();
-  lua_createtable(L, 0, 3);
+  lua_createtable(L, 0, 4);
+  lua_pushinteger(L, static_cast<lua_Integer>(counts.not_gathered_again));
+  lua_setfield(L, -2, "not_gathered_again");
   lua_pushinteger(L, static_cast<lua_Integer>(counts.backward));
   lua_setfield(L, -2, "backward");
   lua_pushinteger(L, static_cast<lua_Integer>(counts.used));

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <initializer_list>
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <map>
@@ -233,6 +234,29 @@ int w_peak_tensor_mib(lua_State* L) { return metered_call(L, &TensorBytes::peak)
 // (what a forward pass keeps for backward, say), then fn's results
 int w_held_tensor_mib(lua_State* L) { return metered_call(L, &TensorBytes::held); }
 
+// A table of byte counts in MiB, by field name.
+void push_mib_fields(lua_State* L, std::initializer_list<std::pair<const char*, int64_t>> fields) {
+  lua_createtable(L, 0, static_cast<int>(fields.size()));
+  for (auto& [name, bytes] : fields) {
+    lua_pushnumber(L, static_cast<double>(bytes) / (1 << 20));
+    lua_setfield(L, -2, name);
+  }
+}
+
+// tensor_peak(fn, ...) -> {mib, held_mib, gathered_mib, reducing_mib}, then fn's results: the peak
+// as peak_tensor_mib, what fn still holds as held_tensor_mib, and of the peak, the whole parameters
+// fully_shard had gathered and the gradients its reduce-scatters held (CPU memory)
+int w_tensor_peak(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  TensorBytes bytes = tensor_bytes([&] { lx_pcall(L, lua_gettop(L) - 1, LUA_MULTRET); });
+  push_mib_fields(L, {{"mib", bytes.peak},
+                      {"held_mib", bytes.held},
+                      {"gathered_mib", bytes.gathered_at_peak},
+                      {"reducing_mib", bytes.reducing_at_peak}});
+  lua_insert(L, 1);
+  return lua_gettop(L);
+}
+
 // file_mtime(path) -> modification time in seconds (nanosecond resolution), or nil if absent
 int w_file_mtime(lua_State* L) {
   std::error_code ec;
@@ -259,14 +283,9 @@ int w_memory_mib(lua_State* L) {
 // boxes hold and the full collections it caused (lua/tensor_gc.h)
 int w_tensor_gc_stats(lua_State* L) {
   auto stats = tensor_gc_stats();
-  auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
-  lua_createtable(L, 0, 5);
-  lua_pushnumber(L, mib(stats.boxed_bytes));
-  lua_setfield(L, -2, "boxed_mib");
-  lua_pushnumber(L, mib(stats.threshold_bytes));
-  lua_setfield(L, -2, "threshold_mib");
-  lua_pushnumber(L, mib(stats.floor_bytes));
-  lua_setfield(L, -2, "floor_mib");
+  push_mib_fields(L, {{"boxed_mib", stats.boxed_bytes},
+                      {"threshold_mib", stats.threshold_bytes},
+                      {"floor_mib", stats.floor_bytes}});
   lua_pushnumber(L, static_cast<double>(stats.collections));
   lua_setfield(L, -2, "collections");
   lua_pushnumber(L, stats.collect_seconds);
@@ -280,6 +299,7 @@ const luaL_Reg train_functions[] = {{"tensor_gc_stats", w_tensor_gc_stats},
                                     {"measure_peak_flops", w_peak_flops},
                                     {"memory_mib", w_memory_mib},
                                     {"peak_tensor_mib", w_peak_tensor_mib},
+                                    {"tensor_peak", w_tensor_peak},
                                     {"_stdout_is_terminal", w_stdout_is_terminal},
                                     {"save_tensors", w_save_tensors},
                                     {"_write_pieces", w_write_pieces},

@@ -16,6 +16,7 @@
 #include "io/json_file.h"
 #include "models/rope.h"
 #include "plan/profile_device.h"
+#include "train/zero_adamw.h"
 
 namespace slapo::plan {
 
@@ -535,12 +536,12 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
   e.activation_bytes = where.in_flight * per_micro_batch + (stage.checkpoint ? c.layer_activation_bytes : 0.0) +
                        (where.last ? c.logits_bytes : 0.0);
   // after backward, with the activations gone, the step's own buffers: AdamW's update makes one
-  // float32 temporary the size of what it updates; ZeRO-1 flattens the gradients into one buffer
-  // and copies out its own slice of the parameters (train/zero_adamw.cpp)
+  // float32 temporary the size of what it updates; ZeRO-1 steps in place, chunk by chunk: its
+  // chunk buffer, the reduce-scatter's copy of it and this rank's part (train/zero_adamw.h)
   e.update_bytes = updated * 4.0;
-  if (zero)
-    e.update_bytes += ((1.0 + 1.0 / stage.dp) * (params - expert_part) + (1.0 + 1.0 / expert_dp) * expert_part) *
-                      element_bytes(work);
+  if (zero)  // a chunk is every rank's slices at once: the whole gradients, where they are smaller
+    e.update_bytes += (2.0 + 1.0 / stage.dp) *
+                      std::min(static_cast<double>(kZeroChunkBytes), params * element_bytes(work));
   e.peak_bytes = e.param_bytes + e.optimizer_bytes + std::max(e.activation_bytes, e.update_bytes);
   return e;
 }

@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/memory_ledger.h"
 #include "distributed/gradient_reductions.h"
 #include "distributed/group.h"
 #include "distributed/world.h"
@@ -21,9 +22,9 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// An uninitialised tensor of the whole parameter's shape.
+// An uninitialised tensor of the whole parameter's shape, counted as gathered while it lives.
 at::Tensor empty_whole(const at::Tensor& slice, const ShardSpec& spec) {
-  return at::empty(spec.full_shape, slice.options().requires_grad(false));
+  return empty_counted(spec.full_shape, slice.options().requires_grad(false), Held::Gathered);
 }
 
 // A whole gradient with zero rows appended up to `rows` along axis 0: every rank's part of equal
@@ -46,11 +47,20 @@ std::function<void()> start_gather(at::Tensor whole, const at::Tensor& slice, co
   if (rows == whole.size(0)) return group->all_gather_into_async(whole, slice.detach().contiguous(), caller);
   auto sizes = whole.sizes().vec();
   sizes[0] = rows;
-  at::Tensor buffer = at::empty(sizes, whole.options());
+  at::Tensor buffer = empty_counted(sizes, whole.options(), Held::Gathered);
   auto wait = group->all_gather_into_async(buffer, spec.padded(slice.detach()), caller);
   return [wait, whole, buffer]() mutable {
     wait();
     whole.copy_(buffer.narrow(0, 0, whole.size(0)));
+  };
+}
+
+// The wait of a reduce-scatter whose whole gradient `held` counts as reducing until it is done.
+std::function<at::Tensor()> counted_while_reducing(std::function<at::Tensor()> wait, std::shared_ptr<HeldBytes> held) {
+  return [wait = std::move(wait), held = std::move(held)]() mutable {
+    at::Tensor part = wait();
+    held.reset();
+    return part;
   };
 }
 
@@ -92,11 +102,13 @@ struct GatherSlices : public torch::autograd::Function<GatherSlices> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto group = dist::group_by_id(static_cast<int>(ctx->saved_data["group"].toInt()));
+    const auto* unit = reinterpret_cast<const void*>(static_cast<intptr_t>(ctx->saved_data["overlap_unit"].toInt()));
+    land_other_units(unit);  // the previous unit's reductions first: one unit's whole gradients at a time
     at::Tensor grad = padded_rows(grads[0].contiguous(), ctx->saved_data["padded_rows"].toInt());
-    auto wait = group->reduce_scatter_async(grad, "fully_shard (backward)");
+    auto held = std::make_shared<HeldBytes>(Held::Reducing, static_cast<int64_t>(grad.nbytes()));
+    auto wait = counted_while_reducing(group->reduce_scatter_async(grad, "fully_shard (backward)"), std::move(held));
     const int64_t rows = ctx->saved_data["slice_rows"].toInt();
     const int64_t divide_by = ctx->saved_data["average"].toBool() ? group->size() : 1;
-    const auto* unit = reinterpret_cast<const void*>(static_cast<intptr_t>(ctx->saved_data["overlap_unit"].toInt()));
     at::Tensor slice = unit ? ctx->saved_data["slice"].toTensor() : at::Tensor();
     // through autograd when a hook must see the reduced gradient, or when this pass returns gradients
     // rather than accumulating them (autograd::grad, as checkpoint's recomputation calls it)
@@ -197,14 +209,23 @@ class Resharded {
   }
 
  private:
-  // Gives each whole tensor its memory back and starts gathering into it.
+  // Whether backward reads the whole tensor: autograd saved it, or a view of it (a linear's weight).
+  // One held by nothing but this call (an embedding's table, whose backward needs only the
+  // indices) is not gathered again.
+  static bool read_in_backward(const Gathered& g) { return g.full.use_count() > 1 || g.full.storage().use_count() > 1; }
+
+  // Gives each whole tensor backward reads its memory back and starts gathering into it.
   void start() {
     if (state_ != State::Freed) return;
     torch::NoGradGuard no_grad;
     for (auto& g : gathered_) {
+      if (!read_in_backward(g)) {
+        ++prefetch_counts().not_gathered_again;
+        continue;
+      }
       c10::DeviceGuard on_device(g.full.device());
       auto* storage = g.full.storage().unsafeGetStorageImpl();
-      storage->set_data_ptr_noswap(storage->allocator()->allocate(g.nbytes));
+      storage->set_data_ptr_noswap(counted_allocation(storage->allocator(), g.nbytes, Held::Gathered));
       storage->set_nbytes(g.nbytes);
       at::Tensor alias = at::empty({0}, g.full.options().requires_grad(false));
       alias.set_(g.full.storage(), g.full.storage_offset(), g.full.sizes(), g.full.strides());

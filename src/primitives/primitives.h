@@ -149,6 +149,7 @@ void fully_shard(Schedule& sch, const FullyShardOptions& options, const CallSite
 /// backward (after a reshard) a later call's backward had started (tests read these).
 struct PrefetchCounts {
   int64_t used = 0, stale = 0, backward = 0;
+  int64_t not_gathered_again = 0;  ///< whole tensors resharded after forward that backward does not read
 };
 PrefetchCounts fully_shard_prefetch_counts();
 /// Chains fully sharded units for prefetch in the order given (a pipeline stage's calls): each

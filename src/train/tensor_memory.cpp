@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <atomic>
 
+#include "core/memory_ledger.h"
+
 namespace slapo {
 
 namespace {
@@ -27,15 +29,24 @@ class MeterFor<R (C::*)(void*, int64_t, Rest...)> : public c10::MemoryReportingI
   void reportMemoryUsage(void*, int64_t alloc_size, Rest...) override {
     int64_t now = current_ += alloc_size;  // frees report a negative size
     int64_t peak = peak_.load();
-    while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
+    while (now > peak) {
+      if (!peak_.compare_exchange_weak(peak, now)) continue;
+      // what the peak holds, as the ledger counts it (gathered_ and reducing_ are what they were
+      // at the highest peak, give or take another thread's allocation at the same moment)
+      gathered_ = held_bytes(Held::Gathered) - gathered_start_;
+      reducing_ = held_bytes(Held::Reducing) - reducing_start_;
+      break;
     }
   }
   bool memoryProfilingEnabled() const override { return true; }
   int64_t peak() const { return peak_.load(); }
   int64_t current() const { return current_.load(); }
+  int64_t gathered_at_peak() const { return gathered_.load(); }
+  int64_t reducing_at_peak() const { return reducing_.load(); }
 
  private:
-  std::atomic<int64_t> current_{0}, peak_{0};
+  std::atomic<int64_t> current_{0}, peak_{0}, gathered_{0}, reducing_{0};
+  const int64_t gathered_start_ = held_bytes(Held::Gathered), reducing_start_ = held_bytes(Held::Reducing);
 };
 using PeakMeter = MeterFor<decltype(&c10::MemoryReportingInfoBase::reportMemoryUsage)>;
 
@@ -70,7 +81,7 @@ TensorBytes tensor_bytes(const std::function<void()>& fn) {
     c10::DebugInfoGuard guard(c10::DebugInfoKind::PROFILER_STATE, meter);
     fn();
   }
-  return {meter->peak(), meter->current()};
+  return {meter->peak(), meter->current(), meter->gathered_at_peak(), meter->reducing_at_peak()};
 }
 
 int64_t peak_tensor_bytes(const std::function<void()>& fn) { return tensor_bytes(fn).peak; }

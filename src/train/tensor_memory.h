@@ -12,9 +12,12 @@ namespace slapo {
 int64_t peak_tensor_bytes(const std::function<void()>& fn);
 
 /// The peak (as peak_tensor_bytes) and what fn's tensors still hold when it returns: bytes
-/// allocated while it ran and not freed (a forward pass's saved activations, say).
+/// allocated while it ran and not freed (a forward pass's saved activations, say); and of the
+/// peak, what the memory ledger (core/memory_ledger.h) counted as fully_shard's gathered whole
+/// parameters and as gradients held by reduce-scatters (above what it counted at the start).
 struct TensorBytes {
   int64_t peak = 0, held = 0;
+  int64_t gathered_at_peak = 0, reducing_at_peak = 0;
 };
 TensorBytes tensor_bytes(const std::function<void()>& fn);
 

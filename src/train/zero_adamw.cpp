@@ -1,8 +1,7 @@
-// ZeRO-1 AdamW over a flat view of the parameters, one per part.
+// ZeRO-1 AdamW over the parameters' concatenation, one per part, stepped in chunks in place.
 #include "train/zero_adamw.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <map>
 
@@ -20,7 +19,11 @@ ZeroAdamW::ZeroAdamW(std::vector<ZeroPart> parts, ZeroOptions options) : options
     if (part.params.empty()) continue;
     Shard s;
     s.part = std::move(part);
-    for (auto& p : s.part.params) s.total += p.numel();
+    torch::NoGradGuard no_grad;
+    for (auto& p : s.part.params) {
+      if (!p.is_contiguous()) p.set_data(p.contiguous());  // the step updates its pieces in place, by offset
+      s.total += p.numel();
+    }
     int n = s.size();
     s.padded = (s.total + n - 1) / n * n;  // every rank owns an equal slice
     s.numel = s.padded / n;
@@ -108,73 +111,80 @@ void ZeroAdamW::step() {
 void ZeroAdamW::step_part(Shard& s) {
   const auto& params = s.part.params;
   auto* group = s.part.group.get();
-  const int64_t padded = s.padded, total = s.total, slice_numel = s.numel;
-  at::Tensor &exp_avg = s.exp_avg, &exp_avg_sq = s.exp_avg_sq;
-  // Whole-model copies cost what the update saves on a CPU: one flat gradient buffer, reduced in
-  // place, and only this rank's slice of the parameters is gathered.
+  const int64_t n_params = static_cast<int64_t>(params.size()), slice_numel = s.numel;
+  const int n = s.size(), me = s.rank();
   auto options = params[0].options().requires_grad(false);
-  const int64_t n_params = static_cast<int64_t>(params.size());
-  // 1. this rank's slice of the gradient averaged over the group (reduce-scatter, as all-reduce +
-  //    slice: Gloo has no reduce-scatter). Behind the padding, one flag per parameter counts the
-  //    ranks that have its gradient, in the same all-reduce.
-  at::Tensor flat = torch::empty({padded + n_params}, options);
-  int64_t offset = 0;
+  // 1. Which parameters some rank has a gradient for: torch's AdamW skips the others (no weight
+  //    decay, moments unchanged). One with a gradient elsewhere gets zeros here.
+  at::Tensor flags = torch::zeros({n_params}, options.dtype(at::kFloat));
+  for (int64_t i = 0; i < n_params; ++i)
+    if (params[i].grad().defined()) flags[i].fill_(1);
+  if (group) group->all_reduce(flags, "zero_adamw");
+  at::Tensor has_grad = flags.gt(0).to(at::kCPU);
+  auto has = has_grad.accessor<bool, 1>();
   for (int64_t i = 0; i < n_params; ++i) {
-    auto& p = params[i];
-    auto into = flat.narrow(0, offset, p.numel());
-    if (p.grad().defined()) into.copy_(p.grad().reshape({-1}));
-    else into.zero_();
-    flat[padded + i].fill_(p.grad().defined() ? 1 : 0);
-    offset += p.numel();
+    auto p = params[i];  // a handle to the same parameter: its .grad is the model's
+    if (!has[i]) continue;
+    if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
+    else if (!p.grad().is_contiguous()) p.mutable_grad() = p.grad().contiguous();
   }
-  flat.narrow(0, total, padded - total).zero_();
-  if (group) group->all_reduce(flat, "zero_adamw");
-  at::Tensor has_grad = flat.narrow(0, padded, n_params).gt(0).to(at::kCPU);
-  const int64_t begin = s.rank() * slice_numel;
-  at::Tensor grad = flat.narrow(0, begin, slice_numel);
-  if (options_.average) grad.div_(s.size());
-  at::Tensor param = torch::zeros({slice_numel}, options);
-  // Parameters no rank has a gradient for keep their values and moments, as torch's AdamW skips
-  // them (no weight decay either): their pieces of the slice are put back after the update.
-  std::vector<std::pair<int64_t, int64_t>> untouched;  // (offset in the slice, count)
-  auto flags = has_grad.accessor<bool, 1>();
-  for_each_piece(params, begin, slice_numel, [&](const at::Tensor& p, int64_t from, int64_t at, int64_t n) {
-    param.narrow(0, at, n).copy_(p.detach().reshape({-1}).narrow(0, from, n));
-    if (!flags[&p - params.data()]) untouched.emplace_back(at, n);  // p is an element of params
+  auto index = [&](const at::Tensor& p) { return &p - params.data(); };  // p is an element of params
+  // 2. The gradients over each chunk of every rank's slice (the same offsets in each), summed over
+  //    the group by reduce-scatter; this rank's part lands in its own gradients, in place (averaged).
+  const int64_t chunk = std::max<int64_t>(1, options_.chunk_bytes / (int64_t(n) * params[0].element_size()));
+  at::Tensor buffer = torch::empty({n, std::min(chunk, slice_numel)}, options);
+  for (int64_t at = 0; at < slice_numel; at += chunk) {
+    const int64_t len = std::min(chunk, slice_numel - at);
+    at::Tensor rows = buffer.narrow(1, 0, len).contiguous();  // the whole buffer but for the last chunk
+    rows.zero_();
+    for (int r = 0; r < n; ++r)
+      for_each_piece(params, int64_t(r) * slice_numel + at, len, [&](const at::Tensor& p, int64_t from, int64_t to, int64_t k) {
+        if (has[index(p)]) rows[r].narrow(0, to, k).copy_(p.grad().view({-1}).narrow(0, from, k));
+      });
+    at::Tensor mine = group ? group->reduce_scatter_async(rows, "zero_adamw")().view({-1}) : rows[0];
+    if (options_.average && n > 1) mine.div_(n);
+    for_each_piece(params, int64_t(me) * slice_numel + at, len, [&](const at::Tensor& p, int64_t from, int64_t to, int64_t k) {
+      if (has[index(p)]) p.grad().view({-1}).narrow(0, from, k).copy_(mine.narrow(0, to, k));
+    });
+  }
+  // 3. torch::optim::AdamW's update (fused, train/adamw_update.h) on the pieces of the parameters
+  //    in this rank's slice, in place: the slice is never copied out.
+  std::vector<at::Tensor> ps, gs, ms, vs;
+  for_each_piece(params, int64_t(me) * slice_numel, slice_numel, [&](const at::Tensor& p, int64_t from, int64_t to, int64_t k) {
+    if (!has[index(p)]) return;
+    ps.push_back(p.detach().view({-1}).narrow(0, from, k));
+    gs.push_back(p.grad().view({-1}).narrow(0, from, k));
+    ms.push_back(s.exp_avg.narrow(0, to, k));
+    vs.push_back(s.exp_avg_sq.narrow(0, to, k));
   });
-  std::vector<std::array<at::Tensor, 3>> kept;
-  for (auto& [at, n] : untouched)
-    kept.push_back({param.narrow(0, at, n).clone(), exp_avg.narrow(0, at, n).clone(), exp_avg_sq.narrow(0, at, n).clone()});
-  // 2. torch::optim::AdamW's update on the slice, fused (train/adamw_update.h)
   AdamWHyper h{options_.lr, options_.beta1, options_.beta2, options_.eps, options_.weight_decay, step_};
-  adamw_update({param}, {grad}, {exp_avg}, {exp_avg_sq}, h);
-  for (size_t k = 0; k < untouched.size(); ++k) {
-    auto [at, n] = untouched[k];
-    param.narrow(0, at, n).copy_(kept[k][0]);
-    exp_avg.narrow(0, at, n).copy_(kept[k][1]);
-    exp_avg_sq.narrow(0, at, n).copy_(kept[k][2]);
-  }
-  // 3. every rank gets every slice back (all-gather), written straight into the parameters. On
-  //    Gloo the all-gather is an all-reduce of the flat buffer holding only this rank's slice: Gloo's
+  if (!ps.empty()) adamw_update(ps, gs, ms, vs, h);
+  if (!group) return;
+  // 4. Every rank's slice back to every rank, chunk by chunk, written straight into the parameters.
+  //    On a CPU the all-gather is an all-reduce of the chunk holding only this rank's row: Gloo's
   //    own allgather of GPT-2's two 250 MB slices took 0.5 to 3.7 s on 2 CPU ranks, this 0.3 s.
-  std::vector<at::Tensor> slices;
-  if (!group) {
-    slices.push_back(param);
-  } else if (param.is_cuda()) {
-    flat = at::Tensor();
-    slices = group->all_gather_slices(param, "zero_adamw");
-  } else {
-    flat = flat.narrow(0, 0, padded);
-    flat.zero_();
-    flat.narrow(0, begin, slice_numel).copy_(param);
-    group->all_reduce(flat, "zero_adamw");
-    for (int r = 0; r < s.size(); ++r) slices.push_back(flat.narrow(0, int64_t(r) * slice_numel, slice_numel));
+  for (int64_t at = 0; at < slice_numel; at += chunk) {
+    const int64_t len = std::min(chunk, slice_numel - at);
+    at::Tensor rows = buffer.narrow(1, 0, len).contiguous();
+    const bool on_cpu = rows.is_cpu();
+    if (on_cpu) rows.zero_();
+    at::Tensor own = rows[me];
+    for_each_piece(params, int64_t(me) * slice_numel + at, len, [&](const at::Tensor& p, int64_t from, int64_t to, int64_t k) {
+      own.narrow(0, to, k).copy_(p.detach().view({-1}).narrow(0, from, k));
+    });
+    if (on_cpu) {
+      group->all_reduce(rows, "zero_adamw");
+    } else {
+      at::Tensor mine = own.unsqueeze(0).clone();
+      group->all_gather_into(rows, mine, "zero_adamw");
+    }
+    for (int r = 0; r < n; ++r) {
+      if (r == me) continue;
+      for_each_piece(params, int64_t(r) * slice_numel + at, len, [&](const at::Tensor& p, int64_t from, int64_t to, int64_t k) {
+        p.detach().view({-1}).narrow(0, from, k).copy_(rows[r].narrow(0, to, k));
+      });
+    }
   }
-  for (size_t r = 0; r < slices.size(); ++r)
-    for_each_piece(params, int64_t(r) * slice_numel, slice_numel,
-                   [&](const at::Tensor& p, int64_t from, int64_t at, int64_t n) {
-                     p.detach().view({-1}).narrow(0, from, n).copy_(slices[r].narrow(0, at, n));
-                   });
 }
 
 }  // namespace slapo

@@ -1,6 +1,9 @@
-// ZeRO stage 1: AdamW whose moments are sharded across a data-parallel group. Each step
-// reduce-scatters the flattened gradients (averaged over the group), updates this rank's slice
-// with exactly torch::optim::AdamW's arithmetic, and all-gathers the parameters.
+// ZeRO stage 1: AdamW whose moments are sharded across a data-parallel group. Each rank owns a
+// slice of the parameters' concatenation. A step reduce-scatters the gradients (averaged over the
+// group) into this rank's slice of them, updates its slice of the parameters with exactly
+// torch::optim::AdamW's arithmetic, and all-gathers the parameters; chunk by chunk, in place, so
+// it holds nothing whole-size beyond the model's own weights and gradients (a 64 MiB buffer).
+// After step() a rank's gradients hold the group's average over its own slice, its own elsewhere.
 //
 // The parameters come in parts, each sharded over a group of its own: a model whose experts are
 // spread over ranks (shard_experts) shards its dense parameters over the data-parallel group and
@@ -19,11 +22,17 @@ class Group;
 
 namespace slapo {
 
+/// The group's buffer for one chunk of every rank's slice, in bytes: a step's only whole-model-sized
+/// transient is this, however large the model (the planner prices it).
+constexpr int64_t kZeroChunkBytes = int64_t(64) << 20;
+
 struct ZeroOptions {
   double lr = 1e-3, weight_decay = 1e-2, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   /// Average the gradients over the group (the default), or sum them where each rank's are its part
   /// of the batch's (pipeline stages on meshes of their own).
   bool average = true;
+  /// The step's collectives go in chunks of this many bytes over the group (its only buffer).
+  int64_t chunk_bytes = kZeroChunkBytes;
 };
 
 /// Parameters sharded over one group. A null group is one replica: the state stays whole here.

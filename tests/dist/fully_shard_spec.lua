@@ -234,6 +234,37 @@ describe("fully_shard", function()
     matches('sch%["0"%]:fully_shard%(', sch:log())
   end)
 
+  it("gathers again for backward only what backward reads, and its ledger says what the peaks held", function()
+    slapo.manual_seed(9)
+    local model = slapo.nn.Sequential({ slapo.nn.Linear(512, 512), slapo.nn.Linear(512, 512),
+      slapo.nn.Linear(512, 512), slapo.nn.Linear(512, 512) })
+    local sch = slapo.create_schedule(model)
+    for _, layer in ipairs(sch:children()) do layer:fully_shard() end
+    slapo.manual_seed(10 + rank)
+    local x = slapo.randn({ 2, 512 })
+    collectgarbage()
+    local before = slapo._fully_shard_prefetches().not_gathered_again
+    local out
+    local forward = slapo.tensor_peak(function()
+      local y = model(x)
+      out = (y * y):sum()
+    end)
+    local backward = slapo.tensor_peak(function() out:backward() end)
+    -- a linear's backward reads its weight (for its input's gradient) and never its bias; the first
+    -- layer's input needs no gradient, so its weight is not read either
+    eq(5, slapo._fully_shard_prefetches().not_gathered_again - before, "biases and the first weight")
+    local what = ("forward peak %.3f MiB (gathered %.3f, reducing %.3f); backward peak %.3f MiB (gathered %.3f, "
+      .. "reducing %.3f)"):format(forward.mib, forward.gathered_mib, forward.reducing_mib, backward.mib,
+      backward.gathered_mib, backward.reducing_mib)
+    -- forward: one layer's weight and bias whole at a time (no root above chains a prefetch)
+    assert(math.abs(forward.gathered_mib - (1 + 2 / 1024)) < 1e-3 and forward.reducing_mib == 0, what)
+    -- backward: weights gathered again (a layer's, and the one after it until autograd lets it go), never a
+    -- bias; one layer's gradients in their reduce-scatter at a time (the layer after it lands first)
+    assert(backward.gathered_mib > 0.99 and backward.gathered_mib < 2.01, what)
+    assert(backward.reducing_mib > 0.99 and backward.reducing_mib < 1.01, what)
+    assert(backward.mib >= backward.gathered_mib + backward.reducing_mib, what)
+  end)
+
   it("verifies resharded and kept layers alike, and under checkpoint", function()
     slapo.manual_seed(4)
     local sch = slapo.create_schedule(slapo.models.gpt2({ n_embd = 32, n_layer = 2, n_head = 2, vocab_size = 64,

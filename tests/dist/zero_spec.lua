@@ -52,6 +52,49 @@ describe("ZeRO-1", function()
   end)
 end)
 
+describe("ZeRO-1's step in chunks, in place", function()
+  local function model(hidden)
+    slapo.manual_seed(13)
+    return slapo.models.mlp({ hidden_size = hidden, intermediate_size = 4 * hidden, hidden_act = "gelu" })
+  end
+
+  it("equals plain AdamW with chunks smaller than a parameter, every rank its own batch", function()
+    local world = slapo.dist.world_size()
+    local one, dp = model(16), model(16)
+    local adamw = slapo.optim.adamw(one, { lr = 1e-2, weight_decay = 0.1 })
+    -- 1 KiB of every rank's slices at a time: 256 / world elements a rank, parameters of 1,024 cut across chunks
+    local zero = slapo.optim.zero_adamw(dp, { lr = 1e-2, weight_decay = 0.1, chunk_mib = 1 / 1024 })
+    slapo.manual_seed(2)
+    local xs, y = {}, slapo.randn({ 4, 16 })
+    for r = 1, world do xs[r] = slapo.randn({ 4, 16 }) end
+    for _ = 1, 3 do
+      adamw:zero_grad()
+      local sum = slapo.F.mse_loss(one(xs[1]), y)
+      for r = 2, world do sum = sum + slapo.F.mse_loss(one(xs[r]), y) end
+      (sum / world):backward()
+      adamw:step()
+      zero:zero_grad()
+      slapo.F.mse_loss(dp(xs[slapo.dist.rank() + 1]), y):backward()
+      zero:step()
+    end
+    local theirs = dp:state_dict()
+    for name, p in pairs(one:state_dict()) do close(p, theirs[name], { rtol = 1e-5, atol = 1e-6 }) end
+  end)
+
+  it("holds its chunk buffer at most in a step, nothing the size of the model", function()
+    local m = model(256)  -- 2 MiB of weights and as much of gradients
+    local zero = slapo.optim.zero_adamw(m, { lr = 1e-3, chunk_mib = 1 / 16 })  -- its moments made here
+    slapo.manual_seed(3)
+    local x = slapo.randn({ 4, 256 })
+    slapo.F.mse_loss(m(x), x):backward()
+    collectgarbage()
+    local weights_mib = 4 * m:num_params() / 2 ^ 20
+    local step_mib = slapo.peak_tensor_mib(function() zero:step() end)
+    -- the 64 KiB chunk, the reduce-scatter's copy of it and this rank's part of it (and the flags)
+    assert(step_mib < 0.2, ("the step held %.3f MiB above its start, for %.2f MiB of weights"):format(step_mib, weights_mib))
+  end)
+end)
+
 describe("ZeRO-1 and parameters without a gradient", function()
   it("skips them as torch's AdamW does: no weight decay, no moments", function()
     local function model()

@@ -20,7 +20,7 @@
 --   tp 2 x dp 4 x pp 2 (16+16), 8 micro, sequence, fully sharded     0.7680 s   41.31 GiB  8% slower
 --   tp 2 x dp 2 x pp 4 (8+8+8+8), 32 micro, sequence, zero-1         0.7715 s   27.73 GiB  8% slower
 --   tp 2 x dp 2 x pp 4 (8+8+8+8), 32 micro, sequence                 0.7752 s   35.81 GiB  9% slower
---   tp 4 x dp 2 x pp 2 (16+16), 32 micro, sequence, zero-1           0.7759 s   34.48 GiB  9% slower
+--   tp 4 x dp 2 x pp 2 (16+16), 32 micro, sequence, zero-1           0.7759 s   30.11 GiB  9% slower
 --   tp 4 x dp 2 x pp 2 (16+16), 16 micro, sequence, zero-2           0.7770 s   35.84 GiB  9% slower
 --   ... and 734 more
 --   tp 1 x dp 8 x pp 2 (16+16), 8 micro, zero-1                      0.7374 s   46.07 GiB  3% slower (a submesh per stage)
