@@ -294,7 +294,11 @@ std::function<at::Tensor()> Group::reduce_scatter_async(const at::Tensor& t, con
   const int64_t rows = t.size(0) / size(), first = rows * rank_;
   return [wait, sum, rows, first]() mutable {
     wait();
-    return sum.narrow(0, first, rows).clone();
+    at::Tensor part = sum.narrow(0, first, rows).clone();
+    // the whole sum goes now (with the work that holds it), not when the caller drops this wait
+    wait = nullptr;
+    sum = at::Tensor();
+    return part;
   };
 }
 

@@ -71,7 +71,8 @@ class Group {
   /// The sum over the group, split along `dim`; this rank's part (emulated: all_reduce + narrow).
   at::Tensor reduce_scatter(const at::Tensor& t, int64_t dim, const char* caller = "reduce_scatter");
   /// reduce_scatter along dim 0, started: returns the wait, which gives this rank's part (a tensor
-  /// of its own, not a view of the whole sum). t's rows must divide evenly among the ranks.
+  /// of its own, not a view of the whole sum) and frees the whole sum; call it once. t's rows must
+  /// divide evenly among the ranks.
   std::function<at::Tensor()> reduce_scatter_async(const at::Tensor& t, const char* caller = "reduce_scatter");
   /// This rank's part of t split evenly along `dim` (no communication).
   at::Tensor local_slice(const at::Tensor& t, int64_t dim, const char* caller = "scatter") const;
