@@ -284,14 +284,41 @@ at::Tensor Group::reduce_scatter(const at::Tensor& t, int64_t dim, const char* c
   return local_slice(sum, dim, caller).contiguous();
 }
 
+// Gloo's reduce-scatter is an all-reduce and a slice. Of a large tensor, each chunk all-reduced holds
+// one piece of every rank's part (the same rows of each), and this rank keeps its own: the step
+// holds its part and one chunk, never a whole copy of t.
+at::Tensor Group::reduce_scatter_in_chunks(const at::Tensor& t, const char* caller) {
+  torch::NoGradGuard no_grad;
+  const int n = size();
+  const int64_t rows = t.size(0) / n, row_bytes = static_cast<int64_t>(t.nbytes()) / t.size(0);
+  const int64_t chunk_rows = std::max<int64_t>(1, kReduceScatterChunkBytes / (n * row_bytes));
+  auto part_sizes = t.sizes().vec();
+  part_sizes[0] = rows;
+  at::Tensor part = at::empty(part_sizes, t.options().requires_grad(false));
+  auto chunk_sizes = part_sizes;
+  chunk_sizes.insert(chunk_sizes.begin(), n);
+  for (int64_t at = 0; at < rows; at += chunk_rows) {
+    const int64_t len = std::min(chunk_rows, rows - at);
+    chunk_sizes[1] = len;
+    at::Tensor chunk = at::empty(chunk_sizes, part.options());
+    for (int r = 0; r < n; ++r) chunk[r].copy_(t.narrow(0, r * rows + at, len));
+    all_reduce(chunk, caller);
+    part.narrow(0, at, len).copy_(chunk[rank_]);
+  }
+  return part;
+}
+
 std::function<at::Tensor()> Group::reduce_scatter_async(const at::Tensor& t, const char* caller) {
   check_member(caller);
   if (t.dim() == 0 || t.size(0) % size() != 0)
     throw Error(fmt::format("dist.{}: [{}] does not split into {} equal parts along dim 0", caller,
                             fmt::join(t.sizes(), ", "), size()));
+  const int64_t rows = t.size(0) / size(), first = rows * rank_;
+  auto to = route(t);
+  if (to.backend && to.device.is_cpu() && static_cast<int64_t>(t.nbytes()) > kReduceScatterChunkBytes)
+    return [part = reduce_scatter_in_chunks(t, caller)]() { return part; };
   at::Tensor sum = t.detach().clone(at::MemoryFormat::Contiguous);
   auto wait = all_reduce_async(sum, caller);
-  const int64_t rows = t.size(0) / size(), first = rows * rank_;
   return [wait, sum, rows, first]() mutable {
     wait();
     at::Tensor part = sum.narrow(0, first, rows).clone();

@@ -24,6 +24,9 @@ struct ExchangeTotals {
 };
 ExchangeTotals all_to_all_totals();
 
+/// Above this many bytes, a reduce-scatter on Gloo (an all-reduce and a slice) goes in chunks.
+constexpr int64_t kReduceScatterChunkBytes = int64_t(32) << 20;
+
 class Group {
  public:
   /// `rank` is this process's rank inside the group, -1 when it is not a member. `cpu` (Gloo) takes
@@ -72,7 +75,8 @@ class Group {
   at::Tensor reduce_scatter(const at::Tensor& t, int64_t dim, const char* caller = "reduce_scatter");
   /// reduce_scatter along dim 0, started: returns the wait, which gives this rank's part (a tensor
   /// of its own, not a view of the whole sum) and frees the whole sum; call it once. t's rows must
-  /// divide evenly among the ranks.
+  /// divide evenly among the ranks. On Gloo a tensor above kReduceScatterChunkBytes is reduced
+  /// before this returns, in chunks of that size: the part and a chunk, never a whole copy.
   std::function<at::Tensor()> reduce_scatter_async(const at::Tensor& t, const char* caller = "reduce_scatter");
   /// This rank's part of t split evenly along `dim` (no communication).
   at::Tensor local_slice(const at::Tensor& t, int64_t dim, const char* caller = "scatter") const;
@@ -96,6 +100,7 @@ class Group {
 
  private:
   void check_member(const char* caller) const;
+  at::Tensor reduce_scatter_in_chunks(const at::Tensor& t, const char* caller);
   struct Route {
     CollectiveBackend* backend;  // null: no communication (one rank)
     at::Device device;           // where that backend takes its tensors

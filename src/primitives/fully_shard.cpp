@@ -104,7 +104,9 @@ struct GatherSlices : public torch::autograd::Function<GatherSlices> {
     auto group = dist::group_by_id(static_cast<int>(ctx->saved_data["group"].toInt()));
     const auto* unit = reinterpret_cast<const void*>(static_cast<intptr_t>(ctx->saved_data["overlap_unit"].toInt()));
     land_other_units(unit);  // the previous unit's reductions first: one unit's whole gradients at a time
-    at::Tensor grad = padded_rows(grads[0].contiguous(), ctx->saved_data["padded_rows"].toInt());
+    // not made contiguous here: the reduce-scatter copies it contiguous once (a linear's weight
+    // gradient arrives transposed, and a copy here would hold a second whole gradient)
+    at::Tensor grad = padded_rows(grads[0], ctx->saved_data["padded_rows"].toInt());
     auto held = std::make_shared<HeldBytes>(Held::Reducing, static_cast<int64_t>(grad.nbytes()));
     auto wait = counted_while_reducing(group->reduce_scatter_async(grad, "fully_shard (backward)"), std::move(held));
     const int64_t rows = ctx->saved_data["slice_rows"].toInt();
