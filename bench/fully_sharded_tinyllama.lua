@@ -42,7 +42,7 @@ local ids = slapo.randint(0, 32000, { 1, 256 })
 
 -- 2. sliced loading under fully_shard
 local sch = slapo.create_schedule(slapo.models.from_pretrained(dir, { device = "meta" }))
-sch["model.embed_tokens"]:fully_shard()  -- backward needs the ids only: never gathered again
+sch["model.embed_tokens"]:fully_shard()
 for _, layer in ipairs(sch["model.layers"]:children()) do
   if checkpointed then layer:checkpoint() end
   layer:fully_shard()
