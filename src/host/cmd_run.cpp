@@ -69,7 +69,7 @@ int cmd_run(const std::string& script, const std::vector<std::string>& args, con
     if (!profile.empty()) command.insert(command.end(), {"--profile", profile});
     command.push_back(script);
     command.insert(command.end(), args.begin(), args.end());
-    return launch_ranks(launch, command);
+    end_launcher(launch_ranks(launch, command));
   }
   const char* error_file = std::getenv("SLAPO_ERROR_FILE");
   int rank = 0;

@@ -84,7 +84,7 @@ int cmd_test(const std::vector<std::string>& paths, const LaunchOptions& launch)
   if (launch.needs_launcher() && !std::getenv("RANK")) {
     std::vector<std::string> command{"test"};
     command.insert(command.end(), paths.begin(), paths.end());
-    return launch_ranks(launch, command);
+    end_launcher(launch_ranks(launch, command));
   }
   // Ranks join the world first; only rank 0 prints passes and the summary.
   bool quiet = false;

@@ -12,11 +12,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <optional>
 #include <nlohmann/json.hpp>
@@ -390,6 +393,13 @@ Outcome run_attempt(const LaunchOptions& options, const std::vector<std::string>
 }
 
 }  // namespace
+
+void end_launcher(int code) {
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  std::_Exit(code);
+}
 
 int launch_ranks(const LaunchOptions& options, const std::vector<std::string>& command) {
   std::chrono::seconds timeout;  // read before any rank starts: a malformed value stops nothing half-way

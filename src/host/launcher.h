@@ -29,6 +29,12 @@ struct LaunchOptions {
 /// {"run", script, args...} or {"test", paths...}.
 int launch_ranks(const LaunchOptions& options, const std::vector<std::string>& command);
 
+/// Ends the launcher's process with `code`, its output flushed, without static destructors or
+/// atexit handlers: the launcher holds nothing they would release, and built against pip's
+/// LibTorch 2.11 (CUDA 13) its ordinary exit crashed (a call through a null pointer) after every
+/// rank had passed (the H200 run, 2026-11-29). Ranks exit as usual (their process groups end then).
+[[noreturn]] void end_launcher(int code);
+
 /// A TCP port on the loopback interface that was free a moment ago (29500 when none can be found).
 int free_port();
 

@@ -146,7 +146,8 @@ at::Tensor run_experts(const at::Tensor& rows, const at::Tensor& expert_of_row, 
     outs.push_back((*expert)(input).toTensor());
     start += count_of(id);
   }
-  return at::zeros_like(rows).index_copy(0, order, at::cat(outs));
+  // in the rows' dtype, as transformers casts each expert's output (autocast: bf16 experts, float32 rows)
+  return at::zeros_like(rows).index_copy(0, order, at::cat(outs).to(rows.scalar_type()));
 }
 
 at::Tensor load_balancing_loss(const std::vector<at::Tensor>& router_logits, int64_t experts, int64_t top_k,

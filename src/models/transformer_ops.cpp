@@ -82,8 +82,10 @@ at::Tensor attention_context(const at::Tensor& q, const at::Tensor& k, const at:
     return implicit_causal ? additive_mask(c10::nullopt, sq, sk, /*causal=*/true, q.options()) : given_mask;
   };
 #if TORCH_VERSION_MAJOR >= 2
+  // meta tensors (the planner's shape-only traces) take the eager ops: SDPA's math path on
+  // LibTorch 2.11 reaches aten::where, which has no meta kernel there (the H200 run, 2026-11-29)
   bool fused = impl != AttentionImpl::Eager && plain_p && (impl == AttentionImpl::Sdpa || *plain_p == 0.0) &&
-               !torch::jit::tracer::isTracing();
+               !torch::jit::tracer::isTracing() && !q.is_meta();
   if (fused) {
     if (implicit_causal && sq == sk) return at::scaled_dot_product_attention(q, k, v, {}, *plain_p, true, scale);
     auto mask = mask_for();

@@ -14,8 +14,10 @@ describe("collectives on " .. device, function()
   it("uses this rank's GPU where the world has NCCL, else the CPU", function()
     local backend = os.getenv("SLAPO_DIST_BACKEND") or "auto"
     local local_rank = tonumber(os.getenv("LOCAL_RANK") or rank)
-    -- auto takes NCCL when every rank has its own GPU (a world of one needs no communication)
-    local nccl = backend == "nccl" or (backend == "auto" and world > 1 and slapo.cuda.device_count() > local_rank)
+    -- auto takes NCCL when every rank has its own GPU (a world of one needs no communication): all
+    -- ranks agree, so with fewer GPUs than ranks even the ranks that have one stay on the CPU
+    local local_world = tonumber(os.getenv("LOCAL_WORLD_SIZE") or world)
+    local nccl = backend == "nccl" or (backend == "auto" and world > 1 and slapo.cuda.device_count() >= local_world)
     eq(nccl and ("cuda:" .. local_rank) or "cpu", device)
   end)
 

@@ -79,7 +79,9 @@ describe("Mixtral from transformers' checkpoint", function()
     local ids = expected.input_ids
     local loss = asked(ids, { labels = ids })
     assert(math.abs(loss:item() - expected.loss_with_aux:item()) < 1e-5 * expected.loss_with_aux:item())
-    eq(expected.loss:item(), asked(ids, { labels = ids, output_router_logits = false }):item())
+    local plain = asked(ids, { labels = ids, output_router_logits = false }):item()
+    assert(math.abs(plain - expected.loss:item()) < 1e-6 * expected.loss:item(), ("loss without the term %.7f, "
+      .. "transformers' %.7f"):format(plain, expected.loss:item()))
   end)
 end)
 
