@@ -1,9 +1,11 @@
 // slapo.cuda: whether this build and machine can run CUDA tensors (specs and examples branch on
 // it; a CPU LibTorch always answers no).
 #include <regex>
+#include <utility>
 #include <torch/cuda.h>
 
 #include "lua/runtime.h"
+#include "train/cuda_memory.h"
 #include "lua/wrap.h"
 
 namespace slapo {
@@ -25,8 +27,46 @@ int w_synchronize(lua_State* L) {
   return 0;
 }
 
-const luaL_Reg cuda_functions[] = {
-    {"is_available", w_is_available}, {"device_count", w_device_count}, {"synchronize", w_synchronize}, {nullptr, nullptr}};
+// The GPU index of memory_stats' and reset_peak_memory_stats' optional argument (default 0),
+// checked against the machine's GPUs.
+int gpu_argument(lua_State* L, const char* fn) {
+  int count = static_cast<int>(torch::cuda::device_count());
+  if (!torch::cuda::is_available() || count == 0)
+    luaL_error(L, "cuda.%s: no CUDA device in this build or machine (slapo.cuda.is_available() is false)", fn);
+  lua_Integer device = luaL_optinteger(L, 1, 0);
+  if (device < 0 || device >= count)
+    luaL_error(L, "cuda.%s: GPU %d is not on this machine (valid: 0 .. %d)", fn, static_cast<int>(device), count - 1);
+  return static_cast<int>(device);
+}
+
+int push_cuda_memory(lua_State* L, int device, bool reset_peak, const char* fn) {
+  auto memory = cuda_memory(device, reset_peak);
+  if (!memory) return luaL_error(L, "cuda.%s: this build of LibTorch has no CUDA", fn);
+  lua_createtable(L, 0, 4);
+  for (auto [name, mib] : {std::pair<const char*, double>{"allocated_mib", memory->allocated_mib},
+                           {"reserved_mib", memory->reserved_mib},
+                           {"peak_allocated_mib", memory->peak_allocated_mib},
+                           {"peak_reserved_mib", memory->peak_reserved_mib}}) {
+    lua_pushnumber(L, mib);
+    lua_setfield(L, -2, name);
+  }
+  return 1;
+}
+
+// memory_stats([gpu]) -> {allocated_mib, reserved_mib, peak_allocated_mib, peak_reserved_mib}
+int w_memory_stats(lua_State* L) { return push_cuda_memory(L, gpu_argument(L, "memory_stats"), false, "memory_stats"); }
+
+// reset_peak_memory_stats([gpu]): the peaks start again from what is held now; returns the counts before
+int w_reset_peak_memory_stats(lua_State* L) {
+  return push_cuda_memory(L, gpu_argument(L, "reset_peak_memory_stats"), true, "reset_peak_memory_stats");
+}
+
+const luaL_Reg cuda_functions[] = {{"is_available", w_is_available},
+                                   {"device_count", w_device_count},
+                                   {"synchronize", w_synchronize},
+                                   {"memory_stats", w_memory_stats},
+                                   {"reset_peak_memory_stats", w_reset_peak_memory_stats},
+                                   {nullptr, nullptr}};
 
 }  // namespace
 

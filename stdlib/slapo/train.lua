@@ -648,6 +648,30 @@ local function resume_run(opts, model, optimizer, losses, rank0, scaler)
   return step + 1
 end
 
+-- What a step holds, for the memory column and metrics.jsonl: on a CPU the process's resident
+-- memory; on a GPU CUDA's caching allocator's peaks during the step (tensors allocated, and what
+-- it reserved from the driver), the resident memory beside them.
+local function step_memory(device)
+  local gpu = tostring(device):match("^cuda:?(%d*)$")
+  if not gpu then
+    return { start = function() end, finish = function()
+      local mib = slapo.memory_mib()
+      return { mib = mib, text = ("%d MiB"):format(mib), fields = {} }
+    end }
+  end
+  local index = tonumber(gpu) or 0
+  return {
+    start = function() slapo.cuda.reset_peak_memory_stats(index) end,
+    finish = function()
+      local cuda = slapo.cuda.memory_stats(index)
+      return { mib = cuda.peak_allocated_mib,
+        text = ("%d MiB allocated, %d reserved"):format(cuda.peak_allocated_mib, cuda.peak_reserved_mib),
+        fields = { { "cuda_peak_allocated_mib", cuda.peak_allocated_mib },
+          { "cuda_peak_reserved_mib", cuda.peak_reserved_mib }, { "resident_mib", slapo.memory_mib() } } }
+    end,
+  }
+end
+
 function M.run(user_opts)
   local opts = check_options(user_opts)
   if opts.seed then  -- before make_model too, so its initialisation and fork_rng seeds are the run's
@@ -704,12 +728,14 @@ function M.run(user_opts)
   local metrics = opts.metrics and rank0 and open_metrics(opts.metrics, first_step)
   model:train()
   local step_seconds, step_tokens, peak_mib = {}, 0, 0
+  local memory = step_memory(device)
   for step = first_step, opts.steps do
     if swap_state and schedule_changed(opts, swap_state) and try_swap(opts, swap_state, step, rank0) then
       model, optimizer = swap_state.sch.mod, swap_state.optimizer
       model:train()
       row_flops = step_flops.per_row(model, tp_group, opts.span_corruption)
     end
+    memory.start()
     local started = slapo.clock()
     local lr = M.lr_at(step, opts)
     optimizer:set_lr(lr)
@@ -742,7 +768,8 @@ function M.run(user_opts)
     end
     local seconds = slapo.clock() - started
     step_seconds[step], step_tokens = seconds, all_tokens
-    peak_mib = math.max(peak_mib, slapo.memory_mib())
+    local held = memory.finish()
+    peak_mib = math.max(peak_mib, held.mib)
     local tps = all_tokens / seconds
     -- this rank's share: 6 per parameter per token, and attention's
     local flops = row_flops(seq_len) * tokens / seq_len / seconds
@@ -751,8 +778,10 @@ function M.run(user_opts)
     end
     losses[step], grad_norms[step] = total, norm
     local record = { { "step", step }, { "loss", total }, { "lr", lr }, { "tokens_per_s", tps },
-      { "tflops", flops / 1e12 }, { "mfu", flops / peak }, { "memory_mib", slapo.memory_mib() },
-      { "seconds", seconds } }
+      { "tflops", flops / 1e12 }, { "mfu", flops / peak }, { "memory_mib", held.mib }, { "seconds", seconds } }
+    for _, field in ipairs(held.fields) do
+      table.insert(record, field)
+    end
     if norm then
       table.insert(record, { "grad_norm", norm })
     end
@@ -764,8 +793,8 @@ function M.run(user_opts)
       metrics:flush()
     end
     if rank0 and not opts.quiet then
-      local line = ("step %4d | loss %.4f | lr %.2e | %s tok/s | %.2f TFLOP/s | MFU %.1f%% | %d MiB"):format(step,
-        total, lr, with_commas(tps), flops / 1e12, 100 * flops / peak, slapo.memory_mib())
+      local line = ("step %4d | loss %.4f | lr %.2e | %s tok/s | %.2f TFLOP/s | MFU %.1f%% | %s"):format(step,
+        total, lr, with_commas(tps), flops / 1e12, 100 * flops / peak, held.text)
       if terminal then
         local width = 20
         local done = math.floor(width * step / opts.steps)

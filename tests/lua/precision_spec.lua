@@ -91,6 +91,15 @@ describe("slapo.train on the test device", function()
     os.remove(path)
     local mfu = tonumber(last:match('"mfu": ([-%d.e]+)'))
     assert(mfu and mfu > 0, "MFU against the peak measured on " .. device .. ": " .. tostring(last))
+    -- the memory column: CUDA's allocator's peaks of the step on a GPU, the resident size on a CPU
+    local allocated = tonumber(last:match('"cuda_peak_allocated_mib": ([-%d.e]+)'))
+    local reserved = tonumber(last:match('"cuda_peak_reserved_mib": ([-%d.e]+)'))
+    if device == "cpu" then
+      assert(not allocated and not reserved, "no CUDA fields on a CPU: " .. last)
+    else
+      assert(allocated and allocated > 0 and reserved >= allocated, "CUDA's peaks of the step: " .. last)
+      eq(allocated, tonumber(last:match('"memory_mib": ([-%d.e]+)')), "memory_mib is the allocated peak on a GPU")
+    end
   end)
 
   it("measures the peak on a device and in a dtype, and names what it cannot measure", function()
