@@ -532,17 +532,25 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
                   : kept        ? (params + held + gathered) * weight_bytes_per_param(work) / 2
                                 : (held + gathered) * weight_bytes_per_param(work);
   e.optimizer_bytes = updated * optimizer_bytes_per_param(work);
+  // Gradients are kept (zeroed) from step to step, so backward computes a weight's gradient into a
+  // tensor of its own and then adds it to the kept one. The vocabulary matrix's is the one that
+  // shows: the head's beside every activation when backward starts; at the end, the embedding's,
+  // and where a tied head and embedding share the stage, the head's contribution held through
+  // backward and their sum besides (three matrices; GPT-2 124M: 442 MiB whatever its layers and
+  // tokens, bench/RESULTS.md).
+  const double vocab_grad = m.vocab * m.head_width / vocab_split(m, stage.tp) * element_bytes(work);
   double per_micro_batch = stage.layers * (stage.checkpoint ? c.layer_input_bytes : c.layer_activation_bytes);
   e.activation_bytes = where.in_flight * per_micro_batch + (stage.checkpoint ? c.layer_activation_bytes : 0.0) +
-                       (where.last ? c.logits_bytes : 0.0);
-  // after backward, with the activations gone, the step's own buffers: AdamW's update makes one
-  // float32 temporary the size of what it updates; ZeRO-1 steps in place, chunk by chunk: its
+                       (where.last ? c.logits_bytes + vocab_grad : 0.0);
+  e.tail_bytes = tied && where.first && where.last ? 3.0 * vocab_grad : where.first ? vocab_grad : 0.0;
+  // after backward, the step's own buffers: AdamW updates in place (the one-pass CPU kernel,
+  // LibTorch 2's fused CUDA one, ZeRO-1 slice by slice: train/adamw_update.cpp), so only ZeRO-1's
   // chunk buffer, the reduce-scatter's copy of it and this rank's part (train/zero_adamw.h)
-  e.update_bytes = updated * 4.0;
+  e.update_bytes = 0.0;
   if (zero)  // a chunk is every rank's slices at once: the whole gradients, where they are smaller
     e.update_bytes += (2.0 + 1.0 / stage.dp) *
                       std::min(static_cast<double>(kZeroChunkBytes), params * element_bytes(work));
-  e.peak_bytes = e.param_bytes + e.optimizer_bytes + std::max(e.activation_bytes, e.update_bytes);
+  e.peak_bytes = e.param_bytes + e.optimizer_bytes + std::max({e.activation_bytes, e.tail_bytes, e.update_bytes});
   return e;
 }
 

@@ -184,6 +184,9 @@ struct StageEstimate {
   double sync_s = 0, optimizer_s = 0;                 ///< once a step: gradient sync, AdamW's update
   double param_bytes = 0, optimizer_bytes = 0, activation_bytes = 0, peak_bytes = 0;
   double update_bytes = 0;  ///< the optimizer step's temporaries, held once the activations are gone
+  /// the end of backward: the vocabulary matrix's new gradient (and a tied head's, held through
+  /// backward, and their sum) beside the kept one, the activations gone
+  double tail_bytes = 0;
   double time_s() const { return compute_s + tp_comm_s + p2p_s + ep_comm_s; }
   double once_s() const { return sync_s + optimizer_s; }
 };

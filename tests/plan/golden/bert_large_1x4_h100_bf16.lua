@@ -2,28 +2,28 @@
 -- Run it: slapo-lua run --nproc 4 plan.lua   (edit the plan table and run again)
 --
 -- Predicted (step seconds, GiB per rank), the best plans considered:
---   tp 2 x dp 2, sequence, zero-2                           0.0282 s    9.85 GiB  chosen
---   tp 2 x dp 2, sequence, fully sharded                    0.0282 s    9.64 GiB  0% slower
---   tp 1 x dp 4, zero-2                                     0.0283 s    9.16 GiB  0% slower
---   tp 1 x dp 4, fully sharded                              0.0284 s    8.74 GiB  1% slower
---   tp 1 x dp 4, 2 micro, zero-2                            0.0286 s    5.46 GiB  2% slower
---   tp 1 x dp 4, 2 micro, fully sharded                     0.0290 s    5.04 GiB  3% slower
---   tp 1 x dp 4, 4 micro, zero-2                            0.0293 s    3.60 GiB  4% slower
---   tp 2 x dp 2, sequence, zero-1                           0.0298 s   10.06 GiB  6% slower
---   tp 2 x dp 2, zero-2                                     0.0299 s    9.67 GiB  6% slower
---   tp 2 x dp 2, fully sharded                              0.0300 s    9.54 GiB  7% slower
---   tp 1 x dp 4, 4 micro, fully sharded                     0.0300 s    3.19 GiB  7% slower
---   tp 2 x dp 2, sequence                                   0.0305 s   11.55 GiB  8% slower
---   tp 2 x dp 2, zero-1                                     0.0309 s    9.80 GiB  10% slower
---   tp 1 x dp 4, zero-1                                     0.0313 s    9.58 GiB  11% slower
---   tp 1 x dp 4, 2 micro, zero-1                            0.0313 s    5.87 GiB  11% slower
---   tp 1 x dp 4, 4 micro, zero-1                            0.0313 s    4.02 GiB  11% slower
---   tp 1 x dp 4, 8 micro, zero-1                            0.0313 s    3.10 GiB  11% slower
---   tp 2 x dp 2                                             0.0313 s   10.73 GiB  11% slower
+--   tp 2 x dp 2, sequence, zero-2                           0.0282 s    9.88 GiB  chosen
+--   tp 2 x dp 2, sequence, fully sharded                    0.0282 s    9.67 GiB  0% slower
+--   tp 1 x dp 4, zero-2                                     0.0283 s    9.22 GiB  0% slower
+--   tp 1 x dp 4, fully sharded                              0.0284 s    8.80 GiB  1% slower
+--   tp 1 x dp 4, 2 micro, zero-2                            0.0286 s    5.51 GiB  2% slower
+--   tp 1 x dp 4, 2 micro, fully sharded                     0.0290 s    5.10 GiB  3% slower
+--   tp 1 x dp 4, 4 micro, zero-2                            0.0293 s    3.66 GiB  4% slower
+--   tp 2 x dp 2, sequence, zero-1                           0.0298 s   10.09 GiB  6% slower
+--   tp 2 x dp 2, zero-2                                     0.0299 s    9.70 GiB  6% slower
+--   tp 2 x dp 2, fully sharded                              0.0300 s    9.57 GiB  7% slower
+--   tp 1 x dp 4, 4 micro, fully sharded                     0.0300 s    3.24 GiB  7% slower
+--   tp 2 x dp 2, sequence                                   0.0305 s   11.58 GiB  8% slower
+--   tp 2 x dp 2, zero-1                                     0.0309 s    9.83 GiB  10% slower
+--   tp 1 x dp 4, zero-1                                     0.0313 s    9.63 GiB  11% slower
+--   tp 1 x dp 4, 2 micro, zero-1                            0.0313 s    5.93 GiB  11% slower
+--   tp 1 x dp 4, 4 micro, zero-1                            0.0313 s    4.08 GiB  11% slower
+--   tp 1 x dp 4, 8 micro, zero-1                            0.0313 s    3.16 GiB  11% slower
+--   tp 2 x dp 2                                             0.0313 s   10.76 GiB  11% slower
 --   tp 1 x dp 2 x pp 2 (12+12), 16 micro, zero-1            0.0324 s    2.56 GiB  15% slower
 --   tp 1 x dp 2 x pp 2 (12+12), 16 micro, zero-2            0.0325 s    2.65 GiB  16% slower
 --   ... and 192 more
---   tp 2 x dp 2, sequence, zero-1                           0.0298 s   10.06 GiB  6% slower (a submesh per stage)
+--   tp 2 x dp 2, sequence, zero-1                           0.0298 s   10.09 GiB  6% slower (a submesh per stage)
 
 local plan = {
   model = "bert-large-uncased",  -- a preset name, a Hugging Face directory or a table of config fields
@@ -63,90 +63,90 @@ local micro_batch = math.floor(plan.batch / plan.dp / plan.micro_batches)
 assert(micro_batch >= 1 and micro_batch * plan.dp * plan.micro_batches == plan.batch,
   ("plan: batch %d does not split into %d replicas x %d micro-batches"):format(plan.batch, plan.dp, plan.micro_batches))
 slapo.predict({
-  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0281516, peak_gib = 9.85 },
-  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0282196, peak_gib = 9.64 },
-  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0282636, peak_gib = 9.16 },
-  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0284397, peak_gib = 8.74 },
-  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0286158, peak_gib = 5.46 },
-  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0289681, peak_gib = 5.04 },
-  { tp = 1, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0293203, peak_gib = 3.6 },
+  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0281516, peak_gib = 9.88 },
+  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0282196, peak_gib = 9.67 },
+  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0282636, peak_gib = 9.22 },
+  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0284397, peak_gib = 8.8 },
+  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0286158, peak_gib = 5.51 },
+  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0289681, peak_gib = 5.1 },
+  { tp = 1, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0293203, peak_gib = 3.66 },
   { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0298124, peak_gib = 10.1 },
-  { tp = 1, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0300248, peak_gib = 3.19 },
+  { tp = 1, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0300248, peak_gib = 3.24 },
   { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0304774, peak_gib = 11.6 },
-  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0312888, peak_gib = 9.58 },
-  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0312888, peak_gib = 5.87 },
-  { tp = 1, micro_batches = 4, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0312888, peak_gib = 4.02 },
-  { tp = 1, micro_batches = 8, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0312888, peak_gib = 3.1 },
+  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0312888, peak_gib = 9.63 },
+  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0312888, peak_gib = 5.93 },
+  { tp = 1, micro_batches = 4, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0312888, peak_gib = 4.08 },
+  { tp = 1, micro_batches = 8, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0312888, peak_gib = 3.16 },
   { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0325269, peak_gib = 12.4 },
-  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0325269, peak_gib = 8.67 },
-  { tp = 1, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0325269, peak_gib = 6.82 },
-  { tp = 1, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0325269, peak_gib = 6.21 },
-  { tp = 1, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0330459, peak_gib = 2.68 },
-  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0367794, peak_gib = 2.7 },
-  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0368681, peak_gib = 3.42 },
-  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0369362, peak_gib = 3.21 },
-  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0369555, peak_gib = 2.28 },
-  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0371317, peak_gib = 2.22 },
-  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0374839, peak_gib = 1.81 },
-  { tp = 1, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0378362, peak_gib = 2.06 },
-  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0385289, peak_gib = 3.63 },
-  { tp = 1, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0385407, peak_gib = 1.65 },
-  { tp = 1, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0390879, peak_gib = 2.26 },
-  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0391939, peak_gib = 5.12 },
-  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0398046, peak_gib = 3.11 },
-  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0398046, peak_gib = 2.64 },
-  { tp = 1, micro_batches = 4, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0398046, peak_gib = 2.62 },
-  { tp = 1, micro_batches = 8, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0398046, peak_gib = 2.62 },
-  { tp = 4, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0399956, peak_gib = 13.1 },
-  { tp = 4, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0403789, peak_gib = 8.49 },
-  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0410427, peak_gib = 6.21 },
-  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0410427, peak_gib = 6.21 },
-  { tp = 1, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0410427, peak_gib = 6.21 },
-  { tp = 1, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0410427, peak_gib = 6.21 },
-  { tp = 1, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0415617, peak_gib = 2.06 },
-  { tp = 1, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0429707, peak_gib = 1.65 },
-  { tp = 4, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0515373, peak_gib = 6.76 },
-  { tp = 4, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.052085, peak_gib = 5.3 },
-  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0760129, peak_gib = 6.06 },
-  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.076149, peak_gib = 5.85 },
-  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.077245, peak_gib = 4.17 },
-  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0775171, peak_gib = 3.96 },
-  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0775376, peak_gib = 6.27 },
-  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0782026, peak_gib = 7.77 },
-  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0784976, peak_gib = 4.38 },
-  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0791626, peak_gib = 5.87 },
-  { tp = 2, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0797092, peak_gib = 3.23 },
-  { tp = 2, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0802535, peak_gib = 3.02 },
-  { tp = 2, micro_batches = 8, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0804176, peak_gib = 3.44 },
-  { tp = 2, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0810826, peak_gib = 4.98 },
-  { tp = 2, micro_batches = 16, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0842576, peak_gib = 3.14 },
+  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0325269, peak_gib = 8.73 },
+  { tp = 1, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0325269, peak_gib = 6.87 },
+  { tp = 1, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0325269, peak_gib = 5.95 },
+  { tp = 1, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0330459, peak_gib = 2.74 },
+  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0367794, peak_gib = 2.75 },
+  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0368681, peak_gib = 3.45 },
+  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0369362, peak_gib = 3.24 },
+  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0369555, peak_gib = 2.34 },
+  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0371317, peak_gib = 2.28 },
+  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0374839, peak_gib = 1.86 },
+  { tp = 1, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0378362, peak_gib = 2.05 },
+  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0385289, peak_gib = 3.65 },
+  { tp = 1, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0385407, peak_gib = 1.63 },
+  { tp = 1, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0390879, peak_gib = 2.32 },
+  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0391939, peak_gib = 5.15 },
+  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0398046, peak_gib = 3.17 },
+  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0398046, peak_gib = 2.7 },
+  { tp = 1, micro_batches = 4, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0398046, peak_gib = 2.47 },
+  { tp = 1, micro_batches = 8, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0398046, peak_gib = 2.35 },
+  { tp = 4, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0399956, peak_gib = 13.2 },
+  { tp = 4, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0403789, peak_gib = 8.55 },
+  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0410427, peak_gib = 5.97 },
+  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0410427, peak_gib = 5.5 },
+  { tp = 1, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0410427, peak_gib = 5.26 },
+  { tp = 1, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0410427, peak_gib = 5.14 },
+  { tp = 1, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0415617, peak_gib = 1.93 },
+  { tp = 1, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0429707, peak_gib = 1.51 },
+  { tp = 4, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0515373, peak_gib = 6.82 },
+  { tp = 4, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.052085, peak_gib = 5.36 },
+  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0760129, peak_gib = 6.09 },
+  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.076149, peak_gib = 5.88 },
+  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.077245, peak_gib = 4.2 },
+  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0775171, peak_gib = 3.99 },
+  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0775376, peak_gib = 6.3 },
+  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0782026, peak_gib = 7.8 },
+  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0784976, peak_gib = 4.41 },
+  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0791626, peak_gib = 5.9 },
+  { tp = 2, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0797092, peak_gib = 3.25 },
+  { tp = 2, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0802535, peak_gib = 3.04 },
+  { tp = 2, micro_batches = 8, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0804176, peak_gib = 3.46 },
+  { tp = 2, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0810826, peak_gib = 4.96 },
+  { tp = 2, micro_batches = 16, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0842576, peak_gib = 2.99 },
   { tp = 2, micro_batches = 16, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0846377, peak_gib = 2.78 },
-  { tp = 2, micro_batches = 16, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0849226, peak_gib = 4.98 },
+  { tp = 2, micro_batches = 16, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0849226, peak_gib = 4.48 },
   { tp = 2, micro_batches = 16, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0857261, peak_gib = 2.57 },
-  { tp = 4, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0900214, peak_gib = 6.16 },
-  { tp = 4, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0957814, peak_gib = 5 },
-  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.100771, peak_gib = 2.85 },
-  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.100908, peak_gib = 2.64 },
-  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.102296, peak_gib = 3.14 },
-  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.102484, peak_gib = 2.78 },
-  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.102756, peak_gib = 2.57 },
-  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.102961, peak_gib = 4.98 },
-  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.103736, peak_gib = 3.14 },
-  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.104401, peak_gib = 4.98 },
-  { tp = 2, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.105908, peak_gib = 2.78 },
-  { tp = 2, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.106452, peak_gib = 2.57 },
-  { tp = 2, micro_batches = 8, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.106616, peak_gib = 3.14 },
-  { tp = 2, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.107281, peak_gib = 4.98 },
-  { tp = 4, micro_batches = 16, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.107301, peak_gib = 4.8 },
-  { tp = 2, micro_batches = 16, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.112376, peak_gib = 3.14 },
-  { tp = 2, micro_batches = 16, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.112756, peak_gib = 2.78 },
-  { tp = 2, micro_batches = 16, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.113041, peak_gib = 4.98 },
-  { tp = 2, micro_batches = 16, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.113845, peak_gib = 2.57 },
-  { tp = 4, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.11897, peak_gib = 4.8 },
-  { tp = 4, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.12761, peak_gib = 4.8 },
-  { tp = 4, micro_batches = 32, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.130341, peak_gib = 4.8 },
-  { tp = 4, micro_batches = 16, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.14489, peak_gib = 4.8 },
-  { tp = 4, micro_batches = 32, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.17945, peak_gib = 4.8 },
+  { tp = 4, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0900214, peak_gib = 6.22 },
+  { tp = 4, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0957814, peak_gib = 5.06 },
+  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.100771, peak_gib = 2.88 },
+  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.100908, peak_gib = 2.67 },
+  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.102296, peak_gib = 3.09 },
+  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.102484, peak_gib = 2.59 },
+  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.102756, peak_gib = 2.38 },
+  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.102961, peak_gib = 4.58 },
+  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.103736, peak_gib = 2.8 },
+  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.104401, peak_gib = 4.3 },
+  { tp = 2, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.105908, peak_gib = 2.45 },
+  { tp = 2, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.106452, peak_gib = 2.24 },
+  { tp = 2, micro_batches = 8, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.106616, peak_gib = 2.66 },
+  { tp = 2, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.107281, peak_gib = 4.15 },
+  { tp = 4, micro_batches = 16, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.107301, peak_gib = 4.48 },
+  { tp = 2, micro_batches = 16, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.112376, peak_gib = 2.65 },
+  { tp = 2, micro_batches = 16, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.112756, peak_gib = 2.38 },
+  { tp = 2, micro_batches = 16, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.113041, peak_gib = 4.08 },
+  { tp = 2, micro_batches = 16, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.113845, peak_gib = 2.17 },
+  { tp = 4, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.11897, peak_gib = 4.63 },
+  { tp = 4, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.12761, peak_gib = 4.26 },
+  { tp = 4, micro_batches = 32, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.130341, peak_gib = 4.19 },
+  { tp = 4, micro_batches = 16, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.14489, peak_gib = 4.08 },
+  { tp = 4, micro_batches = 32, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.17945, peak_gib = 4.02 },
 })
 
 assert(slapo.dist.world_size() == plan.tp * plan.dp,

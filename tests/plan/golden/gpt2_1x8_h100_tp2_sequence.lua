@@ -2,28 +2,28 @@
 -- Run it: slapo-lua run --nproc 8 plan.lua   (edit the plan table and run again)
 --
 -- Predicted (step seconds, GiB per rank), the best plans considered:
---   tp 2 x dp 4, sequence, zero-1                           0.0623 s    6.30 GiB  picked, 39% slower
---   tp 1 x dp 8, zero-2                                     0.0448 s    5.46 GiB  the planner's choice
---   tp 1 x dp 8, fully sharded                              0.0453 s    5.11 GiB  1% slower
---   tp 1 x dp 8, 2 micro, zero-2                            0.0457 s    3.07 GiB  2% slower
---   tp 1 x dp 8, 2 micro, fully sharded                     0.0465 s    2.72 GiB  4% slower
---   tp 1 x dp 8, zero-1                                     0.0470 s    5.81 GiB  5% slower
---   tp 1 x dp 8, 2 micro, zero-1                            0.0470 s    3.42 GiB  5% slower
---   tp 1 x dp 8                                             0.0470 s    6.62 GiB  5% slower
---   tp 1 x dp 8, 2 micro                                    0.0470 s    4.23 GiB  5% slower
---   tp 1 x dp 8, checkpoint, zero-2                         0.0556 s    1.86 GiB  24% slower
---   tp 1 x dp 8, checkpoint, fully sharded                  0.0561 s    1.51 GiB  25% slower
---   tp 1 x dp 8, 2 micro, checkpoint, zero-2                0.0565 s    1.27 GiB  26% slower
---   tp 1 x dp 8, 2 micro, checkpoint, fully sharded         0.0573 s    0.92 GiB  28% slower
---   tp 1 x dp 8, checkpoint, zero-1                         0.0578 s    2.21 GiB  29% slower
---   tp 1 x dp 8, 2 micro, checkpoint, zero-1                0.0578 s    1.62 GiB  29% slower
---   tp 1 x dp 8, checkpoint                                 0.0578 s    3.01 GiB  29% slower
---   tp 1 x dp 8, 2 micro, checkpoint                        0.0578 s    2.43 GiB  29% slower
---   tp 2 x dp 4, zero-2                                     0.0612 s    6.42 GiB  37% slower
---   tp 2 x dp 4, sequence, zero-2                           0.0612 s    6.10 GiB  37% slower
---   tp 2 x dp 4, fully sharded                              0.0615 s    6.22 GiB  37% slower
+--   tp 2 x dp 4, sequence, zero-1                           0.0623 s    6.44 GiB  picked, 39% slower
+--   tp 1 x dp 8, zero-2                                     0.0448 s    5.60 GiB  the planner's choice
+--   tp 1 x dp 8, fully sharded                              0.0453 s    5.25 GiB  1% slower
+--   tp 1 x dp 8, 2 micro, zero-2                            0.0457 s    3.22 GiB  2% slower
+--   tp 1 x dp 8, 2 micro, fully sharded                     0.0465 s    2.87 GiB  4% slower
+--   tp 1 x dp 8, zero-1                                     0.0470 s    5.95 GiB  5% slower
+--   tp 1 x dp 8, 2 micro, zero-1                            0.0470 s    3.57 GiB  5% slower
+--   tp 1 x dp 8                                             0.0470 s    6.76 GiB  5% slower
+--   tp 1 x dp 8, 2 micro                                    0.0470 s    4.37 GiB  5% slower
+--   tp 1 x dp 8, checkpoint, zero-2                         0.0556 s    2.00 GiB  24% slower
+--   tp 1 x dp 8, checkpoint, fully sharded                  0.0561 s    1.65 GiB  25% slower
+--   tp 1 x dp 8, 2 micro, checkpoint, zero-2                0.0565 s    1.41 GiB  26% slower
+--   tp 1 x dp 8, 2 micro, checkpoint, fully sharded         0.0573 s    1.06 GiB  28% slower
+--   tp 1 x dp 8, checkpoint, zero-1                         0.0578 s    2.35 GiB  29% slower
+--   tp 1 x dp 8, 2 micro, checkpoint, zero-1                0.0578 s    1.76 GiB  29% slower
+--   tp 1 x dp 8, checkpoint                                 0.0578 s    3.16 GiB  29% slower
+--   tp 1 x dp 8, 2 micro, checkpoint                        0.0578 s    2.57 GiB  29% slower
+--   tp 2 x dp 4, zero-2                                     0.0612 s    6.56 GiB  37% slower
+--   tp 2 x dp 4, sequence, zero-2                           0.0612 s    6.24 GiB  37% slower
+--   tp 2 x dp 4, fully sharded                              0.0615 s    6.36 GiB  37% slower
 --   ... and 278 more
---   tp 1 x dp 8, zero-1                                     0.0470 s    5.81 GiB  5% slower (a submesh per stage)
+--   tp 1 x dp 8, zero-1                                     0.0470 s    5.95 GiB  5% slower (a submesh per stage)
 
 local plan = {
   model = "gpt2",  -- a preset name, a Hugging Face directory or a table of config fields
@@ -63,78 +63,78 @@ local micro_batch = math.floor(plan.batch / plan.dp / plan.micro_batches)
 assert(micro_batch >= 1 and micro_batch * plan.dp * plan.micro_batches == plan.batch,
   ("plan: batch %d does not split into %d replicas x %d micro-batches"):format(plan.batch, plan.dp, plan.micro_batches))
 slapo.predict({
-  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0622817, peak_gib = 6.3 },
-  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0448459, peak_gib = 5.46 },
-  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0452712, peak_gib = 5.11 },
-  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0456964, peak_gib = 3.07 },
-  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0465469, peak_gib = 2.72 },
-  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0469828, peak_gib = 5.81 },
-  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0469828, peak_gib = 3.42 },
-  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0470094, peak_gib = 6.62 },
-  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0470094, peak_gib = 4.23 },
-  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0556327, peak_gib = 1.86 },
-  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0560579, peak_gib = 1.51 },
-  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0564832, peak_gib = 1.27 },
-  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0573337, peak_gib = 0.921 },
-  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0577696, peak_gib = 2.21 },
-  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0577696, peak_gib = 1.62 },
-  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0577961, peak_gib = 3.01 },
-  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0577961, peak_gib = 2.43 },
-  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0612372, peak_gib = 6.1 },
-  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0615481, peak_gib = 5.9 },
-  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0623013, peak_gib = 6.75 },
-  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.062339, peak_gib = 3.33 },
-  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0627617, peak_gib = 3.53 },
-  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0627813, peak_gib = 3.98 },
-  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0629608, peak_gib = 3.13 },
-  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0637217, peak_gib = 2.14 },
-  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0637413, peak_gib = 2.59 },
-  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0645426, peak_gib = 1.94 },
-  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0657863, peak_gib = 1.74 },
-  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0740227, peak_gib = 2.56 },
-  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0743336, peak_gib = 2.36 },
-  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0750672, peak_gib = 2.76 },
-  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0750868, peak_gib = 3.22 },
-  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0753645, peak_gib = 1.56 },
-  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0757872, peak_gib = 1.76 },
-  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0758068, peak_gib = 2.21 },
-  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0759863, peak_gib = 1.36 },
-  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0772272, peak_gib = 1.26 },
-  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0772468, peak_gib = 1.71 },
-  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0780481, peak_gib = 1.06 },
-  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0792918, peak_gib = 0.857 },
-  { tp = 4, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0800613, peak_gib = 8.07 },
-  { tp = 4, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0802664, peak_gib = 7.92 },
-  { tp = 4, micro_batches = 1, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0810299, peak_gib = 8.22 },
-  { tp = 4, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.081054, peak_gib = 8.6 },
-  { tp = 4, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0863373, peak_gib = 4.53 },
-  { tp = 4, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0867476, peak_gib = 4.38 },
-  { tp = 4, micro_batches = 2, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0868957, peak_gib = 4.68 },
-  { tp = 4, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0869198, peak_gib = 5.06 },
-  { tp = 4, micro_batches = 4, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0883357, peak_gib = 2.91 },
-  { tp = 4, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0883598, peak_gib = 3.29 },
-  { tp = 4, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0885979, peak_gib = 2.76 },
-  { tp = 4, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0894184, peak_gib = 2.61 },
-  { tp = 4, micro_batches = 8, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0912157, peak_gib = 2.03 },
-  { tp = 4, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0912398, peak_gib = 2.41 },
-  { tp = 4, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0921727, peak_gib = 4.67 },
-  { tp = 4, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0923779, peak_gib = 4.52 },
-  { tp = 4, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0931189, peak_gib = 1.88 },
-  { tp = 4, micro_batches = 1, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0931414, peak_gib = 4.83 },
-  { tp = 4, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0931655, peak_gib = 5.21 },
-  { tp = 4, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.09476, peak_gib = 1.73 },
-  { tp = 4, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0999384, peak_gib = 2.83 },
-  { tp = 4, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.100349, peak_gib = 2.68 },
-  { tp = 4, micro_batches = 2, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.100497, peak_gib = 2.98 },
-  { tp = 4, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.100521, peak_gib = 3.37 },
-  { tp = 4, micro_batches = 4, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.102657, peak_gib = 2.06 },
-  { tp = 4, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.102681, peak_gib = 2.44 },
-  { tp = 4, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.102919, peak_gib = 1.91 },
-  { tp = 4, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.103739, peak_gib = 1.76 },
-  { tp = 4, micro_batches = 8, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.106977, peak_gib = 1.6 },
-  { tp = 4, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.107001, peak_gib = 1.98 },
-  { tp = 4, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.10888, peak_gib = 1.45 },
-  { tp = 4, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.110521, peak_gib = 1.3 },
+  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0622817, peak_gib = 6.44 },
+  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0448459, peak_gib = 5.6 },
+  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0452712, peak_gib = 5.25 },
+  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0456964, peak_gib = 3.22 },
+  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0465469, peak_gib = 2.87 },
+  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0469828, peak_gib = 5.95 },
+  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0469828, peak_gib = 3.57 },
+  { tp = 1, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0470094, peak_gib = 6.76 },
+  { tp = 1, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0470094, peak_gib = 4.37 },
+  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0556327, peak_gib = 2 },
+  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0560579, peak_gib = 1.65 },
+  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0564832, peak_gib = 1.41 },
+  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0573337, peak_gib = 1.06 },
+  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0577696, peak_gib = 2.35 },
+  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0577696, peak_gib = 1.76 },
+  { tp = 1, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0577961, peak_gib = 3.16 },
+  { tp = 1, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0577961, peak_gib = 2.57 },
+  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0612372, peak_gib = 6.24 },
+  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0615481, peak_gib = 6.04 },
+  { tp = 2, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0623013, peak_gib = 6.89 },
+  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.062339, peak_gib = 3.47 },
+  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0627617, peak_gib = 3.67 },
+  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0627813, peak_gib = 4.12 },
+  { tp = 2, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0629608, peak_gib = 3.27 },
+  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0637217, peak_gib = 2.28 },
+  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0637413, peak_gib = 2.74 },
+  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0645426, peak_gib = 2.08 },
+  { tp = 2, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0657863, peak_gib = 1.88 },
+  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0740227, peak_gib = 2.71 },
+  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0743336, peak_gib = 2.51 },
+  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0750672, peak_gib = 2.91 },
+  { tp = 2, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0750868, peak_gib = 3.36 },
+  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0753645, peak_gib = 1.7 },
+  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0757872, peak_gib = 1.9 },
+  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0758068, peak_gib = 2.36 },
+  { tp = 2, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0759863, peak_gib = 1.5 },
+  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0772272, peak_gib = 1.4 },
+  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0772468, peak_gib = 1.85 },
+  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0780481, peak_gib = 1.2 },
+  { tp = 2, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0792918, peak_gib = 1 },
+  { tp = 4, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0800613, peak_gib = 8.21 },
+  { tp = 4, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0802664, peak_gib = 8.06 },
+  { tp = 4, micro_batches = 1, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0810299, peak_gib = 8.36 },
+  { tp = 4, micro_batches = 1, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.081054, peak_gib = 8.74 },
+  { tp = 4, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0863373, peak_gib = 4.67 },
+  { tp = 4, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0867476, peak_gib = 4.52 },
+  { tp = 4, micro_batches = 2, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0868957, peak_gib = 4.82 },
+  { tp = 4, micro_batches = 2, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0869198, peak_gib = 5.21 },
+  { tp = 4, micro_batches = 4, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0883357, peak_gib = 3.06 },
+  { tp = 4, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0883598, peak_gib = 3.44 },
+  { tp = 4, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0885979, peak_gib = 2.9 },
+  { tp = 4, micro_batches = 4, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0894184, peak_gib = 2.75 },
+  { tp = 4, micro_batches = 8, checkpoint = 0.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0912157, peak_gib = 2.17 },
+  { tp = 4, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0912398, peak_gib = 2.55 },
+  { tp = 4, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0921727, peak_gib = 4.82 },
+  { tp = 4, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.0923779, peak_gib = 4.67 },
+  { tp = 4, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0931189, peak_gib = 2.02 },
+  { tp = 4, micro_batches = 1, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.0931414, peak_gib = 4.97 },
+  { tp = 4, micro_batches = 1, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.0931655, peak_gib = 5.35 },
+  { tp = 4, micro_batches = 8, checkpoint = 0.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.09476, peak_gib = 1.87 },
+  { tp = 4, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.0999384, peak_gib = 2.98 },
+  { tp = 4, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.100349, peak_gib = 2.83 },
+  { tp = 4, micro_batches = 2, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.100497, peak_gib = 3.13 },
+  { tp = 4, micro_batches = 2, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.100521, peak_gib = 3.51 },
+  { tp = 4, micro_batches = 4, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.102657, peak_gib = 2.21 },
+  { tp = 4, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.102681, peak_gib = 2.59 },
+  { tp = 4, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.102919, peak_gib = 2.06 },
+  { tp = 4, micro_batches = 4, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.103739, peak_gib = 1.91 },
+  { tp = 4, micro_batches = 8, checkpoint = 1.0, zero = true, fully_shard = false, reshard_after_forward = true, step_s = 0.106977, peak_gib = 1.75 },
+  { tp = 4, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = false, reshard_after_forward = true, step_s = 0.107001, peak_gib = 2.13 },
+  { tp = 4, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = false, step_s = 0.10888, peak_gib = 1.6 },
+  { tp = 4, micro_batches = 8, checkpoint = 1.0, zero = false, fully_shard = true, reshard_after_forward = true, step_s = 0.110521, peak_gib = 1.45 },
 })
 
 assert(slapo.dist.world_size() == plan.tp * plan.dp,

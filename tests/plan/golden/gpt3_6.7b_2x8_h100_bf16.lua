@@ -3,7 +3,7 @@
 --
 -- Predicted (step seconds, GiB per rank), the best plans considered:
 --   tp 1 x dp 8 x pp 2 (16+16), 8 micro, zero-2                      0.7138 s   43.63 GiB  chosen
---   tp 2 x dp 8, 2 micro, sequence, zero-2                           0.7180 s   69.77 GiB  1% slower
+--   tp 2 x dp 8, 2 micro, sequence, zero-2                           0.7180 s   69.97 GiB  1% slower
 --   tp 1 x dp 8 x pp 2 (16+16), 8 micro, fully sharded               0.7203 s   39.13 GiB  1% slower
 --   tp 2 x dp 4 x pp 2 (16+16), 16 micro, sequence, zero-2           0.7347 s   30.19 GiB  3% slower
 --   tp 1 x dp 8 x pp 2 (16+16), 8 micro, zero-1                      0.7374 s   46.07 GiB  3% slower
@@ -15,8 +15,8 @@
 --   tp 2 x dp 4 x pp 2 (16+16), 16 micro, fully sharded              0.7563 s   23.71 GiB  6% slower
 --   tp 2 x dp 4 x pp 2 (16+16), 16 micro                             0.7617 s   40.96 GiB  7% slower
 --   tp 2 x dp 4 x pp 2 (16+16), 8 micro, sequence, zero-2            0.7634 s   44.44 GiB  7% slower
---   tp 4 x dp 4, 4 micro, zero-2                                     0.7664 s   44.49 GiB  7% slower
---   tp 4 x dp 4, 4 micro, sequence, zero-2                           0.7664 s   37.60 GiB  7% slower
+--   tp 4 x dp 4, 4 micro, zero-2                                     0.7664 s   44.59 GiB  7% slower
+--   tp 4 x dp 4, 4 micro, sequence, zero-2                           0.7664 s   37.69 GiB  7% slower
 --   tp 2 x dp 4 x pp 2 (16+16), 8 micro, sequence, fully sharded     0.7680 s   41.31 GiB  8% slower
 --   tp 2 x dp 2 x pp 4 (8+8+8+8), 32 micro, sequence, zero-1         0.7715 s   27.73 GiB  8% slower
 --   tp 2 x dp 2 x pp 4 (8+8+8+8), 32 micro, sequence                 0.7752 s   35.81 GiB  9% slower
@@ -27,7 +27,7 @@
 --
 -- The chosen pipeline, stage by stage (micro-batch seconds, GiB per rank):
 --   stage 0: layers 0..15, 0.0747 s, 43.63 GiB
---   stage 1: layers 16..31, 0.0773 s, 29.77 GiB
+--   stage 1: layers 16..31, 0.0773 s, 30.16 GiB
 
 local plan = {
   model = "gpt3-6.7b",  -- a preset name, a Hugging Face directory or a table of config fields

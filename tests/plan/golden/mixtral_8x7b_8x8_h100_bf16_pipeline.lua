@@ -3,32 +3,32 @@
 --
 -- Predicted (step seconds, GiB per rank), the best plans considered:
 --   tp 2 x dp 8 x pp 4 (6+8+9+9), ep 4, 32 micro                        2.7437 s   71.13 GiB  picked, 0% slower
---   tp 1 x dp 64, ep 4, checkpoint, zero-2                              2.7424 s   55.86 GiB  the planner's choice
---   tp 1 x dp 64, ep 8, checkpoint, zero-2                              2.7463 s   44.71 GiB  0% slower
---   tp 1 x dp 64, ep 8, checkpoint, fully sharded                       2.7658 s   33.39 GiB  1% slower
---   tp 1 x dp 64, ep 8, 2 micro, checkpoint, zero-2                     2.7684 s   34.26 GiB  1% slower
---   tp 1 x dp 64, ep 4, checkpoint, fully sharded                       2.7690 s   34.70 GiB  1% slower
---   tp 1 x dp 64, ep 8, 2 micro, checkpoint, fully sharded              2.8073 s   22.94 GiB  2% slower
+--   tp 1 x dp 64, ep 4, checkpoint, zero-2                              2.7424 s   56.11 GiB  the planner's choice
+--   tp 1 x dp 64, ep 8, checkpoint, zero-2                              2.7463 s   44.95 GiB  0% slower
+--   tp 1 x dp 64, ep 8, checkpoint, fully sharded                       2.7658 s   33.63 GiB  1% slower
+--   tp 1 x dp 64, ep 8, 2 micro, checkpoint, zero-2                     2.7684 s   34.51 GiB  1% slower
+--   tp 1 x dp 64, ep 4, checkpoint, fully sharded                       2.7690 s   34.95 GiB  1% slower
+--   tp 1 x dp 64, ep 8, 2 micro, checkpoint, fully sharded              2.8073 s   23.19 GiB  2% slower
 --   tp 4 x dp 4 x pp 4 (8+8+8+8), ep 2, 64 micro                        2.8238 s   58.24 GiB  3% slower
 --   tp 4 x dp 2 x pp 8 (4+4+4+4+4+4+4+4), 128 micro, zero-1             2.8330 s   49.32 GiB  3% slower
 --   tp 4 x dp 2 x pp 8 (4+4+4+4+4+4+4+4), 128 micro                     2.8367 s   57.61 GiB  3% slower
 --   tp 4 x dp 2 x pp 8 (4+4+4+4+4+4+4+4), ep 2, 128 micro               2.8660 s   47.11 GiB  5% slower
---   tp 2 x dp 32, ep 2, checkpoint, zero-2                              2.9665 s   59.23 GiB  8% slower
+--   tp 2 x dp 32, ep 2, checkpoint, zero-2                              2.9665 s   59.35 GiB  8% slower
 --   tp 4 x dp 4 x pp 4 (8+8+8+8), 64 micro, zero-1                      2.9752 s   54.64 GiB  8% slower
---   tp 2 x dp 32, ep 2, checkpoint, fully sharded                       2.9864 s   39.48 GiB  9% slower
+--   tp 2 x dp 32, ep 2, checkpoint, fully sharded                       2.9864 s   39.61 GiB  9% slower
 --   tp 4 x dp 1 x pp 16 (2+2+2+2+2+2+2+2+2+2+2+2+2+2+2+2), 256 micro    3.0086 s   46.80 GiB  10% slower
---   tp 2 x dp 32, ep 4, checkpoint, zero-2                              3.0095 s   48.07 GiB  10% slower
---   tp 1 x dp 64, ep 4, 2 micro, checkpoint, zero-2                     3.0150 s   45.42 GiB  10% slower
---   tp 2 x dp 32, ep 4, checkpoint, fully sharded                       3.0223 s   38.17 GiB  10% slower
+--   tp 2 x dp 32, ep 4, checkpoint, zero-2                              3.0095 s   48.19 GiB  10% slower
+--   tp 1 x dp 64, ep 4, 2 micro, checkpoint, zero-2                     3.0150 s   45.66 GiB  10% slower
+--   tp 2 x dp 32, ep 4, checkpoint, fully sharded                       3.0223 s   38.29 GiB  10% slower
 --   tp 4 x dp 2 x pp 8 (4+4+4+4+4+4+4+4), 128 micro, zero-2             3.0324 s   49.50 GiB  11% slower
---   tp 2 x dp 32, ep 4, 2 micro, checkpoint, zero-2                     3.0408 s   35.16 GiB  11% slower
+--   tp 2 x dp 32, ep 4, 2 micro, checkpoint, zero-2                     3.0408 s   35.28 GiB  11% slower
 --   ... and 1715 more
 --
 -- The chosen pipeline, stage by stage (micro-batch seconds, GiB per rank):
 --   stage 0: layers 0..5, 0.0510 s, 66.23 GiB
 --   stage 1: layers 6..13, 0.0676 s, 71.13 GiB
 --   stage 2: layers 14..22, 0.0759 s, 62.16 GiB
---   stage 3: layers 23..31, 0.0766 s, 45.52 GiB
+--   stage 3: layers 23..31, 0.0766 s, 45.64 GiB
 
 local plan = {
   model = "Mixtral-8x7B-v0.1",  -- a preset name, a Hugging Face directory or a table of config fields

@@ -11,13 +11,13 @@
 --   tp 1 x dp 2, 4 micro, checkpoint                        0.0000 s    0.01 GiB  4% slower
 --   tp 1 x dp 1 x pp 2 (2c+2c), 1 micro                     0.0000 s    0.01 GiB  12% slower
 --   tp 1 x dp 2, zero-1                                     0.0000 s    0.01 GiB  24% slower
---   tp 1 x dp 2, 2 micro, zero-1                            0.0000 s    0.01 GiB  24% slower
---   tp 1 x dp 2, 4 micro, zero-1                            0.0000 s    0.01 GiB  24% slower
---   tp 1 x dp 2, checkpoint, zero-1                         0.0000 s    0.01 GiB  27% slower
---   tp 1 x dp 2, 2 micro, checkpoint, zero-1                0.0000 s    0.01 GiB  27% slower
---   tp 1 x dp 2, 4 micro, checkpoint, zero-1                0.0000 s    0.01 GiB  27% slower
+--   tp 1 x dp 2, 2 micro, zero-1                            0.0000 s    0.00 GiB  24% slower
+--   tp 1 x dp 2, 4 micro, zero-1                            0.0000 s    0.00 GiB  24% slower
+--   tp 1 x dp 2, checkpoint, zero-1                         0.0000 s    0.00 GiB  27% slower
+--   tp 1 x dp 2, 2 micro, checkpoint, zero-1                0.0000 s    0.00 GiB  27% slower
+--   tp 1 x dp 2, 4 micro, checkpoint, zero-1                0.0000 s    0.00 GiB  27% slower
 --   tp 1 x dp 1 x pp 2 (2+2), 2 micro                       0.0000 s    0.01 GiB  49% slower
---   tp 1 x dp 1 x pp 2 (2c+2c), 2 micro                     0.0000 s    0.00 GiB  55% slower
+--   tp 1 x dp 1 x pp 2 (2c+2c), 2 micro                     0.0000 s    0.01 GiB  55% slower
 --   tp 1 x dp 1 x pp 2 (2+2), 4 micro                       0.0000 s    0.00 GiB  157% slower
 --   tp 1 x dp 1 x pp 2 (2c+2c), 4 micro                     0.0000 s    0.00 GiB  162% slower
 --   tp 1 x dp 2, zero-2                                     0.0001 s    0.01 GiB  210% slower

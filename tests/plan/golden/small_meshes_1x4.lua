@@ -7,7 +7,7 @@
 --   tp 2 x dp 2                                             0.0069 s    0.01 GiB  11% slower
 --   tp 1 x dp 2 x pp 2 (2+2), 4 micro                       0.0069 s    0.00 GiB  11% slower
 --   tp 4 x dp 1, sequence                                   0.0071 s    0.01 GiB  14% slower
---   tp 2 x dp 2, sequence                                   0.0072 s    0.00 GiB  15% slower
+--   tp 2 x dp 2, sequence                                   0.0072 s    0.01 GiB  15% slower
 --   tp 2 x dp 2, zero-2                                     0.0073 s    0.01 GiB  17% slower
 --   tp 1 x dp 4                                             0.0074 s    0.01 GiB  18% slower
 --   tp 1 x dp 4, 2 micro                                    0.0074 s    0.01 GiB  18% slower
@@ -18,7 +18,7 @@
 --   tp 2 x dp 2, 2 micro                                    0.0077 s    0.00 GiB  23% slower
 --   tp 1 x dp 2 x pp 2 (2c+2c), 4 micro                     0.0078 s    0.00 GiB  24% slower
 --   tp 2 x dp 2, zero-1                                     0.0078 s    0.01 GiB  24% slower
---   tp 1 x dp 2 x pp 2 (2+2), 4 micro, zero-1               0.0079 s    0.01 GiB  26% slower
+--   tp 1 x dp 2 x pp 2 (2+2), 4 micro, zero-1               0.0079 s    0.00 GiB  26% slower
 --   tp 1 x dp 1 x pp 4 (1+1+1+1), 8 micro                   0.0079 s    0.00 GiB  27% slower
 --   tp 2 x dp 2, sequence, zero-1                           0.0079 s    0.00 GiB  27% slower
 --   tp 1 x dp 4, checkpoint                                 0.0081 s    0.01 GiB  29% slower
