@@ -52,6 +52,12 @@ void check_some_layout(const Plan& plan) {
                           plan.cluster.devices(), model.heads, model.kv_heads, plan.cluster.per_node, plan.work.batch));
 }
 
+// Memory at its own scale: "72.0 GiB", and "4.33 MiB" for the small models of tests and examples.
+std::string memory_text(double bytes) {
+  return bytes >= double(1ull << 30) ? fmt::format("{:.1f} GiB", to_gib(bytes))
+                                     : fmt::format("{:.2f} MiB", bytes / double(1 << 20));
+}
+
 // Fitting plans first, fastest first (ties keep the earlier, simpler plan); the best must fit.
 void rank_and_explain(Plan& plan) {
   const ModelShape& model = plan.model;
@@ -64,15 +70,15 @@ void rank_and_explain(Plan& plan) {
   const Ranked& best = plan.ranked.front();
   const double usable = kUsableMemory * cluster.device.memory_bytes;
   if (!best.estimate.fits)
-    throw Error(fmt::format("plan: {} ({:.2f}B parameters) does not fit {} x {}: the most sharded plan ({}) needs "
-                            "{:.1f} GiB per device, {:.1f} GiB more than the {:.1f} GiB usable",
-                            model.name, model.total_params / 1e9, cluster.nodes, cluster.per_node,
-                            best.candidate.describe(), to_gib(best.estimate.peak_bytes),
-                            to_gib(best.estimate.peak_bytes - usable), to_gib(usable)));
+    throw Error(fmt::format("plan: {} ({:.1f}M parameters) does not fit {} x {}: the most sharded plan ({}) needs "
+                            "{} per device, {} more than the {} usable",
+                            model.name, model.total_params / 1e6, cluster.nodes, cluster.per_node,
+                            best.candidate.describe(), memory_text(best.estimate.peak_bytes),
+                            memory_text(best.estimate.peak_bytes - usable), memory_text(usable)));
   for (auto& r : plan.ranked) {
     if (&r == &plan.ranked.front()) r.verdict = "chosen";
     else if (!r.estimate.fits)
-      r.verdict = fmt::format("needs {:.1f} GiB of {:.1f}", to_gib(r.estimate.peak_bytes), to_gib(usable));
+      r.verdict = fmt::format("needs {} of {}", memory_text(r.estimate.peak_bytes), memory_text(usable));
     else r.verdict = fmt::format("{:.0f}% slower", 100.0 * (r.estimate.step_s / best.estimate.step_s - 1.0));
   }
 }
