@@ -5,8 +5,8 @@
 #include <torch/cuda.h>
 
 #include "lua/runtime.h"
-#include "train/cuda_memory.h"
 #include "lua/wrap.h"
+#include "train/cuda_memory.h"
 
 namespace slapo {
 

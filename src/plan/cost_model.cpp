@@ -546,10 +546,10 @@ StageEstimate stage_estimate(const ModelShape& m, const Cluster& cluster, const 
   // after backward, the step's own buffers: AdamW updates in place (the one-pass CPU kernel,
   // LibTorch 2's fused CUDA one, ZeRO-1 slice by slice: train/adamw_update.cpp), so only ZeRO-1's
   // chunk buffer, the reduce-scatter's copy of it and this rank's part (train/zero_adamw.h)
-  e.update_bytes = 0.0;
-  if (zero)  // a chunk is every rank's slices at once: the whole gradients, where they are smaller
-    e.update_bytes += (2.0 + 1.0 / stage.dp) *
-                      std::min(static_cast<double>(kZeroChunkBytes), params * element_bytes(work));
+  // (a chunk is every rank's slices at once: the whole gradients, where they are smaller)
+  e.update_bytes =
+      zero ? (2.0 + 1.0 / stage.dp) * std::min(static_cast<double>(kZeroChunkBytes), params * element_bytes(work))
+           : 0.0;
   e.peak_bytes = e.param_bytes + e.optimizer_bytes + std::max({e.activation_bytes, e.tail_bytes, e.update_bytes});
   return e;
 }
