@@ -10,9 +10,19 @@
 #include "core/data_dirs.h"
 #include "host/commands.h"
 #include "host/heap.h"
+#include "lua/jit_policy.h"
 #include "slapo/build_config.h"
 
 namespace {
+
+// --version's second line: the LuaJIT built against, and whether its trace compiler runs
+std::string luajit_line() {
+  try {
+    return std::string(LUAJIT_VERSION) + ", " + slapo::choose_jit(LUAJIT_VERSION, std::getenv("SLAPO_JIT")).reason;
+  } catch (const slapo::Error& e) {
+    return std::string(LUAJIT_VERSION) + ", " + e.what();
+  }
+}
 
 // The options of `run` that take a value (the value may look like a script name).
 bool takes_value(const std::string& option) {
@@ -105,7 +115,7 @@ int main(int argc, char** argv) {
   slapo::keep_freed_blocks_for_reuse();  // before anything allocates
   slapo::set_program_name(argv[0]);       // the commands it suggests name it as the user did
   CLI::App app{"slapo-lua: schedule a LibTorch model from Lua without touching its definition", "slapo-lua"};
-  app.set_version_flag("--version", std::string("slapo-lua ") + SLAPO_VERSION);
+  app.set_version_flag("--version", std::string("slapo-lua ") + SLAPO_VERSION + "\n" + luajit_line());
   app.require_subcommand(1);
 
   std::string script;

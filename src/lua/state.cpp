@@ -5,6 +5,7 @@
 
 #include "core/data_dirs.h"
 #include "core/sanitizer.h"
+#include "lua/jit_policy.h"
 #include "lua/lua_module.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
@@ -49,6 +50,13 @@ int luaopen_slapo_core(lua_State* L) {
 
 LuaState::LuaState() : L_(luaL_newstate()), alive_(std::make_shared<bool>(true)) {
   luaL_openlibs(L_);
+  JitChoice jit;
+  try {
+    jit = apply_jit_policy(L_);
+  } catch (...) {  // a bad SLAPO_JIT: the state is not made
+    lua_close(L_);
+    throw;
+  }
   lx_install_exception_bridge(L_);
   lx_register_state_alive_flag(L_, &alive_);
 
@@ -65,6 +73,19 @@ LuaState::LuaState() : L_(luaL_newstate()), alive_(std::make_shared<bool>(true))
   lua_pop(L_, 2);
 
   run_string("slapo = require('slapo')", "=(slapo startup)");
+  // slapo.luajit: which LuaJIT runs the scripts, and whether its trace compiler does
+  lua_getglobal(L_, "slapo");
+  lua_createtable(L_, 0, 3);
+  lua_getglobal(L_, "jit");
+  lua_getfield(L_, -1, "version");
+  lua_setfield(L_, -3, "version");
+  lua_pop(L_, 1);
+  lua_pushboolean(L_, jit.compiler_on);
+  lua_setfield(L_, -2, "compiler");
+  lua_pushstring(L_, jit.reason.c_str());
+  lua_setfield(L_, -2, "reason");
+  lua_setfield(L_, -2, "luajit");
+  lua_pop(L_, 1);
 }
 
 LuaState::~LuaState() {

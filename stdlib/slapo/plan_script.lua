@@ -91,7 +91,9 @@ local function header(record)
   for _, r in ipairs(record.unrestricted) do width = math.max(width, #r.name) end
   if record.unpinned then width = math.max(width, #record.unpinned.name) end
   local function line(r)
-    out[#out + 1] = ("--   %-" .. width .. "s %9.4f s %7.2f GiB  %s\n"):format(r.name, r.step_s, r.peak_gib, r.verdict)
+    -- padded by hand: string.format's widths stop at 99, and a 96-stage pipeline's name is longer
+    local name = r.name .. (" "):rep(width - #r.name)
+    out[#out + 1] = ("--   %s %9.4f s %7.2f GiB  %s\n"):format(name, r.step_s, r.peak_gib, r.verdict)
   end
   for i = 1, shown do line(record.ranked[i]) end
   if #record.ranked > shown then out[#out + 1] = ("--   ... and %d more\n"):format(#record.ranked - shown) end

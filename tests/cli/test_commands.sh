@@ -6,7 +6,9 @@ bin="$1"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-"$bin" --version | grep -q '^slapo-lua [0-9]'
+version=$("$bin" --version)
+grep -q '^slapo-lua [0-9]' <<<"$version"
+grep -q '^LuaJIT .*JIT compiler o[nf]' <<<"$version" || { echo "--version should name the LuaJIT: $version"; exit 1; }
 "$bin" --help | grep -q 'run'
 
 # a bad command line exits 2

@@ -1,5 +1,19 @@
 -- slapo.plan: the planner from Lua; its plan is a table and a script that compiles.
 describe("slapo.plan", function()
+  it("lists plans whose names pass 99 characters (a 40-stage pipeline) in the script's header", function()
+    local record = slapo.plan("gpt2", { cluster = "1x2:cpu", batch = 4, seq = 32 }).record
+    local long = {}
+    for key, value in pairs(record.ranked[1]) do long[key] = value end
+    long.name = "tp 1 x dp 1 x pp 40 (" .. ("3+"):rep(39) .. "3), 160 micro, sequence, zero-1"
+    table.insert(record.ranked, 2, long)
+    local source = require("slapo.plan_script").write(record)
+    local listed = source:match("\n%-%-   (tp 1 x dp 1 x pp 40 [^\n]*)")
+    assert(listed, "the long plan is listed")
+    eq(long.name .. " ", listed:sub(1, #long.name + 1))
+    local first = source:match("\n%-%-   ([^\n]*)")
+    eq(#listed, #first, "the columns line up with the longest name")
+  end)
+
   it("plans a preset on a measured CPU cluster and returns the plan, its alternatives and its script", function()
     local p = slapo.plan("gpt2", { cluster = "1x2:cpu", batch = 4, seq = 32 })
     eq(2, p.tp * p.dp * p.pp)
