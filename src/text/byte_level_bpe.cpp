@@ -17,6 +17,8 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "text/json_fields.h"
+#include "text/post_processor.h"
 
 namespace slapo::text {
 
@@ -33,14 +35,6 @@ std::string gpt2_pattern() {
   const std::string s = kSpace;
   return "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" + s + "\\p{L}\\p{N}]+|[" + s + "]+(?![^" + s + "])|[" + s +
          "]+";
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("tokenizer: cannot open {}", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 std::string utf8(uint32_t code) {
@@ -83,30 +77,6 @@ std::string pattern_for_pcre2(const std::string& regex, const std::string& where
     out += c;
   }
   return out;
-}
-
-const nlohmann::json& field(const nlohmann::json& j, const char* key, const std::string& where) {
-  if (!j.is_object() || !j.contains(key)) throw Error(fmt::format("tokenizer: {} has no \"{}\"", where, key));
-  return j[key];
-}
-
-// A special token's text in tokenizer_config.json: "<s>" or {"content": "<s>", ...}.
-std::optional<std::string> config_token(const nlohmann::json& config, const char* key) {
-  if (!config.contains(key)) return std::nullopt;
-  const auto& v = config[key];
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
-  return std::nullopt;
-}
-
-nlohmann::json parse_json_file(const std::string& path) {
-  try {
-    return nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("tokenizer: {} is not JSON ({}); a tokenizer file is a tokenizer.json, SentencePiece's "
-                            "tokenizer.model or spiece.model, or a directory holding one (or GPT-2's encoder.json "
-                            "and vocab.bpe)", path, e.what()));
-  }
 }
 
 }  // namespace
@@ -159,6 +129,7 @@ std::shared_ptr<ByteLevelBpe> ByteLevelBpe::load(const std::string& dir) {
   bpe->map_bytes();
   bpe->compile_pattern(gpt2_pattern(), "GPT-2's pre-tokenizer");
   bpe->bos_ = bpe->eos_ = bpe->token_id("<|endoftext|>");
+  bpe->index_token_bytes();
   return bpe;
 }
 
@@ -193,15 +164,19 @@ void ByteLevelBpe::compile_pattern(const std::string& pattern, const std::string
 }
 
 std::shared_ptr<ByteLevelBpe> ByteLevelBpe::load_tokenizer_json(const std::string& path) {
+  return from_tokenizer_json(parse_json_file(path), path);
+}
+
+std::shared_ptr<ByteLevelBpe> ByteLevelBpe::from_tokenizer_json(const nlohmann::json& j, const std::string& path) {
   if (!available())
     throw Error("tokenizer: this build has no PCRE2 (built with -DSLAPO_PCRE2=OFF); byte-level BPE's pre-tokenizer "
                 "needs it");
   std::shared_ptr<ByteLevelBpe> bpe(new ByteLevelBpe());
-  const nlohmann::json j = parse_json_file(path);
   const auto& model = field(j, "model", path);
   const std::string type = model.value("type", "");
   if (type != "BPE")
-    throw Error(fmt::format("tokenizer: {}: model type '{}' is not read yet (read: BPE, byte-level)", path, type));
+    throw Error(fmt::format("tokenizer: {}: model type '{}' is not read yet (read: BPE, byte-level; WordPiece)", path,
+                            type));
   if (j.contains("normalizer") && !j["normalizer"].is_null()) {
     const auto& normalizer = j["normalizer"];
     if (normalizer.value("type", "") != "NFC")
@@ -289,31 +264,12 @@ std::shared_ptr<ByteLevelBpe> ByteLevelBpe::load_tokenizer_json(const std::strin
     throw refuse_pre(pre_type.empty() ? pre.dump().substr(0, 120) : pre_type);
   }
 
-  // the post-processor: ByteLevel adds nothing; TemplateProcessing's single template puts its
-  // special tokens before and after the text
-  std::function<void(const nlohmann::json&)> post = [&](const nlohmann::json& p) {
-    if (p.is_null()) return;
-    const std::string kind = p.value("type", "");
-    if (kind == "ByteLevel") return;
-    if (kind == "Sequence") {
-      for (auto& each : field(p, "processors", path + "'s post_processor")) post(each);
-      return;
-    }
-    if (kind != "TemplateProcessing")
-      throw Error(fmt::format("tokenizer: {}: post_processor {} is not read yet (read: ByteLevel, TemplateProcessing)",
-                              path, kind));
-    bool after = false;
-    for (auto& piece : field(p, "single", path + "'s post_processor")) {
-      if (piece.contains("Sequence")) {
-        after = true;
-        continue;
-      }
-      const std::string name = field(field(piece, "SpecialToken", path + "'s template"), "id", path).get<std::string>();
-      const auto& ids = field(field(field(p, "special_tokens", path + "'s post_processor"), name.c_str(), path), "ids", path);
-      for (auto& id : ids) (after ? bpe->suffix_ : bpe->prefix_).push_back(id.get<int64_t>());
-    }
-  };
-  if (j.contains("post_processor")) post(j["post_processor"]);
+  // the post-processor's special tokens around a text (LLaMA-3.1's BOS)
+  if (j.contains("post_processor")) {
+    auto surround = read_post_processor(j["post_processor"], path);
+    bpe->prefix_ = std::move(surround.prefix);
+    bpe->suffix_ = std::move(surround.suffix);
+  }
 
   // bos and eos: tokenizer_config.json beside it names them
   namespace fs = std::filesystem;
@@ -323,6 +279,7 @@ std::shared_ptr<ByteLevelBpe> ByteLevelBpe::load_tokenizer_json(const std::strin
     if (auto bos = config_token(config, "bos_token")) bpe->bos_ = bpe->token_id(*bos);
     if (auto eos = config_token(config, "eos_token")) bpe->eos_ = bpe->token_id(*eos);
   }
+  bpe->index_token_bytes();
   return bpe;
 }
 
@@ -448,23 +405,37 @@ std::vector<int64_t> ByteLevelBpe::encode(const std::string& text) const {
   return out;
 }
 
-std::string ByteLevelBpe::decode(const std::vector<int64_t>& ids) const {
-  std::string out;
-  for (int64_t id : ids) {
-    if (id < 0 || id >= vocab_size())
-      throw Error(fmt::format("tokenizer: id {} is outside the vocabulary (0 .. {})", id, vocab_size() - 1));
-    if (auto added = added_text_.find(id); added != added_text_.end()) {
-      out += added->second;
+void ByteLevelBpe::index_token_bytes() {
+  token_bytes_.assign(tokens_.size(), std::string());
+  byte_level_.assign(tokens_.size(), true);
+  for (size_t id = 0; id < tokens_.size(); ++id) {
+    if (auto added = added_text_.find(static_cast<int64_t>(id)); added != added_text_.end()) {
+      token_bytes_[id] = added->second;
       continue;
     }
     const std::string& token = tokens_[id];
     for (size_t i = 0; i < token.size();) {
       size_t length = static_cast<unsigned char>(token[i]) < 0x80 ? 1 : 2;
       auto found = char_bytes_.find(token.substr(i, length));
-      if (found == char_bytes_.end()) throw Error(fmt::format("tokenizer: token {} ('{}') is not byte-level", id, token));
-      out.push_back(static_cast<char>(found->second));
+      if (found == char_bytes_.end()) {
+        byte_level_[id] = false;
+        break;
+      }
+      token_bytes_[id].push_back(static_cast<char>(found->second));
       i += length;
     }
+  }
+}
+
+std::string ByteLevelBpe::decode(const std::vector<int64_t>& ids) const {
+  std::string out;
+  out.reserve(ids.size() * 4);
+  for (int64_t id : ids) {
+    if (id < 0 || id >= vocab_size())
+      throw Error(fmt::format("tokenizer: id {} is outside the vocabulary (0 .. {})", id, vocab_size() - 1));
+    if (!byte_level_[static_cast<size_t>(id)])
+      throw Error(fmt::format("tokenizer: token {} ('{}') is not byte-level", id, tokens_[static_cast<size_t>(id)]));
+    out += token_bytes_[static_cast<size_t>(id)];
   }
   return out;
 }

@@ -13,6 +13,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "text/tokenizer.h"
 
 namespace slapo::text {
@@ -24,6 +26,8 @@ class ByteLevelBpe : public Tokenizer {
   /// Reads a Hugging Face tokenizer.json whose model is byte-level BPE; raises naming the file, the
   /// field and the kinds it reads when it is another.
   static std::shared_ptr<ByteLevelBpe> load_tokenizer_json(const std::string& path);
+  /// The same, from the file's parsed JSON (`path` names it in errors).
+  static std::shared_ptr<ByteLevelBpe> from_tokenizer_json(const nlohmann::json& j, const std::string& path);
   /// Whether this build has the pre-tokenizer's regex engine (PCRE2; -DSLAPO_PCRE2=OFF builds do not).
   static bool available();
 
@@ -55,6 +59,8 @@ class ByteLevelBpe : public Tokenizer {
   /// GPT-2's byte-to-character map, and `pattern` compiled as the pre-tokenizer.
   void map_bytes();
   void compile_pattern(const std::string& pattern, const std::string& source);
+  /// Each token's bytes (an added token's text), for decode; once the vocabulary is read.
+  void index_token_bytes();
 
   std::unordered_map<std::string, int64_t> ids_;  // token (byte-mapped characters) -> id
   std::vector<std::string> tokens_;               // id -> token
@@ -68,6 +74,8 @@ class ByteLevelBpe : public Tokenizer {
   std::optional<int64_t> bos_, eos_;
   std::string byte_chars_[256];                   // each byte's printable stand-in (UTF-8)
   std::unordered_map<std::string, uint8_t> char_bytes_;
+  std::vector<std::string> token_bytes_;  // id -> the bytes it decodes to
+  std::vector<bool> byte_level_;          // id -> whether its characters all stand for bytes
   struct Pattern;
   std::unique_ptr<Pattern> pattern_;
   mutable std::mutex cache_mutex_;

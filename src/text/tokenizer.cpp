@@ -11,6 +11,8 @@
 
 #include "core/error.h"
 #include "text/byte_level_bpe.h"
+#include "text/json_fields.h"
+#include "text/pipeline_tokenizer.h"
 #include "text/sentencepiece_model.h"
 
 namespace slapo::text {
@@ -18,7 +20,8 @@ namespace slapo::text {
 namespace {
 
 const char* kFilesRead =
-    "slapo-lua reads tokenizer.json (a byte-level BPE such as LLaMA-3's or GPT-2's), SentencePiece's tokenizer.model "
+    "slapo-lua reads tokenizer.json (a byte-level BPE such as LLaMA-3's or GPT-2's, or WordPiece such as BERT's), "
+    "SentencePiece's tokenizer.model "
     "or spiece.model (any *.model file), or a directory holding one of them or GPT-2's encoder.json and vocab.bpe";
 
 // The first character that is not white space, or '\0' for an empty file.
@@ -30,6 +33,14 @@ char first_character(const std::string& path) {
   return '\0';
 }
 
+// A tokenizer.json by its model: WordPiece through the pipeline of stages, BPE the byte-level way
+std::shared_ptr<Tokenizer> load_tokenizer_json(const std::string& path) {
+  const nlohmann::json j = parse_json_file(path);
+  if (j.is_object() && j.contains("model") && j["model"].is_object() && j["model"].value("type", "") == "WordPiece")
+    return PipelineTokenizer::from_tokenizer_json(j, path);
+  return ByteLevelBpe::from_tokenizer_json(j, path);
+}
+
 }  // namespace
 
 std::shared_ptr<Tokenizer> open_tokenizer(const std::string& path) {
@@ -37,7 +48,7 @@ std::shared_ptr<Tokenizer> open_tokenizer(const std::string& path) {
   if (fs::is_regular_file(path)) {
     const auto extension = fs::path(path).extension();
     if (extension == ".model") return SentencePieceModel::load(path);
-    if (extension == ".json" || first_character(path) == '{') return ByteLevelBpe::load_tokenizer_json(path);
+    if (extension == ".json" || first_character(path) == '{') return load_tokenizer_json(path);
     throw Error(fmt::format("tokenizer: {} is not a tokenizer file (neither JSON nor named *.model); {}", path,
                            kFilesRead));
   }
@@ -46,7 +57,7 @@ std::shared_ptr<Tokenizer> open_tokenizer(const std::string& path) {
                             "of a checkpoint that holds one (or GPT-2's encoder.json and vocab.bpe, e.g. "
                             "data/gpt2-bpe from scripts/fetch-data)", path));
   const fs::path dir(path);
-  if (fs::exists(dir / "tokenizer.json")) return ByteLevelBpe::load_tokenizer_json((dir / "tokenizer.json").string());
+  if (fs::exists(dir / "tokenizer.json")) return load_tokenizer_json((dir / "tokenizer.json").string());
   // ALBERT's and T5's checkpoints name their SentencePiece model spiece.model
   for (const char* name : {"tokenizer.model", "spiece.model"})
     if (fs::exists(dir / name)) return SentencePieceModel::load((dir / name).string());

@@ -44,3 +44,14 @@ need_data() {
     [ -e "$data/$need" ] || { echo "skip: no $data/$need (scripts/fetch-data fetches it)"; exit 77; }
   done
 }
+
+# need_node: skip the test (exit 77) without Node.js, which runs the reference implementations
+need_node() {
+  command -v node >/dev/null || { echo "skip: no Node.js to run the reference implementation"; exit 77; }
+}
+
+# first_addresses N OUT: the first N State of the Union addresses of $data/sotu, one after another, in OUT
+first_addresses() {
+  local addresses=("$data"/sotu/*.txt)
+  cat "${addresses[@]:0:$1}" > "$2"
+}

@@ -9,7 +9,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 source "$root/tests/cli/lib.sh"
 data="${SLAPO_DATA_DIR:-$root/data}"
 [ -f "$data/gpt-3-encoder/Encoder.js" ] || { echo "skip: no $data/gpt-3-encoder (scripts/fetch-data fetches it)"; exit 77; }
-command -v node >/dev/null || { echo "skip: no Node.js to run the reference implementation"; exit 77; }
+need_node
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

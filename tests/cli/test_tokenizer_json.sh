@@ -11,7 +11,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 source "$root/tests/cli/lib.sh"
 data="${SLAPO_DATA_DIR:-$root/data}"
 need_data llama3-tokenizer/tokenizer.json qwen3-tokenizer/tokenizer.json tokenizers-js/dist/tokenizers.mjs sotu
-command -v node >/dev/null || { echo "skip: no Node.js to run the reference implementation"; exit 77; }
+need_node
 if "$bin" run <(echo 'slapo.tokenizer(arg[1])') "$data/gpt2-bpe" 2>&1 | grep -q "no PCRE2"; then
   echo "skip: this build has no PCRE2"
   exit 77
@@ -20,8 +20,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 mixed_corpus "$tmp/mixed.txt" "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|> <|end_of_text|>   "
-addresses=("$data"/sotu/*.txt)
-cat "${addresses[@]:0:3}" > "$tmp/sotu.txt"
+first_addresses 3 "$tmp/sotu.txt"
 
 # LLaMA-3.1's tokenizer.json: the same vocabulary and merges, its post-processor a BOS before the text
 mkdir -p "$tmp/llama31"
@@ -112,20 +111,20 @@ def write(name, change):
     u = json.loads(json.dumps(t)); change(u)
     os.makedirs(f"{sys.argv[2]}/{name}", exist_ok=True)
     json.dump(u, open(f"{sys.argv[2]}/{name}/tokenizer.json", "w"))
-write("wordpiece", lambda u: u["model"].update(type="WordPiece"))
+write("unigram", lambda u: u["model"].update(type="Unigram"))
 write("nfkc", lambda u: u.update(normalizer={"type": "NFKC"}))
 write("metaspace", lambda u: u.update(pre_tokenizer={"type": "Metaspace", "replacement": "▁"}))
 PY
 mkdir -p "$tmp/sentencepiece" && touch "$tmp/sentencepiece/tokenizer.model"
 cat > "$tmp/bad.lua" <<'LUA'
-for _, name in ipairs({ "wordpiece", "nfkc", "metaspace", "sentencepiece", "nowhere" }) do
+for _, name in ipairs({ "unigram", "nfkc", "metaspace", "sentencepiece", "nowhere" }) do
   local ok, err = pcall(slapo.tokenizer, arg[1] .. "/" .. name)
   assert(not ok, name .. " was read")
   print(err)
 end
 LUA
 "$bin" run "$tmp/bad.lua" "$tmp" > "$tmp/bad.out"
-for want in "wordpiece/tokenizer.json: model type 'WordPiece' is not read yet (read: BPE, byte-level)" \
+for want in "unigram/tokenizer.json: model type 'Unigram' is not read yet (read: BPE, byte-level; WordPiece)" \
   "nfkc/tokenizer.json: normalizer NFKC is not read yet (read: none, NFC)" \
   "metaspace/tokenizer.json: pre_tokenizer Metaspace is not read yet" \
   "sentencepiece/tokenizer.model is not a SentencePiece model" \

@@ -1,0 +1,179 @@
+// tokenizer.json as a pipeline of Hugging Face's stages.
+#include "text/pipeline_tokenizer.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "text/json_fields.h"
+#include "text/unicode_text.h"
+
+namespace slapo::text {
+
+namespace {
+
+using Added = PipelineTokenizer::AddedToken;
+using AddedTokens = PipelineTokenizer::AddedTokens;
+
+bool whitespace_before(const std::string& text, size_t at, size_t* start) {
+  // the UTF-8 character ending at `at`, when it is white space
+  size_t from = at;
+  while (from > 0 && (static_cast<unsigned char>(text[from - 1]) & 0xC0) == 0x80) --from;
+  if (from == 0) return false;
+  --from;
+  auto chars = unicode::code_points(text.substr(from, at - from));
+  if (chars.size() != 1 || !unicode::is_whitespace(chars[0])) return false;
+  *start = from;
+  return true;
+}
+
+bool whitespace_after(const std::string& text, size_t at, size_t* end) {
+  if (at >= text.size()) return false;
+  size_t to = at + 1;
+  while (to < text.size() && (static_cast<unsigned char>(text[to]) & 0xC0) == 0x80) ++to;
+  auto chars = unicode::code_points(text.substr(at, to - at));
+  if (chars.size() != 1 || !unicode::is_whitespace(chars[0])) return false;
+  *end = to;
+  return true;
+}
+
+// Splits `text` at the added tokens (leftmost, then longest, as Hugging Face's tokenizers match
+// them), lstrip and rstrip taking the white space beside a match with it: `plain` gets the text
+// between matches, `added` each match's id.
+void split_added(const std::string& text, const AddedTokens& tokens,
+                 const std::function<void(const std::string&)>& plain, const std::function<void(int64_t)>& added) {
+  size_t start = 0;
+  for (size_t i = 0; i < text.size();) {
+    const Added* hit = nullptr;
+    if (tokens.starts_one[static_cast<unsigned char>(text[i])])
+      for (auto& token : tokens.longest_first)
+      if (text.compare(i, token.content.size(), token.content) == 0) {
+        hit = &token;
+        break;
+      }
+    if (!hit) {
+      ++i;
+      continue;
+    }
+    size_t begin = i, end = i + hit->content.size();
+    if (hit->lstrip)
+      for (size_t from; begin > start && whitespace_before(text, begin, &from);) begin = from;
+    if (hit->rstrip)
+      for (size_t to; whitespace_after(text, end, &to);) end = to;
+    if (begin > start) plain(text.substr(start, begin - start));
+    added(hit->id);
+    i = start = end;
+  }
+  if (start < text.size()) plain(text.substr(start));
+}
+
+}  // namespace
+
+std::shared_ptr<PipelineTokenizer> PipelineTokenizer::load(const std::string& path) {
+  return from_tokenizer_json(parse_json_file(path), path);
+}
+
+std::shared_ptr<PipelineTokenizer> PipelineTokenizer::from_tokenizer_json(const nlohmann::json& j,
+                                                                          const std::string& path) {
+  if (!unicode::available())
+    throw Error("tokenizer: this build has no utf8proc (built with -DSLAPO_PCRE2=OFF); tokenizer.json's normalizers "
+                "and pre-tokenizers need it");
+  std::shared_ptr<PipelineTokenizer> tok(new PipelineTokenizer());
+  const auto& model = field(j, "model", path);
+  const std::string type = model.value("type", "");
+  if (type != "WordPiece")
+    throw Error(fmt::format("tokenizer: {}: model type '{}' is not read yet (read: BPE, byte-level; WordPiece)", path,
+                            type));
+  tok->model_ = std::make_unique<WordPiece>(model, path);
+  tok->normalizer_ = make_normalizer(j.value("normalizer", nlohmann::json()), path);
+  tok->pre_tokenizer_ = make_pre_tokenizer(j.value("pre_tokenizer", nlohmann::json()), path);
+  tok->decoder_ = make_decoder(j.value("decoder", nlohmann::json()), path);
+  tok->surround_ = read_post_processor(j.value("post_processor", nlohmann::json()), path);
+
+  int64_t size = 0;
+  for (auto& [token, id] : tok->model_->vocab()) size = std::max(size, id + 1);
+  if (j.contains("added_tokens") && j["added_tokens"].is_array())
+    for (auto& each : j["added_tokens"]) {
+      Added added;
+      const std::string content = field(each, "content", path + "'s added token").get<std::string>();
+      const auto& id = field(each, "id", path + "'s added token '" + content + "'");
+      if (!id.is_number_integer() || id.get<int64_t>() < 0)
+        throw Error(fmt::format("tokenizer: {}: added token '{}' has id {}; ids are numbers from 0", path, content,
+                                id.dump()));
+      if (content.empty()) throw Error(fmt::format("tokenizer: {}: added token {} is empty", path, id.dump()));
+      if (each.value("single_word", false))
+        throw Error(fmt::format("tokenizer: {}: added token '{}' has single_word = true, not read yet", path, content));
+      added.id = id.get<int64_t>();
+      added.lstrip = each.value("lstrip", false);
+      added.rstrip = each.value("rstrip", false);
+      bool normalized = each.value("normalized", !each.value("special", false));
+      added.content = normalized ? tok->normalizer_(content) : content;
+      if (added.content.empty()) continue;  // normalized away: it can never match
+      auto& list = normalized ? tok->normalized_added_ : tok->raw_added_;
+      list.longest_first.push_back(added);
+      list.starts_one[static_cast<unsigned char>(added.content[0])] = true;
+      tok->added_ids_[content] = added.id;
+      size = std::max(size, added.id + 1);
+    }
+  for (auto* list : {&tok->raw_added_, &tok->normalized_added_})
+    std::stable_sort(list->longest_first.begin(), list->longest_first.end(),
+                     [](auto& a, auto& b) { return a.content.size() > b.content.size(); });
+  tok->tokens_.assign(static_cast<size_t>(size), std::string());
+  for (auto& [token, id] : tok->model_->vocab()) tok->tokens_[static_cast<size_t>(id)] = token;
+  for (auto& [content, id] : tok->added_ids_) tok->tokens_[static_cast<size_t>(id)] = content;
+
+  // bos and eos: tokenizer_config.json's, else the post-processor's tokens around a text ([CLS], [SEP])
+  namespace fs = std::filesystem;
+  if (!tok->surround_.prefix.empty()) tok->bos_ = tok->surround_.prefix.front();
+  if (!tok->surround_.suffix.empty()) tok->eos_ = tok->surround_.suffix.back();
+  auto config_path = fs::path(path).parent_path() / "tokenizer_config.json";
+  if (fs::exists(config_path)) {
+    auto config = parse_json_file(config_path.string());
+    if (auto bos = config_token(config, "bos_token")) tok->bos_ = tok->token_id(*bos);
+    if (auto eos = config_token(config, "eos_token")) tok->eos_ = tok->token_id(*eos);
+  }
+  return tok;
+}
+
+void PipelineTokenizer::encode_segment(const std::string& text, std::vector<int64_t>& out) const {
+  std::vector<std::string> words;
+  split_added(
+      normalizer_(text), normalized_added_,
+      [&](const std::string& plain) {
+        words.clear();
+        pre_tokenizer_(plain, words);
+        for (auto& word : words) model_->tokenize(word, out);
+      },
+      [&](int64_t id) { out.push_back(id); });
+}
+
+std::vector<int64_t> PipelineTokenizer::encode(const std::string& text) const {
+  std::vector<int64_t> out(surround_.prefix);
+  split_added(
+      text, raw_added_, [&](const std::string& plain) { encode_segment(plain, out); },
+      [&](int64_t id) { out.push_back(id); });
+  out.insert(out.end(), surround_.suffix.begin(), surround_.suffix.end());
+  return out;
+}
+
+std::string PipelineTokenizer::decode(const std::vector<int64_t>& ids) const {
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
+  for (int64_t id : ids) {
+    if (id < 0 || id >= vocab_size())
+      throw Error(fmt::format("tokenizer: id {} is outside the vocabulary (0 .. {})", id, vocab_size() - 1));
+    tokens.push_back(tokens_[static_cast<size_t>(id)]);
+  }
+  return decoder_(tokens);
+}
+
+std::optional<int64_t> PipelineTokenizer::token_id(const std::string& token) const {
+  if (auto found = added_ids_.find(token); found != added_ids_.end()) return found->second;
+  if (auto found = model_->vocab().find(token); found != model_->vocab().end()) return found->second;
+  return std::nullopt;
+}
+
+}  // namespace slapo::text

@@ -1,0 +1,65 @@
+// A Hugging Face tokenizer.json read as its pipeline: added tokens split out, the normalizer, the
+// pre-tokenizer, the model (WordPiece), the post-processor's special tokens around the text; the
+// decoder back. Each stage as Hugging Face's tokenizers (Rust) defines it; what is not read is
+// refused by name. Byte-level BPE files take their own faster path (text/byte_level_bpe.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "text/decoders.h"
+#include "text/normalizers.h"
+#include "text/post_processor.h"
+#include "text/pre_tokenizers.h"
+#include "text/tokenizer.h"
+#include "text/wordpiece.h"
+
+namespace slapo::text {
+
+class PipelineTokenizer : public Tokenizer {
+ public:
+  /// Reads tokenizer.json at `path` (model WordPiece); tokenizer_config.json beside it names bos
+  /// and eos when it has them, the post-processor's first and last tokens do otherwise.
+  static std::shared_ptr<PipelineTokenizer> load(const std::string& path);
+  /// The same, from the file's parsed JSON (`path` names it in errors and finds tokenizer_config.json).
+  static std::shared_ptr<PipelineTokenizer> from_tokenizer_json(const nlohmann::json& j, const std::string& path);
+
+  std::vector<int64_t> encode(const std::string& text) const override;
+  std::string decode(const std::vector<int64_t>& ids) const override;
+  int64_t vocab_size() const override { return static_cast<int64_t>(tokens_.size()); }
+  std::optional<int64_t> token_id(const std::string& token) const override;
+  std::optional<int64_t> bos_id() const override { return bos_; }
+  std::optional<int64_t> eos_id() const override { return eos_; }
+
+  struct AddedToken {
+    std::string content;  // as matched: normalized first when `normalized`
+    int64_t id = 0;
+    bool lstrip = false, rstrip = false;
+  };
+  struct AddedTokens {
+    std::vector<AddedToken> longest_first;
+    bool starts_one[256] = {};  // the bytes an added token starts with
+  };
+
+ private:
+  PipelineTokenizer() = default;
+  /// The ids of text between raw-matched added tokens: normalized, normalized added tokens split
+  /// out, the rest pre-tokenized and tokenized by the model.
+  void encode_segment(const std::string& text, std::vector<int64_t>& out) const;
+
+  std::unique_ptr<WordPiece> model_;
+  Normalizer normalizer_;
+  PreTokenizer pre_tokenizer_;
+  Decoder decoder_;
+  Surround surround_;
+  AddedTokens raw_added_, normalized_added_;
+  std::unordered_map<std::string, int64_t> added_ids_;
+  std::vector<std::string> tokens_;  // id -> token
+  std::optional<int64_t> bos_, eos_;
+};
+
+}  // namespace slapo::text

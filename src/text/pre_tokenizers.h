@@ -1,0 +1,19 @@
+// tokenizer.json's pre-tokenizer: the normalized text split into the words a model tokenizes one
+// at a time. Read: BertPreTokenizer, Whitespace, WhitespaceSplit, Sequence of them; anything else
+// is refused by name.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace slapo::text {
+
+using PreTokenizer = std::function<void(const std::string& text, std::vector<std::string>& words)>;
+
+/// The pre-tokenizer `spec` describes (null: the whole text is one word); `where` names the file.
+PreTokenizer make_pre_tokenizer(const nlohmann::json& spec, const std::string& where);
+
+}  // namespace slapo::text

