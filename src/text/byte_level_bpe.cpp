@@ -175,7 +175,7 @@ std::shared_ptr<ByteLevelBpe> ByteLevelBpe::from_tokenizer_json(const nlohmann::
   const auto& model = field(j, "model", path);
   const std::string type = model.value("type", "");
   if (type != "BPE")
-    throw Error(fmt::format("tokenizer: {}: model type '{}' is not read yet (read: BPE, byte-level; WordPiece)", path,
+    throw Error(fmt::format("tokenizer: {}: model type '{}' is not read yet (read: BPE, WordPiece)", path,
                             type));
   if (j.contains("normalizer") && !j["normalizer"].is_null()) {
     const auto& normalizer = j["normalizer"];

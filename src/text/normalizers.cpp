@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "text/json_fields.h"
+#include "text/replace_stage.h"
 #include "text/unicode_text.h"
 
 namespace slapo::text {
@@ -85,26 +86,6 @@ Normalizer strip(const nlohmann::json& spec) {
   };
 }
 
-Normalizer replace(const nlohmann::json& spec, const std::string& where) {
-  const auto& pattern = field(spec, "pattern", where + "'s Replace normalizer");
-  if (!pattern.contains("String"))
-    throw Error(fmt::format("tokenizer: {}: a Replace normalizer by {} is not read yet (read: a String pattern)", where,
-                            pattern.dump()));
-  const std::string from = pattern["String"].get<std::string>();
-  const std::string to = field(spec, "content", where + "'s Replace normalizer").get<std::string>();
-  if (from.empty()) throw Error(fmt::format("tokenizer: {}: a Replace normalizer's pattern is empty", where));
-  return [=](const std::string& text) {
-    std::string out;
-    size_t at = 0;
-    for (size_t hit; (hit = text.find(from, at)) != std::string::npos; at = hit + from.size()) {
-      out.append(text, at, hit - at);
-      out += to;
-    }
-    out.append(text, at, std::string::npos);
-    return out;
-  };
-}
-
 }  // namespace
 
 Normalizer make_normalizer(const nlohmann::json& spec, const std::string& where) {
@@ -114,7 +95,10 @@ Normalizer make_normalizer(const nlohmann::json& spec, const std::string& where)
   if (type == "Lowercase") return lowercase;
   if (type == "StripAccents") return strip_accents;
   if (type == "Strip") return strip(spec);
-  if (type == "Replace") return replace(spec, where);
+  if (type == "Replace") {
+    Replacement r = read_replace(spec, where, "normalizer");
+    return [r](const std::string& text) { return r.apply(text); };
+  }
   if (type == "Prepend") {  // before a text that is not empty
     const std::string prefix = field(spec, "prepend", where + "'s Prepend normalizer").get<std::string>();
     return [prefix](const std::string& text) { return text.empty() ? text : prefix + text; };

@@ -8,8 +8,10 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "text/bpe_model.h"
 #include "text/json_fields.h"
 #include "text/unicode_text.h"
+#include "text/wordpiece.h"
 
 namespace slapo::text {
 
@@ -84,13 +86,13 @@ std::shared_ptr<PipelineTokenizer> PipelineTokenizer::from_tokenizer_json(const 
   std::shared_ptr<PipelineTokenizer> tok(new PipelineTokenizer());
   const auto& model = field(j, "model", path);
   const std::string type = model.value("type", "");
-  if (type != "WordPiece")
-    throw Error(fmt::format("tokenizer: {}: model type '{}' is not read yet (read: BPE, byte-level; WordPiece)", path,
-                            type));
-  tok->model_ = std::make_unique<WordPiece>(model, path);
+  if (type == "WordPiece") tok->model_ = std::make_unique<WordPiece>(model, path);
+  else if (type == "BPE") tok->model_ = std::make_unique<BpeModel>(model, path);
+  else
+    throw Error(fmt::format("tokenizer: {}: model type '{}' is not read yet (read: BPE, WordPiece)", path, type));
   tok->normalizer_ = make_normalizer(j.value("normalizer", nlohmann::json()), path);
   tok->pre_tokenizer_ = make_pre_tokenizer(j.value("pre_tokenizer", nlohmann::json()), path);
-  tok->decoder_ = make_decoder(j.value("decoder", nlohmann::json()), path);
+  tok->decoder_ = Decoder(j.value("decoder", nlohmann::json()), path);
   tok->surround_ = read_post_processor(j.value("post_processor", nlohmann::json()), path);
 
   int64_t size = 0;
@@ -124,6 +126,7 @@ std::shared_ptr<PipelineTokenizer> PipelineTokenizer::from_tokenizer_json(const 
   tok->tokens_.assign(static_cast<size_t>(size), std::string());
   for (auto& [token, id] : tok->model_->vocab()) tok->tokens_[static_cast<size_t>(id)] = token;
   for (auto& [content, id] : tok->added_ids_) tok->tokens_[static_cast<size_t>(id)] = content;
+  for (auto& token : tok->tokens_) token = tok->decoder_.token_form(std::move(token));  // decode's, once
 
   // bos and eos: tokenizer_config.json's, else the post-processor's tokens around a text ([CLS], [SEP])
   namespace fs = std::filesystem;
@@ -167,7 +170,7 @@ std::string PipelineTokenizer::decode(const std::vector<int64_t>& ids) const {
       throw Error(fmt::format("tokenizer: id {} is outside the vocabulary (0 .. {})", id, vocab_size() - 1));
     tokens.push_back(tokens_[static_cast<size_t>(id)]);
   }
-  return decoder_(tokens);
+  return decoder_.decode(std::move(tokens));
 }
 
 std::optional<int64_t> PipelineTokenizer::token_id(const std::string& token) const {

@@ -1,5 +1,5 @@
 // A Hugging Face tokenizer.json read as its pipeline: added tokens split out, the normalizer, the
-// pre-tokenizer, the model (WordPiece), the post-processor's special tokens around the text; the
+// pre-tokenizer, the model (WordPiece, or BPE over characters), the post-processor's special tokens around the text; the
 // decoder back. Each stage as Hugging Face's tokenizers (Rust) defines it; what is not read is
 // refused by name. Byte-level BPE files take their own faster path (text/byte_level_bpe.h).
 #pragma once
@@ -16,13 +16,13 @@
 #include "text/post_processor.h"
 #include "text/pre_tokenizers.h"
 #include "text/tokenizer.h"
-#include "text/wordpiece.h"
+#include "text/subword_model.h"
 
 namespace slapo::text {
 
 class PipelineTokenizer : public Tokenizer {
  public:
-  /// Reads tokenizer.json at `path` (model WordPiece); tokenizer_config.json beside it names bos
+  /// Reads tokenizer.json at `path` (model WordPiece, or BPE that is not byte-level); tokenizer_config.json beside it names bos
   /// and eos when it has them, the post-processor's first and last tokens do otherwise.
   static std::shared_ptr<PipelineTokenizer> load(const std::string& path);
   /// The same, from the file's parsed JSON (`path` names it in errors and finds tokenizer_config.json).
@@ -51,14 +51,14 @@ class PipelineTokenizer : public Tokenizer {
   /// out, the rest pre-tokenized and tokenized by the model.
   void encode_segment(const std::string& text, std::vector<int64_t>& out) const;
 
-  std::unique_ptr<WordPiece> model_;
+  std::unique_ptr<SubwordModel> model_;
   Normalizer normalizer_;
   PreTokenizer pre_tokenizer_;
   Decoder decoder_;
   Surround surround_;
   AddedTokens raw_added_, normalized_added_;
   std::unordered_map<std::string, int64_t> added_ids_;
-  std::vector<std::string> tokens_;  // id -> token
+  std::vector<std::string> tokens_;  // id -> its token, as decode's chain takes it (Decoder::token_form)
   std::optional<int64_t> bos_, eos_;
 };
 

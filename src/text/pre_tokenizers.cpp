@@ -1,6 +1,8 @@
 // tokenizer.json's pre-tokenizers, each as Hugging Face's tokenizers (Rust) splits.
 #include "text/pre_tokenizers.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -43,6 +45,66 @@ void word_or_symbol_runs(const std::string& text, std::vector<std::string>& word
   if (!run.empty()) words.push_back(std::move(run));
 }
 
+struct Span {
+  size_t begin, end;
+  bool delimiter;
+};
+
+// Split by a string: the text as alternating spans of delimiters (the pattern's occurrences, or with
+// `invert` everything else) and the rest, then joined or dropped as the behavior says (Hugging Face's
+// NormalizedString::split).
+PreTokenizer split(const nlohmann::json& spec, const std::string& where) {
+  const auto& pattern = field(spec, "pattern", where + "'s Split pre_tokenizer");
+  if (!pattern.contains("String"))
+    throw Error(fmt::format("tokenizer: {}: a Split pre_tokenizer by {} is not read yet for this model (read: a String "
+                            "pattern; a Regex one in byte-level BPE files)", where, pattern.dump().substr(0, 80)));
+  const std::string needle = pattern["String"].get<std::string>();
+  const std::string behavior = field(spec, "behavior", where + "'s Split pre_tokenizer").get<std::string>();
+  const bool invert = spec.value("invert", false);
+  for (const char* known : {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"})
+    if (behavior == known)
+      return [needle, behavior, invert](const std::string& text, std::vector<std::string>& words) {
+        std::vector<Span> spans;
+        size_t at = 0;
+        if (!needle.empty())
+          for (size_t hit; (hit = text.find(needle, at)) != std::string::npos; at = hit + needle.size()) {
+            if (hit > at) spans.push_back({at, hit, invert});
+            spans.push_back({hit, hit + needle.size(), !invert});
+          }
+        if (at < text.size()) spans.push_back({at, text.size(), invert});
+        std::vector<Span> kept;  // delimiter here means "drop"
+        bool previous = false;
+        if (behavior == "Removed") {
+          kept = spans;
+        } else if (behavior == "Isolated") {
+          for (auto s : spans) kept.push_back({s.begin, s.end, false});
+        } else if (behavior == "Contiguous") {
+          for (auto s : spans) {
+            if (!kept.empty() && s.delimiter && previous) kept.back().end = s.end;
+            else kept.push_back({s.begin, s.end, false});
+            previous = s.delimiter;
+          }
+        } else if (behavior == "MergedWithPrevious") {
+          for (auto s : spans) {
+            if (s.delimiter && !previous && !kept.empty()) kept.back().end = s.end;
+            else kept.push_back({s.begin, s.end, false});
+            previous = s.delimiter;
+          }
+        } else {  // MergedWithNext: the same from the end
+          for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
+            if (it->delimiter && !previous && !kept.empty()) kept.back().begin = it->begin;
+            else kept.push_back({it->begin, it->end, false});
+            previous = it->delimiter;
+          }
+          std::reverse(kept.begin(), kept.end());
+        }
+        for (auto s : kept)
+          if (!s.delimiter && s.end > s.begin) words.emplace_back(text, s.begin, s.end - s.begin);
+      };
+  throw Error(fmt::format("tokenizer: {}: Split behavior '{}' is unknown (choices: Removed, Isolated, "
+                          "MergedWithPrevious, MergedWithNext, Contiguous)", where, behavior));
+}
+
 }  // namespace
 
 PreTokenizer make_pre_tokenizer(const nlohmann::json& spec, const std::string& where) {
@@ -60,6 +122,7 @@ PreTokenizer make_pre_tokenizer(const nlohmann::json& spec, const std::string& w
       split_by_class(text, words, u::is_whitespace, [](char32_t) { return false; });
     };
   if (type == "Whitespace") return word_or_symbol_runs;
+  if (type == "Split") return split(spec, where);
   if (type == "Sequence") {
     std::vector<PreTokenizer> steps;
     for (auto& each : field(spec, "pretokenizers", where + "'s Sequence pre_tokenizer"))
@@ -75,7 +138,7 @@ PreTokenizer make_pre_tokenizer(const nlohmann::json& spec, const std::string& w
     };
   }
   throw Error(fmt::format("tokenizer: {}: pre_tokenizer {} is not read yet for this model (read: BertPreTokenizer, "
-                          "Whitespace, WhitespaceSplit, Sequence)", where,
+                          "Whitespace, WhitespaceSplit, Split by a string, Sequence)", where,
                           type.empty() ? spec.dump().substr(0, 80) : type));
 }
 

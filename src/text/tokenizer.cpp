@@ -20,7 +20,8 @@ namespace slapo::text {
 namespace {
 
 const char* kFilesRead =
-    "slapo-lua reads tokenizer.json (a byte-level BPE such as LLaMA-3's or GPT-2's, or WordPiece such as BERT's), "
+    "slapo-lua reads tokenizer.json (a byte-level BPE such as LLaMA-3's or GPT-2's, BPE over characters such as "
+    "LLaMA-2's, or WordPiece such as BERT's), "
     "SentencePiece's tokenizer.model "
     "or spiece.model (any *.model file), or a directory holding one of them or GPT-2's encoder.json and vocab.bpe";
 
@@ -33,12 +34,27 @@ char first_character(const std::string& path) {
   return '\0';
 }
 
-// A tokenizer.json by its model: WordPiece through the pipeline of stages, BPE the byte-level way
+// Whether a tokenizer.json is a byte-level BPE (GPT-2's scheme): its pre-tokenizer or decoder is
+// ByteLevel, alone or in a Sequence
+bool byte_level(const nlohmann::json& j) {
+  auto is_byte_level = [](const nlohmann::json& stage, const char* list) {
+    if (!stage.is_object()) return false;
+    if (stage.value("type", "") == "ByteLevel") return true;
+    if (stage.value("type", "") != "Sequence" || !stage.contains(list)) return false;
+    for (auto& each : stage[list])
+      if (each.is_object() && each.value("type", "") == "ByteLevel") return true;
+    return false;
+  };
+  return (j.contains("pre_tokenizer") && is_byte_level(j["pre_tokenizer"], "pretokenizers")) ||
+         (j.contains("decoder") && is_byte_level(j["decoder"], "decoders"));
+}
+
+// A tokenizer.json: a byte-level BPE its own fast way, any other through the pipeline of stages
 std::shared_ptr<Tokenizer> load_tokenizer_json(const std::string& path) {
   const nlohmann::json j = parse_json_file(path);
-  if (j.is_object() && j.contains("model") && j["model"].is_object() && j["model"].value("type", "") == "WordPiece")
-    return PipelineTokenizer::from_tokenizer_json(j, path);
-  return ByteLevelBpe::from_tokenizer_json(j, path);
+  const bool bpe = j.is_object() && j.contains("model") && j["model"].is_object() && j["model"].value("type", "") == "BPE";
+  if (bpe && byte_level(j)) return ByteLevelBpe::from_tokenizer_json(j, path);
+  return PipelineTokenizer::from_tokenizer_json(j, path);
 }
 
 }  // namespace

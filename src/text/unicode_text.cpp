@@ -60,6 +60,15 @@ std::vector<char32_t> code_points(const std::string& text) {
   return out;
 }
 
+bool is_valid_utf8(const std::string& text) {
+  for (size_t i = 0; i < text.size();) {
+    const size_t at = i;
+    // U+FFFD is what an invalid byte reads as: valid only where the text spells it
+    if (next_code_point(text, i) == 0xFFFD && text.compare(at, 3, "\xEF\xBF\xBD") != 0) return false;
+  }
+  return true;
+}
+
 void append_utf8(std::string& out, char32_t c) {
   if (c < 0x80) {
     out.push_back(static_cast<char>(c));

@@ -18,6 +18,8 @@ bool available();
 char32_t next_code_point(const std::string& text, size_t& i);
 /// The code points of UTF-8 `text`; an invalid byte reads as U+FFFD, as Rust's lossy reading does.
 std::vector<char32_t> code_points(const std::string& text);
+/// Whether `text` is valid UTF-8 (as Rust's String::from_utf8 accepts it).
+bool is_valid_utf8(const std::string& text);
 /// `c` appended to `out` as UTF-8.
 void append_utf8(std::string& out, char32_t c);
 std::string to_utf8(const std::vector<char32_t>& chars);

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "text/json_fields.h"
+#include "text/subword_model.h"
 
 namespace slapo::text {
 
@@ -15,14 +15,7 @@ bool continuation_byte(char c) { return (static_cast<unsigned char>(c) & 0xC0) =
 }  // namespace
 
 WordPiece::WordPiece(const nlohmann::json& model, const std::string& where) {
-  const auto& vocab = field(model, "vocab", where + "'s model");
-  if (!vocab.is_object() || vocab.empty())
-    throw Error(fmt::format("tokenizer: {}: model.vocab must map each token to its id (a JSON object)", where));
-  for (auto& [token, id] : vocab.items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0)
-      throw Error(fmt::format("tokenizer: {}: token '{}' has id {}; ids are numbers from 0", where, token, id.dump()));
-    vocab_[token] = id.get<int64_t>();
-  }
+  vocab_ = read_vocab(model, where);
   prefix_ = model.value("continuing_subword_prefix", "##");
   max_chars_ = model.value("max_input_chars_per_word", size_t{100});
   const std::string unk = model.value("unk_token", "[UNK]");

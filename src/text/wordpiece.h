@@ -10,18 +10,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "text/subword_model.h"
+
 namespace slapo::text {
 
-class WordPiece {
+class WordPiece : public SubwordModel {
  public:
   /// Reads model {"type": "WordPiece", "vocab", "unk_token", "continuing_subword_prefix",
   /// "max_input_chars_per_word"}; raises naming `where` and the field.
   WordPiece(const nlohmann::json& model, const std::string& where);
 
   /// Appends the ids of one word.
-  void tokenize(const std::string& word, std::vector<int64_t>& out) const;
-  const std::unordered_map<std::string, int64_t>& vocab() const { return vocab_; }
-  const std::string& prefix() const { return prefix_; }
+  void tokenize(const std::string& word, std::vector<int64_t>& out) const override;
+  const std::unordered_map<std::string, int64_t>& vocab() const override { return vocab_; }
 
  private:
   std::unordered_map<std::string, int64_t> vocab_;

@@ -55,3 +55,57 @@ first_addresses() {
   local addresses=("$data"/sotu/*.txt)
   cat "${addresses[@]:0:$1}" > "$2"
 }
+
+# same_as_rust TOKENIZER.json TEXT LABEL: slapo.tokenizer ($bin) gives the ids and decoded text of Hugging
+# Face's tokenizers in Rust ($data/hf-tokenizers-rs: npm @anush008/tokenizers) for TEXT, or the first
+# difference is shown. Works in $tmp.
+same_as_rust() {
+  cat > "$tmp/rust_reference.js" <<'JS'
+const [pkg, tokenizer, file] = process.argv.slice(2);
+const { Tokenizer } = require(pkg + '/node_modules/@anush008/tokenizers');
+const fs = require('fs');
+(async () => {
+  const tok = Tokenizer.fromFile(tokenizer);
+  const ids = (await tok.encode(fs.readFileSync(file, 'utf8'))).getIds();
+  console.log(JSON.stringify({ ids, text: await tok.decode(ids, false) }));
+})();
+JS
+  node "$tmp/rust_reference.js" "$data/hf-tokenizers-rs" "$1" "$2" > "$tmp/rust.json"
+  "$bin" run <(cat <<'LUA'
+local tok = slapo.tokenizer(arg[1])
+local ids = tok:encode(require("slapo.util").read_file(arg[2]))
+print(slapo.json_encode({ ids = ids, text = tok:decode(ids) }))
+LUA
+) "$1" "$2" > "$tmp/ours.json"
+  python3 - "$tmp/rust.json" "$tmp/ours.json" "$tmp/ids" "$3" <<'PY'
+import json, sys
+ref, ours = (json.load(open(p)) for p in sys.argv[1:3])
+json.dump(ref["ids"], open(sys.argv[3] + ".ref", "w")); json.dump(ours["ids"], open(sys.argv[3] + ".ours", "w"))
+if ref["text"] != ours["text"]:
+    at = next((i for i, (a, b) in enumerate(zip(ref["text"], ours["text"])) if a != b), 0)
+    sys.exit(f"{sys.argv[4]}: decode differs at {at}: reference {ref['text'][at-20:at+20]!r}, ours {ours['text'][at-20:at+20]!r}")
+PY
+  same_token_ids "$tmp/ids.ref" "$tmp/ids.ours" "$3"
+}
+
+# need_utf8proc TOKENIZER: skip the test (exit 77) when this build ($bin) has no utf8proc to read it
+need_utf8proc() {
+  if "$bin" run <(echo 'slapo.tokenizer(arg[1])') "$1" 2>&1 | grep -q "no utf8proc"; then
+    echo "skip: this build has no utf8proc"
+    exit 77
+  fi
+}
+
+# refused_by_name DIR WANT...: slapo.tokenizer refuses each DIR/<name>, <name> the WANT up to its first / or space, and
+# its error holds that WANT (the name, the file, what is not read)
+refused_by_name() {
+  local dir="$1" want name
+  shift
+  for want in "$@"; do
+    name="${want%%[/ ]*}"
+    if "$bin" run <(echo 'slapo.tokenizer(arg[1])') "$dir/$name" > "$tmp/refusal.out" 2>&1; then
+      echo "$name was read"; exit 1
+    fi
+    grep -qF "$want" "$tmp/refusal.out" || { echo "expected: $want"; cat "$tmp/refusal.out"; exit 1; }
+  done
+}

