@@ -100,6 +100,31 @@ std::function<std::string(std::string)> strip(const nlohmann::json& spec, const 
   };
 }
 
+// Metaspace: the replacement back to spaces, the first token's dropped unless prepend_scheme is never
+ListStep metaspace(const nlohmann::json& spec, const std::string& where) {
+  const std::string replacement = spec.value("replacement", "\xE2\x96\x81");
+  if (replacement.empty()) throw Error(fmt::format("tokenizer: {}: Metaspace's replacement is empty", where));
+  std::string scheme = spec.value("prepend_scheme", "");
+  if (scheme.empty()) scheme = spec.value("add_prefix_space", true) ? "always" : "never";
+  const bool drop_first = scheme != "never";
+  return [replacement, drop_first](std::vector<std::string>& tokens) {
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      std::string& token = tokens[i];
+      if (token.find(replacement) == std::string::npos) continue;
+      std::string out;
+      for (size_t at = 0; at < token.size();) {
+        if (token.compare(at, replacement.size(), replacement) == 0) {
+          if (!(i == 0 && drop_first)) out.push_back(' ');
+          at += replacement.size();
+        } else {
+          out.push_back(token[at++]);
+        }
+      }
+      token = std::move(out);
+    }
+  };
+}
+
 using TokenMap = std::function<std::string(std::string)>;
 
 // The steps of `spec`, a Sequence's flattened: {list step, token map where it maps each token alone}
@@ -113,6 +138,7 @@ void add_steps(const nlohmann::json& spec, const std::string& where,
   };
   if (type == "WordPiece") return steps.emplace_back(word_piece(spec), nullptr), void();
   if (type == "ByteFallback") return steps.emplace_back(byte_fallback, nullptr), void();
+  if (type == "Metaspace") return steps.emplace_back(metaspace(spec, where), nullptr), void();
   if (type == "Fuse")
     return steps.emplace_back([](std::vector<std::string>& tokens) {
       std::string all;
@@ -128,8 +154,8 @@ void add_steps(const nlohmann::json& spec, const std::string& where,
     for (auto& each : field(spec, "decoders", where + "'s Sequence decoder")) add_steps(each, where, steps);
     return;
   }
-  throw Error(fmt::format("tokenizer: {}: decoder {} is not read yet for this model (read: WordPiece, Replace, "
-                          "ByteFallback, Fuse, Strip, Sequence, none)", where,
+  throw Error(fmt::format("tokenizer: {}: decoder {} is not read yet for this model (read: WordPiece, Metaspace, "
+                          "Replace, ByteFallback, Fuse, Strip, Sequence, none)", where,
                           type.empty() ? spec.dump().substr(0, 80) : type));
 }
 

@@ -44,9 +44,10 @@ bool whitespace_after(const std::string& text, size_t at, size_t* end) {
 
 // Splits `text` at the added tokens (leftmost, then longest, as Hugging Face's tokenizers match
 // them), lstrip and rstrip taking the white space beside a match with it: `plain` gets the text
-// between matches, `added` each match's id.
+// between matches and where it starts, `added` each match's id.
 void split_added(const std::string& text, const AddedTokens& tokens,
-                 const std::function<void(const std::string&)>& plain, const std::function<void(int64_t)>& added) {
+                 const std::function<void(const std::string&, size_t)>& plain,
+                 const std::function<void(int64_t)>& added) {
   size_t start = 0;
   for (size_t i = 0; i < text.size();) {
     const Added* hit = nullptr;
@@ -65,11 +66,11 @@ void split_added(const std::string& text, const AddedTokens& tokens,
       for (size_t from; begin > start && whitespace_before(text, begin, &from);) begin = from;
     if (hit->rstrip)
       for (size_t to; whitespace_after(text, end, &to);) end = to;
-    if (begin > start) plain(text.substr(start, begin - start));
+    if (begin > start) plain(text.substr(start, begin - start), start);
     added(hit->id);
     i = start = end;
   }
-  if (start < text.size()) plain(text.substr(start));
+  if (start < text.size()) plain(text.substr(start), start);
 }
 
 }  // namespace
@@ -141,13 +142,13 @@ std::shared_ptr<PipelineTokenizer> PipelineTokenizer::from_tokenizer_json(const 
   return tok;
 }
 
-void PipelineTokenizer::encode_segment(const std::string& text, std::vector<int64_t>& out) const {
+void PipelineTokenizer::encode_segment(const std::string& text, bool at_start, std::vector<int64_t>& out) const {
   std::vector<std::string> words;
   split_added(
       normalizer_(text), normalized_added_,
-      [&](const std::string& plain) {
+      [&](const std::string& plain, size_t begin) {
         words.clear();
-        pre_tokenizer_(plain, words);
+        pre_tokenizer_(plain, at_start && begin == 0, words);
         for (auto& word : words) model_->tokenize(word, out);
       },
       [&](int64_t id) { out.push_back(id); });
@@ -156,7 +157,7 @@ void PipelineTokenizer::encode_segment(const std::string& text, std::vector<int6
 std::vector<int64_t> PipelineTokenizer::encode(const std::string& text) const {
   std::vector<int64_t> out(surround_.prefix);
   split_added(
-      text, raw_added_, [&](const std::string& plain) { encode_segment(plain, out); },
+      text, raw_added_, [&](const std::string& plain, size_t begin) { encode_segment(plain, begin == 0, out); },
       [&](int64_t id) { out.push_back(id); });
   out.insert(out.end(), surround_.suffix.begin(), surround_.suffix.end());
   return out;

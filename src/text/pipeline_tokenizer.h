@@ -48,8 +48,9 @@ class PipelineTokenizer : public Tokenizer {
  private:
   PipelineTokenizer() = default;
   /// The ids of text between raw-matched added tokens: normalized, normalized added tokens split
-  /// out, the rest pre-tokenized and tokenized by the model.
-  void encode_segment(const std::string& text, std::vector<int64_t>& out) const;
+  /// out, the rest pre-tokenized and tokenized by the model. `at_start`: the segment begins the text
+  /// (Metaspace's prepend_scheme "first" adds its "▁" there only).
+  void encode_segment(const std::string& text, bool at_start, std::vector<int64_t>& out) const;
 
   std::unique_ptr<SubwordModel> model_;
   Normalizer normalizer_;

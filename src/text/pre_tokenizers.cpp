@@ -45,6 +45,8 @@ void word_or_symbol_runs(const std::string& text, std::vector<std::string>& word
   if (!run.empty()) words.push_back(std::move(run));
 }
 
+const std::string kMarker = "\xE2\x96\x81";  // "▁"
+
 struct Span {
   size_t begin, end;
   bool delimiter;
@@ -53,6 +55,46 @@ struct Span {
 // Split by a string: the text as alternating spans of delimiters (the pattern's occurrences, or with
 // `invert` everything else) and the rest, then joined or dropped as the behavior says (Hugging Face's
 // NormalizedString::split).
+void split_on(const std::string& text, const std::string& needle, const std::string& behavior, bool invert,
+              std::vector<std::string>& words) {
+    std::vector<Span> spans;
+    size_t at = 0;
+    if (!needle.empty())
+      for (size_t hit; (hit = text.find(needle, at)) != std::string::npos; at = hit + needle.size()) {
+        if (hit > at) spans.push_back({at, hit, invert});
+        spans.push_back({hit, hit + needle.size(), !invert});
+      }
+    if (at < text.size()) spans.push_back({at, text.size(), invert});
+    std::vector<Span> kept;  // delimiter here means "drop"
+    bool previous = false;
+    if (behavior == "Removed") {
+      kept = spans;
+    } else if (behavior == "Isolated") {
+      for (auto s : spans) kept.push_back({s.begin, s.end, false});
+    } else if (behavior == "Contiguous") {
+      for (auto s : spans) {
+        if (!kept.empty() && s.delimiter && previous) kept.back().end = s.end;
+        else kept.push_back({s.begin, s.end, false});
+        previous = s.delimiter;
+      }
+    } else if (behavior == "MergedWithPrevious") {
+      for (auto s : spans) {
+        if (s.delimiter && !previous && !kept.empty()) kept.back().end = s.end;
+        else kept.push_back({s.begin, s.end, false});
+        previous = s.delimiter;
+      }
+    } else {  // MergedWithNext: the same from the end
+      for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
+        if (it->delimiter && !previous && !kept.empty()) kept.back().begin = it->begin;
+        else kept.push_back({it->begin, it->end, false});
+        previous = it->delimiter;
+      }
+      std::reverse(kept.begin(), kept.end());
+    }
+    for (auto s : kept)
+      if (!s.delimiter && s.end > s.begin) words.emplace_back(text, s.begin, s.end - s.begin);
+}
+
 PreTokenizer split(const nlohmann::json& spec, const std::string& where) {
   const auto& pattern = field(spec, "pattern", where + "'s Split pre_tokenizer");
   if (!pattern.contains("String"))
@@ -63,82 +105,73 @@ PreTokenizer split(const nlohmann::json& spec, const std::string& where) {
   const bool invert = spec.value("invert", false);
   for (const char* known : {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"})
     if (behavior == known)
-      return [needle, behavior, invert](const std::string& text, std::vector<std::string>& words) {
-        std::vector<Span> spans;
-        size_t at = 0;
-        if (!needle.empty())
-          for (size_t hit; (hit = text.find(needle, at)) != std::string::npos; at = hit + needle.size()) {
-            if (hit > at) spans.push_back({at, hit, invert});
-            spans.push_back({hit, hit + needle.size(), !invert});
-          }
-        if (at < text.size()) spans.push_back({at, text.size(), invert});
-        std::vector<Span> kept;  // delimiter here means "drop"
-        bool previous = false;
-        if (behavior == "Removed") {
-          kept = spans;
-        } else if (behavior == "Isolated") {
-          for (auto s : spans) kept.push_back({s.begin, s.end, false});
-        } else if (behavior == "Contiguous") {
-          for (auto s : spans) {
-            if (!kept.empty() && s.delimiter && previous) kept.back().end = s.end;
-            else kept.push_back({s.begin, s.end, false});
-            previous = s.delimiter;
-          }
-        } else if (behavior == "MergedWithPrevious") {
-          for (auto s : spans) {
-            if (s.delimiter && !previous && !kept.empty()) kept.back().end = s.end;
-            else kept.push_back({s.begin, s.end, false});
-            previous = s.delimiter;
-          }
-        } else {  // MergedWithNext: the same from the end
-          for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
-            if (it->delimiter && !previous && !kept.empty()) kept.back().begin = it->begin;
-            else kept.push_back({it->begin, it->end, false});
-            previous = it->delimiter;
-          }
-          std::reverse(kept.begin(), kept.end());
-        }
-        for (auto s : kept)
-          if (!s.delimiter && s.end > s.begin) words.emplace_back(text, s.begin, s.end - s.begin);
+      return [needle, behavior, invert](const std::string& text, bool, std::vector<std::string>& words) {
+        split_on(text, needle, behavior, invert, words);
       };
   throw Error(fmt::format("tokenizer: {}: Split behavior '{}' is unknown (choices: Removed, Isolated, "
                           "MergedWithPrevious, MergedWithNext, Contiguous)", where, behavior));
+}
+
+// Metaspace (SentencePiece's spaces): spaces become the replacement ("▁"), one is put first as
+// prepend_scheme says (always; first: at the start of the input only; never), and with `split` the
+// text is cut before each replacement.
+PreTokenizer metaspace(const nlohmann::json& spec, const std::string& where) {
+  const std::string replacement = spec.value("replacement", kMarker);
+  if (u::code_points(replacement).size() != 1)
+    throw Error(fmt::format("tokenizer: {}: Metaspace's replacement is one character, got '{}'", where, replacement));
+  std::string scheme = spec.value("prepend_scheme", "");
+  if (scheme.empty()) scheme = spec.value("add_prefix_space", true) ? "always" : "never";  // files before 0.19
+  if (scheme != "always" && scheme != "first" && scheme != "never")
+    throw Error(fmt::format("tokenizer: {}: Metaspace prepend_scheme '{}' is unknown (choices: always, first, never)",
+                            where, scheme));
+  const bool cut = spec.value("split", true);
+  return [replacement, scheme, cut](const std::string& text, bool at_start, std::vector<std::string>& words) {
+    std::string spaced;
+    spaced.reserve(text.size() + replacement.size());
+    for (char c : text) c == ' ' ? spaced += replacement : spaced += c;
+    const bool starts = spaced.compare(0, replacement.size(), replacement) == 0;
+    if (!starts && (scheme == "always" || (scheme == "first" && at_start))) spaced.insert(0, replacement);
+    if (cut) return split_on(spaced, replacement, "MergedWithNext", false, words);
+    if (!spaced.empty()) words.push_back(std::move(spaced));
+  };
 }
 
 }  // namespace
 
 PreTokenizer make_pre_tokenizer(const nlohmann::json& spec, const std::string& where) {
   if (spec.is_null())
-    return [](const std::string& text, std::vector<std::string>& words) {
+    return [](const std::string& text, bool, std::vector<std::string>& words) {
       if (!text.empty()) words.push_back(text);
     };
   const std::string type = spec.is_object() ? spec.value("type", "") : "";
   if (type == "BertPreTokenizer")
-    return [](const std::string& text, std::vector<std::string>& words) {
+    return [](const std::string& text, bool, std::vector<std::string>& words) {
       split_by_class(text, words, u::is_whitespace, u::is_punctuation);
     };
   if (type == "WhitespaceSplit")
-    return [](const std::string& text, std::vector<std::string>& words) {
+    return [](const std::string& text, bool, std::vector<std::string>& words) {
       split_by_class(text, words, u::is_whitespace, [](char32_t) { return false; });
     };
-  if (type == "Whitespace") return word_or_symbol_runs;
+  if (type == "Whitespace")
+    return [](const std::string& text, bool, std::vector<std::string>& words) { word_or_symbol_runs(text, words); };
+  if (type == "Metaspace") return metaspace(spec, where);
   if (type == "Split") return split(spec, where);
   if (type == "Sequence") {
     std::vector<PreTokenizer> steps;
     for (auto& each : field(spec, "pretokenizers", where + "'s Sequence pre_tokenizer"))
       steps.push_back(make_pre_tokenizer(each, where));
-    return [steps](const std::string& text, std::vector<std::string>& words) {
+    return [steps](const std::string& text, bool at_start, std::vector<std::string>& words) {
       std::vector<std::string> current{text}, next;
       for (auto& step : steps) {
         next.clear();
-        for (auto& piece : current) step(piece, next);
+        for (size_t i = 0; i < current.size(); ++i) step(current[i], at_start && i == 0, next);
         current.swap(next);
       }
       for (auto& piece : current) words.push_back(std::move(piece));
     };
   }
   throw Error(fmt::format("tokenizer: {}: pre_tokenizer {} is not read yet for this model (read: BertPreTokenizer, "
-                          "Whitespace, WhitespaceSplit, Split by a string, Sequence)", where,
+                          "Whitespace, WhitespaceSplit, Split by a string, Metaspace, Sequence)", where,
                           type.empty() ? spec.dump().substr(0, 80) : type));
 }
 

@@ -1,6 +1,6 @@
 // tokenizer.json's pre-tokenizer: the normalized text split into the words a model tokenizes one
 // at a time. Read: BertPreTokenizer, Whitespace, WhitespaceSplit, Split by a string (every behavior,
-// invert), Sequence of them; anything else is refused by name.
+// invert), Metaspace, Sequence of them; anything else is refused by name.
 #pragma once
 
 #include <functional>
@@ -11,7 +11,9 @@
 
 namespace slapo::text {
 
-using PreTokenizer = std::function<void(const std::string& text, std::vector<std::string>& words)>;
+/// Appends the words of `text`; `at_start` says the text begins the whole input (not after an added
+/// token), which Metaspace's prepend_scheme "first" asks.
+using PreTokenizer = std::function<void(const std::string& text, bool at_start, std::vector<std::string>& words)>;
 
 /// The pre-tokenizer `spec` describes (null: the whole text is one word); `where` names the file.
 PreTokenizer make_pre_tokenizer(const nlohmann::json& spec, const std::string& where);

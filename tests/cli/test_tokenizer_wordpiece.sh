@@ -40,7 +40,7 @@ write("whitespace", lambda u: u.update(pre_tokenizer={"type": "Whitespace"}, nor
 write("processing", lambda u: (strip_mask(u), u.update(post_processor={"type": "BertProcessing",
     "sep": ["[SEP]", 102], "cls": ["[CLS]", 101]})))
 write("precompiled", lambda u: u.update(normalizer={"type": "Precompiled", "precompiled_charsmap": ""}))
-write("metaspace", lambda u: u.update(pre_tokenizer={"type": "Metaspace", "replacement": "▁"}))
+write("punctuation", lambda u: u.update(pre_tokenizer={"type": "Punctuation", "behavior": "Isolated"}))
 write("ctc", lambda u: u.update(decoder={"type": "CTC"}))
 write("single_word", lambda u: u["added_tokens"][4].update(single_word=True))
 write("no_unk", lambda u: u["model"].update(unk_token="<unk>"))
@@ -64,8 +64,8 @@ grep -q $'\x01' "$tmp/mixed.txt" || { echo "the corpus lost its control characte
 
 # what is not read is refused by name
 refused_by_name "$tmp" "precompiled/tokenizer.json: normalizer Precompiled is not read yet (read: BertNormalizer, Lowercase" \
-  "metaspace/tokenizer.json: pre_tokenizer Metaspace is not read yet for this model (read: BertPreTokenizer" \
-  "ctc/tokenizer.json: decoder CTC is not read yet for this model (read: WordPiece, Replace, ByteFallback, Fuse, Strip, Sequence, none)" \
+  "punctuation/tokenizer.json: pre_tokenizer Punctuation is not read yet for this model (read: BertPreTokenizer" \
+  "ctc/tokenizer.json: decoder CTC is not read yet for this model (read: WordPiece, Metaspace, Replace, ByteFallback, Fuse, Strip, Sequence, none)" \
   "single_word/tokenizer.json: added token '[MASK]' has single_word = true, not read yet" \
   "no_unk/tokenizer.json: WordPiece's unk_token '<unk>' is not in its vocabulary" \
   "wordlevel/tokenizer.json: model type 'WordLevel' is not read yet (read: BPE, WordPiece)" \
