@@ -3,7 +3,6 @@
 #if SLAPO_WITH_PCRE2
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
-#include <utf8proc.h>
 #endif
 
 #include <nlohmann/json.hpp>
@@ -18,6 +17,7 @@
 
 #include "core/error.h"
 #include "text/json_fields.h"
+#include "text/normalizers.h"
 #include "text/post_processor.h"
 
 namespace slapo::text {
@@ -84,6 +84,7 @@ std::string pattern_for_pcre2(const std::string& regex, const std::string& where
 #if SLAPO_WITH_PCRE2
 struct ByteLevelBpe::Pattern {
   pcre2_code* code = nullptr;
+  bool keep_between = true;  // Isolated: the text between matches is a piece too
   ~Pattern() { pcre2_code_free(code); }
 };
 bool ByteLevelBpe::available() { return true; }
@@ -127,7 +128,7 @@ std::shared_ptr<ByteLevelBpe> ByteLevelBpe::load(const std::string& dir) {
     bpe->ranks_.emplace(line, rank++);
   }
   bpe->map_bytes();
-  bpe->compile_pattern(gpt2_pattern(), "GPT-2's pre-tokenizer");
+  bpe->add_split(gpt2_pattern(), true, "GPT-2's pre-tokenizer");
   bpe->bos_ = bpe->eos_ = bpe->token_id("<|endoftext|>");
   bpe->index_token_bytes();
   return bpe;
@@ -144,22 +145,24 @@ void ByteLevelBpe::map_bytes() {
   }
 }
 
-void ByteLevelBpe::compile_pattern(const std::string& pattern, const std::string& source) {
+void ByteLevelBpe::add_split(const std::string& pattern, bool keep_between, const std::string& source) {
 #if SLAPO_WITH_PCRE2
-  pattern_ = std::make_unique<Pattern>();
+  auto split = std::make_unique<Pattern>();
+  split->keep_between = keep_between;
   int error = 0;
   PCRE2_SIZE at = 0;
-  pattern_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.c_str()), pattern.size(),
-                                 PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error, &at, nullptr);
-  if (!pattern_->code) {
+  split->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.c_str()), pattern.size(),
+                              PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error, &at, nullptr);
+  if (!split->code) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof(message));
     throw Error(fmt::format("tokenizer: {} does not compile at {}: {}", source, at,
                             reinterpret_cast<const char*>(message)));
   }
-  pcre2_jit_compile(pattern_->code, PCRE2_JIT_COMPLETE);  // the interpreter runs it where JIT cannot
+  pcre2_jit_compile(split->code, PCRE2_JIT_COMPLETE);  // the interpreter runs it where JIT cannot
+  splits_.push_back(std::move(split));
 #else
-  (void)pattern, (void)source;
+  (void)pattern, (void)keep_between, (void)source;
 #endif
 }
 
@@ -177,13 +180,7 @@ std::shared_ptr<ByteLevelBpe> ByteLevelBpe::from_tokenizer_json(const nlohmann::
   if (type != "BPE")
     throw Error(fmt::format("tokenizer: {}: model type '{}' is not read yet (read: BPE, WordPiece)", path,
                             type));
-  if (j.contains("normalizer") && !j["normalizer"].is_null()) {
-    const auto& normalizer = j["normalizer"];
-    if (normalizer.value("type", "") != "NFC")
-      throw Error(fmt::format("tokenizer: {}: normalizer {} is not read yet (read: none, NFC)", path,
-                              normalizer.value("type", normalizer.dump())));
-    bpe->nfc_ = true;  // Qwen2's and Qwen3's
-  }
+  bpe->normalizer_ = make_normalizer(j.value("normalizer", nlohmann::json()), path);  // NFC: Qwen2's and Qwen3's
   for (const char* unused : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (model.contains(unused) && !model[unused].is_null() && model[unused] != "")
       throw Error(fmt::format("tokenizer: {}: model.{} is not read yet (byte-level BPE has none)", path, unused));
@@ -235,31 +232,38 @@ std::shared_ptr<ByteLevelBpe> ByteLevelBpe::from_tokenizer_json(const nlohmann::
     }
   }
 
-  // the pre-tokenizer: ByteLevel (GPT-2's pattern), or a Split by a pattern and then ByteLevel
+  // the pre-tokenizer: ByteLevel (GPT-2's pattern), or Splits by patterns and then ByteLevel
   const auto& pre = field(j, "pre_tokenizer", path);
   const std::string pre_type = pre.is_object() ? pre.value("type", "") : "";
   auto refuse_pre = [&](const std::string& what) {
     return Error(fmt::format("tokenizer: {}: pre_tokenizer {} is not read yet (read: ByteLevel, or a Sequence of "
-                             "Split (Regex, Isolated) and ByteLevel without its regex)", path, what));
+                             "Splits by a Regex (Isolated, or Removed and inverted) and ByteLevel without its regex)",
+                             path, what));
   };
   auto check_byte_level = [&](const nlohmann::json& b, bool regex) {
     if (b.value("type", "") != "ByteLevel") throw refuse_pre(b.value("type", b.dump()));
     if (b.value("add_prefix_space", false)) throw refuse_pre("ByteLevel with add_prefix_space");
     if (b.value("use_regex", true) != regex) throw refuse_pre(regex ? "ByteLevel without its regex" : "a Split, then ByteLevel's regex");
   };
+  bpe->map_bytes();
   if (pre_type == "ByteLevel") {
     check_byte_level(pre, true);
-    bpe->map_bytes();
-    bpe->compile_pattern(gpt2_pattern(), "GPT-2's pre-tokenizer");
-  } else if (pre_type == "Sequence" && pre.contains("pretokenizers") && pre["pretokenizers"].size() == 2) {
-    const auto& split = pre["pretokenizers"][0];
-    if (split.value("type", "") != "Split" || split.value("behavior", "") != "Isolated" || split.value("invert", false) ||
-        !split.contains("pattern") || !split["pattern"].contains("Regex"))
-      throw refuse_pre(split.dump().substr(0, 120));
-    check_byte_level(pre["pretokenizers"][1], false);
-    bpe->map_bytes();
-    const std::string regex = split["pattern"]["Regex"].get<std::string>();
-    bpe->compile_pattern(pattern_for_pcre2(regex, path), fmt::format("{}'s Split pattern", path));
+    bpe->add_split(gpt2_pattern(), true, "GPT-2's pre-tokenizer");
+  } else if (pre_type == "Sequence" && pre.contains("pretokenizers") && pre["pretokenizers"].size() >= 2) {
+    const auto& stages = pre["pretokenizers"];
+    for (size_t i = 0; i + 1 < stages.size(); ++i) {
+      const auto& split = stages[i];
+      const std::string behavior = split.value("behavior", "");
+      const bool invert = split.value("invert", false);
+      // Isolated keeps matches and what lies between them; Removed and inverted only the matches
+      if (split.value("type", "") != "Split" || !split.contains("pattern") || !split["pattern"].contains("Regex") ||
+          !(behavior == "Isolated" || (behavior == "Removed" && invert)))
+        throw refuse_pre(split.dump().substr(0, 120));
+      const std::string regex = split["pattern"]["Regex"].get<std::string>();
+      bpe->add_split(pattern_for_pcre2(regex, path), behavior == "Isolated",
+                     fmt::format("{}'s Split pattern {}", path, i + 1));
+    }
+    check_byte_level(stages[stages.size() - 1], false);
   } else {
     throw refuse_pre(pre_type.empty() ? pre.dump().substr(0, 120) : pre_type);
   }
@@ -326,56 +330,44 @@ const std::vector<int64_t>& ByteLevelBpe::piece_ids(const std::string& piece) co
 }
 
 void ByteLevelBpe::encode_ordinary(const std::string& text, size_t begin, size_t end, std::vector<int64_t>& out) const {
-  auto add = [&](size_t from, size_t to) {
-    if (to <= from) return;
-    const auto& ids = piece_ids(text.substr(from, to - from));
+  split_and_merge(text, begin, end, 0, out);
+}
+
+void ByteLevelBpe::split_and_merge(const std::string& text, size_t begin, size_t end, size_t stage,
+                                   std::vector<int64_t>& out) const {
+  if (end <= begin) return;
+  if (stage == splits_.size()) {
+    const auto& ids = piece_ids(text.substr(begin, end - begin));
     out.insert(out.end(), ids.begin(), ids.end());
-  };
+    return;
+  }
 #if SLAPO_WITH_PCRE2
-  pcre2_match_data* match = pcre2_match_data_create_from_pattern(pattern_->code, nullptr);
-  size_t offset = begin;
-  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  while (offset < end) {
-    int rc = pcre2_match(pattern_->code, subject, end, offset, 0, match, nullptr);
+  // each stage sees one piece of the stage before as its whole subject, as Hugging Face's splits do
+  const Pattern& split = *splits_[stage];
+  pcre2_match_data* match = pcre2_match_data_create_from_pattern(split.code, nullptr);
+  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data() + begin);
+  const size_t length = end - begin;
+  size_t offset = 0;
+  while (offset < length) {
+    int rc = pcre2_match(split.code, subject, length, offset, 0, match, nullptr);
     if (rc < 0) break;
     PCRE2_SIZE* span = pcre2_get_ovector_pointer(match);
-    add(offset, span[0]);  // bytes no piece matches (invalid UTF-8) are a piece of their own
-    add(span[0], span[1]);
+    // between matches: a piece (Isolated), or dropped (Removed, inverted); bytes no match covers
+    // (invalid UTF-8) are a piece of their own either way
+    if (span[0] > offset && split.keep_between) split_and_merge(text, begin + offset, begin + span[0], stage + 1, out);
+    split_and_merge(text, begin + span[0], begin + span[1], stage + 1, out);
     offset = span[1] > span[0] ? span[1] : span[1] + 1;
   }
   pcre2_match_data_free(match);
-  add(offset, end);
+  if (offset < length && split.keep_between) split_and_merge(text, begin + offset, end, stage + 1, out);
 #else
-  add(begin, end);
+  split_and_merge(text, begin, end, splits_.size(), out);
 #endif
 }
-
-namespace {
-
-// Unicode's canonical composition (NFC) of `text`, by utf8proc; text that is not valid UTF-8 is
-// left as it is (Hugging Face's tokenizers only ever see valid text). ASCII is its own NFC.
-std::string nfc(const std::string& text) {
-  if (std::all_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) return text;
-#if SLAPO_WITH_PCRE2
-  utf8proc_uint8_t* composed = nullptr;
-  auto size = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                           static_cast<utf8proc_ssize_t>(text.size()), &composed,
-                           static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
-  if (size < 0) return text;
-  std::string out(reinterpret_cast<const char*>(composed), static_cast<size_t>(size));
-  std::free(composed);
-  return out;
-#else
-  return text;
-#endif
-}
-
-}  // namespace
 
 void ByteLevelBpe::encode_normalized(const std::string& text, size_t begin, size_t end, std::vector<int64_t>& out) const {
-  if (!nfc_) return encode_ordinary(text, begin, end, out);
-  const std::string composed = nfc(text.substr(begin, end - begin));
-  encode_ordinary(composed, 0, composed.size(), out);
+  const std::string normalized = normalizer_(text.substr(begin, end - begin));
+  encode_ordinary(normalized, 0, normalized.size(), out);
 }
 
 std::vector<int64_t> ByteLevelBpe::encode(const std::string& text) const {

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "text/normalizers.h"
 #include "text/tokenizer.h"
 
 namespace slapo::text {
@@ -54,11 +55,14 @@ class ByteLevelBpe : public Tokenizer {
   const std::vector<int64_t>& piece_ids(const std::string& piece) const;
   /// The ids of text with no added token in it: pre-tokenized, each piece merged.
   void encode_ordinary(const std::string& text, size_t begin, size_t end, std::vector<int64_t>& out) const;
-  /// encode_ordinary after the normalizer (NFC), which runs on the text between added tokens.
+  /// text[begin, end) split by the pre-tokenizer's patterns from `stage` on, each piece merged.
+  void split_and_merge(const std::string& text, size_t begin, size_t end, size_t stage, std::vector<int64_t>& out) const;
+  /// encode_ordinary after the normalizer (Qwen's NFC), which runs on the text between added tokens.
   void encode_normalized(const std::string& text, size_t begin, size_t end, std::vector<int64_t>& out) const;
   /// GPT-2's byte-to-character map, and `pattern` compiled as the pre-tokenizer.
   void map_bytes();
-  void compile_pattern(const std::string& pattern, const std::string& source);
+  /// A pre-tokenizer stage: split by `pattern`, keeping the text between matches or not.
+  void add_split(const std::string& pattern, bool keep_between, const std::string& source);
   /// Each token's bytes (an added token's text), for decode; once the vocabulary is read.
   void index_token_bytes();
 
@@ -66,7 +70,7 @@ class ByteLevelBpe : public Tokenizer {
   std::vector<std::string> tokens_;               // id -> token
   std::unordered_map<std::string, int> ranks_;    // "left right" -> merge rank
   bool ignore_merges_ = false;                    // a piece that is a token is that token, unmerged
-  bool nfc_ = false;                              // the normalizer: Unicode NFC (Qwen2, Qwen3)
+  Normalizer normalizer_ = [](const std::string& text) { return text; };
   std::vector<std::pair<std::string, int64_t>> added_;  // added tokens (their text, not byte-mapped), longest first
   std::unordered_map<int64_t, std::string> added_text_;  // id -> an added token's text, for decode
   bool added_first_[256] = {};                            // the bytes an added token starts with
@@ -77,7 +81,7 @@ class ByteLevelBpe : public Tokenizer {
   std::vector<std::string> token_bytes_;  // id -> the bytes it decodes to
   std::vector<bool> byte_level_;          // id -> whether its characters all stand for bytes
   struct Pattern;
-  std::unique_ptr<Pattern> pattern_;
+  std::vector<std::unique_ptr<Pattern>> splits_;  // the pre-tokenizer's stages, in order
   mutable std::mutex cache_mutex_;
   mutable std::unordered_map<std::string, std::vector<int64_t>> cache_;
 };

