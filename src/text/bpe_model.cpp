@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "text/json_fields.h"
+#include "text/unicode_text.h"
 
 namespace slapo::text {
 
@@ -17,8 +18,6 @@ uint64_t pair_key(int64_t left, int64_t right) {
 }
 
 const std::string kMarker = "\xE2\x96\x81";  // SentencePiece's word start, "▁"
-
-size_t utf8_length(unsigned char lead) { return lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1; }
 
 }  // namespace
 
@@ -90,7 +89,7 @@ std::vector<int64_t> BpeModel::merge_word(const std::string& word) const {
   std::optional<int64_t> unk;  // a run of unknown characters not added yet
   std::string piece;
   for (size_t i = 0; i < word.size();) {
-    size_t length = std::min(utf8_length(static_cast<unsigned char>(word[i])), word.size() - i);
+    size_t length = std::min(unicode::utf8_length(static_cast<unsigned char>(word[i])), word.size() - i);
     const bool first = i == 0, last = i + length == word.size();
     piece.assign(first ? std::string() : prefix_);
     piece.append(word, i, length);

@@ -178,7 +178,7 @@ std::shared_ptr<ByteLevelBpe> ByteLevelBpe::from_tokenizer_json(const nlohmann::
   const auto& model = field(j, "model", path);
   const std::string type = model.value("type", "");
   if (type != "BPE")
-    throw Error(fmt::format("tokenizer: {}: model type '{}' is not read yet (read: BPE, WordPiece)", path,
+    throw Error(fmt::format("tokenizer: {}: model type '{}' is not read yet (read: BPE, WordPiece, Unigram)", path,
                             type));
   bpe->normalizer_ = make_normalizer(j.value("normalizer", nlohmann::json()), path);  // NFC: Qwen2's and Qwen3's
   for (const char* unused : {"continuing_subword_prefix", "end_of_word_suffix"})

@@ -16,6 +16,7 @@ namespace slapo::text {
 namespace {
 
 using ListStep = std::function<void(std::vector<std::string>&)>;  // a step over the whole list
+using TokenMap = std::function<std::string(std::string)>;         // a step on each token alone
 
 // Whether cleanup can change `piece` from `from` on: each pattern is a space and then . ? ! , ' n or d
 bool may_need_cleanup(const std::string& piece, size_t from) {
@@ -37,20 +38,20 @@ std::string cleanup(std::string token) {
   return token;
 }
 
-// WordPiece: a continuation loses its prefix, any other token after the first gets a space
-ListStep word_piece(const nlohmann::json& spec) {
+// WordPiece: after the first token, a continuation loses its prefix and any other token gets a
+// space; every token cleaned up
+std::pair<TokenMap, TokenMap> word_piece(const nlohmann::json& spec) {
   const std::string prefix = spec.value("prefix", "##");
   const bool tidy = spec.value("cleanup", true);
-  return [prefix, tidy](std::vector<std::string>& tokens) {
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      std::string& token = tokens[i];
-      if (i > 0) {
-        if (token.compare(0, prefix.size(), prefix) == 0) token.erase(0, prefix.size());
-        else token.insert(token.begin(), ' ');
-      }
-      if (tidy && may_need_cleanup(token, 0)) token = cleanup(std::move(token));
-    }
+  auto tidied = [tidy](std::string token) {
+    return tidy && may_need_cleanup(token, 0) ? cleanup(std::move(token)) : token;
   };
+  auto later = [prefix, tidied](std::string token) {
+    if (token.compare(0, prefix.size(), prefix) == 0) token.erase(0, prefix.size());
+    else token.insert(token.begin(), ' ');
+    return tidied(std::move(token));
+  };
+  return {later, tidied};
 }
 
 // ByteFallback: runs of <0xXX> tokens become their bytes' text, or one U+FFFD a byte when not UTF-8
@@ -100,55 +101,57 @@ std::function<std::string(std::string)> strip(const nlohmann::json& spec, const 
   };
 }
 
-// Metaspace: the replacement back to spaces, the first token's dropped unless prepend_scheme is never
-ListStep metaspace(const nlohmann::json& spec, const std::string& where) {
+// Metaspace: the replacement back to spaces; the first token's dropped unless prepend_scheme is never
+std::pair<TokenMap, TokenMap> metaspace(const nlohmann::json& spec, const std::string& where) {
   const std::string replacement = spec.value("replacement", "\xE2\x96\x81");
   if (replacement.empty()) throw Error(fmt::format("tokenizer: {}: Metaspace's replacement is empty", where));
   std::string scheme = spec.value("prepend_scheme", "");
   if (scheme.empty()) scheme = spec.value("add_prefix_space", true) ? "always" : "never";
-  const bool drop_first = scheme != "never";
-  return [replacement, drop_first](std::vector<std::string>& tokens) {
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      std::string& token = tokens[i];
-      if (token.find(replacement) == std::string::npos) continue;
-      std::string out;
-      for (size_t at = 0; at < token.size();) {
-        if (token.compare(at, replacement.size(), replacement) == 0) {
-          if (!(i == 0 && drop_first)) out.push_back(' ');
-          at += replacement.size();
-        } else {
-          out.push_back(token[at++]);
-        }
-      }
-      token = std::move(out);
-    }
-  };
+  const Replacement spaced{replacement, " "}, dropped{replacement, ""};
+  TokenMap later = [spaced](std::string token) { return spaced.apply(std::move(token)); };
+  if (scheme == "never") return {later, later};
+  return {later, [dropped](std::string token) { return dropped.apply(std::move(token)); }};
 }
 
-using TokenMap = std::function<std::string(std::string)>;
+struct StepSpec {
+  ListStep on_list;
+  TokenMap on_token, on_first;  // set where the step maps each token alone (the first its own way)
+};
 
-// The steps of `spec`, a Sequence's flattened: {list step, token map where it maps each token alone}
-void add_steps(const nlohmann::json& spec, const std::string& where,
-               std::vector<std::pair<ListStep, TokenMap>>& steps) {
+// A step that maps each token alone, the first token by `first`
+StepSpec per_token(TokenMap later, TokenMap first) {
+  return {[later, first](std::vector<std::string>& tokens) {
+            for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = (i ? later : first)(std::move(tokens[i]));
+          },
+          later, first};
+}
+
+// The steps of `spec`, a Sequence's flattened
+void add_steps(const nlohmann::json& spec, const std::string& where, std::vector<StepSpec>& steps) {
   const std::string type = spec.is_object() ? spec.value("type", "") : "";
-  auto per_token = [&](TokenMap map) {
-    steps.emplace_back([map](std::vector<std::string>& tokens) {
-      for (auto& token : tokens) token = map(std::move(token));
-    }, map);
-  };
-  if (type == "WordPiece") return steps.emplace_back(word_piece(spec), nullptr), void();
-  if (type == "ByteFallback") return steps.emplace_back(byte_fallback, nullptr), void();
-  if (type == "Metaspace") return steps.emplace_back(metaspace(spec, where), nullptr), void();
+  if (type == "WordPiece") {
+    auto [later, first] = word_piece(spec);
+    return steps.push_back(per_token(later, first));
+  }
+  if (type == "Metaspace") {
+    auto [later, first] = metaspace(spec, where);
+    return steps.push_back(per_token(later, first));
+  }
+  if (type == "ByteFallback") return steps.push_back({byte_fallback, nullptr, nullptr});
   if (type == "Fuse")
-    return steps.emplace_back([](std::vector<std::string>& tokens) {
-      std::string all;
-      for (auto& token : tokens) all += token;
-      tokens.assign(1, std::move(all));
-    }, nullptr), void();
-  if (type == "Strip") return per_token(strip(spec, where));
+    return steps.push_back({[](std::vector<std::string>& tokens) {
+                              std::string all;
+                              for (auto& token : tokens) all += token;
+                              tokens.assign(1, std::move(all));
+                            }, nullptr, nullptr});
+  if (type == "Strip") {
+    TokenMap map = strip(spec, where);
+    return steps.push_back(per_token(map, map));
+  }
   if (type == "Replace") {
     Replacement r = read_replace(spec, where, "decoder");
-    return per_token([r](std::string token) { return r.apply(std::move(token)); });
+    TokenMap map = [r](std::string token) { return r.apply(std::move(token)); };
+    return steps.push_back(per_token(map, map));
   }
   if (type == "Sequence") {
     for (auto& each : field(spec, "decoders", where + "'s Sequence decoder")) add_steps(each, where, steps);
@@ -164,14 +167,14 @@ void add_steps(const nlohmann::json& spec, const std::string& where,
 Decoder::Decoder(const nlohmann::json& spec, const std::string& where) {
   if (spec.is_null()) return;
   join_spaces_ = false;
-  std::vector<std::pair<ListStep, TokenMap>> steps;
+  std::vector<StepSpec> steps;
   add_steps(spec, where, steps);
-  for (auto& [on_list, on_token] : steps) steps_.push_back(Step{on_list, on_token});
+  for (auto& step : steps) steps_.push_back(Step{step.on_list, step.on_token, step.on_first});
   while (leading_ < steps_.size() && steps_[leading_].on_token) ++leading_;
 }
 
-std::string Decoder::token_form(std::string token) const {
-  for (size_t i = 0; i < leading_; ++i) token = steps_[i].on_token(std::move(token));
+std::string Decoder::token_form(std::string token, bool first) const {
+  for (size_t i = 0; i < leading_; ++i) token = (first ? steps_[i].on_first : steps_[i].on_token)(std::move(token));
   return token;
 }
 

@@ -11,6 +11,7 @@
 #include "text/bpe_model.h"
 #include "text/json_fields.h"
 #include "text/unicode_text.h"
+#include "text/unigram_model.h"
 #include "text/wordpiece.h"
 
 namespace slapo::text {
@@ -89,8 +90,10 @@ std::shared_ptr<PipelineTokenizer> PipelineTokenizer::from_tokenizer_json(const 
   const std::string type = model.value("type", "");
   if (type == "WordPiece") tok->model_ = std::make_unique<WordPiece>(model, path);
   else if (type == "BPE") tok->model_ = std::make_unique<BpeModel>(model, path);
+  else if (type == "Unigram") tok->model_ = std::make_unique<UnigramModel>(model, path);
   else
-    throw Error(fmt::format("tokenizer: {}: model type '{}' is not read yet (read: BPE, WordPiece)", path, type));
+    throw Error(fmt::format("tokenizer: {}: model type '{}' is not read yet (read: BPE, WordPiece, Unigram)", path,
+                            type));
   tok->normalizer_ = make_normalizer(j.value("normalizer", nlohmann::json()), path);
   tok->pre_tokenizer_ = make_pre_tokenizer(j.value("pre_tokenizer", nlohmann::json()), path);
   tok->decoder_ = Decoder(j.value("decoder", nlohmann::json()), path);
@@ -127,7 +130,11 @@ std::shared_ptr<PipelineTokenizer> PipelineTokenizer::from_tokenizer_json(const 
   tok->tokens_.assign(static_cast<size_t>(size), std::string());
   for (auto& [token, id] : tok->model_->vocab()) tok->tokens_[static_cast<size_t>(id)] = token;
   for (auto& [content, id] : tok->added_ids_) tok->tokens_[static_cast<size_t>(id)] = content;
-  for (auto& token : tok->tokens_) token = tok->decoder_.token_form(std::move(token));  // decode's, once
+  tok->first_tokens_.resize(tok->tokens_.size());  // decode's forms, once: a text's first token, any other
+  for (size_t id = 0; id < tok->tokens_.size(); ++id) {
+    tok->first_tokens_[id] = tok->decoder_.token_form(tok->tokens_[id], true);
+    tok->tokens_[id] = tok->decoder_.token_form(std::move(tok->tokens_[id]), false);
+  }
 
   // bos and eos: tokenizer_config.json's, else the post-processor's tokens around a text ([CLS], [SEP])
   namespace fs = std::filesystem;
@@ -169,7 +176,7 @@ std::string PipelineTokenizer::decode(const std::vector<int64_t>& ids) const {
   for (int64_t id : ids) {
     if (id < 0 || id >= vocab_size())
       throw Error(fmt::format("tokenizer: id {} is outside the vocabulary (0 .. {})", id, vocab_size() - 1));
-    tokens.push_back(tokens_[static_cast<size_t>(id)]);
+    tokens.push_back((tokens.empty() ? first_tokens_ : tokens_)[static_cast<size_t>(id)]);
   }
   return decoder_.decode(std::move(tokens));
 }

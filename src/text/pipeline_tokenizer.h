@@ -59,7 +59,8 @@ class PipelineTokenizer : public Tokenizer {
   Surround surround_;
   AddedTokens raw_added_, normalized_added_;
   std::unordered_map<std::string, int64_t> added_ids_;
-  std::vector<std::string> tokens_;  // id -> its token, as decode's chain takes it (Decoder::token_form)
+  std::vector<std::string> tokens_;        // id -> its token, as decode's chain takes it (Decoder::token_form)
+  std::vector<std::string> first_tokens_;  // the same for a text's first token
   std::optional<int64_t> bos_, eos_;
 };
 

@@ -4,6 +4,7 @@
 // (-DSLAPO_PCRE2=OFF) refuses by name.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -13,6 +14,10 @@ namespace slapo::text::unicode {
 /// Whether this build has utf8proc.
 bool available();
 
+/// The bytes of the UTF-8 character `lead` starts (1 for a byte that starts none).
+inline size_t utf8_length(unsigned char lead) {
+  return lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+}
 /// The code point of UTF-8 `text` at byte `i`, advancing `i` past it; an invalid byte reads as
 /// U+FFFD and advances by one.
 char32_t next_code_point(const std::string& text, size_t& i);

@@ -114,7 +114,7 @@ def write(name, change):
     u = json.loads(json.dumps(t)); change(u)
     os.makedirs(f"{sys.argv[2]}/{name}", exist_ok=True)
     json.dump(u, open(f"{sys.argv[2]}/{name}/tokenizer.json", "w"))
-write("unigram", lambda u: u["model"].update(type="Unigram"))
+write("wordlevel", lambda u: u["model"].update(type="WordLevel"))
 write("nfkc", lambda u: u.update(normalizer={"type": "NFKC"}))
 write("digits", lambda u: u.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [
     {"type": "Digits", "individual_digits": True}, {"type": "ByteLevel", "use_regex": False}]}))
@@ -132,7 +132,7 @@ for name in deepseek-v3 gpt4o; do
   for corpus in "${name%%-*}" sotu; do same_as_rust "$data/$name-tokenizer/tokenizer.json" "$tmp/$corpus.txt" "$name $corpus"; done
 done
 mkdir -p "$tmp/sentencepiece" && touch "$tmp/sentencepiece/tokenizer.model"
-refused_by_name "$tmp" "unigram/tokenizer.json: model type 'Unigram' is not read yet (read: BPE, WordPiece)" \
+refused_by_name "$tmp" "wordlevel/tokenizer.json: model type 'WordLevel' is not read yet (read: BPE, WordPiece, Unigram)" \
   "digits/tokenizer.json: pre_tokenizer {\"individual_digits\":true,\"type\":\"Digits\"} is not read yet" \
   "metaspace/tokenizer.json: pre_tokenizer Metaspace is not read yet" \
   "sentencepiece/tokenizer.model is not a SentencePiece model" \

@@ -68,6 +68,6 @@ refused_by_name "$tmp" "precompiled/tokenizer.json: normalizer Precompiled is no
   "ctc/tokenizer.json: decoder CTC is not read yet for this model (read: WordPiece, Metaspace, Replace, ByteFallback, Fuse, Strip, Sequence, none)" \
   "single_word/tokenizer.json: added token '[MASK]' has single_word = true, not read yet" \
   "no_unk/tokenizer.json: WordPiece's unk_token '<unk>' is not in its vocabulary" \
-  "wordlevel/tokenizer.json: model type 'WordLevel' is not read yet (read: BPE, WordPiece)" \
+  "wordlevel/tokenizer.json: model type 'WordLevel' is not read yet (read: BPE, WordPiece, Unigram)" \
   "regex_replace/tokenizer.json: a Replace normalizer by {\"Regex\":\"\\\\s+\"} is not read yet (read: a String pattern)"
 echo "wordpiece tokenizer.json ok"

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# slapo.tokenizer on a Unigram tokenizer.json: ALBERT's real SentencePiece unigram model (its pieces and
+# scores) as transformers' converter lays it out (data/albert-unigram-json, scripts/fetch-data), ids and
+# decoded text equal to Hugging Face's tokenizers in Rust on the mixed corpus (with ALBERT's special
+# tokens and characters no piece covers, whose runs become one unknown token) and three addresses; the
+# same with byte fallback (the pieces' file given <0xXX> pieces: uncovered characters become bytes);
+# what is not read is refused by name.
+set -euo pipefail
+bin="$1"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "$root/tests/cli/lib.sh"
+data="${SLAPO_DATA_DIR:-$root/data}"
+need_data albert-unigram-json/tokenizer.json hf-tokenizers-rs/node_modules/@anush008/tokenizers/index.js sotu
+need_node
+need_utf8proc "$data/albert-unigram-json"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+mixed_corpus "$tmp/mixed.txt" "[CLS] who [MASK] the \`\`quoted'' [SEP]x<pad> 你好 🙂🙂 tail\n"
+first_addresses 3 "$tmp/sotu.txt"
+python3 - "$data/albert-unigram-json/tokenizer.json" "$tmp" <<'PY'
+import json, os, sys
+t = json.load(open(sys.argv[1]))
+def write(name, change):
+    u = json.loads(json.dumps(t)); change(u)
+    os.makedirs(f"{sys.argv[2]}/{name}", exist_ok=True)
+    json.dump(u, open(f"{sys.argv[2]}/{name}/tokenizer.json", "w"))
+def bytes_too(u):
+    u["model"]["vocab"] += [[f"<0x{b:02X}>", -20.0] for b in range(256)]
+    u["model"]["byte_fallback"] = True
+write("byte_fallback", bytes_too)
+write("bad_unk", lambda u: u["model"].update(unk_id=40000))
+write("bad_piece", lambda u: u["model"]["vocab"].__setitem__(7, ["x", "high"]))
+PY
+
+for corpus in mixed sotu; do same_as_rust "$data/albert-unigram-json/tokenizer.json" "$tmp/$corpus.txt" "albert $corpus"; done
+same_as_rust "$tmp/byte_fallback/tokenizer.json" "$tmp/mixed.txt" "albert with byte fallback"
+# [CLS], "▁", the character's three bytes, [SEP]: no unknown token (1)
+"$bin" run <(echo 'local ids = slapo.tokenizer(arg[1]):encode("你"); assert(#ids == 6 and ids[3] ~= 1 and ids[4] ~= 1 and
+  ids[5] ~= 1, slapo.json_encode(ids))') "$tmp/byte_fallback"
+refused_by_name "$tmp" "bad_unk/tokenizer.json: Unigram unk_id 40000 is not a piece of its 30000 (0 .. 29999)" \
+  "bad_piece/tokenizer.json: Unigram piece 7 is not [piece, score]"
+echo "Unigram tokenizer.json ok"
