@@ -55,44 +55,76 @@ struct Span {
 // Split by a string: the text as alternating spans of delimiters (the pattern's occurrences, or with
 // `invert` everything else) and the rest, then joined or dropped as the behavior says (Hugging Face's
 // NormalizedString::split).
+void keep_by_behavior(const std::string& text, const std::vector<Span>& spans, const std::string& behavior,
+                    std::vector<std::string>& words) {
+  std::vector<Span> kept;  // delimiter here means "drop"
+  bool previous = false;
+  if (behavior == "Removed") {
+    kept = spans;
+  } else if (behavior == "Isolated") {
+    for (auto s : spans) kept.push_back({s.begin, s.end, false});
+  } else if (behavior == "Contiguous") {
+    for (auto s : spans) {
+      if (!kept.empty() && s.delimiter && previous) kept.back().end = s.end;
+      else kept.push_back({s.begin, s.end, false});
+      previous = s.delimiter;
+    }
+  } else if (behavior == "MergedWithPrevious") {
+    for (auto s : spans) {
+      if (s.delimiter && !previous && !kept.empty()) kept.back().end = s.end;
+      else kept.push_back({s.begin, s.end, false});
+      previous = s.delimiter;
+    }
+  } else {  // MergedWithNext: the same from the end
+    for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
+      if (it->delimiter && !previous && !kept.empty()) kept.back().begin = it->begin;
+      else kept.push_back({it->begin, it->end, false});
+      previous = it->delimiter;
+    }
+    std::reverse(kept.begin(), kept.end());
+  }
+  for (auto s : kept)
+    if (!s.delimiter && s.end > s.begin) words.emplace_back(text, s.begin, s.end - s.begin);
+}
+
 void split_on(const std::string& text, const std::string& needle, const std::string& behavior, bool invert,
               std::vector<std::string>& words) {
-    std::vector<Span> spans;
-    size_t at = 0;
-    if (!needle.empty())
-      for (size_t hit; (hit = text.find(needle, at)) != std::string::npos; at = hit + needle.size()) {
-        if (hit > at) spans.push_back({at, hit, invert});
-        spans.push_back({hit, hit + needle.size(), !invert});
-      }
-    if (at < text.size()) spans.push_back({at, text.size(), invert});
-    std::vector<Span> kept;  // delimiter here means "drop"
-    bool previous = false;
-    if (behavior == "Removed") {
-      kept = spans;
-    } else if (behavior == "Isolated") {
-      for (auto s : spans) kept.push_back({s.begin, s.end, false});
-    } else if (behavior == "Contiguous") {
-      for (auto s : spans) {
-        if (!kept.empty() && s.delimiter && previous) kept.back().end = s.end;
-        else kept.push_back({s.begin, s.end, false});
-        previous = s.delimiter;
-      }
-    } else if (behavior == "MergedWithPrevious") {
-      for (auto s : spans) {
-        if (s.delimiter && !previous && !kept.empty()) kept.back().end = s.end;
-        else kept.push_back({s.begin, s.end, false});
-        previous = s.delimiter;
-      }
-    } else {  // MergedWithNext: the same from the end
-      for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
-        if (it->delimiter && !previous && !kept.empty()) kept.back().begin = it->begin;
-        else kept.push_back({it->begin, it->end, false});
-        previous = it->delimiter;
-      }
-      std::reverse(kept.begin(), kept.end());
+  std::vector<Span> spans;
+  size_t at = 0;
+  if (!needle.empty())
+    for (size_t hit; (hit = text.find(needle, at)) != std::string::npos; at = hit + needle.size()) {
+      if (hit > at) spans.push_back({at, hit, invert});
+      spans.push_back({hit, hit + needle.size(), !invert});
     }
-    for (auto s : kept)
-      if (!s.delimiter && s.end > s.begin) words.emplace_back(text, s.begin, s.end - s.begin);
+  if (at < text.size()) spans.push_back({at, text.size(), invert});
+  keep_by_behavior(text, spans, behavior, words);
+}
+
+// Split by a class of characters: each character of it a delimiter of its own (Hugging Face's
+// Pattern for a char predicate), then kept as the behavior says
+template <class Is>
+void split_by_character(const std::string& text, Is is, const std::string& behavior, std::vector<std::string>& words) {
+  std::vector<Span> spans;
+  size_t at = 0;
+  for (size_t i = 0; i < text.size();) {
+    const size_t begin = i;
+    if (!is(u::next_code_point(text, i))) continue;
+    if (begin > at) spans.push_back({at, begin, false});
+    spans.push_back({begin, i, true});
+    at = i;
+  }
+  if (at < text.size()) spans.push_back({at, text.size(), false});
+  keep_by_behavior(text, spans, behavior, words);
+}
+
+bool is_numeric(char32_t c) { return u::is_digit(c) || u::is_number_other(c); }
+
+std::string read_behavior(const nlohmann::json& spec, const char* fallback, const std::string& where) {
+  const std::string behavior = spec.value("behavior", fallback);
+  for (const char* known : {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"})
+    if (behavior == known) return behavior;
+  throw Error(fmt::format("tokenizer: {}: Split behavior '{}' is unknown (choices: Removed, Isolated, "
+                          "MergedWithPrevious, MergedWithNext, Contiguous)", where, behavior));
 }
 
 PreTokenizer split(const nlohmann::json& spec, const std::string& where) {
@@ -101,15 +133,12 @@ PreTokenizer split(const nlohmann::json& spec, const std::string& where) {
     throw Error(fmt::format("tokenizer: {}: a Split pre_tokenizer by {} is not read yet for this model (read: a String "
                             "pattern; a Regex one in byte-level BPE files)", where, pattern.dump().substr(0, 80)));
   const std::string needle = pattern["String"].get<std::string>();
-  const std::string behavior = field(spec, "behavior", where + "'s Split pre_tokenizer").get<std::string>();
+  field(spec, "behavior", where + "'s Split pre_tokenizer");
+  const std::string behavior = read_behavior(spec, "", where);
   const bool invert = spec.value("invert", false);
-  for (const char* known : {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"})
-    if (behavior == known)
-      return [needle, behavior, invert](const std::string& text, bool, std::vector<std::string>& words) {
-        split_on(text, needle, behavior, invert, words);
-      };
-  throw Error(fmt::format("tokenizer: {}: Split behavior '{}' is unknown (choices: Removed, Isolated, "
-                          "MergedWithPrevious, MergedWithNext, Contiguous)", where, behavior));
+  return [needle, behavior, invert](const std::string& text, bool, std::vector<std::string>& words) {
+    split_on(text, needle, behavior, invert, words);
+  };
 }
 
 // Metaspace (SentencePiece's spaces): spaces become the replacement ("▁"), one is put first as
@@ -155,6 +184,18 @@ PreTokenizer make_pre_tokenizer(const nlohmann::json& spec, const std::string& w
   if (type == "Whitespace")
     return [](const std::string& text, bool, std::vector<std::string>& words) { word_or_symbol_runs(text, words); };
   if (type == "Metaspace") return metaspace(spec, where);
+  if (type == "Punctuation") {  // each punctuation character, as BERT counts them
+    const std::string behavior = read_behavior(spec, "Isolated", where);
+    return [behavior](const std::string& text, bool, std::vector<std::string>& words) {
+      split_by_character(text, u::is_punctuation, behavior, words);
+    };
+  }
+  if (type == "Digits") {  // numeric characters (Nd, Nl, No): each alone, or runs of them
+    const std::string behavior = spec.value("individual_digits", false) ? "Isolated" : "Contiguous";
+    return [behavior](const std::string& text, bool, std::vector<std::string>& words) {
+      split_by_character(text, is_numeric, behavior, words);
+    };
+  }
   if (type == "Split") return split(spec, where);
   if (type == "Sequence") {
     std::vector<PreTokenizer> steps;
@@ -171,7 +212,7 @@ PreTokenizer make_pre_tokenizer(const nlohmann::json& spec, const std::string& w
     };
   }
   throw Error(fmt::format("tokenizer: {}: pre_tokenizer {} is not read yet for this model (read: BertPreTokenizer, "
-                          "Whitespace, WhitespaceSplit, Split by a string, Metaspace, Sequence)", where,
+                          "Whitespace, WhitespaceSplit, Split by a string, Metaspace, Punctuation, Digits, Sequence)", where,
                           type.empty() ? spec.dump().substr(0, 80) : type));
 }
 

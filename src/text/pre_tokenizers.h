@@ -1,6 +1,6 @@
 // tokenizer.json's pre-tokenizer: the normalized text split into the words a model tokenizes one
 // at a time. Read: BertPreTokenizer, Whitespace, WhitespaceSplit, Split by a string (every behavior,
-// invert), Metaspace, Sequence of them; anything else is refused by name.
+// invert), Metaspace, Punctuation, Digits, Sequence of them; anything else is refused by name.
 #pragma once
 
 #include <functional>

@@ -179,6 +179,15 @@ bool is_digit(char32_t c) {
 #endif
 }
 
+bool is_number_other(char32_t c) {
+  if (c < 0x80) return false;
+#if SLAPO_WITH_UTF8PROC
+  return category(c) == UTF8PROC_CATEGORY_NL || category(c) == UTF8PROC_CATEGORY_NO;
+#else
+  no_utf8proc();
+#endif
+}
+
 void append_lowercase(std::string& out, char32_t c) {
   if (c < 0x80) {
     out.push_back(static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c));

@@ -44,6 +44,8 @@ bool is_nonspacing_mark(char32_t c);
 bool is_word(char32_t c);
 /// Unicode decimal digit (Nd).
 bool is_digit(char32_t c);
+/// A number that is not a decimal digit (Nl, No: Ⅻ, ², ½, ①); with is_digit, Rust's char::is_numeric.
+bool is_number_other(char32_t c);
 
 /// Char-wise lowercase as Rust's char::to_lowercase (İ becomes i + combining dot; no final sigma).
 void append_lowercase(std::string& out, char32_t c);

@@ -53,12 +53,14 @@ def metaspace(scheme, cut, decoder_chain):
 write("llama2", "metaspace_first", metaspace("first", False, True))
 write("llama2", "metaspace_always", metaspace("always", True, False))
 write("llama2", "metaspace_never", metaspace("never", True, True))
+# digits one by one (LLaMA-3's and Gemma's habit), after LLaMA-2's own normalizer
+write("llama2", "digits", lambda u: u.update(pre_tokenizer={"type": "Digits", "individual_digits": True}))
 # refused
 write("llama2", "dropout", lambda u: u["model"].update(dropout=0.1))
 write("llama2", "split_regex", lambda u: u.update(pre_tokenizer={"type": "Split", "pattern": {"Regex": "\\s+"},
                                                                   "behavior": "Isolated", "invert": False}))
 write("llama2", "no_unk", lambda u: u["model"].update(unk_token="<nope>"))
-write("llama2", "digits", lambda u: u.update(pre_tokenizer={"type": "Digits", "individual_digits": True}))
+write("llama2", "char_delimiter", lambda u: u.update(pre_tokenizer={"type": "CharDelimiterSplit", "delimiter": "x"}))
 PY
 
 for file in "$data/llama2-tokenizer-json/tokenizer.json" "$data/gemma3-tokenizer/tokenizer.json"; do
@@ -67,7 +69,7 @@ for file in "$data/llama2-tokenizer-json/tokenizer.json" "$data/gemma3-tokenizer
   for corpus in "$base" sotu; do same_as_rust "$file" "$tmp/$corpus.txt" "$name $corpus"; done
 done
 for name in unk_fused unk_apart split_{Removed,Isolated,MergedWithPrevious,MergedWithNext,Contiguous,invert} \
-  metaspace_{first,always,never}; do
+  metaspace_{first,always,never} digits; do
   same_as_rust "$tmp/$name/tokenizer.json" "$tmp/$(cat "$tmp/$name/base").txt" "$name"
 done
 
@@ -85,5 +87,5 @@ LUA
 refused_by_name "$tmp" "dropout/tokenizer.json: BPE dropout 0.1 is not read (encode is deterministic)" \
   "split_regex/tokenizer.json: a Split pre_tokenizer by {\"Regex\":\"\\\\s+\"} is not read yet for this model" \
   "no_unk/tokenizer.json: BPE's unk_token '<nope>' is not in its vocabulary" \
-  "digits/tokenizer.json: pre_tokenizer Digits is not read yet for this model"
+  "char_delimiter/tokenizer.json: pre_tokenizer CharDelimiterSplit is not read yet for this model"
 echo "BPE tokenizer.json ok"
