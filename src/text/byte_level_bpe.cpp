@@ -206,14 +206,11 @@ std::shared_ptr<ByteLevelBpe> ByteLevelBpe::from_tokenizer_json(const nlohmann::
           throw Error(fmt::format("tokenizer: {}: added token '{}' has {} = true, not read yet", path, content, flag));
       int64_t id = check_id(field(added, "id", path + "'s added token '" + content + "'"), content);
       if (content.empty()) throw Error(fmt::format("tokenizer: {}: added token {} is empty", path, id));
-      bpe->added_.emplace_back(content, id);
-      bpe->added_first_[static_cast<unsigned char>(content[0])] = true;
+      bpe->added_.add({content, id});
       bpe->added_text_[id] = content;
       bpe->ids_[content] = id;
     }
-  // longest first: where two added tokens start at one place, the longer is taken (leftmost-longest)
-  std::stable_sort(bpe->added_.begin(), bpe->added_.end(),
-                   [](auto& a, auto& b) { return a.first.size() > b.first.size(); });
+  bpe->added_.sort_longest_first();
   bpe->tokens_.assign(static_cast<size_t>(size), std::string());
   for (auto& [token, id] : bpe->ids_) bpe->tokens_[static_cast<size_t>(id)] = token;
   for (auto& [id, content] : bpe->added_text_) bpe->tokens_[static_cast<size_t>(id)] = content;
@@ -372,27 +369,11 @@ void ByteLevelBpe::encode_normalized(const std::string& text, size_t begin, size
 
 std::vector<int64_t> ByteLevelBpe::encode(const std::string& text) const {
   std::vector<int64_t> out(prefix_);
-  // added tokens first, leftmost and then longest, as Hugging Face's tokenizers split them; the
-  // text between them pre-tokenized
-  size_t start = 0;
-  for (size_t i = 0; i < text.size();) {
-    const std::pair<std::string, int64_t>* hit = nullptr;
-    if (added_first_[static_cast<unsigned char>(text[i])])
-      for (auto& added : added_)
-      if (text.compare(i, added.first.size(), added.first) == 0) {
-        hit = &added;
-        break;
-      }
-    if (!hit) {
-      ++i;
-      continue;
-    }
-    encode_normalized(text, start, i, out);
-    out.push_back(hit->second);
-    i += hit->first.size();
-    start = i;
-  }
-  encode_normalized(text, start, text.size(), out);
+  // added tokens first, as Hugging Face's tokenizers split them; the text between them normalized
+  // and pre-tokenized
+  added_.split(
+      text, [&](const std::string& plain, size_t) { encode_normalized(plain, 0, plain.size(), out); },
+      [&](int64_t id) { out.push_back(id); });
   out.insert(out.end(), suffix_.begin(), suffix_.end());
   return out;
 }

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "text/added_tokens.h"
 #include "text/normalizers.h"
 #include "text/tokenizer.h"
 
@@ -71,9 +72,8 @@ class ByteLevelBpe : public Tokenizer {
   std::unordered_map<std::string, int> ranks_;    // "left right" -> merge rank
   bool ignore_merges_ = false;                    // a piece that is a token is that token, unmerged
   Normalizer normalizer_ = [](const std::string& text) { return text; };
-  std::vector<std::pair<std::string, int64_t>> added_;  // added tokens (their text, not byte-mapped), longest first
+  AddedTokens added_;                                     // added tokens (their text, not byte-mapped)
   std::unordered_map<int64_t, std::string> added_text_;  // id -> an added token's text, for decode
-  bool added_first_[256] = {};                            // the bytes an added token starts with
   std::vector<int64_t> prefix_, suffix_;                 // the post-processor's tokens around a text
   std::optional<int64_t> bos_, eos_;
   std::string byte_chars_[256];                   // each byte's printable stand-in (UTF-8)

@@ -16,66 +16,6 @@
 
 namespace slapo::text {
 
-namespace {
-
-using Added = PipelineTokenizer::AddedToken;
-using AddedTokens = PipelineTokenizer::AddedTokens;
-
-bool whitespace_before(const std::string& text, size_t at, size_t* start) {
-  // the UTF-8 character ending at `at`, when it is white space
-  size_t from = at;
-  while (from > 0 && (static_cast<unsigned char>(text[from - 1]) & 0xC0) == 0x80) --from;
-  if (from == 0) return false;
-  --from;
-  auto chars = unicode::code_points(text.substr(from, at - from));
-  if (chars.size() != 1 || !unicode::is_whitespace(chars[0])) return false;
-  *start = from;
-  return true;
-}
-
-bool whitespace_after(const std::string& text, size_t at, size_t* end) {
-  if (at >= text.size()) return false;
-  size_t to = at + 1;
-  while (to < text.size() && (static_cast<unsigned char>(text[to]) & 0xC0) == 0x80) ++to;
-  auto chars = unicode::code_points(text.substr(at, to - at));
-  if (chars.size() != 1 || !unicode::is_whitespace(chars[0])) return false;
-  *end = to;
-  return true;
-}
-
-// Splits `text` at the added tokens (leftmost, then longest, as Hugging Face's tokenizers match
-// them), lstrip and rstrip taking the white space beside a match with it: `plain` gets the text
-// between matches and where it starts, `added` each match's id.
-void split_added(const std::string& text, const AddedTokens& tokens,
-                 const std::function<void(const std::string&, size_t)>& plain,
-                 const std::function<void(int64_t)>& added) {
-  size_t start = 0;
-  for (size_t i = 0; i < text.size();) {
-    const Added* hit = nullptr;
-    if (tokens.starts_one[static_cast<unsigned char>(text[i])])
-      for (auto& token : tokens.longest_first)
-      if (text.compare(i, token.content.size(), token.content) == 0) {
-        hit = &token;
-        break;
-      }
-    if (!hit) {
-      ++i;
-      continue;
-    }
-    size_t begin = i, end = i + hit->content.size();
-    if (hit->lstrip)
-      for (size_t from; begin > start && whitespace_before(text, begin, &from);) begin = from;
-    if (hit->rstrip)
-      for (size_t to; whitespace_after(text, end, &to);) end = to;
-    if (begin > start) plain(text.substr(start, begin - start), start);
-    added(hit->id);
-    i = start = end;
-  }
-  if (start < text.size()) plain(text.substr(start), start);
-}
-
-}  // namespace
-
 std::shared_ptr<PipelineTokenizer> PipelineTokenizer::load(const std::string& path) {
   return from_tokenizer_json(parse_json_file(path), path);
 }
@@ -103,7 +43,7 @@ std::shared_ptr<PipelineTokenizer> PipelineTokenizer::from_tokenizer_json(const 
   for (auto& [token, id] : tok->model_->vocab()) size = std::max(size, id + 1);
   if (j.contains("added_tokens") && j["added_tokens"].is_array())
     for (auto& each : j["added_tokens"]) {
-      Added added;
+      AddedToken added;
       const std::string content = field(each, "content", path + "'s added token").get<std::string>();
       const auto& id = field(each, "id", path + "'s added token '" + content + "'");
       if (!id.is_number_integer() || id.get<int64_t>() < 0)
@@ -118,15 +58,12 @@ std::shared_ptr<PipelineTokenizer> PipelineTokenizer::from_tokenizer_json(const 
       bool normalized = each.value("normalized", !each.value("special", false));
       added.content = normalized ? tok->normalizer_(content) : content;
       if (added.content.empty()) continue;  // normalized away: it can never match
-      auto& list = normalized ? tok->normalized_added_ : tok->raw_added_;
-      list.longest_first.push_back(added);
-      list.starts_one[static_cast<unsigned char>(added.content[0])] = true;
+      (normalized ? tok->normalized_added_ : tok->raw_added_).add(added);
       tok->added_ids_[content] = added.id;
       size = std::max(size, added.id + 1);
     }
-  for (auto* list : {&tok->raw_added_, &tok->normalized_added_})
-    std::stable_sort(list->longest_first.begin(), list->longest_first.end(),
-                     [](auto& a, auto& b) { return a.content.size() > b.content.size(); });
+  tok->raw_added_.sort_longest_first();
+  tok->normalized_added_.sort_longest_first();
   tok->tokens_.assign(static_cast<size_t>(size), std::string());
   for (auto& [token, id] : tok->model_->vocab()) tok->tokens_[static_cast<size_t>(id)] = token;
   for (auto& [content, id] : tok->added_ids_) tok->tokens_[static_cast<size_t>(id)] = content;
@@ -151,8 +88,8 @@ std::shared_ptr<PipelineTokenizer> PipelineTokenizer::from_tokenizer_json(const 
 
 void PipelineTokenizer::encode_segment(const std::string& text, bool at_start, std::vector<int64_t>& out) const {
   std::vector<std::string> words;
-  split_added(
-      normalizer_(text), normalized_added_,
+  normalized_added_.split(
+      normalizer_(text),
       [&](const std::string& plain, size_t begin) {
         words.clear();
         pre_tokenizer_(plain, at_start && begin == 0, words);
@@ -163,8 +100,8 @@ void PipelineTokenizer::encode_segment(const std::string& text, bool at_start, s
 
 std::vector<int64_t> PipelineTokenizer::encode(const std::string& text) const {
   std::vector<int64_t> out(surround_.prefix);
-  split_added(
-      text, raw_added_, [&](const std::string& plain, size_t begin) { encode_segment(plain, begin == 0, out); },
+  raw_added_.split(
+      text, [&](const std::string& plain, size_t begin) { encode_segment(plain, begin == 0, out); },
       [&](int64_t id) { out.push_back(id); });
   out.insert(out.end(), surround_.suffix.begin(), surround_.suffix.end());
   return out;

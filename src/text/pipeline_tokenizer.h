@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "text/added_tokens.h"
 #include "text/decoders.h"
 #include "text/normalizers.h"
 #include "text/post_processor.h"
@@ -34,16 +35,6 @@ class PipelineTokenizer : public Tokenizer {
   std::optional<int64_t> token_id(const std::string& token) const override;
   std::optional<int64_t> bos_id() const override { return bos_; }
   std::optional<int64_t> eos_id() const override { return eos_; }
-
-  struct AddedToken {
-    std::string content;  // as matched: normalized first when `normalized`
-    int64_t id = 0;
-    bool lstrip = false, rstrip = false;
-  };
-  struct AddedTokens {
-    std::vector<AddedToken> longest_first;
-    bool starts_one[256] = {};  // the bytes an added token starts with
-  };
 
  private:
   PipelineTokenizer() = default;
