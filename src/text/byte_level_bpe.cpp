@@ -1,10 +1,5 @@
 #include "text/byte_level_bpe.h"
 
-#if SLAPO_WITH_PCRE2
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-#endif
-
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -42,56 +37,9 @@ std::string utf8(uint32_t code) {
   return {static_cast<char>(0xC0 | (code >> 6)), static_cast<char>(0x80 | (code & 0x3F))};
 }
 
-// Unicode's White_Space, what Oniguruma's \s means in a tokenizer.json pattern (and what
-// Tokenizers.js rewrites it to): JavaScript's \s without U+FEFF, with U+0085.
-constexpr const char* kWhiteSpace = "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}"
-                                    "\\x{202F}\\x{205F}\\x{3000}";
-
-// A tokenizer.json Split pattern (Oniguruma's syntax) for PCRE2: \s and \S as Unicode's White_Space.
-std::string pattern_for_pcre2(const std::string& regex, const std::string& where) {
-  std::string out;
-  bool in_class = false;
-  for (size_t i = 0; i < regex.size(); ++i) {
-    char c = regex[i];
-    if (c == '\\' && i + 1 < regex.size()) {
-      char next = regex[++i];
-      if (next == 's') {
-        out += in_class ? std::string(kWhiteSpace) : fmt::format("[{}]", kWhiteSpace);
-      } else if (next == 'S') {
-        if (in_class) throw Error(fmt::format("tokenizer: {}: \\S inside a character class is not read yet", where));
-        out += fmt::format("[^{}]", kWhiteSpace);
-      } else {
-        out += c;
-        out += next;
-      }
-      continue;
-    }
-    if (c == '[' && !in_class) {
-      in_class = true;
-      out += c;
-      if (i + 1 < regex.size() && regex[i + 1] == '^') out += regex[++i];
-      if (i + 1 < regex.size() && regex[i + 1] == ']') out += regex[++i];  // a ']' first is literal
-      continue;
-    }
-    if (c == ']' && in_class) in_class = false;
-    out += c;
-  }
-  return out;
-}
-
 }  // namespace
 
-#if SLAPO_WITH_PCRE2
-struct ByteLevelBpe::Pattern {
-  pcre2_code* code = nullptr;
-  bool keep_between = true;  // Isolated: the text between matches is a piece too
-  ~Pattern() { pcre2_code_free(code); }
-};
-bool ByteLevelBpe::available() { return true; }
-#else
-struct ByteLevelBpe::Pattern {};
-bool ByteLevelBpe::available() { return false; }
-#endif
+bool ByteLevelBpe::available() { return Regex::available(); }
 
 ByteLevelBpe::~ByteLevelBpe() = default;
 
@@ -146,24 +94,7 @@ void ByteLevelBpe::map_bytes() {
 }
 
 void ByteLevelBpe::add_split(const std::string& pattern, bool keep_between, const std::string& source) {
-#if SLAPO_WITH_PCRE2
-  auto split = std::make_unique<Pattern>();
-  split->keep_between = keep_between;
-  int error = 0;
-  PCRE2_SIZE at = 0;
-  split->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.c_str()), pattern.size(),
-                              PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error, &at, nullptr);
-  if (!split->code) {
-    PCRE2_UCHAR message[256];
-    pcre2_get_error_message(error, message, sizeof(message));
-    throw Error(fmt::format("tokenizer: {} does not compile at {}: {}", source, at,
-                            reinterpret_cast<const char*>(message)));
-  }
-  pcre2_jit_compile(split->code, PCRE2_JIT_COMPLETE);  // the interpreter runs it where JIT cannot
-  splits_.push_back(std::move(split));
-#else
-  (void)pattern, (void)keep_between, (void)source;
-#endif
+  splits_.push_back({Regex(pattern, source), keep_between});
 }
 
 std::shared_ptr<ByteLevelBpe> ByteLevelBpe::load_tokenizer_json(const std::string& path) {
@@ -257,7 +188,7 @@ std::shared_ptr<ByteLevelBpe> ByteLevelBpe::from_tokenizer_json(const nlohmann::
           !(behavior == "Isolated" || (behavior == "Removed" && invert)))
         throw refuse_pre(split.dump().substr(0, 120));
       const std::string regex = split["pattern"]["Regex"].get<std::string>();
-      bpe->add_split(pattern_for_pcre2(regex, path), behavior == "Isolated",
+      bpe->add_split(pcre2_from_oniguruma(regex, path), behavior == "Isolated",
                      fmt::format("{}'s Split pattern {}", path, i + 1));
     }
     check_byte_level(stages[stages.size() - 1], false);
@@ -338,28 +269,17 @@ void ByteLevelBpe::split_and_merge(const std::string& text, size_t begin, size_t
     out.insert(out.end(), ids.begin(), ids.end());
     return;
   }
-#if SLAPO_WITH_PCRE2
   // each stage sees one piece of the stage before as its whole subject, as Hugging Face's splits do
-  const Pattern& split = *splits_[stage];
-  pcre2_match_data* match = pcre2_match_data_create_from_pattern(split.code, nullptr);
-  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data() + begin);
-  const size_t length = end - begin;
+  const Stage& split = splits_[stage];
   size_t offset = 0;
-  while (offset < length) {
-    int rc = pcre2_match(split.code, subject, length, offset, 0, match, nullptr);
-    if (rc < 0) break;
-    PCRE2_SIZE* span = pcre2_get_ovector_pointer(match);
+  split.regex.for_each_match(text.data() + begin, end - begin, [&](size_t first, size_t last) {
     // between matches: a piece (Isolated), or dropped (Removed, inverted); bytes no match covers
     // (invalid UTF-8) are a piece of their own either way
-    if (span[0] > offset && split.keep_between) split_and_merge(text, begin + offset, begin + span[0], stage + 1, out);
-    split_and_merge(text, begin + span[0], begin + span[1], stage + 1, out);
-    offset = span[1] > span[0] ? span[1] : span[1] + 1;
-  }
-  pcre2_match_data_free(match);
-  if (offset < length && split.keep_between) split_and_merge(text, begin + offset, end, stage + 1, out);
-#else
-  split_and_merge(text, begin, end, splits_.size(), out);
-#endif
+    if (first > offset && split.keep_between) split_and_merge(text, begin + offset, begin + first, stage + 1, out);
+    split_and_merge(text, begin + first, begin + last, stage + 1, out);
+    offset = last;
+  });
+  if (begin + offset < end && split.keep_between) split_and_merge(text, begin + offset, end, stage + 1, out);
 }
 
 void ByteLevelBpe::encode_normalized(const std::string& text, size_t begin, size_t end, std::vector<int64_t>& out) const {

@@ -17,6 +17,7 @@
 
 #include "text/added_tokens.h"
 #include "text/normalizers.h"
+#include "text/regex_pattern.h"
 #include "text/tokenizer.h"
 
 namespace slapo::text {
@@ -80,8 +81,11 @@ class ByteLevelBpe : public Tokenizer {
   std::unordered_map<std::string, uint8_t> char_bytes_;
   std::vector<std::string> token_bytes_;  // id -> the bytes it decodes to
   std::vector<bool> byte_level_;          // id -> whether its characters all stand for bytes
-  struct Pattern;
-  std::vector<std::unique_ptr<Pattern>> splits_;  // the pre-tokenizer's stages, in order
+  struct Stage {
+    Regex regex;
+    bool keep_between;  // Isolated: the text between matches is a piece too
+  };
+  std::vector<Stage> splits_;  // the pre-tokenizer's stages, in order
   mutable std::mutex cache_mutex_;
   mutable std::unordered_map<std::string, std::vector<int64_t>> cache_;
 };

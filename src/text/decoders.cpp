@@ -34,7 +34,7 @@ bool may_need_cleanup(const std::string& piece, size_t from) {
 std::string cleanup(std::string token) {
   for (auto [from, to] : {std::pair{" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"}, {" n't", "n't"},
                           {" 'm", "'m"}, {" do not", " don't"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}})
-    token = Replacement{from, to}.apply(std::move(token));
+    token = Replacement{from, to, nullptr}.apply(std::move(token));
   return token;
 }
 
@@ -107,7 +107,7 @@ std::pair<TokenMap, TokenMap> metaspace(const nlohmann::json& spec, const std::s
   if (replacement.empty()) throw Error(fmt::format("tokenizer: {}: Metaspace's replacement is empty", where));
   std::string scheme = spec.value("prepend_scheme", "");
   if (scheme.empty()) scheme = spec.value("add_prefix_space", true) ? "always" : "never";
-  const Replacement spaced{replacement, " "}, dropped{replacement, ""};
+  const Replacement spaced{replacement, " ", nullptr}, dropped{replacement, "", nullptr};
   TokenMap later = [spaced](std::string token) { return spaced.apply(std::move(token)); };
   if (scheme == "never") return {later, later};
   return {later, [dropped](std::string token) { return dropped.apply(std::move(token)); }};

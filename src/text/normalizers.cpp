@@ -1,12 +1,14 @@
 // tokenizer.json's normalizers, each as Hugging Face's tokenizers (Rust) applies it.
 #include "text/normalizers.h"
 
+#include <memory>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "text/json_fields.h"
+#include "text/precompiled_charsmap.h"
 #include "text/replace_stage.h"
 #include "text/unicode_text.h"
 
@@ -17,7 +19,8 @@ namespace {
 namespace u = unicode;
 
 const char* kNormalizersRead =
-    "read: BertNormalizer, Lowercase, NFC, NFD, NFKC, NFKD, StripAccents, Strip, Prepend, Replace, Sequence";
+    "read: BertNormalizer, Lowercase, NFC, NFD, NFKC, NFKD, StripAccents, Strip, Prepend, Replace, Precompiled, "
+    "Sequence";
 
 std::string lowercase(const std::string& text) {
   std::string out;
@@ -26,11 +29,14 @@ std::string lowercase(const std::string& text) {
   return out;
 }
 
-std::string strip_accents(const std::string& text) {
+// Without the marks `is` tells: BertNormalizer strips nonspacing ones (Mn), StripAccents every
+// mark (Mn, Mc, Me), as the Rust library's two definitions differ.
+template <bool (*is)(char32_t)>
+std::string without(const std::string& text) {
   std::string out;
   out.reserve(text.size());
   for (char32_t c : u::code_points(text))
-    if (!u::is_nonspacing_mark(c)) u::append_utf8(out, c);
+    if (!is(c)) u::append_utf8(out, c);
   return out;
 }
 
@@ -69,7 +75,7 @@ Normalizer bert_normalizer(const nlohmann::json& spec) {
       }
     }
     if (!beyond_ascii) return out;
-    if (strip) out = strip_accents(u::normalize(out, u::Form::NFD));
+    if (strip) out = without<u::is_nonspacing_mark>(u::normalize(out, u::Form::NFD));
     if (lower) out = lowercase(out);
     return out;
   };
@@ -93,11 +99,19 @@ Normalizer make_normalizer(const nlohmann::json& spec, const std::string& where)
   const std::string type = spec.is_object() ? spec.value("type", "") : "";
   if (type == "BertNormalizer") return bert_normalizer(spec);
   if (type == "Lowercase") return lowercase;
-  if (type == "StripAccents") return strip_accents;
+  if (type == "StripAccents") return without<u::is_mark>;
   if (type == "Strip") return strip(spec);
   if (type == "Replace") {
     Replacement r = read_replace(spec, where, "normalizer");
     return [r](const std::string& text) { return r.apply(text); };
+  }
+  if (type == "Precompiled") {  // SentencePiece's character map (T5's, ALBERT's, XLM-R's)
+    const auto& encoded = field(spec, "precompiled_charsmap", where + "'s Precompiled normalizer");
+    if (!encoded.is_string())
+      throw Error(fmt::format("tokenizer: {}: Precompiled's precompiled_charsmap is base64 text, got {}", where,
+                              encoded.dump().substr(0, 40)));
+    auto map = std::make_shared<const PrecompiledCharsmap>(PrecompiledCharsmap::from_base64(encoded, where));
+    return [map](const std::string& text) { return map->normalize(text); };
   }
   if (type == "Prepend") {  // before a text that is not empty
     const std::string prefix = field(spec, "prepend", where + "'s Prepend normalizer").get<std::string>();

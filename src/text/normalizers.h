@@ -1,6 +1,7 @@
 // tokenizer.json's normalizer: what runs on the text between added tokens before pre-tokenizing.
 // Read: BertNormalizer, Lowercase, NFC, NFD, NFKC, NFKD, StripAccents, Strip, Prepend, Replace (a
-// string pattern), Sequence; anything else is refused by name.
+// string or a regex), Precompiled (SentencePiece's character map), Sequence; anything else is
+// refused by name.
 #pragma once
 
 #include <functional>

@@ -2,11 +2,13 @@
 #include "text/pre_tokenizers.h"
 
 #include <algorithm>
+#include <memory>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "text/json_fields.h"
+#include "text/regex_pattern.h"
 #include "text/unicode_text.h"
 
 namespace slapo::text {
@@ -127,15 +129,36 @@ std::string read_behavior(const nlohmann::json& spec, const char* fallback, cons
                           "MergedWithPrevious, MergedWithNext, Contiguous)", where, behavior));
 }
 
+// The spans of a Regex pattern's matches (empty ones too) and of the text between them, as Hugging
+// Face's find_matches gives them.
+std::vector<Span> regex_spans(const Regex& regex, const std::string& text, bool invert) {
+  std::vector<Span> spans;
+  size_t at = 0;
+  regex.for_each_match(text.data(), text.size(), [&](size_t begin, size_t end) {
+    if (begin > at) spans.push_back({at, begin, invert});
+    spans.push_back({begin, end, !invert});
+    at = end;
+  });
+  if (at < text.size()) spans.push_back({at, text.size(), invert});
+  return spans;
+}
+
 PreTokenizer split(const nlohmann::json& spec, const std::string& where) {
   const auto& pattern = field(spec, "pattern", where + "'s Split pre_tokenizer");
-  if (!pattern.contains("String"))
-    throw Error(fmt::format("tokenizer: {}: a Split pre_tokenizer by {} is not read yet for this model (read: a String "
-                            "pattern; a Regex one in byte-level BPE files)", where, pattern.dump().substr(0, 80)));
-  const std::string needle = pattern["String"].get<std::string>();
   field(spec, "behavior", where + "'s Split pre_tokenizer");
   const std::string behavior = read_behavior(spec, "", where);
   const bool invert = spec.value("invert", false);
+  if (pattern.contains("Regex")) {
+    auto regex = std::make_shared<const Regex>(pcre2_from_oniguruma(pattern["Regex"].get<std::string>(), where),
+                                               where + "'s Split pattern");
+    return [regex, behavior, invert](const std::string& text, bool, std::vector<std::string>& words) {
+      keep_by_behavior(text, regex_spans(*regex, text, invert), behavior, words);
+    };
+  }
+  if (!pattern.contains("String"))
+    throw Error(fmt::format("tokenizer: {}: a Split pre_tokenizer's pattern is a String or a Regex, got {}", where,
+                            pattern.dump().substr(0, 80)));
+  const std::string needle = pattern["String"].get<std::string>();
   return [needle, behavior, invert](const std::string& text, bool, std::vector<std::string>& words) {
     split_on(text, needle, behavior, invert, words);
   };
@@ -212,7 +235,7 @@ PreTokenizer make_pre_tokenizer(const nlohmann::json& spec, const std::string& w
     };
   }
   throw Error(fmt::format("tokenizer: {}: pre_tokenizer {} is not read yet for this model (read: BertPreTokenizer, "
-                          "Whitespace, WhitespaceSplit, Split by a string, Metaspace, Punctuation, Digits, Sequence)", where,
+                          "Whitespace, WhitespaceSplit, Split, Metaspace, Punctuation, Digits, Sequence)", where,
                           type.empty() ? spec.dump().substr(0, 80) : type));
 }
 

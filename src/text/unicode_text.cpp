@@ -149,6 +149,16 @@ bool is_nonspacing_mark(char32_t c) {
 #endif
 }
 
+bool is_mark(char32_t c) {
+  if (c < 0x300) return false;
+#if SLAPO_WITH_UTF8PROC
+  const auto cat = category(c);
+  return cat == UTF8PROC_CATEGORY_MN || cat == UTF8PROC_CATEGORY_MC || cat == UTF8PROC_CATEGORY_ME;
+#else
+  no_utf8proc();
+#endif
+}
+
 bool is_word(char32_t c) {
   if (c < 0x80) return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
   if (c == 0x200C || c == 0x200D) return true;  // Join_Control: the joiner inside emoji sequences
@@ -184,6 +194,29 @@ bool is_number_other(char32_t c) {
 #if SLAPO_WITH_UTF8PROC
   return category(c) == UTF8PROC_CATEGORY_NL || category(c) == UTF8PROC_CATEGORY_NO;
 #else
+  no_utf8proc();
+#endif
+}
+
+size_t grapheme_end(const std::string& text, size_t at) {
+#if SLAPO_WITH_UTF8PROC
+  size_t i = at;
+  char32_t previous = next_code_point(text, i);
+  if (previous == 0xFFFD && i == at + 1) return i;  // an invalid byte
+  utf8proc_int32_t state = 0;
+  while (i < text.size()) {
+    size_t next = i;
+    const char32_t c = next_code_point(text, next);
+    if (c == 0xFFFD && next == i + 1) break;
+    if (utf8proc_grapheme_break_stateful(static_cast<utf8proc_int32_t>(previous), static_cast<utf8proc_int32_t>(c),
+                                         &state))
+      break;
+    previous = c;
+    i = next;
+  }
+  return i;
+#else
+  (void)text, (void)at;
   no_utf8proc();
 #endif
 }

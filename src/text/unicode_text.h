@@ -37,8 +37,10 @@ bool is_control(char32_t c);
 bool is_punctuation(char32_t c);
 /// BERT's CJK ideograph ranges.
 bool is_chinese(char32_t c);
-/// Category Mn (a nonspacing mark): what StripAccents removes after NFD.
+/// Category Mn (a nonspacing mark): what BertNormalizer's accent stripping removes after NFD.
 bool is_nonspacing_mark(char32_t c);
+/// Any mark (Mn, Mc, Me: unicode-normalization's is_combining_mark): what StripAccents removes.
+bool is_mark(char32_t c);
 /// Rust regex's \w: Alphabetic (letters, letter numbers, circled letters), marks, decimal digits,
 /// connector punctuation, the zero-width joiners.
 bool is_word(char32_t c);
@@ -46,6 +48,10 @@ bool is_word(char32_t c);
 bool is_digit(char32_t c);
 /// A number that is not a decimal digit (Nl, No: Ⅻ, ², ½, ①); with is_digit, Rust's char::is_numeric.
 bool is_number_other(char32_t c);
+
+/// Where the extended grapheme cluster (Unicode's UAX #29, as Rust's unicode-segmentation reads
+/// it) that starts at byte `at` of `text` ends. An invalid byte is a cluster of its own.
+size_t grapheme_end(const std::string& text, size_t at);
 
 /// Char-wise lowercase as Rust's char::to_lowercase (İ becomes i + combining dot; no final sigma).
 void append_lowercase(std::string& out, char32_t c);
