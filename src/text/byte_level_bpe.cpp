@@ -160,38 +160,44 @@ std::shared_ptr<ByteLevelBpe> ByteLevelBpe::from_tokenizer_json(const nlohmann::
     }
   }
 
-  // the pre-tokenizer: ByteLevel (GPT-2's pattern), or Splits by patterns and then ByteLevel
+  // the pre-tokenizer: ByteLevel (GPT-2's pattern, or none), alone or after Splits by patterns and Digits
   const auto& pre = field(j, "pre_tokenizer", path);
   const std::string pre_type = pre.is_object() ? pre.value("type", "") : "";
   auto refuse_pre = [&](const std::string& what) {
     return Error(fmt::format("tokenizer: {}: pre_tokenizer {} is not read yet (read: ByteLevel, or a Sequence of "
-                             "Splits by a Regex (Isolated, or Removed and inverted) and ByteLevel without its regex)",
+                             "Splits by a Regex (Isolated, or Removed and inverted) and Digits, then ByteLevel)",
                              path, what));
   };
-  auto check_byte_level = [&](const nlohmann::json& b, bool regex) {
-    if (b.value("type", "") != "ByteLevel") throw refuse_pre(b.value("type", b.dump()));
-    if (b.value("add_prefix_space", false)) throw refuse_pre("ByteLevel with add_prefix_space");
-    if (b.value("use_regex", true) != regex) throw refuse_pre(regex ? "ByteLevel without its regex" : "a Split, then ByteLevel's regex");
-  };
   bpe->map_bytes();
+  auto add_byte_level = [&](const nlohmann::json& b) {
+    if (!b.is_object() || b.value("type", "") != "ByteLevel") throw refuse_pre(b.value("type", b.dump()));
+    bpe->add_prefix_space_ = b.value("add_prefix_space", false);
+    bpe->prefix_stage_ = bpe->splits_.size();
+    if (b.value("use_regex", true)) bpe->add_split(gpt2_pattern(), true, "GPT-2's pre-tokenizer");
+  };
   if (pre_type == "ByteLevel") {
-    check_byte_level(pre, true);
-    bpe->add_split(gpt2_pattern(), true, "GPT-2's pre-tokenizer");
-  } else if (pre_type == "Sequence" && pre.contains("pretokenizers") && pre["pretokenizers"].size() >= 2) {
+    add_byte_level(pre);
+  } else if (pre_type == "Sequence" && pre.contains("pretokenizers") && !pre["pretokenizers"].empty()) {
     const auto& stages = pre["pretokenizers"];
     for (size_t i = 0; i + 1 < stages.size(); ++i) {
-      const auto& split = stages[i];
-      const std::string behavior = split.value("behavior", "");
-      const bool invert = split.value("invert", false);
+      const auto& stage = stages[i];
+      const std::string type = stage.is_object() ? stage.value("type", "") : "";
+      if (type == "Digits") {  // numeric characters (Rust's is_numeric: \p{N}) alone or in runs
+        bpe->add_split(stage.value("individual_digits", false) ? "\\p{N}" : "\\p{N}+", true,
+                       fmt::format("{}'s Digits pre-tokenizer", path));
+        continue;
+      }
+      const std::string behavior = stage.value("behavior", "");
+      const bool invert = stage.value("invert", false);
       // Isolated keeps matches and what lies between them; Removed and inverted only the matches
-      if (split.value("type", "") != "Split" || !split.contains("pattern") || !split["pattern"].contains("Regex") ||
+      if (type != "Split" || !stage.contains("pattern") || !stage["pattern"].contains("Regex") ||
           !(behavior == "Isolated" || (behavior == "Removed" && invert)))
-        throw refuse_pre(split.dump().substr(0, 120));
-      const std::string regex = split["pattern"]["Regex"].get<std::string>();
+        throw refuse_pre(stage.dump().substr(0, 120));
+      const std::string regex = stage["pattern"]["Regex"].get<std::string>();
       bpe->add_split(pcre2_from_oniguruma(regex, path), behavior == "Isolated",
                      fmt::format("{}'s Split pattern {}", path, i + 1));
     }
-    check_byte_level(stages[stages.size() - 1], false);
+    add_byte_level(stages[stages.size() - 1]);
   } else {
     throw refuse_pre(pre_type.empty() ? pre.dump().substr(0, 120) : pre_type);
   }
@@ -262,8 +268,13 @@ void ByteLevelBpe::encode_ordinary(const std::string& text, size_t begin, size_t
 }
 
 void ByteLevelBpe::split_and_merge(const std::string& text, size_t begin, size_t end, size_t stage,
-                                   std::vector<int64_t>& out) const {
+                                   std::vector<int64_t>& out, bool spaced) const {
   if (end <= begin) return;
+  if (add_prefix_space_ && stage == prefix_stage_ && !spaced && text[begin] != ' ') {
+    // ByteLevel's add_prefix_space: each piece it is given starts with a space
+    const std::string with_space = " " + text.substr(begin, end - begin);
+    return split_and_merge(with_space, 0, with_space.size(), stage, out, true);
+  }
   if (stage == splits_.size()) {
     const auto& ids = piece_ids(text.substr(begin, end - begin));
     out.insert(out.end(), ids.begin(), ids.end());

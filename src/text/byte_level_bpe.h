@@ -58,7 +58,9 @@ class ByteLevelBpe : public Tokenizer {
   /// The ids of text with no added token in it: pre-tokenized, each piece merged.
   void encode_ordinary(const std::string& text, size_t begin, size_t end, std::vector<int64_t>& out) const;
   /// text[begin, end) split by the pre-tokenizer's patterns from `stage` on, each piece merged.
-  void split_and_merge(const std::string& text, size_t begin, size_t end, size_t stage, std::vector<int64_t>& out) const;
+  /// `spaced`: the piece was given ByteLevel's prefix space already.
+  void split_and_merge(const std::string& text, size_t begin, size_t end, size_t stage, std::vector<int64_t>& out,
+                       bool spaced = false) const;
   /// encode_ordinary after the normalizer (Qwen's NFC), which runs on the text between added tokens.
   void encode_normalized(const std::string& text, size_t begin, size_t end, std::vector<int64_t>& out) const;
   /// GPT-2's byte-to-character map, and `pattern` compiled as the pre-tokenizer.
@@ -86,6 +88,8 @@ class ByteLevelBpe : public Tokenizer {
     bool keep_between;  // Isolated: the text between matches is a piece too
   };
   std::vector<Stage> splits_;  // the pre-tokenizer's stages, in order
+  bool add_prefix_space_ = false;  // ByteLevel's: a space before each piece that has none
+  size_t prefix_stage_ = 0;        // the stage ByteLevel starts at (its regex's, or the merges')
   mutable std::mutex cache_mutex_;
   mutable std::unordered_map<std::string, std::vector<int64_t>> cache_;
 };

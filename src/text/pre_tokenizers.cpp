@@ -220,6 +220,15 @@ PreTokenizer make_pre_tokenizer(const nlohmann::json& spec, const std::string& w
     };
   }
   if (type == "Split") return split(spec, where);
+  if (type == "CharDelimiterSplit") {  // on one character, which is dropped
+    const auto delimiter = u::code_points(field(spec, "delimiter", where + "'s CharDelimiterSplit").get<std::string>());
+    if (delimiter.size() != 1)
+      throw Error(fmt::format("tokenizer: {}: CharDelimiterSplit's delimiter is one character, got {}", where,
+                              spec["delimiter"].dump()));
+    return [c = delimiter[0]](const std::string& text, bool, std::vector<std::string>& words) {
+      split_by_character(text, [c](char32_t each) { return each == c; }, "Removed", words);
+    };
+  }
   if (type == "Sequence") {
     std::vector<PreTokenizer> steps;
     for (auto& each : field(spec, "pretokenizers", where + "'s Sequence pre_tokenizer"))
@@ -235,7 +244,7 @@ PreTokenizer make_pre_tokenizer(const nlohmann::json& spec, const std::string& w
     };
   }
   throw Error(fmt::format("tokenizer: {}: pre_tokenizer {} is not read yet for this model (read: BertPreTokenizer, "
-                          "Whitespace, WhitespaceSplit, Split, Metaspace, Punctuation, Digits, Sequence)", where,
+                          "Whitespace, WhitespaceSplit, Split, CharDelimiterSplit, Metaspace, Punctuation, Digits, Sequence)", where,
                           type.empty() ? spec.dump().substr(0, 80) : type));
 }
 

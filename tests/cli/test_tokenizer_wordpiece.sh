@@ -4,7 +4,7 @@
 # Face's tokenizers in Rust (npm @anush008/tokenizers, run by the machine's Node.js) on the mixed
 # corpus (code, CJK, emoji, Unicode spaces, control characters, accents, BERT's special tokens inside
 # the text) and three State of the Union addresses; the same file with its stages varied (accents
-# kept, a Sequence normalizer, Replace by a regex, WhitespaceSplit, lstrip/rstrip on [MASK], BertProcessing, Punctuation and
+# kept, a Sequence normalizer, Replace by a regex, WhitespaceSplit, CharDelimiterSplit, lstrip/rstrip on [MASK], BertProcessing, Punctuation and
 # Digits by their behaviors);
 # `slapo-lua tokenize` takes it; what is not read is refused by name.
 set -euo pipefail
@@ -41,11 +41,12 @@ write("whitespace", lambda u: u.update(pre_tokenizer={"type": "Whitespace"}, nor
 write("processing", lambda u: (strip_mask(u), u.update(post_processor={"type": "BertProcessing",
     "sep": ["[SEP]", 102], "cls": ["[CLS]", 101]})))
 write("precompiled", lambda u: u.update(normalizer={"type": "Precompiled", "precompiled_charsmap": ""}))
-write("char_delimiter", lambda u: u.update(pre_tokenizer={"type": "CharDelimiterSplit", "delimiter": "x"}))
+write("char_delimiter", lambda u: u.update(pre_tokenizer={"type": "CharDelimiterSplit", "delimiter": " "}))
 write("digits", lambda u: u.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [
     {"type": "WhitespaceSplit"}, {"type": "Punctuation", "behavior": "Isolated"}, {"type": "Digits", "individual_digits": True}]}))
 write("digit_runs", lambda u: u.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [
     {"type": "WhitespaceSplit"}, {"type": "Punctuation", "behavior": "MergedWithPrevious"}, {"type": "Digits", "individual_digits": False}]}))
+write("pretok_unknown", lambda u: u.update(pre_tokenizer={"type": "UnicodeScripts"}))
 write("ctc", lambda u: u.update(decoder={"type": "CTC"}))
 write("single_word", lambda u: u["added_tokens"][4].update(single_word=True))
 write("no_unk", lambda u: u["model"].update(unk_token="<unk>"))
@@ -57,7 +58,7 @@ PY
 
 "$bin" run <(echo 'local t = slapo.tokenizer(arg[1]); assert(t.vocab_size == 30522 and t.bos_id == 101 and t.eos_id == 102,
   ("vocab_size %s, bos_id %s, eos_id %s"):format(t.vocab_size, t.bos_id, t.eos_id))') "$data/bert-tokenizer"
-for file in "$data/bert-tokenizer/tokenizer.json" "$tmp"/{cased,sequence,whitespace,processing,digits,digit_runs,regex_replace}/tokenizer.json; do
+for file in "$data/bert-tokenizer/tokenizer.json" "$tmp"/{cased,sequence,whitespace,processing,digits,digit_runs,regex_replace,char_delimiter}/tokenizer.json; do
   for corpus in mixed sotu; do
     same_as_rust "$file" "$tmp/$corpus.txt" "$(basename "$(dirname "$file")") $corpus"
   done
@@ -71,7 +72,7 @@ grep -q $'\x01' "$tmp/mixed.txt" || { echo "the corpus lost its control characte
 
 # what is not read is refused by name
 refused_by_name "$tmp" "precompiled/tokenizer.json: Precompiled's precompiled_charsmap is not SentencePiece's character map (0 bytes" \
-  "char_delimiter/tokenizer.json: pre_tokenizer CharDelimiterSplit is not read yet for this model (read: BertPreTokenizer" \
+  "pretok_unknown/tokenizer.json: pre_tokenizer UnicodeScripts is not read yet for this model (read: BertPreTokenizer" \
   "ctc/tokenizer.json: decoder CTC is not read yet for this model (read: WordPiece, Metaspace, Replace, ByteFallback, Fuse, Strip, Sequence, none)" \
   "single_word/tokenizer.json: added token '[MASK]' has single_word = true, not read yet" \
   "no_unk/tokenizer.json: WordPiece's unk_token '<unk>' is not in its vocabulary" \
