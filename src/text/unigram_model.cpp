@@ -19,7 +19,7 @@ constexpr double kUnknownPenalty = 10.0;  // below the lowest piece's score
 
 }  // namespace
 
-UnigramModel::UnigramModel(const nlohmann::json& model, const std::string& where) {
+UnigramModel::UnigramModel(const nlohmann::json& model, const std::string& where) : where_(where) {
   const auto& vocab = field(model, "vocab", where + "'s model");
   if (!vocab.is_array() || vocab.empty())
     throw Error(fmt::format("tokenizer: {}: a Unigram model.vocab is a list of [piece, score]", where));
@@ -77,7 +77,7 @@ std::vector<std::string> UnigramModel::segment(const std::string& word) const {
     }
     if (!single) {
       if (!unk_)
-        throw Error(fmt::format("tokenizer: Unigram has no unk_id, and no piece covers '{}'",
+        throw Error(fmt::format("tokenizer: {}: Unigram has no unk_id, and no piece covers '{}'", where_,
                                 word.substr(start, char_length)));
       Best& target = best[start + char_length];
       const double score = here + unk_score_;
@@ -121,7 +121,7 @@ void UnigramModel::ids_of(const std::string& word, std::vector<int64_t>& out) co
         continue;
       }
     }
-    if (!unk_) throw Error(fmt::format("tokenizer: Unigram has no unk_id for '{}'", piece));
+    if (!unk_) throw Error(fmt::format("tokenizer: {}: Unigram has no unk_id for '{}'", where_, piece));
     out.push_back(*unk_);
   }
 }

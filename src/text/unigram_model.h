@@ -37,6 +37,7 @@ class UnigramModel : public SubwordModel {
   std::vector<double> scores_;
   std::vector<std::string> pieces_;                     // the storage prefixes_ views
   std::unordered_map<std::string_view, int64_t> prefixes_;  // every prefix of a piece -> its id, or -1
+  std::string where_;  // the file, for errors while encoding
   std::optional<int64_t> unk_;
   double unk_score_ = 0;
   bool byte_fallback_ = false;

@@ -42,6 +42,7 @@ def t5_layout(u):  # transformers' SpmConverter: the map, runs of spaces as one,
 write("t5_layout", t5_layout)
 write("bad_charsmap", lambda u: u["normalizer"]["normalizers"][5].update(precompiled_charsmap="AAAA"))
 write("bad_unk", lambda u: u["model"].update(unk_id=40000))
+write("no_unk", lambda u: u["model"].update(unk_id=None))
 write("bad_piece", lambda u: u["model"]["vocab"].__setitem__(7, ["x", "high"]))
 PY
 
@@ -52,6 +53,12 @@ same_as_rust "$data/albert-unigram-json/tokenizer.json" "$tmp/charsmap.txt" "alb
 # [CLS], "▁", the character's three bytes, [SEP]: no unknown token (1)
 "$bin" run <(echo 'local ids = slapo.tokenizer(arg[1]):encode("你"); assert(#ids == 6 and ids[3] ~= 1 and ids[4] ~= 1 and
   ids[5] ~= 1, slapo.json_encode(ids))') "$tmp/byte_fallback"
+# without an unk_id, a character no piece covers is refused naming the file (it reads fine)
+if "$bin" run <(echo 'slapo.tokenizer(arg[1]):encode("你")') "$tmp/no_unk" > "$tmp/no_unk.out" 2>&1; then
+  echo "no_unk: encoded a character no piece covers"; exit 1
+fi
+grep -qF "no_unk/tokenizer.json: Unigram has no unk_id, and no piece covers '你'" "$tmp/no_unk.out" ||
+  { cat "$tmp/no_unk.out"; exit 1; }
 refused_by_name "$tmp" "bad_unk/tokenizer.json: Unigram unk_id 40000 is not a piece of its 30000 (0 .. 29999)" \
   "bad_piece/tokenizer.json: Unigram piece 7 is not [piece, score]" \
   "bad_charsmap/tokenizer.json: Precompiled's precompiled_charsmap is not SentencePiece's character map (3 bytes"
