@@ -108,18 +108,22 @@ std::vector<Piece> pieces_of(const std::vector<Run>& queries, const std::vector<
 }
 
 // The scores of one piece's queries against its keys, -inf where a key comes after the query (or
-// before its window), in float32. The queries x keys matrices are the ring's largest tensors, so
-// each step works on them in place: one or two alive at a time.
+// before its window, or in another document), in float32. The queries x keys matrices are the
+// ring's largest tensors, so each step works on them in place: one or two alive at a time.
 at::Tensor piece_scores(const Piece& piece, const at::Tensor& q, const at::Tensor& keys, const at::Tensor& q_pos,
-                        const at::Tensor& k_pos, double scale, int64_t window) {
+                        const at::Tensor& k_pos, double scale, int64_t window, const at::Tensor& documents) {
   auto scores = at::matmul(q.narrow(2, piece.row, piece.length),
                            keys.narrow(2, piece.keys.start, piece.keys.length).transpose(-1, -2))
                     .mul_(scale);
-  if (!piece.masked) return scores;
-  auto key_pos = k_pos.narrow(0, piece.keys.start, piece.keys.length).unsqueeze(0);
-  auto query_pos = q_pos.narrow(0, piece.row, piece.length).unsqueeze(1);
+  if (!piece.masked && !documents.defined()) return scores;
+  auto key_index = k_pos.narrow(0, piece.keys.start, piece.keys.length), query_index = q_pos.narrow(0, piece.row, piece.length);
+  auto key_pos = key_index.unsqueeze(0), query_pos = query_index.unsqueeze(1);
   auto hidden = key_pos > query_pos;
   if (window > 0) hidden = hidden.logical_or_(key_pos <= query_pos - window);
+  if (documents.defined())  // [B, 1, queries, keys]: each row's own documents
+    hidden = hidden.logical_or(documents.index_select(1, query_index).unsqueeze(2) !=
+                               documents.index_select(1, key_index).unsqueeze(1))
+                 .unsqueeze(1);
   return scores.masked_fill_(hidden, -std::numeric_limits<float>::infinity());
 }
 
@@ -137,13 +141,17 @@ std::shared_ptr<Group> group_of(int64_t id) { return id == kAlone ? nullptr : gr
 struct RingAttention : public torch::autograd::Function<RingAttention> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q_in, const at::Tensor& k_in,
                             const at::Tensor& v_in, const at::Tensor& positions, int64_t group_id, double scale,
-                            int64_t score_bytes, int64_t window) {
+                            int64_t score_bytes, int64_t window, const at::Tensor& documents_in) {
     auto group = group_of(group_id);
     const int n = group ? group->size() : 1, me = group ? group->rank() : 0;
     const int64_t groups = q_in.size(1) / k_in.size(1);
     auto q = q_in.to(at::kFloat);
     const RingPositions where(positions, q.device());
     auto q_pos = where.on_device[me];
+    // none: an empty tensor (autograd's Function takes no undefined inputs)
+    const at::Tensor documents = documents_in.numel() > 0 ? documents_in.to(q.device()) : at::Tensor();
+    // a row may have no key yet in a piece (all masked at a window's edge, or in other documents)
+    const bool may_be_empty = window > 0 || documents.defined();
     auto kv = at::stack({k_in, v_in}).contiguous();  // one message a step
     auto out = at::zeros_like(q), sum = at::zeros({q.size(0), q.size(1), q.size(2), 1}, q.options());
     auto max = at::full_like(sum, -std::numeric_limits<float>::infinity());
@@ -155,10 +163,10 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
       for (auto& piece : pieces_of(where.runs[me], where.runs[owner], rows, window)) {
         auto row_max = max.narrow(2, piece.row, piece.length), row_sum = sum.narrow(2, piece.row, piece.length);
         auto row_out = out.narrow(2, piece.row, piece.length);
-        auto scores = piece_scores(piece, q, keys, q_pos, where.on_device[owner], scale, window);
+        auto scores = piece_scores(piece, q, keys, q_pos, where.on_device[owner], scale, window, documents);
         auto new_max = at::maximum(row_max, std::get<0>(scores.max(-1, /*keepdim=*/true)));
-        // a row with no key yet (all masked so far, at a window's edge) subtracts 0: its terms are 0
-        auto shift = window > 0 ? new_max.masked_fill(new_max.isinf(), 0.0) : new_max;
+        // a row with no key yet (all masked so far) subtracts 0: its terms are 0
+        auto shift = may_be_empty ? new_max.masked_fill(new_max.isinf(), 0.0) : new_max;
         auto correction = (row_max - shift).exp();
         auto p = scores.sub_(shift).exp_();
         row_sum.mul_(correction).add_(p.sum(-1, /*keepdim=*/true));
@@ -168,7 +176,7 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
       if (step + 1 < n) kv = ring.finish(kv);
     }
     out = out / sum;
-    ctx->save_for_backward({q_in, k_in, v_in, positions, out, max + sum.log()});
+    ctx->save_for_backward({q_in, k_in, v_in, positions, out, max + sum.log(), documents_in});
     ctx->saved_data["group"] = group_id;
     ctx->saved_data["scale"] = scale;
     ctx->saved_data["score_bytes"] = score_bytes;
@@ -180,6 +188,7 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
     auto saved = ctx->get_saved_variables();
     const auto &q_in = saved[0], &k_in = saved[1], &v_in = saved[2], &positions = saved[3], &out = saved[4],
                &lse = saved[5];
+    const at::Tensor documents = saved[6].numel() > 0 ? saved[6].to(q_in.device()) : at::Tensor();
     auto group = group_of(ctx->saved_data["group"].toInt());
     const double scale = ctx->saved_data["scale"].toDouble();
     const int n = group ? group->size() : 1, me = group ? group->rank() : 0;
@@ -202,7 +211,7 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
         const int64_t row = piece.row, length = piece.length, key = piece.keys.start, key_length = piece.keys.length;
         auto row_q = q.narrow(2, row, length), row_dout = dout.narrow(2, row, length);
         auto piece_values = values.narrow(2, key, key_length);
-        auto p = piece_scores(piece, q, keys, q_pos, where.on_device[owner], scale, window)
+        auto p = piece_scores(piece, q, keys, q_pos, where.on_device[owner], scale, window, documents)
                      .sub_(lse.narrow(2, row, length))
                      .exp_();
         auto ds = at::matmul(row_dout, piece_values.transpose(-1, -2)).sub_(delta.narrow(2, row, length)).mul_(p);
@@ -222,7 +231,7 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
       mine = ring.finish(mine);
     }
     return {dq.to(q_in.scalar_type()), mine[0].to(k_in.scalar_type()), mine[1].to(v_in.scalar_type()), at::Tensor(),
-            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -235,13 +244,17 @@ at::Tensor repeat_heads(const at::Tensor& x, int64_t groups) {
 }
 
 at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& positions,
-                          const std::shared_ptr<Group>& group, double scale, int64_t score_bytes, int64_t window) {
-  return RingAttention::apply(q, k, v, positions, static_cast<int64_t>(group->id()), scale, score_bytes, window);
+                          const std::shared_ptr<Group>& group, double scale, int64_t score_bytes, int64_t window,
+                          const at::Tensor& documents) {
+  return RingAttention::apply(q, k, v, positions, static_cast<int64_t>(group->id()), scale, score_bytes, window,
+                              documents.defined() ? documents : at::empty({0}, at::kLong));
 }
 
 at::Tensor blockwise_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                      const at::Tensor& positions, double scale, int64_t score_bytes, int64_t window) {
-  return RingAttention::apply(q, k, v, positions.reshape({1, -1}), kAlone, scale, score_bytes, window);
+                                      const at::Tensor& positions, double scale, int64_t score_bytes, int64_t window,
+                                      const at::Tensor& documents) {
+  return RingAttention::apply(q, k, v, positions.reshape({1, -1}), kAlone, scale, score_bytes, window,
+                              documents.defined() ? documents : at::empty({0}, at::kLong));
 }
 
 }  // namespace slapo::dist

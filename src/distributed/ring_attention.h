@@ -23,10 +23,12 @@ at::Tensor repeat_heads(const at::Tensor& x, int64_t groups);
 /// `score_bytes` bounds the float32 scores a step computes at once: the queries go against each
 /// block in chunks of rows that fit (at least one row). `window` > 0: a sliding window, a query
 /// attending to the keys less than `window` positions before it (Mistral's sliding_window).
+/// `documents` (defined: packed documents) [B, S] is each row's document id by global index, S the
+/// whole sequence: a query attends only to keys of its own document.
 /// Returns [B, H, s, D] in q's dtype; differentiable in q, k and v.
 at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& positions,
                           const std::shared_ptr<Group>& group, double scale, int64_t score_bytes = 32 << 20,
-                          int64_t window = 0);
+                          int64_t window = 0, const at::Tensor& documents = at::Tensor());
 
 /// The same on one rank (a ring of one): causal attention of q [B, H, S, D] over k and v
 /// [B, KVH, S, D] of the same tokens, whose global indices are `positions` [S] (in any order of
@@ -34,6 +36,6 @@ at::Tensor ring_attention(const at::Tensor& q, const at::Tensor& k, const at::Te
 /// float32 scores of a step stay within `score_bytes`, and no S x S matrix is formed.
 at::Tensor blockwise_causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                       const at::Tensor& positions, double scale, int64_t score_bytes = 32 << 20,
-                                      int64_t window = 0);
+                                      int64_t window = 0, const at::Tensor& documents = at::Tensor());
 
 }  // namespace slapo::dist

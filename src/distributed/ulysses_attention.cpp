@@ -34,7 +34,7 @@ at::Tensor tokens_to_heads(const at::Tensor& x, const std::shared_ptr<Group>& gr
 
 at::Tensor ulysses_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& positions,
                              const std::shared_ptr<Group>& group, double scale, int64_t score_bytes, int64_t window,
-                             const char* who) {
+                             const char* who, const at::Tensor& documents) {
   const int64_t n = group->size(), heads = q.size(1), kv_heads = k.size(1);
   if (heads % n != 0)
     throw Error(fmt::format("{}: all_to_all splits attention's heads over the {} ranks of {}; this rank's {} query heads "
@@ -49,7 +49,8 @@ at::Tensor ulysses_attention(const at::Tensor& q, const at::Tensor& k, const at:
   auto q_all = heads_to_tokens(q, group);
   auto k_all = heads_to_tokens(keys, group);
   auto v_all = heads_to_tokens(values, group);
-  auto out = blockwise_causal_attention(q_all, k_all, v_all, positions.reshape({-1}), scale, score_bytes, window);
+  auto out = blockwise_causal_attention(q_all, k_all, v_all, positions.reshape({-1}), scale, score_bytes, window,
+                                        documents);
   return tokens_to_heads(out, group);
 }
 

@@ -16,10 +16,10 @@ namespace slapo::dist {
 /// q [B, H, s, D], k and v [B, KVH, s, D]: this rank's tokens; `positions` [N, s] every rank's
 /// tokens' global indices in group rank order (as ring_attention's). H must divide over the N
 /// ranks; key/value heads travel unrepeated when KVH does too, else repeated to H first. `who`
-/// names the caller in errors; `window` as ring_attention's. Returns [B, H, s, D]; differentiable in
-/// q, k and v.
+/// names the caller in errors; `window` and `documents` as ring_attention's. Returns [B, H, s, D];
+/// differentiable in q, k and v.
 at::Tensor ulysses_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& positions,
                              const std::shared_ptr<Group>& group, double scale, int64_t score_bytes, int64_t window,
-                             const char* who);
+                             const char* who, const at::Tensor& documents = at::Tensor());
 
 }  // namespace slapo::dist

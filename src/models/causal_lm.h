@@ -2,6 +2,8 @@
 // (or, for MaskedLM, the masked-LM loss) when labels are given.
 #pragma once
 
+#include <algorithm>
+
 #include "models/sequence_split.h"
 #include "models/transformer_ops.h"
 #include "models/zoo.h"
@@ -67,10 +69,17 @@ class CausalLM : public ModuleBase<Derived>, public HasConfig {
   Value split_forward(const Values& args) {
     auto ids = tensor_arg(args, 0, this->type_name().c_str(), "input_ids");
     auto kw = kwargs_arg(args, 1);
-    check_kwargs(kw, {"labels"}, this->type_name() + " under context_parallel (attention_mask, position_ids: not yet)");
+    // packed documents (position_ids of the whole rows) where the family reads them: its base model
+    // takes this rank's tokens' positions and masks by document
+    auto known = keywords();
+    const bool documents = std::find(known.begin(), known.end(), "position_ids") != known.end();
+    check_kwargs(kw, documents ? std::vector<std::string>{"labels", "position_ids"} : std::vector<std::string>{"labels"},
+                 this->type_name() + " under context_parallel (attention_mask: not yet)");
     auto labels = kwarg_tensor(kw, "labels");
     auto local = split_->local_indices(ids.size(1), ids.device(), this->type_name().c_str());
-    auto logits = this->call(head_, hidden_of(this->call(base_, Values{ids.index_select(1, local)})));
+    Values inner{ids.index_select(1, local)};
+    if (kwarg_tensor(kw, "position_ids")) inner.push_back(args[1]);
+    auto logits = this->call(head_, hidden_of(this->call(base_, inner)));
     if (!labels) return logits;
     check_labels(*labels, ids);
     auto targets = next_token_targets(*labels).to(ids.device()).index_select(1, local).reshape({-1});

@@ -117,8 +117,8 @@ class LlamaAttention : public ModuleBase<LlamaAttention> {
   std::shared_ptr<const SequenceSplit> split;  // context_parallel: this rank's queries over every rank's keys
 
  protected:
-  // (hidden_states, cos, sin, additive mask or nil: causal then); head counts follow the
-  // projections' rows.
+  // (hidden_states, cos, sin, additive mask or nil: causal then; under context_parallel, each
+  // token's document [B, S] or nil); head counts follow the projections' rows.
   Value forward(Values args) override {
     auto x = tensor_arg(args, 0, "LlamaAttention", "hidden_states");
     auto cos = tensor_arg(args, 1, "LlamaAttention", "cos").unsqueeze(1);
@@ -134,7 +134,7 @@ class LlamaAttention : public ModuleBase<LlamaAttention> {
       throw Error(fmt::format("LlamaAttention: {} query heads cannot share {} key/value heads", q.size(1), k.size(1)));
     if (split)  // the key/value heads travel unrepeated
       return call("o_proj", merge_heads(split->attend(q, k, v, 1.0 / std::sqrt(static_cast<double>(head_dim)),
-                                                      sliding_window.value_or(0))));
+                                                      sliding_window.value_or(0), mask.value_or(at::Tensor()))));
     int64_t groups = q.size(1) / k.size(1);
     if (groups > 1) {
       k = repeat_kv(k, groups);
@@ -221,21 +221,28 @@ class LlamaModel : public ModuleBase<LlamaModel> {
     auto x = call("embed_tokens", ids);
     auto kwargs = kwargs_arg(args, 1);
     // position_ids: packed documents, each starting again at 0, attend only within themselves
+    // (under context_parallel: the whole rows' positions, this rank's tokens' taken from them)
     auto given_positions = kwarg_tensor(kwargs, "position_ids");
-    if (given_positions && (given_positions->sizes() != ids.sizes() || given_positions->scalar_type() != at::kLong))
-      throw Error(fmt::format("LlamaModel: position_ids must be int64 of input_ids' shape [{}], got {} [{}]",
-                              fmt::join(ids.sizes(), ", "), c10::toString(given_positions->scalar_type()),
-                              fmt::join(given_positions->sizes(), ", ")));
-    auto positions = given_positions ? given_positions->to(ids.device())
-                     : split ? split->local_indices(ids.size(1) * split->ranks(), ids.device(), "LlamaModel")
-                                   .unsqueeze(0)
-                                   .expand({ids.size(0), ids.size(1)})
+    const int64_t whole = split ? ids.size(1) * split->ranks() : ids.size(1);
+    if (given_positions && (given_positions->dim() != 2 || given_positions->size(0) != ids.size(0) ||
+                            given_positions->size(1) != whole || given_positions->scalar_type() != at::kLong))
+      throw Error(fmt::format("LlamaModel: position_ids must be int64 of {} shape [{}, {}], got {} [{}]",
+                              split ? "the whole rows'" : "input_ids'", ids.size(0), whole,
+                              c10::toString(given_positions->scalar_type()), fmt::join(given_positions->sizes(), ", ")));
+    at::Tensor local = split ? split->local_indices(whole, ids.device(), "LlamaModel") : at::Tensor();
+    auto positions = given_positions ? (split ? given_positions->to(ids.device()).index_select(1, local)
+                                              : given_positions->to(ids.device()))
+                     : split ? local.unsqueeze(0).expand({ids.size(0), ids.size(1)})
                              : torch::arange(ids.size(1), ids.options()).unsqueeze(0).expand({ids.size(0), ids.size(1)});
     auto rope = call("rotary_emb", Values{x, positions}).toTuple();
     // A mask only with padding or packed documents: without either the attention is causal by itself.
     auto padding = kwarg_tensor(kwargs, "attention_mask");
     auto mask = padding ? additive_mask(padding, ids.size(1), ids.size(1), /*causal=*/true, x.options()) : c10::nullopt;
-    if (given_positions) mask = within_documents(mask, positions, x.options());
+    if (given_positions) {
+      // split: each token's document by global index (a new one at each 0), for ring attention's masks
+      mask = split ? c10::optional<at::Tensor>(given_positions->to(ids.device()).eq(0).cumsum(1))
+                   : within_documents(mask, positions, x.options());
+    }
     at::Tensor h = x;
     std::vector<Value> router_logits;  // a mixture of experts' layers return theirs beside the states
     for (auto& [name, layer] : child("layers")->children_in_order()) {

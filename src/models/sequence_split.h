@@ -23,9 +23,11 @@ class SequenceSplit {
   virtual at::Tensor local_indices(int64_t seq, const at::Device& device, const char* who) const = 0;
   /// Causal attention of this rank's queries [B, H, s, D] over every rank's keys and values
   /// [B, KVH, s, D], by the tokens' global indices in a sequence of s x ranks; `window` > 0: only the
-  /// keys less than `window` positions before each query (a sliding window).
+  /// keys less than `window` positions before each query (a sliding window); `documents` (defined:
+  /// packed documents) [B, s x ranks]: each token's document by global index, a query seeing only
+  /// its own document's keys.
   virtual at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
-                            int64_t window = 0) const = 0;
+                            int64_t window = 0, const at::Tensor& documents = at::Tensor()) const = 0;
   /// Throws naming `where` (a model) when its `heads` attention heads cannot be split as `attend`
   /// needs (Ulysses' all-to-all splits them over the ranks); the ring takes any.
   virtual void check_heads(int64_t /*heads*/, const std::string& /*where*/) const {}

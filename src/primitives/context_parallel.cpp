@@ -30,14 +30,15 @@ class GroupSplit : public SequenceSplit {
     return indices_of(group_->rank(), seq, device, who);
   }
 
-  at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
-                    int64_t window) const override {
+  at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, int64_t window,
+                    const at::Tensor& documents) const override {
     const int64_t seq = q.size(2) * ranks();
     std::vector<at::Tensor> every;
     for (int r = 0; r < ranks(); ++r) every.push_back(indices_of(r, seq, at::kCPU, "context_parallel"));  // read on the host
     if (method_ == Method::kRing)
-      return dist::ring_attention(q, k, v, at::stack(every), group_, scale, score_bytes_, window);
-    return dist::ulysses_attention(q, k, v, at::stack(every), group_, scale, score_bytes_, window, "context_parallel");
+      return dist::ring_attention(q, k, v, at::stack(every), group_, scale, score_bytes_, window, documents);
+    return dist::ulysses_attention(q, k, v, at::stack(every), group_, scale, score_bytes_, window, "context_parallel",
+                                   documents);
   }
 
   void check_heads(int64_t heads, const std::string& where) const override {

@@ -40,11 +40,23 @@ local function my_tokens(t, n, r, balanced)
   return slapo.cat({ t:narrow(1, r * chunk, chunk), t:narrow(1, (chunks - 1 - r) * chunk, chunk) }, 1)
 end
 
+-- Each row's position_ids for packed documents of the given lengths (0 where each starts).
+local function packed_positions(lengths_by_row)
+  local rows = {}
+  for _, lengths in ipairs(lengths_by_row) do
+    local row = {}
+    for _, n in ipairs(lengths) do for i = 0, n - 1 do row[#row + 1] = i end end
+    rows[#rows + 1] = row
+  end
+  return slapo.tensor(rows, { dtype = "int64" })
+end
+
 -- 3 AdamW steps of the split model (gradients averaged over `layout`'s DP group) beside one process
 -- on the same rows: losses to 1e-5 relative, then gradients and weights (AdamW's rounding after 3
--- steps of lr 1e-2).
+-- steps of lr 1e-2). `opts.positions`: the rows' position_ids (packed documents), given to both.
 local function trains_as_one_process(layout, schedule, seq, opts)
   local ids = batch(2, seq)
+  local kw = { labels = ids, position_ids = opts.positions }
   local build = opts.model or llama
   local ref = build()
   local sch = slapo.create_schedule(build(), { group = layout.tp_group })
@@ -57,9 +69,9 @@ local function trains_as_one_process(layout, schedule, seq, opts)
   for step = 1, 3 do
     adamw[1]:zero_grad()
     adamw[2]:zero_grad()
-    local expected = ref(ids, { labels = ids })
+    local expected = ref(ids, kw)
     expected:backward()
-    local loss = model(ids, { labels = ids })
+    local loss = model(ids, kw)
     loss:backward()
     assert(math.abs(loss:item() - expected:item()) < 1e-5 * expected:item(),
       ("step %d: loss %.7f in one process, %.7f split over %d ranks"):format(step, expected:item(), loss:item(),
@@ -123,6 +135,10 @@ describe("context_parallel", function()
       trains_as_one_process(parallel.layout({ tp = 2, cp = 2 }), function(sch)
         require("slapo.schedules.llama").schedule(sch)
       end, 256, { load_balance = true })
+      -- and with packed documents
+      trains_as_one_process(parallel.layout({ tp = 2, cp = 2 }), function(sch)
+        require("slapo.schedules.llama").schedule(sch)
+      end, 256, { positions = packed_positions({ { 100, 56, 100 }, { 3, 253 } }) })
     end)
   end
 
@@ -172,6 +188,42 @@ describe("context_parallel", function()
         trains_as_one_process(parallel.layout({ cp = world }), nil, 128,
           { model = mistral, method = method, score_mib = 0.01 })
       end
+    end
+  end)
+
+  -- Packed documents kept apart by position_ids (each row its own cuts, some inside a rank's chunk,
+  -- some on a chunk's edge): every rank gets the whole rows' positions, RoPE takes its tokens', and
+  -- attention masks keys of other documents, by the ring and by all_to_all, plain and windowed
+  it("keeps packed documents apart (position_ids) as one process does, by the ring and by all_to_all", function()
+    local positions = packed_positions({ { 50, 30, 48 }, { 16, 100, 12 } })
+    local ids = batch(2, 128)
+    local plain, apart = llama()(ids), llama()(ids, { position_ids = positions })
+    assert((plain - apart):abs():max():item() > 1e-3, "the documents change nothing: the case tests nothing")
+    for _, method in ipairs({ "ring", "all_to_all" }) do
+      trains_as_one_process(parallel.layout({ cp = world }), nil, 128,
+        { method = method, positions = positions, score_mib = 0.01 })
+    end
+    local function mistral()
+      slapo.manual_seed(3)
+      return slapo.models.mistral({ hidden_size = 32, num_hidden_layers = 2, num_attention_heads = 4,
+        num_key_value_heads = 2, intermediate_size = 64, vocab_size = 64, max_position_embeddings = 256,
+        sliding_window = 40 })
+    end
+    trains_as_one_process(parallel.layout({ cp = world }), nil, 128, { model = mistral, positions = positions })
+  end)
+
+  it("trains documents kept apart with slapo.train (a data function's positions): one process's losses", function()
+    -- what a token file with documents = "separate" hands the loop: the rows and their positions
+    local ids, positions = batch(2, 128), packed_positions({ { 50, 30, 48 }, { 16, 100, 12 } })
+    local function data() return ids, positions end
+    local ref = slapo.train({ model = llama(), steps = 3, data = data, quiet = true })
+    local layout = parallel.layout({ cp = world })
+    local sch = slapo.create_schedule(llama())
+    sch:context_parallel({ group = layout.cp_group })
+    local result = slapo.train({ model = slapo.build(sch), layout = layout, steps = 3, data = data, quiet = true })
+    for step = 1, 3 do
+      assert(math.abs(result.losses[step] - ref.losses[step]) < 1e-5 * ref.losses[step],
+        ("step %d: %.7f in one process, %.7f split"):format(step, ref.losses[step], result.losses[step]))
     end
   end)
 
@@ -279,6 +331,14 @@ describe("context_parallel", function()
       pcall_err(function() return model(odd) end))
     local ids = batch(1, 16)
     matches("attention_mask", pcall_err(function() return model(ids, { attention_mask = ids }) end))
+    -- position_ids are the whole rows' (every rank is given them), not this rank's tokens'
+    matches("LlamaModel: position_ids must be int64 of the whole rows' shape %[1, 16%], got Long %[1, " .. 16 / world,
+      pcall_err(function() return model(ids, { position_ids = my_tokens(ids, world, rank, true) }) end))
+    matches("position_ids", pcall_err(function()
+      local g = slapo.create_schedule(gpt2())
+      g:context_parallel()
+      return slapo.build(g)(ids, { position_ids = ids })
+    end))
     matches("already splits its sequence %(ring attention over", pcall_err(sch.context_parallel, sch))
     -- slapo.train: the split model needs the layout whose cp group splits it
     matches(("train: the model splits its sequences over ranks {%s}"):format(world == 2 and "0, 1" or "0, 1, 2, 3"),
