@@ -93,6 +93,20 @@ local function trains_as_one_process(layout, schedule, seq, opts)
   end
 end
 
+-- slapo.train's 3 steps of LLaMA on `data`, split over every rank as one cp group, beside one process:
+-- the losses to 1e-5 relative.
+local function trains_in_slapo_train_as_one_process(data)
+  local ref = slapo.train({ model = llama(), steps = 3, data = data, quiet = true })
+  local layout = parallel.layout({ cp = world })
+  local sch = slapo.create_schedule(llama())
+  sch:context_parallel({ group = layout.cp_group })
+  local result = slapo.train({ model = slapo.build(sch), layout = layout, steps = 3, data = data, quiet = true })
+  for step = 1, 3 do
+    assert(math.abs(result.losses[step] - ref.losses[step]) < 1e-5 * ref.losses[step],
+      ("step %d: %.7f in one process, %.7f split"):format(step, ref.losses[step], result.losses[step]))
+  end
+end
+
 describe("context_parallel", function()
   it("keeps this rank's load-balanced chunks of every sequence: their logits are the whole model's", function()
     local ids = batch(2, 64)
@@ -215,30 +229,12 @@ describe("context_parallel", function()
   it("trains documents kept apart with slapo.train (a data function's positions): one process's losses", function()
     -- what a token file with documents = "separate" hands the loop: the rows and their positions
     local ids, positions = batch(2, 128), packed_positions({ { 50, 30, 48 }, { 16, 100, 12 } })
-    local function data() return ids, positions end
-    local ref = slapo.train({ model = llama(), steps = 3, data = data, quiet = true })
-    local layout = parallel.layout({ cp = world })
-    local sch = slapo.create_schedule(llama())
-    sch:context_parallel({ group = layout.cp_group })
-    local result = slapo.train({ model = slapo.build(sch), layout = layout, steps = 3, data = data, quiet = true })
-    for step = 1, 3 do
-      assert(math.abs(result.losses[step] - ref.losses[step]) < 1e-5 * ref.losses[step],
-        ("step %d: %.7f in one process, %.7f split"):format(step, ref.losses[step], result.losses[step]))
-    end
+    trains_in_slapo_train_as_one_process(function() return ids, positions end)
   end)
 
   it("trains with slapo.train on a layout's cp group: the losses one process gets", function()
-    local data = { vocab = 64, batch = 2, seq = 128 }
-    local ref = slapo.train({ model = llama(), steps = 3, data = data, quiet = true })
-    local layout = parallel.layout({ cp = world })
-    eq(1, layout.data_replicas)
-    local sch = slapo.create_schedule(llama())
-    sch:context_parallel({ group = layout.cp_group })
-    local result = slapo.train({ model = slapo.build(sch), layout = layout, steps = 3, data = data, quiet = true })
-    for step = 1, 3 do
-      assert(math.abs(result.losses[step] - ref.losses[step]) < 1e-5 * ref.losses[step],
-        ("step %d: %.7f in one process, %.7f split"):format(step, ref.losses[step], result.losses[step]))
-    end
+    eq(1, parallel.layout({ cp = world }).data_replicas)
+    trains_in_slapo_train_as_one_process({ vocab = 64, batch = 2, seq = 128 })
   end)
 
   -- torchtitan's layout: the weights fully sharded (or AdamW's moments sliced, ZeRO-1) over the
