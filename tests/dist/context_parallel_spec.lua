@@ -154,6 +154,27 @@ describe("context_parallel", function()
         require("slapo.schedules.llama").schedule(sch)
       end, 256, { positions = packed_positions({ { 100, 56, 100 }, { 3, 253 } }) })
     end)
+
+    -- Megatron's sequence parallelism inside TP (the layout slapo.autoshard{sequence = true} writes for
+    -- LLaMA's layer): a cp rank's tokens split again over its TP group between attention's projections
+    it("composes with sequence parallelism inside TP: tp 2 x cp 2, each cp rank's tokens split over TP", function()
+      local function sequence_parallel(sch)
+        for _, layer in ipairs(sch["model.layers"]:children()) do
+          layer:sync("fwd_pre", "scatter", { axis = 1 })
+          for _, name in ipairs({ "q_proj", "k_proj", "v_proj" }) do layer["self_attn." .. name]:shard("weight", 0) end
+          layer["self_attn.o_proj"]:shard("weight", 1):sync("fwd_post", "reduce_scatter", { axis = 1 })
+          layer["self_attn"]:sync("fwd_pre", "all_gather", { axis = 1, grad = "reduce_scatter" })
+          for _, name in ipairs({ "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "input_layernorm",
+            "post_attention_layernorm" }) do
+            layer[name]:sync("bwd_params", "all_reduce")  -- whole weights on this rank's tokens
+          end
+          layer:sync("fwd_post", "all_gather", { axis = 1 })
+        end
+      end
+      trains_as_one_process(parallel.layout({ tp = 2, cp = 2 }), sequence_parallel, 256, { load_balance = true })
+      trains_as_one_process(parallel.layout({ tp = 2, cp = 2 }), sequence_parallel, 256,
+        { method = "all_to_all", positions = packed_positions({ { 100, 56, 100 }, { 3, 253 } }) })
+    end)
   end
 
   -- DeepSpeed-Ulysses: all-to-all over heads. LLaMA's 2 key/value heads travel unrepeated on 2
