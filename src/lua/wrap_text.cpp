@@ -1,5 +1,6 @@
 // slapo.tokenizer(dir_or_file): a checkpoint's tokenizer (text/tokenizer.h): tok:encode(text) -> ids,
-// tok:decode(ids) -> text, tok.vocab_size, tok.bos_id, tok.eos_id.
+// tok:encode(first, second) -> ids, type_ids, tok:decode(ids) -> text, tok.vocab_size, tok.bos_id,
+// tok.eos_id.
 #include <filesystem>
 
 #include "core/error.h"
@@ -30,17 +31,28 @@ int w_tokenizer(lua_State* L) {
   return 1;
 }
 
-// tok:encode(text) -> {id, ...} (0-based ids)
-int w_encode(lua_State* L) {
-  size_t size = 0;
-  const char* text = luaL_checklstring(L, 2, &size);
-  auto ids = check_tokenizer(L, 1).encode(std::string(text, size));
+void push_ids(lua_State* L, const std::vector<int64_t>& ids) {
   lua_createtable(L, static_cast<int>(ids.size()), 0);
   for (size_t i = 0; i < ids.size(); ++i) {
     lua_pushnumber(L, static_cast<lua_Number>(ids[i]));
     lua_rawseti(L, -2, static_cast<int>(i + 1));
   }
-  return 1;
+}
+
+// tok:encode(text) -> {id, ...} (0-based ids); tok:encode(first, second) -> ids, type_ids (the
+// post-processor's pair template)
+int w_encode(lua_State* L) {
+  size_t size = 0, second_size = 0;
+  const char* text = luaL_checklstring(L, 2, &size);
+  if (lua_isnoneornil(L, 3)) {
+    push_ids(L, check_tokenizer(L, 1).encode(std::string(text, size)));
+    return 1;
+  }
+  const char* second = luaL_checklstring(L, 3, &second_size);
+  auto pair = check_tokenizer(L, 1).encode_pair(std::string(text, size), std::string(second, second_size));
+  push_ids(L, pair.ids);
+  push_ids(L, pair.type_ids);
+  return 2;
 }
 
 // tok:decode({id, ...}) -> text

@@ -204,9 +204,7 @@ std::shared_ptr<ByteLevelBpe> ByteLevelBpe::from_tokenizer_json(const nlohmann::
 
   // the post-processor's special tokens around a text (LLaMA-3.1's BOS)
   if (j.contains("post_processor")) {
-    auto surround = read_post_processor(j["post_processor"], path);
-    bpe->prefix_ = std::move(surround.prefix);
-    bpe->suffix_ = std::move(surround.suffix);
+    bpe->post_ = read_post_processor(j["post_processor"], path);
   }
 
   // bos and eos: tokenizer_config.json beside it names them
@@ -298,15 +296,26 @@ void ByteLevelBpe::encode_normalized(const std::string& text, size_t begin, size
   encode_ordinary(normalized, 0, normalized.size(), out);
 }
 
-std::vector<int64_t> ByteLevelBpe::encode(const std::string& text) const {
-  std::vector<int64_t> out(prefix_);
+void ByteLevelBpe::encode_text(const std::string& text, std::vector<int64_t>& out) const {
   // added tokens first, as Hugging Face's tokenizers split them; the text between them normalized
   // and pre-tokenized
   added_.split(
       text, [&](const std::string& plain, size_t) { encode_normalized(plain, 0, plain.size(), out); },
       [&](int64_t id) { out.push_back(id); });
-  out.insert(out.end(), suffix_.begin(), suffix_.end());
+}
+
+std::vector<int64_t> ByteLevelBpe::encode(const std::string& text) const {
+  std::vector<int64_t> out(post_.single.prefix);
+  encode_text(text, out);
+  out.insert(out.end(), post_.single.suffix.begin(), post_.single.suffix.end());
   return out;
+}
+
+IdsAndTypes ByteLevelBpe::encode_pair(const std::string& first, const std::string& second) const {
+  std::vector<int64_t> a, b;
+  encode_text(first, a);
+  encode_text(second, b);
+  return post_.apply_pair(a, b);
 }
 
 void ByteLevelBpe::index_token_bytes() {

@@ -37,6 +37,7 @@ class ByteLevelBpe : public Tokenizer {
   /// The ids of `text`, with the post-processor's tokens around them (tokenizer.json's
   /// TemplateProcessing: LLaMA-3.1's BOS), as Hugging Face's encode does by default.
   std::vector<int64_t> encode(const std::string& text) const override;
+  IdsAndTypes encode_pair(const std::string& first, const std::string& second) const override;
   /// The text of `ids`; raises naming an id outside the vocabulary.
   std::string decode(const std::vector<int64_t>& ids) const override;
   int64_t vocab_size() const override { return static_cast<int64_t>(tokens_.size()); }
@@ -63,6 +64,8 @@ class ByteLevelBpe : public Tokenizer {
                        bool spaced = false) const;
   /// encode_ordinary after the normalizer (Qwen's NFC), which runs on the text between added tokens.
   void encode_normalized(const std::string& text, size_t begin, size_t end, std::vector<int64_t>& out) const;
+  /// The ids of `text` without the post-processor's tokens, appended to `out`.
+  void encode_text(const std::string& text, std::vector<int64_t>& out) const;
   /// GPT-2's byte-to-character map, and `pattern` compiled as the pre-tokenizer.
   void map_bytes();
   /// A pre-tokenizer stage: split by `pattern`, keeping the text between matches or not.
@@ -77,7 +80,7 @@ class ByteLevelBpe : public Tokenizer {
   Normalizer normalizer_ = [](const std::string& text) { return text; };
   AddedTokens added_;                                     // added tokens (their text, not byte-mapped)
   std::unordered_map<int64_t, std::string> added_text_;  // id -> an added token's text, for decode
-  std::vector<int64_t> prefix_, suffix_;                 // the post-processor's tokens around a text
+  PostProcessor post_;  // its tokens around a text, and a pair's template
   std::optional<int64_t> bos_, eos_;
   std::string byte_chars_[256];                   // each byte's printable stand-in (UTF-8)
   std::unordered_map<std::string, uint8_t> char_bytes_;

@@ -37,7 +37,7 @@ std::shared_ptr<PipelineTokenizer> PipelineTokenizer::from_tokenizer_json(const 
   tok->normalizer_ = make_normalizer(j.value("normalizer", nlohmann::json()), path);
   tok->pre_tokenizer_ = make_pre_tokenizer(j.value("pre_tokenizer", nlohmann::json()), path);
   tok->decoder_ = Decoder(j.value("decoder", nlohmann::json()), path);
-  tok->surround_ = read_post_processor(j.value("post_processor", nlohmann::json()), path);
+  tok->post_ = read_post_processor(j.value("post_processor", nlohmann::json()), path);
 
   int64_t size = 0;
   for (auto& [token, id] : tok->model_->vocab()) size = std::max(size, id + 1);
@@ -75,8 +75,8 @@ std::shared_ptr<PipelineTokenizer> PipelineTokenizer::from_tokenizer_json(const 
 
   // bos and eos: tokenizer_config.json's, else the post-processor's tokens around a text ([CLS], [SEP])
   namespace fs = std::filesystem;
-  if (!tok->surround_.prefix.empty()) tok->bos_ = tok->surround_.prefix.front();
-  if (!tok->surround_.suffix.empty()) tok->eos_ = tok->surround_.suffix.back();
+  if (!tok->post_.single.prefix.empty()) tok->bos_ = tok->post_.single.prefix.front();
+  if (!tok->post_.single.suffix.empty()) tok->eos_ = tok->post_.single.suffix.back();
   auto config_path = fs::path(path).parent_path() / "tokenizer_config.json";
   if (fs::exists(config_path)) {
     auto config = parse_json_file(config_path.string());
@@ -98,13 +98,24 @@ void PipelineTokenizer::encode_segment(const std::string& text, bool at_start, s
       [&](int64_t id) { out.push_back(id); });
 }
 
-std::vector<int64_t> PipelineTokenizer::encode(const std::string& text) const {
-  std::vector<int64_t> out(surround_.prefix);
+void PipelineTokenizer::encode_text(const std::string& text, std::vector<int64_t>& out) const {
   raw_added_.split(
       text, [&](const std::string& plain, size_t begin) { encode_segment(plain, begin == 0, out); },
       [&](int64_t id) { out.push_back(id); });
-  out.insert(out.end(), surround_.suffix.begin(), surround_.suffix.end());
+}
+
+std::vector<int64_t> PipelineTokenizer::encode(const std::string& text) const {
+  std::vector<int64_t> out(post_.single.prefix);
+  encode_text(text, out);
+  out.insert(out.end(), post_.single.suffix.begin(), post_.single.suffix.end());
   return out;
+}
+
+IdsAndTypes PipelineTokenizer::encode_pair(const std::string& first, const std::string& second) const {
+  std::vector<int64_t> a, b;
+  encode_text(first, a);
+  encode_text(second, b);
+  return post_.apply_pair(a, b);
 }
 
 std::string PipelineTokenizer::decode(const std::vector<int64_t>& ids) const {

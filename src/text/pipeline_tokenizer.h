@@ -30,6 +30,7 @@ class PipelineTokenizer : public Tokenizer {
   static std::shared_ptr<PipelineTokenizer> from_tokenizer_json(const nlohmann::json& j, const std::string& path);
 
   std::vector<int64_t> encode(const std::string& text) const override;
+  IdsAndTypes encode_pair(const std::string& first, const std::string& second) const override;
   std::string decode(const std::vector<int64_t>& ids) const override;
   int64_t vocab_size() const override { return static_cast<int64_t>(tokens_.size()); }
   std::optional<int64_t> token_id(const std::string& token) const override;
@@ -42,12 +43,14 @@ class PipelineTokenizer : public Tokenizer {
   /// out, the rest pre-tokenized and tokenized by the model. `at_start`: the segment begins the text
   /// (Metaspace's prepend_scheme "first" adds its "▁" there only).
   void encode_segment(const std::string& text, bool at_start, std::vector<int64_t>& out) const;
+  /// The ids of `text` without the post-processor's tokens, appended to `out`.
+  void encode_text(const std::string& text, std::vector<int64_t>& out) const;
 
   std::unique_ptr<SubwordModel> model_;
   Normalizer normalizer_;
   PreTokenizer pre_tokenizer_;
   Decoder decoder_;
-  Surround surround_;
+  PostProcessor post_;
   AddedTokens raw_added_, normalized_added_;
   std::unordered_map<std::string, int64_t> added_ids_;
   std::vector<std::string> tokens_;        // id -> its token, as decode's chain takes it (Decoder::token_form)

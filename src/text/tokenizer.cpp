@@ -59,6 +59,11 @@ std::shared_ptr<Tokenizer> load_tokenizer_json(const std::string& path) {
 
 }  // namespace
 
+IdsAndTypes Tokenizer::encode_pair(const std::string&, const std::string&) const {
+  throw Error("tokenizer: a pair of texts is laid out by a tokenizer.json's post-processor (its pair template); this "
+              "tokenizer has none (GPT-2's encoder.json, SentencePiece's tokenizer.model): encode each text");
+}
+
 std::shared_ptr<Tokenizer> open_tokenizer(const std::string& path) {
   namespace fs = std::filesystem;
   if (fs::is_regular_file(path)) {

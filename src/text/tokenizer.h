@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "text/post_processor.h"
+
 namespace slapo::text {
 
 class Tokenizer {
@@ -17,6 +19,9 @@ class Tokenizer {
   /// The ids of `text`, with the tokens the checkpoint's tokenizer puts around a text by default
   /// (a post-processor's, or SentencePiece's BOS when the config asks for it).
   virtual std::vector<int64_t> encode(const std::string& text) const = 0;
+  /// The ids of a pair of texts as the post-processor's pair template lays them out (BERT's
+  /// [CLS] first [SEP] second [SEP]), with each id's type id; raises naming what has none.
+  virtual IdsAndTypes encode_pair(const std::string& first, const std::string& second) const;
   /// The text of `ids`; raises naming an id outside the vocabulary.
   virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
   virtual int64_t vocab_size() const = 0;

@@ -88,6 +88,38 @@ PY
   same_token_ids "$tmp/ids.ref" "$tmp/ids.ours" "$3"
 }
 
+# same_pair_as_rust TOKENIZER.json FIRST SECOND LABEL: slapo.tokenizer's encode of the pair of texts in
+# files FIRST and SECOND (ids and type ids, the post-processor's pair template) equal to Hugging Face's
+# tokenizers in Rust. Works in $tmp.
+same_pair_as_rust() {
+  cat > "$tmp/rust_pair.js" <<'JS'
+const [pkg, tokenizer, first, second] = process.argv.slice(2);
+const { Tokenizer } = require(pkg + '/node_modules/@anush008/tokenizers');
+const fs = require('fs');
+(async () => {
+  const tok = Tokenizer.fromFile(tokenizer);
+  const enc = await tok.encode(fs.readFileSync(first, 'utf8'), fs.readFileSync(second, 'utf8'));
+  console.log(JSON.stringify({ ids: enc.getIds(), type_ids: enc.getTypeIds() }));
+})();
+JS
+  node "$tmp/rust_pair.js" "$data/hf-tokenizers-rs" "$1" "$2" "$3" > "$tmp/rust_pair.json"
+  "$bin" run <(cat <<'LUA'
+local util = require("slapo.util")
+local ids, type_ids = slapo.tokenizer(arg[1]):encode(util.read_file(arg[2]), util.read_file(arg[3]))
+print(slapo.json_encode({ ids = ids, type_ids = type_ids }))
+LUA
+) "$1" "$2" "$3" > "$tmp/ours_pair.json"
+  python3 - "$tmp/rust_pair.json" "$tmp/ours_pair.json" "$4" <<'PY'
+import json, sys
+ref, ours = (json.load(open(p)) for p in sys.argv[1:3])
+for key in ("ids", "type_ids"):
+    if ref[key] != ours[key]:
+        at = next((i for i, (a, b) in enumerate(zip(ref[key], ours[key])) if a != b), min(len(ref[key]), len(ours[key])))
+        sys.exit(f"{sys.argv[3]}: {key} differ at {at} of {len(ref[key])}: reference {ref[key][at:at+8]}, ours {ours[key][at:at+8]}")
+print(f"{sys.argv[3]}: a pair's {len(ref['ids'])} ids and type ids equal to the reference's")
+PY
+}
+
 # need_utf8proc TOKENIZER: skip the test (exit 77) when this build ($bin) has no utf8proc to read it
 need_utf8proc() {
   if "$bin" run <(echo 'slapo.tokenizer(arg[1])') "$1" 2>&1 | grep -q "no utf8proc"; then

@@ -90,4 +90,9 @@ grep -qF "bad.model is not a SentencePiece model libsentencepiece can read" <<<"
 out=$("$bin" run <(echo 'print(select(2, pcall(function() return slapo.tokenizer(arg[1]):decode({5, 32000}) end)))') \
   "$data/llama2-tokenizer")
 grep -qF "id 32000 (at 2) is outside the vocabulary" <<<"$out" || { echo "got: $out"; exit 1; }
+# a pair of texts needs a tokenizer.json's pair template, which a .model has not
+out=$("$bin" run <(echo 'print(select(2, pcall(function() return slapo.tokenizer(arg[1]):encode("a", "b") end)))') \
+  "$data/llama2-tokenizer")
+grep -qF "a pair of texts is laid out by a tokenizer.json's post-processor (its pair template); this tokenizer has none" \
+  <<<"$out" || { echo "got: $out"; exit 1; }
 echo "tokenizer.model ok"

@@ -80,6 +80,9 @@ for file in "$data/llama2-tokenizer-json/tokenizer.json" "$data/gemma3-tokenizer
   base=${name%%-*}
   for corpus in "$base" sotu; do same_as_rust "$file" "$tmp/$corpus.txt" "$name $corpus"; done
 done
+# a pair by LLaMA-2's template (its BOS before each text, the second of type 1) and Gemma 3's
+same_pair_as_rust "$data/llama2-tokenizer-json/tokenizer.json" "$tmp/llama2.txt" "$tmp/sotu.txt" "llama2 pair"
+same_pair_as_rust "$data/gemma3-tokenizer/tokenizer.json" "$tmp/gemma3.txt" "$tmp/llama2.txt" "gemma3 pair"
 for name in unk_fused unk_apart split_{Removed,Isolated,MergedWithPrevious,MergedWithNext,Contiguous,invert} \
   split_regex_{Removed,Isolated,MergedWithPrevious,MergedWithNext,Contiguous,invert} replace_regex \
   metaspace_{first,always,never} digits char_delimiter; do

@@ -132,6 +132,10 @@ write("metaspace", lambda u: u.update(pre_tokenizer={"type": "Metaspace", "repla
 PY
 # a normalizer is any the pipeline reads (NFKC here), as Hugging Face's Rust tokenizers give it
 same_as_rust "$tmp/nfkc/tokenizer.json" "$tmp/mixed.txt" "llama3 with NFKC"
+# a pair: LLaMA-3.1's template puts its BOS before each text (the second of type 1); LLaMA-3's none
+for file in "$tmp/llama31/tokenizer.json" "$data/llama3-tokenizer/tokenizer.json"; do
+  same_pair_as_rust "$file" "$tmp/mixed.txt" "$tmp/sotu.txt" "$(basename "$(dirname "$file")") pair"
+done
 for name in digits_starcoder digit_runs_no_regex prefix_space prefix_space_digits; do
   same_as_rust "$tmp/$name/tokenizer.json" "$tmp/mixed.txt" "llama3 $name"
 done

@@ -50,6 +50,8 @@ for corpus in mixed sotu; do same_as_rust "$data/albert-unigram-json/tokenizer.j
 same_as_rust "$tmp/byte_fallback/tokenizer.json" "$tmp/mixed.txt" "albert with byte fallback"
 for corpus in charsmap mixed; do same_as_rust "$tmp/t5_layout/tokenizer.json" "$tmp/$corpus.txt" "charsmap alone $corpus"; done
 same_as_rust "$data/albert-unigram-json/tokenizer.json" "$tmp/charsmap.txt" "albert charsmap"
+# a pair by ALBERT's template: [CLS] first [SEP] second [SEP], the second part of type 1
+same_pair_as_rust "$data/albert-unigram-json/tokenizer.json" "$tmp/mixed.txt" "$tmp/charsmap.txt" "albert pair"
 # [CLS], "▁", the character's three bytes, [SEP]: no unknown token (1)
 "$bin" run <(echo 'local ids = slapo.tokenizer(arg[1]):encode("你"); assert(#ids == 6 and ids[3] ~= 1 and ids[4] ~= 1 and
   ids[5] ~= 1, slapo.json_encode(ids))') "$tmp/byte_fallback"

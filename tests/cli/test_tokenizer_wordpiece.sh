@@ -6,6 +6,7 @@
 # the text) and three State of the Union addresses; the same file with its stages varied (accents
 # kept, a Sequence normalizer, Replace by a regex, WhitespaceSplit, CharDelimiterSplit, lstrip/rstrip on [MASK], BertProcessing, Punctuation and
 # Digits by their behaviors);
+# pairs of texts by each post-processor's pair template (ids and type ids);
 # `slapo-lua tokenize` takes it; what is not read is refused by name.
 set -euo pipefail
 bin="$1"
@@ -46,6 +47,11 @@ write("digits", lambda u: u.update(pre_tokenizer={"type": "Sequence", "pretokeni
     {"type": "WhitespaceSplit"}, {"type": "Punctuation", "behavior": "Isolated"}, {"type": "Digits", "individual_digits": True}]}))
 write("digit_runs", lambda u: u.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [
     {"type": "WhitespaceSplit"}, {"type": "Punctuation", "behavior": "MergedWithPrevious"}, {"type": "Digits", "individual_digits": False}]}))
+write("roberta_processing", lambda u: u.update(post_processor={"type": "RobertaProcessing", "sep": ["[SEP]", 102],
+    "cls": ["[CLS]", 101], "trim_offsets": True, "add_prefix_space": False}))
+write("no_post_processor", lambda u: u.update(post_processor=None))
+write("two_templates", lambda u: u.update(post_processor={"type": "Sequence", "processors": [u["post_processor"],
+    {"type": "BertProcessing", "sep": ["[SEP]", 102], "cls": ["[CLS]", 101]}]}))
 write("pretok_unknown", lambda u: u.update(pre_tokenizer={"type": "UnicodeScripts"}))
 write("ctc", lambda u: u.update(decoder={"type": "CTC"}))
 write("single_word", lambda u: u["added_tokens"][4].update(single_word=True))
@@ -64,6 +70,20 @@ for file in "$data/bert-tokenizer/tokenizer.json" "$tmp"/{cased,sequence,whitesp
   done
 done
 grep -q $'\x01' "$tmp/mixed.txt" || { echo "the corpus lost its control character"; exit 1; }
+
+# a pair of texts: [CLS] first [SEP] second [SEP] and its type ids, by each post-processor (none: the
+# texts one after the other, the second of type 1)
+first_addresses 1 "$tmp/second.txt"
+for name in bert-tokenizer processing roberta_processing no_post_processor; do
+  file="$tmp/$name/tokenizer.json"
+  [ "$name" = bert-tokenizer ] && file="$data/bert-tokenizer/tokenizer.json"
+  same_pair_as_rust "$file" "$tmp/mixed.txt" "$tmp/second.txt" "$name pair"
+done
+if "$bin" run <(echo 'slapo.tokenizer(arg[1]):encode("a", "b")') "$tmp/two_templates" > "$tmp/two.out" 2>&1; then
+  echo "two_templates: a pair went through two templates"; exit 1
+fi
+grep -qF "a pair of texts is not encoded through a Sequence of post-processors that each add tokens (then BertProcessing)" \
+  "$tmp/two.out" || { cat "$tmp/two.out"; exit 1; }
 
 # slapo-lua tokenize writes a token file from it: [CLS] text [SEP] per document
 "$bin" tokenize --tokenizer "$data/bert-tokenizer" --out "$tmp/sotu.tokens" "$tmp/sotu.txt" > "$tmp/tokenize.log" 2>&1 ||
