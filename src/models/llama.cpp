@@ -237,6 +237,9 @@ class LlamaModel : public ModuleBase<LlamaModel> {
     auto rope = call("rotary_emb", Values{x, positions}).toTuple();
     // A mask only with padding or packed documents: without either the attention is causal by itself.
     auto padding = kwarg_tensor(kwargs, "attention_mask");
+    if (split && padding)
+      throw Error("LlamaModel: attention_mask (padding) under context_parallel is not read yet (read: position_ids, "
+                  "packed documents)");
     auto mask = padding ? additive_mask(padding, ids.size(1), ids.size(1), /*causal=*/true, x.options()) : c10::nullopt;
     if (given_positions) {
       // split: each token's document by global index (a new one at each 0), for ring attention's masks

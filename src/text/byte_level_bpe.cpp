@@ -187,12 +187,13 @@ std::shared_ptr<ByteLevelBpe> ByteLevelBpe::from_tokenizer_json(const nlohmann::
                        fmt::format("{}'s Digits pre-tokenizer", path));
         continue;
       }
+      if (type != "Split" || !stage.contains("pattern") || !stage["pattern"].is_object() ||
+          !stage["pattern"].contains("Regex") || !stage["pattern"]["Regex"].is_string())
+        throw refuse_pre(stage.dump().substr(0, 120));
       const std::string behavior = stage.value("behavior", "");
       const bool invert = stage.value("invert", false);
       // Isolated keeps matches and what lies between them; Removed and inverted only the matches
-      if (type != "Split" || !stage.contains("pattern") || !stage["pattern"].contains("Regex") ||
-          !(behavior == "Isolated" || (behavior == "Removed" && invert)))
-        throw refuse_pre(stage.dump().substr(0, 120));
+      if (!(behavior == "Isolated" || (behavior == "Removed" && invert))) throw refuse_pre(stage.dump().substr(0, 120));
       const std::string regex = stage["pattern"]["Regex"].get<std::string>();
       bpe->add_split(pcre2_from_oniguruma(regex, path), behavior == "Isolated",
                      fmt::format("{}'s Split pattern {}", path, i + 1));
@@ -282,8 +283,8 @@ void ByteLevelBpe::split_and_merge(const std::string& text, size_t begin, size_t
   const Stage& split = splits_[stage];
   size_t offset = 0;
   split.regex.for_each_match(text.data() + begin, end - begin, [&](size_t first, size_t last) {
-    // between matches: a piece (Isolated), or dropped (Removed, inverted); bytes no match covers
-    // (invalid UTF-8) are a piece of their own either way
+    // between matches: a piece (Isolated), or dropped (Removed, inverted: bytes no match covers,
+    // invalid UTF-8 among them, are dropped as Hugging Face's split drops them)
     if (first > offset && split.keep_between) split_and_merge(text, begin + offset, begin + first, stage + 1, out);
     split_and_merge(text, begin + first, begin + last, stage + 1, out);
     offset = last;

@@ -54,7 +54,7 @@ struct Span {
   bool delimiter;
 };
 
-// Split by a string: the text as alternating spans of delimiters (the pattern's occurrences, or with
+// Split by a pattern: the text as alternating spans of delimiters (the pattern's occurrences, or with
 // `invert` everything else) and the rest, then joined or dropped as the behavior says (Hugging Face's
 // NormalizedString::split).
 void keep_by_behavior(const std::string& text, const std::vector<Span>& spans, const std::string& behavior,
@@ -221,7 +221,8 @@ PreTokenizer make_pre_tokenizer(const nlohmann::json& spec, const std::string& w
   }
   if (type == "Split") return split(spec, where);
   if (type == "CharDelimiterSplit") {  // on one character, which is dropped
-    const auto delimiter = u::code_points(field(spec, "delimiter", where + "'s CharDelimiterSplit").get<std::string>());
+    const auto& given = field(spec, "delimiter", where + "'s CharDelimiterSplit");
+    const auto delimiter = given.is_string() ? u::code_points(given.get<std::string>()) : std::vector<char32_t>();
     if (delimiter.size() != 1)
       throw Error(fmt::format("tokenizer: {}: CharDelimiterSplit's delimiter is one character, got {}", where,
                               spec["delimiter"].dump()));

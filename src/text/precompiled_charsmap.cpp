@@ -37,6 +37,10 @@ std::string decode_base64(const std::string& encoded, const std::string& where) 
       bits = 0, count = 0;
     }
   }
+  // padding: at most two '=', and nothing after them
+  if (encoded.find_first_not_of('=', i) != std::string::npos || encoded.size() - i > 2)
+    throw Error(fmt::format("tokenizer: {}: Precompiled's precompiled_charsmap is not base64 (text after its padding at "
+                            "{})", where, i));
   if (count == 1) throw Error(fmt::format("tokenizer: {}: Precompiled's precompiled_charsmap is cut short", where));
   if (count == 2) out.push_back(static_cast<char>(bits >> 4));
   if (count == 3) out.push_back(static_cast<char>(bits >> 10)), out.push_back(static_cast<char>(bits >> 2));

@@ -29,12 +29,21 @@ constexpr const char* kWhiteSpace = "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}
 }  // namespace
 
 std::string pcre2_from_oniguruma(const std::string& regex, const std::string& where) {
+  // what the two syntaxes read differently: Oniguruma's (Ruby's) ^ and $ match at every line, its
+  // (?m) lets . match a newline, its \h is a hexadecimal digit
+  auto refuse = [&](const char* what) {
+    return Error(fmt::format("tokenizer: {}: the pattern {} uses {}, which Oniguruma and PCRE2 read differently; not "
+                             "read yet", where, regex.substr(0, 80), what));
+  };
+  if (regex.find("(?m") != std::string::npos) throw refuse("(?m)");
   std::string out;
   bool in_class = false;
   for (size_t i = 0; i < regex.size(); ++i) {
     char c = regex[i];
+    if (!in_class && (c == '^' || c == '$')) throw refuse(c == '^' ? "^ outside a class" : "$");
     if (c == '\\' && i + 1 < regex.size()) {
       char next = regex[++i];
+      if (next == 'h' || next == 'H') throw refuse(next == 'h' ? "\\h" : "\\H");
       if (next == 's') {
         out += in_class ? std::string(kWhiteSpace) : fmt::format("[{}]", kWhiteSpace);
       } else if (next == 'S') {
@@ -68,7 +77,7 @@ struct Regex::Code {
 
 bool Regex::available() { return true; }
 
-Regex::Regex(const std::string& pattern, const std::string& source) : code_(std::make_unique<Code>()) {
+Regex::Regex(const std::string& pattern, const std::string& source) : code_(std::make_unique<Code>()), source_(source) {
   int error = 0;
   PCRE2_SIZE at = 0;
   code_->compiled = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.c_str()), pattern.size(),
@@ -88,7 +97,13 @@ bool Regex::find(const char* subject, size_t length, size_t from, size_t& begin,
       pcre2_match_data_create(1, nullptr), pcre2_match_data_free);
   const int rc = pcre2_match(code_->compiled, reinterpret_cast<PCRE2_SPTR>(subject), length, from, 0, match.get(),
                              nullptr);
-  if (rc < 0) return false;
+  if (rc == PCRE2_ERROR_NOMATCH) return false;
+  if (rc < 0) {  // a limit reached: the rest of the text must not pass as unmatched
+    PCRE2_UCHAR message[256];
+    pcre2_get_error_message(rc, message, sizeof(message));
+    throw Error(fmt::format("tokenizer: {} failed on a text of {} bytes: {}", source_, length,
+                            reinterpret_cast<const char*>(message)));
+  }
   const PCRE2_SIZE* span = pcre2_get_ovector_pointer(match.get());
   begin = span[0];
   end = span[1];
@@ -110,8 +125,11 @@ Regex::Regex(Regex&&) noexcept = default;
 size_t Regex::character_length(const char* subject, size_t length, size_t at) {
   if (at >= length) return 1;
   const auto lead = static_cast<unsigned char>(subject[at]);
-  size_t n = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-  return n <= length - at ? n : 1;
+  const size_t n = lead >= 0xC2 && lead <= 0xDF ? 2 : lead >= 0xE0 && lead <= 0xEF ? 3 : lead >= 0xF0 && lead <= 0xF4 ? 4 : 1;
+  if (n > length - at) return 1;
+  for (size_t k = 1; k < n; ++k)  // a byte that does not continue the character is one of its own
+    if ((static_cast<unsigned char>(subject[at + k]) & 0xC0) != 0x80) return 1;
+  return n;
 }
 
 }  // namespace slapo::text

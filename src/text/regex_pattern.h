@@ -27,14 +27,22 @@ class Regex {
   /// are not UTF-8 match nothing.
   bool find(const char* subject, size_t length, size_t from, size_t& begin, size_t& end) const;
 
-  /// `each(begin, end)` for every match of subject[0, length), left to right; after an empty match
-  /// the search goes on one character later (as Oniguruma's and Rust's iterators do).
+  /// `each(begin, end)` for every match of subject[0, length), left to right, as the onig crate's
+  /// iterator gives them to Hugging Face's tokenizers: an empty match where the last match ended is
+  /// passed over (the search goes on one character later), and the end of the text is searched too.
   template <class Each>
   void for_each_match(const char* subject, size_t length, Each each) const {
-    size_t from = 0, begin = 0, end = 0;
-    while (from < length && find(subject, length, from, begin, end)) {
+    size_t from = 0, begin = 0, end = 0, last_end = 0;
+    bool matched = false;
+    while (from <= length && find(subject, length, from, begin, end)) {
+      if (begin == end && matched && end == last_end) {
+        if (from >= length) break;
+        from += character_length(subject, length, from);
+        continue;
+      }
       each(begin, end);
-      from = end > begin ? end : end + character_length(subject, length, end);
+      matched = true;
+      from = last_end = end;
     }
   }
 
@@ -42,6 +50,7 @@ class Regex {
   static size_t character_length(const char* subject, size_t length, size_t at);
   struct Code;
   std::unique_ptr<Code> code_;
+  std::string source_;  // names the pattern in errors
 };
 
 }  // namespace slapo::text

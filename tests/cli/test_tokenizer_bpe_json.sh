@@ -54,6 +54,16 @@ write("llama2", "split_regex_invert", split_regex("MergedWithNext", True))
 write("llama2", "replace_regex", lambda u: u.update(normalizer={"type": "Sequence", "normalizers": [
     {"type": "Prepend", "prepend": "▁"}, {"type": "Replace", "pattern": {"Regex": "\\s+"}, "content": "▁"},
     {"type": "Replace", "pattern": {"Regex": "(\\d)\\d+"}, "content": "#"}]}))
+# patterns that match empty text: taken as the onig crate's iterator gives them (an empty match where
+# the last ended passed over, the end of the text searched too)
+write("llama2", "empty_replace", lambda u: u.update(normalizer={"type": "Sequence", "normalizers": [
+    {"type": "Replace", "pattern": {"Regex": "\\d*"}, "content": "#"}, {"type": "Prepend", "prepend": "▁"},
+    {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]}))
+for behavior in ["Isolated", "MergedWithNext", "Contiguous"]:
+    write("llama2", f"empty_split_{behavior}", lambda u, b=behavior: u.update(pre_tokenizer={"type": "Split",
+        "pattern": {"Regex": "[0-9a-c]*"}, "behavior": b, "invert": False}))
+write("llama2", "line_anchor", lambda u: u.update(pre_tokenizer={"type": "Split", "pattern": {"Regex": "^\\s+"},
+                                                                  "behavior": "Isolated", "invert": False}))
 # Metaspace, as transformers writes LLaMA's and Mistral's files without the legacy normalizer: the
 # pre-tokenizer puts "▁" for spaces and in front (of the whole input only, or of every segment between
 # added tokens, or never), its decoder takes them back
@@ -85,6 +95,7 @@ same_pair_as_rust "$data/llama2-tokenizer-json/tokenizer.json" "$tmp/llama2.txt"
 same_pair_as_rust "$data/gemma3-tokenizer/tokenizer.json" "$tmp/gemma3.txt" "$tmp/llama2.txt" "gemma3 pair"
 for name in unk_fused unk_apart split_{Removed,Isolated,MergedWithPrevious,MergedWithNext,Contiguous,invert} \
   split_regex_{Removed,Isolated,MergedWithPrevious,MergedWithNext,Contiguous,invert} replace_regex \
+  empty_replace empty_split_{Isolated,MergedWithNext,Contiguous} \
   metaspace_{first,always,never} digits char_delimiter; do
   same_as_rust "$tmp/$name/tokenizer.json" "$tmp/$(cat "$tmp/$name/base").txt" "$name"
 done
@@ -102,6 +113,7 @@ LUA
 
 refused_by_name "$tmp" "dropout/tokenizer.json: BPE dropout 0.1 is not read (encode is deterministic)" \
   "split_bad_regex/tokenizer.json's Split pattern does not compile at 2: missing closing parenthesis" \
+  "line_anchor/tokenizer.json: the pattern ^\\s+ uses ^ outside a class, which Oniguruma and PCRE2 read differently" \
   "no_unk/tokenizer.json: BPE's unk_token '<nope>' is not in its vocabulary" \
   "char_delimiter_two/tokenizer.json: CharDelimiterSplit's delimiter is one character, got \"ab\""
 echo "BPE tokenizer.json ok"
