@@ -113,6 +113,39 @@ std::pair<TokenMap, TokenMap> metaspace(const nlohmann::json& spec, const std::s
   return {later, [dropped](std::string token) { return dropped.apply(std::move(token)); }};
 }
 
+// CTC's (wav2vec2's): repeated tokens as one, the pad token out, and with `cleanup` WordPiece's
+// cleanup and the word delimiter as a space; tokens left empty dropped
+ListStep ctc(const nlohmann::json& spec, const std::string& where) {
+  const std::string pad = spec.value("pad_token", "<pad>"), delimiter = spec.value("word_delimiter_token", "|");
+  const bool tidy = spec.value("cleanup", true);
+  if (pad.empty() || (tidy && delimiter.empty()))
+    throw Error(fmt::format("tokenizer: {}: CTC's pad_token and word_delimiter_token are tokens, got '{}' and '{}'",
+                            where, pad, delimiter));
+  const Replacement no_pad{pad, "", nullptr}, spaced{delimiter, " ", nullptr};
+  return [=](std::vector<std::string>& tokens) {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (i > 0 && tokens[i] == tokens[i - 1]) continue;
+      std::string token = no_pad.apply(tokens[i]);
+      if (tidy) token = spaced.apply(cleanup(std::move(token)));
+      if (!token.empty()) out.push_back(std::move(token));
+    }
+    tokens.swap(out);
+  };
+}
+
+// BPEDecoder's (the original BPE's end-of-word suffix): the suffix as a space, the last token's as
+// nothing
+ListStep bpe_suffix(const nlohmann::json& spec, const std::string& where) {
+  const std::string suffix = spec.value("suffix", "</w>");
+  if (suffix.empty()) throw Error(fmt::format("tokenizer: {}: BPEDecoder's suffix is empty", where));
+  const Replacement spaced{suffix, " ", nullptr}, dropped{suffix, "", nullptr};
+  return [=](std::vector<std::string>& tokens) {
+    for (size_t i = 0; i < tokens.size(); ++i)
+      tokens[i] = (i + 1 == tokens.size() ? dropped : spaced).apply(std::move(tokens[i]));
+  };
+}
+
 struct StepSpec {
   ListStep on_list;
   TokenMap on_token, on_first;  // set where the step maps each token alone (the first its own way)
@@ -153,12 +186,14 @@ void add_steps(const nlohmann::json& spec, const std::string& where, std::vector
     TokenMap map = [r](std::string token) { return r.apply(std::move(token)); };
     return steps.push_back(per_token(map, map));
   }
+  if (type == "CTC") return steps.push_back({ctc(spec, where), nullptr, nullptr});
+  if (type == "BPEDecoder") return steps.push_back({bpe_suffix(spec, where), nullptr, nullptr});
   if (type == "Sequence") {
     for (auto& each : field(spec, "decoders", where + "'s Sequence decoder")) add_steps(each, where, steps);
     return;
   }
   throw Error(fmt::format("tokenizer: {}: decoder {} is not read yet for this model (read: WordPiece, Metaspace, "
-                          "Replace, ByteFallback, Fuse, Strip, Sequence, none)", where,
+                          "Replace, ByteFallback, Fuse, Strip, CTC, BPEDecoder, Sequence, none)", where,
                           type.empty() ? spec.dump().substr(0, 80) : type));
 }
 

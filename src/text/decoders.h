@@ -1,7 +1,7 @@
 // tokenizer.json's decoder: tokens back to text, as a chain of steps over the token strings joined
-// at the end (Hugging Face's decode_chain). Read: WordPiece, Metaspace, Replace (a string pattern),
-// ByteFallback, Fuse, Strip, Sequence of them, none (tokens joined by spaces); anything else is refused
-// by name.
+// at the end (Hugging Face's decode_chain). Read: WordPiece, Metaspace, Replace (a string or a
+// regex), ByteFallback, Fuse, Strip, CTC, BPEDecoder, Sequence of them, none (tokens joined by
+// spaces); anything else is refused by name.
 #pragma once
 
 #include <functional>

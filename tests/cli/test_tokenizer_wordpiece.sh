@@ -53,7 +53,12 @@ write("no_post_processor", lambda u: u.update(post_processor=None))
 write("two_templates", lambda u: u.update(post_processor={"type": "Sequence", "processors": [u["post_processor"],
     {"type": "BertProcessing", "sep": ["[SEP]", 102], "cls": ["[CLS]", 101]}]}))
 write("pretok_unknown", lambda u: u.update(pre_tokenizer={"type": "UnicodeScripts"}))
-write("ctc", lambda u: u.update(decoder={"type": "CTC"}))
+write("ctc", lambda u: u.update(decoder={"type": "CTC", "pad_token": "[PAD]", "word_delimiter_token": "|",
+                                        "cleanup": True}))
+write("ctc_raw", lambda u: u.update(decoder={"type": "CTC", "pad_token": "the", "word_delimiter_token": "|",
+                                            "cleanup": False}))
+write("bpe_decoder", lambda u: u.update(decoder={"type": "BPEDecoder", "suffix": "ing"}))
+write("ctc_empty", lambda u: u.update(decoder={"type": "CTC", "pad_token": ""}))
 write("single_word", lambda u: u["added_tokens"][4].update(single_word=True))
 write("no_unk", lambda u: u["model"].update(unk_token="<unk>"))
 write("wordlevel", lambda u: u["model"].update(type="WordLevel"))
@@ -64,7 +69,7 @@ PY
 
 "$bin" run <(echo 'local t = slapo.tokenizer(arg[1]); assert(t.vocab_size == 30522 and t.bos_id == 101 and t.eos_id == 102,
   ("vocab_size %s, bos_id %s, eos_id %s"):format(t.vocab_size, t.bos_id, t.eos_id))') "$data/bert-tokenizer"
-for file in "$data/bert-tokenizer/tokenizer.json" "$tmp"/{cased,sequence,whitespace,processing,digits,digit_runs,regex_replace,char_delimiter}/tokenizer.json; do
+for file in "$data/bert-tokenizer/tokenizer.json" "$tmp"/{cased,sequence,whitespace,processing,digits,digit_runs,regex_replace,char_delimiter,ctc,ctc_raw,bpe_decoder}/tokenizer.json; do
   for corpus in mixed sotu; do
     same_as_rust "$file" "$tmp/$corpus.txt" "$(basename "$(dirname "$file")") $corpus"
   done
@@ -93,7 +98,7 @@ grep -qF "a pair of texts is not encoded through a Sequence of post-processors t
 # what is not read is refused by name
 refused_by_name "$tmp" "precompiled/tokenizer.json: Precompiled's precompiled_charsmap is not SentencePiece's character map (0 bytes" \
   "pretok_unknown/tokenizer.json: pre_tokenizer UnicodeScripts is not read yet for this model (read: BertPreTokenizer" \
-  "ctc/tokenizer.json: decoder CTC is not read yet for this model (read: WordPiece, Metaspace, Replace, ByteFallback, Fuse, Strip, Sequence, none)" \
+  "ctc_empty/tokenizer.json: CTC's pad_token and word_delimiter_token are tokens, got '' and '|'" \
   "single_word/tokenizer.json: added token '[MASK]' has single_word = true, not read yet" \
   "no_unk/tokenizer.json: WordPiece's unk_token '<unk>' is not in its vocabulary" \
   "wordlevel/tokenizer.json: model type 'WordLevel' is not read yet (read: BPE, WordPiece, Unigram)"
