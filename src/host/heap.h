@@ -1,12 +1,15 @@
 // How this process's heap (glibc malloc, which LibTorch's CPU allocator calls) gives memory back.
 #pragma once
 
+#include <string>
+
 namespace slapo {
 
-/// Freed blocks stay in the heap for the next allocation instead of going back to the kernel at
-/// once: a training step frees and allocates the same large tensors (logits, activations) every
-/// step, and each block glibc would unmap comes back as fresh pages the kernel must zero. Skipped
-/// when GLIBC_TUNABLES sets malloc's own, or SLAPO_MALLOC=glibc asks for glibc's defaults.
-void keep_freed_blocks_for_reuse();
+/// Applies SLAPO_MALLOC before anything allocates: unset or "glibc", glibc's own settings (the
+/// default, chosen by measurement: bench/RESULTS.md, "The heap"); "keep", freed blocks up to 1 GiB
+/// kept in the heap for the next allocation (faster where a step frees and allocates the same
+/// large tensors, at up to 1 GiB more resident memory a process). GLIBC_TUNABLES naming malloc's
+/// own tunables wins over both. Returns an error message for any other value (empty: applied).
+std::string apply_heap_choice();
 
 }  // namespace slapo

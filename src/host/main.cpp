@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <fmt/format.h>
 
 #include <unistd.h>
@@ -112,7 +113,11 @@ std::string unknown_option_hint(CLI::App& app, const std::string& command, const
 }  // namespace
 
 int main(int argc, char** argv) {
-  slapo::keep_freed_blocks_for_reuse();  // before anything allocates
+  const std::string heap_error = slapo::apply_heap_choice();  // before anything allocates
+  if (!heap_error.empty()) {
+    std::fprintf(stderr, "slapo-lua: %s\n", heap_error.c_str());
+    return 2;
+  }
   slapo::set_program_name(argv[0]);       // the commands it suggests name it as the user did
   CLI::App app{"slapo-lua: schedule a LibTorch model from Lua without touching its definition", "slapo-lua"};
   app.set_version_flag("--version", std::string("slapo-lua ") + SLAPO_VERSION + "\n" + luajit_line());

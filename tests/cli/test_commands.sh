@@ -15,6 +15,14 @@ grep -q '^LuaJIT .*JIT compiler o[nf]' <<<"$version" || { echo "--version should
 set +e
 "$bin" frobnicate >/dev/null 2>&1; [ $? -eq 2 ] || { echo "unknown subcommand should exit 2"; exit 1; }
 "$bin" run >/dev/null 2>&1; [ $? -eq 2 ] || { echo "run without a script should exit 2"; exit 1; }
+# the heap: glibc's own settings by default, "keep" on request; anything else refused by name
+out=$(SLAPO_MALLOC=jemalloc "$bin" --version 2>&1); [ $? -eq 2 ] || { echo "SLAPO_MALLOC=jemalloc should exit 2"; exit 1; }
+grep -qF "SLAPO_MALLOC='jemalloc' is not a heap setting (choices: glibc, the default; keep)" <<<"$out" ||
+  { echo "got: $out"; exit 1; }
+for heap in glibc keep; do
+  SLAPO_MALLOC=$heap "$bin" run <(echo 'print(slapo.tensor({1, 2}):sum():item())') | grep -qx 3 ||
+    { echo "SLAPO_MALLOC=$heap does not run"; exit 1; }
+done
 "$bin" run "$tmp/missing.lua" >/dev/null 2>&1; [ $? -eq 2 ] || { echo "missing script should exit 2"; exit 1; }
 set -e
 out=$("$bin" frobnicate 2>&1 || true)
