@@ -82,10 +82,7 @@ class CausalLM : public ModuleBase<Derived>, public HasConfig {
     auto logits = this->call(head_, hidden_of(this->call(base_, inner)));
     if (!labels) return logits;
     check_labels(*labels, ids);
-    auto targets = next_token_targets(*labels).to(ids.device()).index_select(1, local).reshape({-1});
-    auto flat = logits.reshape({-1, logits.size(-1)});
-    auto sum = at::cross_entropy_loss(flat.to(at::kFloat), targets, {}, at::Reduction::Sum, /*ignore_index=*/-100);
-    return split_->mean_loss(sum, targets.ne(-100).sum());
+    return split_causal_lm_loss(*split_, logits, *labels, this->type_name().c_str());
   }
 
  private:

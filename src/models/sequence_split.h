@@ -55,4 +55,10 @@ void set_sequence_split(Module& root, const std::shared_ptr<const SequenceSplit>
 /// The split a model's root holds, or null.
 std::shared_ptr<const SequenceSplit> sequence_split_of(const Module& root);
 
+/// The whole sequence's causal-LM loss from this rank's tokens' logits [B, S/N, V] and the whole
+/// rows' labels [B, S] (each token's label the next token's, wherever it lives): the mean on every
+/// rank, its gradient this rank's part x N (SequenceSplit::mean_loss).
+at::Tensor split_causal_lm_loss(const SequenceSplit& split, const at::Tensor& local_logits, const at::Tensor& labels,
+                                const char* who);
+
 }  // namespace slapo

@@ -1,6 +1,7 @@
 // cut_pipeline_stage, and Pipeline: trace the root down to the cuts, split, run the stages.
 #include "primitives/pipeline.h"
 
+#include <algorithm>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -11,6 +12,7 @@
 #include "distributed/world.h"
 #include "graph/pipeline_stages.h"
 #include "models/layers.h"
+#include "models/sequence_split.h"
 #include "models/transformer_ops.h"
 #include "models/zoo.h"
 #include "primitives/pretrained_slices.h"
@@ -148,6 +150,14 @@ void check_fully_shard_groups_within_stages(Module& model, int stage) {
   }
 }
 
+// The causal-LM loss of whole sequences' logits: the default loss, and the unscheduled model's
+// under context_parallel.
+at::Tensor whole_sequence_loss(const at::Tensor& logits, const Value& labels) {
+  if (!labels.isTensor())
+    throw Error("pipeline: step needs {labels = t} for the causal-LM loss (or pass pipeline.loss to build)");
+  return causal_lm_loss(logits, labels.toTensor());
+}
+
 std::vector<std::vector<int64_t>> shapes_of(const Values& inputs) {
   std::vector<std::vector<int64_t>> out;
   for (auto& v : inputs) out.push_back(v.isTensor() ? v.toTensor().sizes().vec() : std::vector<int64_t>{-1});
@@ -212,12 +222,34 @@ Pipeline::Pipeline(std::shared_ptr<Schedule> root, PipelineOptions options)
   if (micro_batches_ == 0) micro_batches_ = runner_.stages();
   if (micro_batches_ < 1)
     throw Error(fmt::format("build: pipeline micro_batches must be at least 1, got {}", micro_batches_));
-  if (!loss_)
-    loss_ = [](const at::Tensor& logits, const Value& labels) {
-      if (!labels.isTensor())
-        throw Error("pipeline: step needs {labels = t} for the causal-LM loss (or pass pipeline.loss to build)");
-      return causal_lm_loss(logits, labels.toTensor());
-    };
+  if (auto split = sequence_split_of(*root_->mod())) split_sequences(split);
+  else if (!loss_) loss_ = whole_sequence_loss;
+}
+
+// context_parallel inside each stage: the last stage's logits are this rank's tokens', so the loss
+// is the whole sequence's over the cp group, and each cp rank's gradients (its part x N) must be
+// averaged over a dp_group that holds the cp group.
+void Pipeline::split_sequences(const std::shared_ptr<const SequenceSplit>& split) {
+  const std::string what = fmt::format("build: {} splits its sequences ({})", root_->where(), split->describe());
+  if (!runner_.meshes().empty())
+    throw Error(what + "; stage meshes give the ranks of a stage different rows, so they do not run with it (use a "
+                       "pipeline group from slapo.parallel.layout{pp =, cp =})");
+  if (loss_)
+    throw Error(what + "; pipeline.loss would see this rank's tokens' logits alone: the pipeline computes the whole "
+                       "sequence's causal-LM loss itself (leave pipeline.loss out)");
+  auto cp_ranks = dist::group_by_id(split->group_id())->ranks();
+  auto dp_ranks = dp_group_ ? dp_group_->ranks() : std::vector<int>{};
+  for (int r : cp_ranks)
+    if (std::find(dp_ranks.begin(), dp_ranks.end(), r) == dp_ranks.end())
+      throw Error(fmt::format("{}; each rank's gradients are its part of the sequence's, averaged over "
+                              "pipeline.dp_group, which must hold the cp group's ranks {{{}}} (layout.dp_group of "
+                              "slapo.parallel.layout{{pp =, cp =}}), not {{{}}}",
+                              what, fmt::join(cp_ranks, ", "), fmt::join(dp_ranks, ", ")));
+  loss_ = [split](const at::Tensor& logits, const Value& labels) {
+    if (!labels.isTensor())
+      throw Error("pipeline: step needs {labels = t} for the whole sequence's causal-LM loss (context_parallel)");
+    return split_causal_lm_loss(*split, logits, labels.toTensor(), "pipeline");
+  };
 }
 
 Pipeline::~Pipeline() = default;
@@ -442,6 +474,8 @@ at::Tensor Pipeline::stage_loss(const std::vector<at::Tensor>& outputs, const Va
 }
 
 at::Tensor Pipeline::reference_loss(Module& reference, const Values& inputs, const Value& labels) const {
+  if (sequence_split_of(*root_->mod()))  // the unscheduled model's logits are the whole sequence's
+    return whole_sequence_loss(reference(inputs).toTensor(), labels);
   if (!trace_keywords_) return loss_(reference(inputs).toTensor(), labels);
   if (!runner_.meshes().empty())
     throw Error("verify: a pipeline on stage meshes adds each replica's load-balancing loss on its own rows, which "

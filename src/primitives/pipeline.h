@@ -15,6 +15,8 @@
 
 namespace slapo {
 
+class SequenceSplit;
+
 class StageGraph;
 namespace dist {
 class GradBuckets;
@@ -106,6 +108,8 @@ class Pipeline {
   /// The last stage's outputs' loss: the logits', plus the load-balancing loss where it is traced.
   at::Tensor stage_loss(const std::vector<at::Tensor>& outputs, const Value& labels) const;
   void check_expert_replicas(Module& model) const;
+  /// context_parallel in the stages: the whole sequence's loss, checks of the layout.
+  void split_sequences(const std::shared_ptr<const SequenceSplit>& split);
 
   std::shared_ptr<Schedule> root_;
   std::vector<std::string> cuts_;

@@ -78,6 +78,47 @@ end
 
 -- Writes `text` to `path` from rank 0, then waits until every rank may read it (a schedule file
 -- the hot-swap cases edit under a running slapo.train).
+-- The parameters of `model` by name.
+function M.named(model)
+  local out = {}
+  for name, p in model:named_parameters() do out[name] = p end
+  return out
+end
+
+-- 3 AdamW steps (lr 1e-2) of pipeline `pipe` beside the one-process model `ref` on rows `ids`: the
+-- loss to 1e-5 relative every step (`where` names the layout in failures) and, unless
+-- `opts.gradients` is false, every gradient the pipeline holds. `opts.expected(step)`: ref's loss,
+-- a tensor this backpropagates (default: on `ids` with labels `ids`). Returns the step-1 loss and
+-- ref's parameters by name.
+function M.pipeline_steps_as_one_process(pipe, ref, ids, where, opts)
+  opts = opts or {}
+  local expected_loss = opts.expected or function() return ref(ids, { labels = ids }) end
+  pipe:prepare(ids)
+  local adamw = { slapo.optim.adamw(ref, { lr = 1e-2 }), slapo.optim.adamw(pipe:parameters(), { lr = 1e-2 }) }
+  local first
+  for step = 1, 3 do
+    adamw[1]:zero_grad()
+    adamw[2]:zero_grad()
+    local expected = expected_loss(step)
+    expected:backward()
+    local loss = pipe:step(ids, { labels = ids })
+    first = first or loss
+    assert(math.abs(loss - expected:item()) < 1e-5 * expected:item(),
+      ("step %d: loss %.7f in one process, %.7f %s"):format(step, expected:item(), loss, where))
+    if opts.gradients ~= false then
+      local theirs, compared = M.named(ref), 0
+      for name, p in pipe:named_parameters() do
+        close(theirs[name].grad, p.grad, { rtol = 1e-4, atol = 1e-5 })
+        compared = compared + 1
+      end
+      assert(compared > 10, "compared " .. compared .. " gradients")
+    end
+    adamw[1]:step()
+    adamw[2]:step()
+  end
+  return first, M.named(ref)
+end
+
 function M.write_shared(path, text)
   if slapo.dist.rank() == 0 then
     local f = assert(io.open(path, "w"))

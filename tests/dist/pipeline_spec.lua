@@ -2,6 +2,9 @@
 -- 1F1B training steps equal the single-rank model in loss, gradients and updated weights, with the
 -- tied embedding / LM head kept in sync across the stages that use it.
 local parallel = require("slapo.parallel")
+-- helpers shared by the multi-rank specs (tests/dist/one_rank_reference.lua), in this spec's environment
+local reference = setfenv(assert(loadfile((debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or ".")
+  .. "/one_rank_reference.lua")), getfenv(1))()
 
 local configs = {
   gpt2 = { n_embd = 32, n_layer = 4, n_head = 4, vocab_size = 64, n_positions = 16, resid_pdrop = 0, embd_pdrop = 0,
@@ -52,28 +55,7 @@ end
 -- (ref's loss, a tensor this backpropagates) and every gradient the pipeline holds equals ref's.
 -- Returns the step-1 loss and ref's parameters by name.
 local function steps_as_one_rank(pipe, ref, ids, expected_loss)
-  pipe:prepare(ids)
-  local opts = { slapo.optim.adamw(ref, { lr = 1e-2 }), slapo.optim.adamw(pipe:parameters(), { lr = 1e-2 }) }
-  local first
-  for step = 1, 3 do
-    opts[1]:zero_grad()
-    opts[2]:zero_grad()
-    local expected = expected_loss(step)
-    expected:backward()
-    local loss = pipe:step(ids, { labels = ids })
-    first = first or loss
-    assert(math.abs(loss - expected:item()) < 1e-5 * expected:item(),
-      ("step %d: loss %.7f on 1 rank, %.7f pipelined"):format(step, expected:item(), loss))
-    local theirs, compared = named(ref), 0
-    for name, p in pipe:named_parameters() do
-      close(theirs[name].grad, p.grad, { rtol = 1e-4, atol = 1e-5 })
-      compared = compared + 1
-    end
-    assert(compared > 10, "compared " .. compared .. " gradients")
-    opts[1]:step()
-    opts[2]:step()
-  end
-  return first, named(ref)
+  return reference.pipeline_steps_as_one_process(pipe, ref, ids, "pipelined", { expected = expected_loss })
 end
 
 for _, case in ipairs({ { "gpt2", "1f1b", 4 }, { "gpt2", "gpipe", 2 }, { "llama", "1f1b", 4 }, { "llama", "gpipe", 4 },

@@ -3,6 +3,9 @@
 -- and in every gradient (sharded ones gathered), and 3 AdamW steps train the same weights. The
 -- meshes tried depend on the world: 2, 3 or 4 ranks (scripts/test runs this on each).
 local parallel = require("slapo.parallel")
+-- helpers shared by the multi-rank specs (tests/dist/one_rank_reference.lua), in this spec's environment
+local reference = setfenv(assert(loadfile((debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or ".")
+  .. "/one_rank_reference.lua")), getfenv(1))()
 
 local config = { n_embd = 32, n_layer = 4, n_head = 4, vocab_size = 64, n_positions = 16, resid_pdrop = 0,
   embd_pdrop = 0, attn_pdrop = 0 }
@@ -49,19 +52,7 @@ end
 -- 3 AdamW steps of the pipeline beside the one-rank model, the losses equal; returns that model
 local function trains_like_one_rank(pipe, ids, where)
   local ref = build()
-  pipe:prepare(ids)
-  local opts = { slapo.optim.adamw(ref, { lr = 1e-2 }), slapo.optim.adamw(pipe:parameters(), { lr = 1e-2 }) }
-  for step = 1, 3 do
-    opts[1]:zero_grad()
-    opts[2]:zero_grad()
-    local expected = ref(ids, { labels = ids })
-    expected:backward()
-    local loss = pipe:step(ids, { labels = ids })
-    assert(math.abs(loss - expected:item()) < 1e-5 * expected:item(),
-      ("step %d: loss %.7f on 1 rank, %.7f on %s"):format(step, expected:item(), loss, where))
-    opts[1]:step()
-    opts[2]:step()
-  end
+  reference.pipeline_steps_as_one_process(pipe, ref, ids, "on " .. where, { gradients = false })
   return ref
 end
 
