@@ -41,19 +41,49 @@ void AddedTokens::add(AddedToken token) {
 void AddedTokens::sort_longest_first() {
   std::stable_sort(longest_first_.begin(), longest_first_.end(),
                    [](auto& a, auto& b) { return a.content.size() > b.content.size(); });
+  trie_.assign(1, Node());
+  root_children_.assign(256, -1);
+  for (size_t i = 0; i < longest_first_.size(); ++i) {
+    int node = 0;
+    for (unsigned char byte : longest_first_[i].content) {
+      int next = -1;
+      if (node == 0) {
+        next = root_children_[byte];
+      } else {
+        for (auto& [b, child] : trie_[node].children)
+          if (b == byte) next = child;
+      }
+      if (next < 0) {
+        next = static_cast<int>(trie_.size());
+        trie_.emplace_back();
+        if (node == 0) root_children_[byte] = next;
+        else trie_[node].children.emplace_back(byte, next);
+      }
+      node = next;
+    }
+    if (trie_[node].token < 0) trie_[node].token = static_cast<int>(i);  // of two alike, the first added
+  }
+}
+
+const AddedToken* AddedTokens::match_at(const std::string& text, size_t at) const {
+  int node = root_children_[static_cast<unsigned char>(text[at])], found = -1;
+  for (size_t i = at + 1; node >= 0; ++i) {
+    if (trie_[node].token >= 0) found = trie_[node].token;
+    if (i == text.size()) break;
+    const auto byte = static_cast<unsigned char>(text[i]);
+    int next = -1;
+    for (auto& [b, child] : trie_[node].children)
+      if (b == byte) next = child;
+    node = next;
+  }
+  return found < 0 ? nullptr : &longest_first_[found];
 }
 
 void AddedTokens::split(const std::string& text, const std::function<void(const std::string&, size_t)>& plain,
                         const std::function<void(int64_t)>& added) const {
   size_t start = 0;
   for (size_t i = 0; i < text.size();) {
-    const AddedToken* hit = nullptr;
-    if (starts_one_[static_cast<unsigned char>(text[i])])
-      for (auto& token : longest_first_)
-        if (text.compare(i, token.content.size(), token.content) == 0) {
-          hit = &token;
-          break;
-        }
+    const AddedToken* hit = starts_one_[static_cast<unsigned char>(text[i])] ? match_at(text, i) : nullptr;
     if (!hit) {
       ++i;
       continue;

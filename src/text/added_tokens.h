@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace slapo::text {
@@ -19,7 +20,8 @@ struct AddedToken {
 class AddedTokens {
  public:
   void add(AddedToken token);
-  /// Once every token is added: the longer of two that start at one place is taken.
+  /// Once every token is added: the longer of two that start at one place is taken (and the
+  /// tokens are indexed for split).
   void sort_longest_first();
   bool empty() const { return longest_first_.empty(); }
 
@@ -29,8 +31,20 @@ class AddedTokens {
              const std::function<void(int64_t)>& added) const;
 
  private:
+  /// The longest token at `text[at]`, or null.
+  const AddedToken* match_at(const std::string& text, size_t at) const;
+
   std::vector<AddedToken> longest_first_;
   bool starts_one_[256] = {};  // the bytes a token starts with
+  // The tokens in a trie over their bytes: the longest at a position is one walk along the text, not
+  // a comparison per token (Gemma 3 has 6,415, most after a '<'). A node's children are few but the
+  // root's, which has a slot per byte.
+  struct Node {
+    int token = -1;  // index into longest_first_ of the token ending here
+    std::vector<std::pair<unsigned char, int>> children;
+  };
+  std::vector<Node> trie_;
+  std::vector<int> root_children_ = std::vector<int>(256, -1);
 };
 
 }  // namespace slapo::text
