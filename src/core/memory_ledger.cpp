@@ -4,6 +4,8 @@
 
 #include <c10/core/CPUAllocator.h>
 
+#include "core/mapped_memory.h"
+
 #include <atomic>
 
 namespace slapo {
@@ -35,11 +37,11 @@ int64_t held_bytes(Held what) { return count(what).load(); }
 HeldBytes::HeldBytes(Held what, int64_t bytes) : what_(what), bytes_(bytes) { count(what_) += bytes_; }
 HeldBytes::~HeldBytes() { count(what_) -= bytes_; }
 
-c10::DataPtr counted_allocation(c10::Allocator* allocator, size_t bytes, Held what) {
-  c10::DataPtr inner = allocator->allocate(bytes);
-  if (inner.device().type() != c10::DeviceType::CPU || !inner.get()) return inner;
+c10::DataPtr counted_allocation(c10::Allocator* allocator, c10::Device device, size_t bytes, Held what) {
+  if (!device.is_cpu()) return allocator->allocate(bytes);
+  c10::DataPtr inner = bytes >= kMappedBytes ? mapped_allocation(bytes) : allocator->allocate(bytes);
+  if (!inner.get()) return inner;
   void* data = inner.get();
-  const c10::Device device = inner.device();
   count(what) += static_cast<int64_t>(bytes);
   auto* context = new Counted{std::move(inner), static_cast<int64_t>(bytes), what};
   return c10::DataPtr(data, context, &free_counted, device);
@@ -49,7 +51,8 @@ at::Tensor empty_counted(at::IntArrayRef sizes, const at::TensorOptions& options
   if (options.device().type() != c10::DeviceType::CPU) return at::empty(sizes, options);
   c10::Allocator* allocator = c10::GetCPUAllocator();
   const size_t bytes = static_cast<size_t>(c10::multiply_integers(sizes)) * options.dtype().itemsize();
-  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, counted_allocation(allocator, bytes, what), allocator,
+  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes,
+                       counted_allocation(allocator, options.device(), bytes, what), allocator,
                        /*resizable=*/false);
   return at::empty({0}, options).set_(storage, 0, sizes);
 }

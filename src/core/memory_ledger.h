@@ -28,9 +28,9 @@ class HeldBytes {
   int64_t bytes_;
 };
 
-/// `bytes` from `allocator`, counted under `what` until the memory is freed (CPU memory; other
-/// devices' comes back uncounted).
-c10::DataPtr counted_allocation(c10::Allocator* allocator, size_t bytes, Held what);
+/// `bytes` on `device`, counted under `what` until the memory is freed (CPU memory, from
+/// `allocator` or mapped on its own from kMappedBytes, core/mapped_memory.h; other devices' comes back uncounted).
+c10::DataPtr counted_allocation(c10::Allocator* allocator, c10::Device device, size_t bytes, Held what);
 
 /// An uninitialised contiguous tensor whose memory is counted under `what` until freed.
 at::Tensor empty_counted(at::IntArrayRef sizes, const at::TensorOptions& options, Held what);

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/mapped_memory.h"
 
 namespace slapo::dist {
 
@@ -216,10 +217,25 @@ std::function<void()> Group::all_gather_into_async(at::Tensor out, const at::Ten
     for (int r = 0; r < size(); ++r) parts[r].copy_(slices[r]);
     return [] {};
   }
-  std::vector<at::Tensor> input{on_wire(t, to.device, false)};
-  std::vector<std::vector<at::Tensor>> outputs{parts};
-  auto work = to.backend->allgather(outputs, input);
-  return [work, input, out, gloo = to.device.is_cpu()] { finish(work, gloo); };
+  at::Tensor wire = on_wire(t, to.device, false);
+  const bool gloo = to.device.is_cpu();
+  // Gloo gathers into a flat buffer of its own, copied into the parts when done: of a large tensor,
+  // the same rows of every rank's part at a time (its worker threads run a few chunks at once)
+  const int64_t rows = t.size(0), row_bytes = rows ? static_cast<int64_t>(t.nbytes()) / rows : 1;
+  const int64_t chunk_rows = gloo && static_cast<int64_t>(out.nbytes()) > kGlooChunkBytes
+                                 ? std::max<int64_t>(1, kGlooChunkBytes / (size() * row_bytes))
+                                 : std::max<int64_t>(rows, 1);
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  for (int64_t at = 0; at < rows || works.empty(); at += chunk_rows) {
+    const int64_t len = std::min(chunk_rows, rows - at);
+    std::vector<at::Tensor> input{wire.narrow(0, at, len)};
+    std::vector<std::vector<at::Tensor>> outputs(1);
+    for (auto& part : parts) outputs[0].push_back(part.narrow(0, at, len));
+    works.push_back(to.backend->allgather(outputs, input));
+  }
+  return [works, wire, out, gloo] {
+    for (auto& work : works) finish(work, gloo);
+  };
 }
 
 at::Tensor Group::all_to_all(const at::Tensor& t, const std::vector<int64_t>& send_rows,
@@ -291,16 +307,16 @@ at::Tensor Group::reduce_scatter_in_chunks(const at::Tensor& t, const char* call
   torch::NoGradGuard no_grad;
   const int n = size();
   const int64_t rows = t.size(0) / n, row_bytes = static_cast<int64_t>(t.nbytes()) / t.size(0);
-  const int64_t chunk_rows = std::max<int64_t>(1, kReduceScatterChunkBytes / (n * row_bytes));
+  const int64_t chunk_rows = std::max<int64_t>(1, kGlooChunkBytes / (n * row_bytes));
   auto part_sizes = t.sizes().vec();
   part_sizes[0] = rows;
-  at::Tensor part = at::empty(part_sizes, t.options().requires_grad(false));
+  at::Tensor part = empty_mapped(part_sizes, t.options().requires_grad(false));
   auto chunk_sizes = part_sizes;
   chunk_sizes.insert(chunk_sizes.begin(), n);
   for (int64_t at = 0; at < rows; at += chunk_rows) {
     const int64_t len = std::min(chunk_rows, rows - at);
     chunk_sizes[1] = len;
-    at::Tensor chunk = at::empty(chunk_sizes, part.options());
+    at::Tensor chunk = empty_mapped(chunk_sizes, part.options());
     for (int r = 0; r < n; ++r) chunk[r].copy_(t.narrow(0, r * rows + at, len));
     all_reduce(chunk, caller);
     part.narrow(0, at, len).copy_(chunk[rank_]);
@@ -315,13 +331,17 @@ std::function<at::Tensor()> Group::reduce_scatter_async(const at::Tensor& t, con
                             fmt::join(t.sizes(), ", "), size()));
   const int64_t rows = t.size(0) / size(), first = rows * rank_;
   auto to = route(t);
-  if (to.backend && to.device.is_cpu() && static_cast<int64_t>(t.nbytes()) > kReduceScatterChunkBytes)
+  if (to.backend && to.device.is_cpu() && static_cast<int64_t>(t.nbytes()) > kGlooChunkBytes)
     return [part = reduce_scatter_in_chunks(t, caller)]() { return part; };
-  at::Tensor sum = t.detach().clone(at::MemoryFormat::Contiguous);
+  // both on their own mappings on the CPU: whole gradients come and go a unit at a time
+  at::Tensor sum = empty_mapped(t.sizes(), t.options().requires_grad(false));
+  sum.copy_(t.detach());
   auto wait = all_reduce_async(sum, caller);
   return [wait, sum, rows, first]() mutable {
     wait();
-    at::Tensor part = sum.narrow(0, first, rows).clone();
+    at::Tensor mine = sum.narrow(0, first, rows);
+    at::Tensor part = empty_mapped(mine.sizes(), mine.options());
+    part.copy_(mine);
     // the whole sum goes now (with the work that holds it), not when the caller drops this wait
     wait = nullptr;
     sum = at::Tensor();

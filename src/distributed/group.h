@@ -24,8 +24,9 @@ struct ExchangeTotals {
 };
 ExchangeTotals all_to_all_totals();
 
-/// Above this many bytes, a reduce-scatter on Gloo (an all-reduce and a slice) goes in chunks.
-constexpr int64_t kReduceScatterChunkBytes = int64_t(32) << 20;
+/// Above this many bytes, a reduce-scatter (an all-reduce and a slice) or an all-gather on Gloo goes
+/// in chunks: both hold a whole-size buffer of their own beside the caller's tensors.
+constexpr int64_t kGlooChunkBytes = int64_t(32) << 20;
 
 class Group {
  public:
@@ -55,9 +56,10 @@ class Group {
   at::Tensor all_gather(const at::Tensor& t, int64_t dim, const char* caller = "all_gather");
   /// Every rank's tensor, in rank order, on t's device (all_gather without the concatenation).
   std::vector<at::Tensor> all_gather_slices(const at::Tensor& t, const char* caller = "all_gather");
-  /// Every rank's tensor concatenated along dim 0 into `out` (contiguous, size() times t's rows):
-  /// the backend writes each rank's part in place where it takes out as it is, with no whole-size
-  /// temporary (fully_shard gathers parameters with it). Returns out.
+  /// Every rank's tensor concatenated along dim 0 into `out` (contiguous, size() times t's rows),
+  /// each rank's part written in place (fully_shard gathers parameters with it). Gloo gathers into
+  /// a buffer of its own and copies out: above kGlooChunkBytes the rows go in chunks, so that
+  /// buffer is a chunk, not a second whole tensor. Returns out.
   at::Tensor& all_gather_into(at::Tensor& out, const at::Tensor& t, const char* caller = "all_gather");
   /// all_gather_into, started: returns the wait, after which `out` holds every rank's slice (both
   /// tensors stay alive until then). Where the gather is staged (one rank, another device or dtype)
@@ -75,7 +77,7 @@ class Group {
   at::Tensor reduce_scatter(const at::Tensor& t, int64_t dim, const char* caller = "reduce_scatter");
   /// reduce_scatter along dim 0, started: returns the wait, which gives this rank's part (a tensor
   /// of its own, not a view of the whole sum) and frees the whole sum; call it once. t's rows must
-  /// divide evenly among the ranks. On Gloo a tensor above kReduceScatterChunkBytes is reduced
+  /// divide evenly among the ranks. On Gloo a tensor above kGlooChunkBytes is reduced
   /// before this returns, in chunks of that size: the part and a chunk, never a whole copy.
   std::function<at::Tensor()> reduce_scatter_async(const at::Tensor& t, const char* caller = "reduce_scatter");
   /// This rank's part of t split evenly along `dim` (no communication).

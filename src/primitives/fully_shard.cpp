@@ -227,7 +227,7 @@ class Resharded {
       }
       c10::DeviceGuard on_device(g.full.device());
       auto* storage = g.full.storage().unsafeGetStorageImpl();
-      storage->set_data_ptr_noswap(counted_allocation(storage->allocator(), g.nbytes, Held::Gathered));
+      storage->set_data_ptr_noswap(counted_allocation(storage->allocator(), g.full.device(), g.nbytes, Held::Gathered));
       storage->set_nbytes(g.nbytes);
       at::Tensor alias = at::empty({0}, g.full.options().requires_grad(false));
       alias.set_(g.full.storage(), g.full.storage_offset(), g.full.sizes(), g.full.strides());

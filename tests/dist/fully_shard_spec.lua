@@ -265,7 +265,7 @@ describe("fully_shard", function()
     assert(backward.mib >= backward.gathered_mib + backward.reducing_mib, what)
   end)
 
-  it("reduce-scatters a gradient larger than a chunk (32 MiB on Gloo) piece by piece, equal to the whole one's", function()
+  it("gathers a weight and reduce-scatters its gradient larger than a chunk (32 MiB on Gloo) piece by piece, equal to the whole one's", function()
     local function linear()
       slapo.manual_seed(21)
       return slapo.nn.Linear(2304, 4096)  -- a 36 MiB weight
