@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "text/unicode_text.h"
 
 namespace slapo::text {
 
@@ -124,12 +125,9 @@ Regex::Regex(Regex&&) noexcept = default;
 
 size_t Regex::character_length(const char* subject, size_t length, size_t at) {
   if (at >= length) return 1;
-  const auto lead = static_cast<unsigned char>(subject[at]);
-  const size_t n = lead >= 0xC2 && lead <= 0xDF ? 2 : lead >= 0xE0 && lead <= 0xEF ? 3 : lead >= 0xF0 && lead <= 0xF4 ? 4 : 1;
-  if (n > length - at) return 1;
-  for (size_t k = 1; k < n; ++k)  // a byte that does not continue the character is one of its own
-    if ((static_cast<unsigned char>(subject[at + k]) & 0xC0) != 0x80) return 1;
-  return n;
+  size_t next = at;
+  unicode::next_code_point(std::string_view(subject, length), next);
+  return next - at;
 }
 
 }  // namespace slapo::text

@@ -32,7 +32,7 @@ bool available() { return true; }
 bool available() { return false; }
 #endif
 
-char32_t next_code_point(const std::string& text, size_t& i) {
+char32_t next_code_point(std::string_view text, size_t& i) {
   const auto* p = reinterpret_cast<const unsigned char*>(text.data());
   const size_t n = text.size();
   unsigned char b = p[i];

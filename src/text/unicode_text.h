@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace slapo::text::unicode {
@@ -20,7 +21,7 @@ inline size_t utf8_length(unsigned char lead) {
 }
 /// The code point of UTF-8 `text` at byte `i`, advancing `i` past it; an invalid byte reads as
 /// U+FFFD and advances by one.
-char32_t next_code_point(const std::string& text, size_t& i);
+char32_t next_code_point(std::string_view text, size_t& i);
 /// The code points of UTF-8 `text`; an invalid byte reads as U+FFFD, as Rust's lossy reading does.
 std::vector<char32_t> code_points(const std::string& text);
 /// Whether `text` is valid UTF-8 (as Rust's String::from_utf8 accepts it).
