@@ -612,9 +612,8 @@ std::vector<Candidate> megatron_grid(const ModelShape& model, const Cluster& clu
               for (int sharding : {0, 1, 2, 3}) {
                 const bool zero = sharding == 1, fully_sharded = sharding >= 2, kept = sharding == 2;
                 if ((zero || fully_sharded) && dp == 1) continue;
-                // context parallelism runs with TP, and ZeRO or fully_shard over all dp replicas (cp
-                // groups included, as torchtitan); Megatron's sequence parallelism beside it is untested
-                if (cp > 1 && sequence) continue;
+                // context parallelism runs with TP (Megatron's sequence parallelism inside it
+                // included), and ZeRO or fully_shard over all dp replicas (cp groups included, as torchtitan)
                 // a mixture of experts' experts over groups of ep replicas (ZeRO-1 slices their
                 // moments over the replicas holding the same experts)
                 for (int ep : expert_choices(model, dp)) {

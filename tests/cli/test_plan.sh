@@ -120,6 +120,19 @@ for knobs in "--knob tp=1 --knob cp=2 --knob cp_method=ring" "--knob tp=1 --knob
     || { echo "long-sequence plan with '$knobs' did not verify:"; cat "$tmp/long.out"; exit 1; }
   grep -q "^plan: 2 steps, final loss" "$tmp/long.out" || { cat "$tmp/long.out"; exit 1; }
 done
+# Megatron's sequence parallelism inside TP beside cp: the plan picked, its script's layers split their
+# tokens over the tp ranks of each cp rank's share of the sequence, by the ring and by all-to-all
+"$bin" plan "$long" --cluster 1x4:cpu --batch 2 --seq 16384 --steps 2 --max-stages 1 \
+  --pick "tp 2 x dp 2, cp 2, sequence" --out "$tmp/long_sp.lua" >"$tmp/long_sp.table"
+grep -q '^  sequence = true,' "$tmp/long_sp.lua" || { cat "$tmp/long_sp.lua"; exit 1; }
+sed -i 's/seq = 16384,/seq = 256,/' "$tmp/long_sp.lua"
+for method in ring all_to_all; do
+  "$bin" run --nproc 4 --knob zero=false --knob fully_shard=false --knob micro_batches=1 --knob cp_method=$method \
+    "$tmp/long_sp.lua" >"$tmp/long.out" 2>&1 || { cat "$tmp/long.out"; exit 1; }
+  grep -q "^verify: 1 output(s) and [0-9]* gradients match the unscheduled model" "$tmp/long.out" \
+    || { echo "sequence parallelism beside cp ($method) did not verify:"; cat "$tmp/long.out"; exit 1; }
+  grep -q "^plan: 2 steps, final loss" "$tmp/long.out" || { cat "$tmp/long.out"; exit 1; }
+done
 
 # every kind of one-stage plan the planner writes for 4 ranks verifies against the unscheduled
 # model and trains, gradient accumulation included: plain, tensor parallel, ZeRO-1, fully sharded

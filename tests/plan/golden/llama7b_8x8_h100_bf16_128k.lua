@@ -2,27 +2,27 @@
 -- Run it: slapo-lua run --nproc 64 plan.lua   (edit the plan table and run again)
 --
 -- Predicted (step seconds, GiB per rank), the best plans considered:
---   tp 4 x dp 16, cp 4, 4 micro, zero-2                      7.7595 s   40.03 GiB  chosen
---   tp 4 x dp 16, cp 4, 4 micro, fully sharded               7.7782 s   37.28 GiB  0% slower
---   tp 4 x dp 16, cp 4, 4 micro                              7.8639 s   60.43 GiB  1% slower
---   tp 4 x dp 16, cp 4, 4 micro, zero-1                      7.9123 s   42.78 GiB  2% slower
---   tp 8 x dp 8, cp 2, 4 micro, zero-2                       8.4732 s   38.73 GiB  9% slower
---   tp 8 x dp 8, cp 4, 4 micro, zero-2                       8.4732 s   38.73 GiB  9% slower
---   tp 8 x dp 8, cp 2, 4 micro, fully sharded                8.4819 s   37.45 GiB  9% slower
---   tp 8 x dp 8, cp 4, 4 micro, fully sharded                8.4819 s   37.45 GiB  9% slower
---   tp 8 x dp 8, cp 2, 4 micro                               8.5219 s   48.25 GiB  10% slower
---   tp 8 x dp 8, cp 4, 4 micro                               8.5219 s   48.25 GiB  10% slower
---   tp 8 x dp 8, cp 4, 8 micro, zero-2                       8.5265 s   20.90 GiB  10% slower
---   tp 8 x dp 8, cp 4, 8 micro, fully sharded                8.5438 s   19.62 GiB  10% slower
---   tp 8 x dp 8, cp 2, 4 micro, zero-1                       8.5445 s   40.01 GiB  10% slower
---   tp 8 x dp 8, cp 4, 4 micro, zero-1                       8.5445 s   40.01 GiB  10% slower
---   tp 8 x dp 8, cp 4, 8 micro                               8.5578 s   30.41 GiB  10% slower
---   tp 8 x dp 8, cp 4, 8 micro, zero-1                       8.5803 s   22.18 GiB  11% slower
---   tp 2 x dp 32, cp 8 all-to-all, 4 micro, zero-2           8.7573 s   43.22 GiB  13% slower
---   tp 2 x dp 32, cp 8 all-to-all, 4 micro, fully sharded    8.7958 s   37.52 GiB  13% slower
---   tp 4 x dp 16, cp 4 all-to-all, 4 micro, zero-2           8.8211 s   40.03 GiB  14% slower
---   tp 4 x dp 16, cp 4 all-to-all, 4 micro, fully sharded    8.8397 s   37.28 GiB  14% slower
---   ... and 1320 more
+--   tp 4 x dp 16, cp 4, 4 micro, zero-2                     7.7595 s   40.03 GiB  chosen
+--   tp 4 x dp 16, cp 4, 4 micro, sequence, zero-2           7.7595 s   39.83 GiB  0% slower
+--   tp 4 x dp 16, cp 4, 4 micro, fully sharded              7.7782 s   37.28 GiB  0% slower
+--   tp 4 x dp 16, cp 4, 4 micro, sequence, fully sharded    7.7782 s   37.08 GiB  0% slower
+--   tp 4 x dp 16, cp 4, 4 micro                             7.8639 s   60.43 GiB  1% slower
+--   tp 4 x dp 16, cp 4, 4 micro, sequence                   7.8639 s   60.24 GiB  1% slower
+--   tp 4 x dp 16, cp 4, 4 micro, zero-1                     7.9123 s   42.78 GiB  2% slower
+--   tp 4 x dp 16, cp 4, 4 micro, sequence, zero-1           7.9123 s   42.59 GiB  2% slower
+--   tp 8 x dp 8, cp 2, 4 micro, sequence, zero-2            7.9584 s   51.83 GiB  3% slower
+--   tp 8 x dp 8, cp 4, 4 micro, sequence, zero-2            7.9584 s   51.83 GiB  3% slower
+--   tp 8 x dp 8, cp 2, 4 micro, sequence, fully sharded     7.9837 s   44.82 GiB  3% slower
+--   tp 8 x dp 8, cp 4, 4 micro, sequence, fully sharded     7.9837 s   44.82 GiB  3% slower
+--   tp 8 x dp 8, cp 4, 8 micro, sequence, zero-2            8.0269 s   34.28 GiB  3% slower
+--   tp 8 x dp 8, cp 4, 8 micro, sequence, fully sharded     8.0774 s   27.27 GiB  4% slower
+--   tp 8 x dp 8, cp 2, 4 micro, sequence, zero-1            8.3943 s   58.84 GiB  8% slower
+--   tp 8 x dp 8, cp 4, 4 micro, sequence, zero-1            8.3943 s   58.84 GiB  8% slower
+--   tp 8 x dp 8, cp 4, 8 micro, sequence, zero-1            8.4122 s   41.29 GiB  8% slower
+--   tp 8 x dp 8, cp 2, 4 micro, zero-2                      8.4732 s   38.73 GiB  9% slower
+--   tp 8 x dp 8, cp 4, 4 micro, zero-2                      8.4732 s   38.73 GiB  9% slower
+--   tp 8 x dp 8, cp 2, 4 micro, fully sharded               8.4819 s   37.45 GiB  9% slower
+--   ... and 1856 more
 
 local plan = {
   model = "llama-7b",  -- a preset name, a Hugging Face directory or a table of config fields
