@@ -15,7 +15,8 @@ namespace slapo {
 constexpr size_t kMappedBytes = size_t(1) << 20;
 
 /// `bytes` of zeroed CPU memory in a mapping of its own, reported to LibTorch's memory profiler
-/// (and so to slapo's tensor meter) as the CPU allocator reports its own.
+/// (and so to slapo's tensor meter) as the CPU allocator reports its own: the allocation where a
+/// meter listens, its free where one listens then too.
 c10::DataPtr mapped_allocation(size_t bytes);
 
 /// An uninitialised contiguous tensor: on the CPU from kMappedBytes in a mapping of its own, else

@@ -313,10 +313,11 @@ at::Tensor Group::reduce_scatter_in_chunks(const at::Tensor& t, const char* call
   at::Tensor part = empty_mapped(part_sizes, t.options().requires_grad(false));
   auto chunk_sizes = part_sizes;
   chunk_sizes.insert(chunk_sizes.begin(), n);
+  chunk_sizes[1] = std::min(chunk_rows, rows);
+  const at::Tensor buffer = empty_mapped(chunk_sizes, part.options());  // one, narrowed for the last chunk
   for (int64_t at = 0; at < rows; at += chunk_rows) {
     const int64_t len = std::min(chunk_rows, rows - at);
-    chunk_sizes[1] = len;
-    at::Tensor chunk = empty_mapped(chunk_sizes, part.options());
+    at::Tensor chunk = len == chunk_sizes[1] ? buffer : buffer.narrow(1, 0, len).contiguous();
     for (int r = 0; r < n; ++r) chunk[r].copy_(t.narrow(0, r * rows + at, len));
     all_reduce(chunk, caller);
     part.narrow(0, at, len).copy_(chunk[rank_]);

@@ -613,7 +613,9 @@ std::vector<Candidate> megatron_grid(const ModelShape& model, const Cluster& clu
                 const bool zero = sharding == 1, fully_sharded = sharding >= 2, kept = sharding == 2;
                 if ((zero || fully_sharded) && dp == 1) continue;
                 // context parallelism runs with TP (Megatron's sequence parallelism inside it
-                // included), and ZeRO or fully_shard over all dp replicas (cp groups included, as torchtitan)
+                // included, where a cp rank's tokens divide over tp), and ZeRO or fully_shard over all
+                // dp replicas (cp groups included, as torchtitan)
+                if (cp > 1 && sequence && (work.seq / cp) % tp != 0) continue;
                 // a mixture of experts' experts over groups of ep replicas (ZeRO-1 slices their
                 // moments over the replicas holding the same experts)
                 for (int ep : expert_choices(model, dp)) {

@@ -40,7 +40,7 @@ char32_t next_code_point(std::string_view text, size_t& i) {
     ++i;
     return b;
   }
-  int length = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 0;
+  int length = b >= 0xF8 ? 0 : b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 0;  // F8-FF start none
   char32_t c = length == 4 ? b & 0x07 : length == 3 ? b & 0x0F : b & 0x1F;
   bool ok = length > 0 && i + length <= n;
   for (int k = 1; ok && k < length; ++k) {

@@ -36,6 +36,14 @@ TEST_CASE("mapped memory: the tensor meter counts a mapping from allocation to f
   });
   CHECK(bytes.peak >= 4 * kMiB);
   CHECK(bytes.held == 0);
+  // one allocated before the meter listened and freed while it does is not taken off what it saw
+  at::Tensor before = empty_mapped({kMiB}, at::kFloat);
+  TensorBytes freed = tensor_bytes([&] {
+    before = at::Tensor();
+    at::Tensor small = at::ones({16});
+  });
+  CHECK(freed.held >= 0);
+  CHECK(freed.peak >= 64);
 }
 
 TEST_CASE("memory ledger: a counted buffer counts as gathered until freed, mapped or not") {

@@ -606,6 +606,7 @@ TEST_CASE("plan: long sequences split over cp replicas: a causal share of attent
     some_all_to_all = some_all_to_all || c.cp_all_to_all;
     CHECK(c.dp % c.cp == 0);
     CHECK(c.pp() == 1);
+    if (c.sequence) CHECK((work.seq / c.cp) % c.tp == 0);  // each cp rank's tokens split over its tp ranks
     some_sharded = some_sharded || c.zero || c.fully_sharded;
     if (c.cp_all_to_all) CHECK((32 / c.tp) % c.cp == 0);
   }
