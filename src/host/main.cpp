@@ -182,7 +182,7 @@ int main(int argc, char** argv) {
   plan->add_option("--from", plan_args.from,
                    "a schedule file (return function(sch) ... end, as sch:log() writes): its stage cuts, layer "
                    "checkpoints, shard and fully_shard calls are kept, the rest searched");
-  plan->add_option("--pick", plan_args.pick, "write the script for this plan of the table (its first column), or a search's: grid, inter-op, alpa");
+  plan->add_option("--pick", plan_args.pick, "write the script for this plan: a row of the table (its first column), a search's (grid, inter-op, alpa), or one written as the table writes plans, priced here (docs/planner.md)");
   plan->add_option("--layer-costs", plan_args.layer_costs,
                    "what prices each layer's tensor parallelism: ilp (the intra-op pass on one traced layer, per "
                    "mesh) or megatron (every projection sharded)")

@@ -635,4 +635,70 @@ std::vector<Candidate> megatron_grid(const ModelShape& model, const Cluster& clu
   return grid;
 }
 
+void check_named_plan(const ModelShape& model, const Cluster& cluster, const Workload& work, const Candidate& c) {
+  const std::string name = c.describe();
+  auto refuse = [&](const std::string& why) { throw Error(fmt::format("plan: --pick '{}': {}", name, why)); };
+  if (c.devices() != cluster.devices())
+    refuse(fmt::format("it runs on {} devices; the cluster has {} ({} x {})", c.devices(), cluster.devices(),
+                       cluster.nodes, cluster.per_node));
+  if (work.batch % c.micro_batches != 0)
+    refuse(fmt::format("{} micro-batches do not divide --batch {} (choices: {})", c.micro_batches, work.batch,
+                       fmt::join(micro_batch_choices(work.batch), ", ")));
+  const auto stages = c.resolved(static_cast<int>(model.layers));
+  if (stages.size() > 1 && !model.one_stage_reason.empty()) refuse(fmt::format("one stage only: {}", model.one_stage_reason));
+  int layers = 0;
+  for (auto& s : stages) layers += s.layers;
+  if (layers != model.layers) refuse(fmt::format("its stages hold {} layers; {} has {}", layers, model.name, model.layers));
+  if (!c.uniform_mesh() && model.experts > 0)
+    refuse("a mixture of experts runs its stages on one rank layout (tp x dp x pp), not a mesh per stage");
+  const int64_t micro_batch = work.batch / c.micro_batches;
+  int offset = 0;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const Stage& s = stages[i];
+    const std::string where = stages.size() > 1 ? fmt::format("stage {}: ", i) : "";
+    auto stage_refuse = [&](const std::string& why) { refuse(where + why); };
+    if (s.tp > cluster.per_node) stage_refuse(fmt::format("tp {} spans nodes of {} devices", s.tp, cluster.per_node));
+    // a TP group's ranks are consecutive (stage_layout, layout): each must lie in one node
+    for (int group = offset; group < offset + s.tp * s.dp; group += s.tp)
+      if (group / cluster.per_node != (group + s.tp - 1) / cluster.per_node)
+        stage_refuse(fmt::format("the tp group of ranks {}-{} spans two nodes of {} devices", group, group + s.tp - 1,
+                                 cluster.per_node));
+    offset += s.tp * s.dp;
+    if (!divides_heads(model, s.tp))
+      stage_refuse(fmt::format("tp {} does not divide {}'s {} heads ({} key/value heads{})", s.tp, model.name,
+                               model.heads, model.kv_heads,
+                               model.experts > 0 ? fmt::format(", experts {} wide", model.inner) : ""));
+    if (s.cp > 1) {
+      if (!model.context_parallel || model.experts > 0)
+        stage_refuse(fmt::format("cp: {} does not split its sequences (context_parallel takes LLaMA, Qwen2 and "
+                                 "Mistral without attention dropout or dynamic rotary scaling, GPT-2 with attn_pdrop 0)", model.name));
+      if (stages.size() > 1) stage_refuse("cp is planned for one stage only");
+      if (s.dp % s.cp != 0) stage_refuse(fmt::format("cp {} does not divide dp {}", s.cp, s.dp));
+      if (work.seq % (2 * s.cp) != 0)
+        stage_refuse(fmt::format("--seq {} is not divisible by 2 x cp ({} chunks, load-balanced)", work.seq, 2 * s.cp));
+      if (s.cp_all_to_all && (model.heads / s.tp) % s.cp != 0)
+        stage_refuse(fmt::format("cp {} all-to-all: each tp rank's {} heads do not divide over cp", s.cp,
+                                 model.heads / s.tp));
+      if (s.sequence && (work.seq / s.cp) % s.tp != 0)
+        stage_refuse(fmt::format("sequence: a cp rank's {} tokens do not divide over tp {}", work.seq / s.cp, s.tp));
+    }
+    const int replicas = s.dp / s.cp;  // a cp group's ranks take the same rows
+    if (micro_batch % replicas != 0)
+      stage_refuse(fmt::format("{} data-parallel replicas do not divide a micro-batch of {} rows (--batch {} / {} "
+                               "micro)", replicas, micro_batch, work.batch, c.micro_batches));
+    if (s.sequence && !model.sequence_parallel_on(s.tp, work.seq))
+      stage_refuse(fmt::format("sequence parallelism needs tp >= 2 dividing --seq {} and the layers priced by the "
+                               "intra-op pass (--layer-costs ilp)", work.seq));
+    if ((s.zero || s.fully_sharded) && s.dp == 1)
+      stage_refuse(fmt::format("{} shards over data-parallel replicas; dp is 1", s.zero ? "zero-1" : "fully sharded"));
+    if (s.ep > 1) {
+      if (model.experts == 0) stage_refuse(fmt::format("ep {}: {} has no experts", s.ep, model.name));
+      if (s.dp % s.ep != 0 || model.experts % s.ep != 0)
+        stage_refuse(fmt::format("ep {} must divide dp {} and the {} experts", s.ep, s.dp, model.experts));
+      if ((s.zero || s.fully_sharded) && !zero_with_experts(s.ep, static_cast<int>(stages.size())))
+        stage_refuse("experts spread over pipeline stages run plain replicas (no zero-1 or fully sharded)");
+    }
+  }
+}
+
 }  // namespace slapo::plan

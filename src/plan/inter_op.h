@@ -36,6 +36,12 @@ InterOpResult plan_inter_op(const ModelShape& model, const Cluster& cluster, con
 /// replicas for every ep dividing dp and the experts (not with ZeRO-1).
 std::vector<Candidate> megatron_grid(const ModelShape& model, const Cluster& cluster, const Workload& work);
 
+/// Raises, naming the setting and the numbers, where a plan a person names (plan_name.h) lies outside
+/// what the planner prices and the plan script runs: its devices, layers and micro-batches, TP within a
+/// node dividing the heads, dp dividing each micro-batch's rows, ep, cp, sequence parallelism and the
+/// sharding on the stages that take them. Unlike the searches, it takes cp at any sequence length.
+void check_named_plan(const ModelShape& model, const Cluster& cluster, const Workload& work, const Candidate& c);
+
 /// Divisors of the batch: the micro-batch counts a step can be cut into.
 std::vector<int> micro_batch_choices(int64_t batch);
 

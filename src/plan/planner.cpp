@@ -14,6 +14,7 @@
 #include "io/json_file.h"
 #include "plan/inter_op.h"
 #include "plan/layer_layouts.h"
+#include "plan/plan_name.h"
 
 namespace slapo::plan {
 
@@ -207,16 +208,40 @@ void Plan::pick(const std::string& name) {
       throw Error(fmt::format("plan: --pick '{}': that search found no plan that fits of its own", name));
     description = found->candidate.describe();
   }
-  auto it = std::find_if(ranked.begin(), ranked.end(),
-                         [&](const Ranked& r) { return r.candidate.describe() == description; });
+  auto considered = [&](const std::string& wanted) {
+    return std::find_if(ranked.begin(), ranked.end(), [&](const Ranked& r) { return r.candidate.describe() == wanted; });
+  };
+  auto it = considered(description);
   if (it == ranked.end()) {
-    std::vector<std::string> names = {"grid", "inter-op", "alpa"};
-    for (auto& r : ranked) names.push_back(r.candidate.describe());
-    auto close = closest_names(description, names);
-    throw Error(fmt::format("plan: --pick '{}' names no plan considered{} (the table's first column, e.g. '{}', or a "
-                            "search: grid, inter-op, alpa)",
-                            description, close.empty() ? "" : fmt::format("; did you mean '{}'?", close[0]),
-                            names[3]));
+    // a plan the search did not consider, written as the table writes plans: priced here
+    Candidate named;
+    try {
+      named = parse_plan_name(description);
+    } catch (const Error& e) {
+      std::vector<std::string> names = {"grid", "inter-op", "alpa"};
+      for (auto& r : ranked) names.push_back(r.candidate.describe());
+      auto close = closest_names(description, names);
+      std::string why = e.what();
+      const std::string prefix = fmt::format("plan: --pick '{}': ", description);
+      if (why.rfind(prefix, 0) == 0) why.erase(0, prefix.size());
+      throw Error(fmt::format("plan: --pick '{}' names no plan considered{} (the table's first column, e.g. '{}', or a "
+                              "search: grid, inter-op, alpa), nor reads as a plan of its own: {}",
+                              description, close.empty() ? "" : fmt::format("; did you mean '{}'?", close[0]),
+                              names[3], why));
+    }
+    check_named_plan(model, cluster, work, named);
+    description = named.describe();  // the settings in the table's order
+    it = considered(description);
+    if (it == ranked.end()) {
+      Estimate priced = estimate(model, cluster, work, named);
+      const double usable = kUsableMemory * cluster.device.memory_bytes;
+      const double ratio = priced.step_s / ranked.front().estimate.step_s;
+      std::string verdict = !priced.fits ? fmt::format("needs {} of {}", memory_text(priced.peak_bytes), memory_text(usable))
+                            : ratio >= 1 ? fmt::format("{:.0f}% slower", 100.0 * (ratio - 1.0))
+                                         : fmt::format("{:.0f}% faster", 100.0 * (1.0 / ratio - 1.0));
+      ranked.push_back({std::move(named), std::move(priced), std::move(verdict), "named"});
+      it = ranked.end() - 1;
+    }
   }
   if (!it->estimate.fits)
     throw Error(fmt::format("plan: --pick '{}' does not fit: {}", description, it->verdict));

@@ -21,8 +21,8 @@ struct Ranked {
   Candidate candidate;
   Estimate estimate;
   std::string verdict;  ///< "chosen", or why it lost
-  /// "grid" (Megatron's uniform plans), "inter-op" (the dynamic program over one layout) or
-  /// "alpa" (the program with a submesh per stage)
+  /// "grid" (Megatron's uniform plans), "inter-op" (the dynamic program over one layout),
+  /// "alpa" (the program with a submesh per stage) or "named" (a plan --pick wrote out, Plan::pick)
   std::string origin = "grid";
 };
 
@@ -61,8 +61,9 @@ struct Plan {
   const Ranked& chosen() const { return ranked.front(); }
   /// Puts the plan described as `description` (Candidate::describe, as the table prints it; or
   /// "grid", "inter-op", "alpa": the fastest fitting plan of that search) first,
-  /// so the script is written for it; the planner's own choice stays in the list. Throws naming
-  /// the closest descriptions when none matches.
+  /// so the script is written for it; the planner's own choice stays in the list. A plan the
+  /// search did not consider, written the same way (plan_name.h), is checked, priced and added
+  /// ("named"). Throws naming what does not read or hold, and the closest description considered.
   void pick(const std::string& name);
   /// The table `slapo-lua plan` prints.
   std::string summary() const;

@@ -438,10 +438,13 @@ double Pipeline::step(const Values& inputs, const at::Tensor& labels) {
   for (auto& [name, p] : current_->shared) {
     // every rank of the pipeline adds its part; a stage that does not use the parameter (released
     // on its rank) adds zeros of the whole shape, as an all-reduce needs the same size everywhere
-    at::Tensor g = p.grad().defined() ? p.grad().detach().clone()
-                                      : torch::zeros(current_->shared_sizes.at(name), p.options());
+    // summed in place where this rank holds the gradient (a view of dp_group's bucket stays one)
+    const bool held = mine.count(name) && p.grad().defined() && p.grad().is_contiguous();
+    at::Tensor g = held                ? p.grad().detach()
+                   : p.grad().defined() ? p.grad().detach().clone(at::MemoryFormat::Contiguous)
+                                        : torch::zeros(current_->shared_sizes.at(name), p.options());
     runner_.group()->all_reduce(g, "pipeline");
-    if (mine.count(name)) p.mutable_grad() = g;
+    if (mine.count(name) && !held) p.mutable_grad() = g;
   }
   return loss;
 }
@@ -507,16 +510,20 @@ void Pipeline::sum_shared_grads_over_meshes() {
   for (auto& [name, p] : current_->shared) {
     auto& group = sharing_groups_.at(current_->sharing.at(name));
     if (!group->contains_me()) continue;
-    at::Tensor g = p.grad().defined() ? p.grad().detach() : torch::zeros_like(p.detach());
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p.detach());
+    else if (!p.grad().is_contiguous()) p.mutable_grad() = p.grad().contiguous();
+    // summed in the gradient's own memory: it stays the view of dp_group's bucket it is (a new
+    // tensor would hold a second vocabulary matrix, and the bucket would copy again next step)
+    at::Tensor g = p.grad().detach();
     auto spec = specs.find(p.unsafeGetTensorImpl());
     if (spec != specs.end()) {
       const ShardSpec& split = *spec->second;
       g = split.regroup(root_->group()->all_gather(split.padded(g), split.axis, "pipeline"));
     }
-    g = g / copies;
+    g.div_(copies);
     group->all_reduce(g, "pipeline");
     if (keep != 1.0) g.mul_(keep);
-    p.mutable_grad() = spec != specs.end() ? spec->second->local(g).contiguous() : g;
+    if (spec != specs.end()) p.grad().copy_(spec->second->local(g));
   }
 }
 

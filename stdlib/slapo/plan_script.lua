@@ -151,7 +151,8 @@ end
 -- bench/plan_calibration reads.
 local pipeline_steps_source = [[
 collectgarbage()  -- the verified copies go before memory is measured
--- tensor memory per rank: the stage's weights, and the most the steps held on top
+-- tensor memory per rank: the stage's weights, the optimizer's state made before the steps, and the
+-- most the steps held on top
 phase(("training %d steps"):format(plan.steps))
 local loss, times = nil, {}
 local peak_mib = slapo.peak_tensor_mib(function()
@@ -168,7 +169,8 @@ local peak_mib = slapo.peak_tensor_mib(function()
   end
 end)
 table.sort(times)
-local fullest = math.max(unpack(slapo.dist.all_gather(slapo.tensor({ pipe:num_params() * 4 / 2 ^ 20 + peak_mib })):tolist()))
+local fullest = math.max(unpack(slapo.dist.all_gather(slapo.tensor({ pipe:num_params() * 4 / 2 ^ 20 + state_mib
+  + peak_mib })):tolist()))
 if slapo.dist.rank() == 0 then
   print(("plan: %d steps, final loss %.4f, %.4f s/step, %.0f MiB of tensors on the fullest rank"):format(plan.steps,
     loss, times[math.floor((#times + 1) / 2)] or 0, fullest))
@@ -288,8 +290,11 @@ phase(("building the model on %d ranks, %d stages"):format(slapo.dist.world_size
 ${verify_and_build}slapo.manual_seed(100 + layout.dp_rank)  -- each data-parallel replica its own batch
 local ids = slapo.randint(0, vocab, { replica_batch, plan.seq })
 pipe:prepare(ids)
-local opt = plan.zero and slapo.optim.zero_adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0,
-  group = layout.dp_group }) or slapo.optim.adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0 })
+-- ZeRO-1 makes its moments' slices here, AdamW its moments in the first step: both counted below
+local state_mib, opt = slapo.held_tensor_mib(function()
+  return plan.zero and slapo.optim.zero_adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0,
+    group = layout.dp_group }) or slapo.optim.adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0 })
+end)
 ${steps_source}]], {
     model = literal(record.model.source), tp = chosen.tp, schedules = schedules_of(record.model), dp = chosen.dp,
     zero = bool(chosen.zero), fully_shard = bool(chosen.fully_sharded), reshard = bool(not chosen.keep_gathered),
@@ -396,8 +401,11 @@ ${schedule}
 ${verify_and_build}slapo.manual_seed(100)  -- the whole batch on every rank; each stage's replicas take their rows of it
 local ids = slapo.randint(0, vocab, { plan.batch, plan.seq })
 pipe:prepare(ids)
-local opt = mine.zero and slapo.optim.zero_adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0,
-  group = layout.dp_group, average = false }) or slapo.optim.adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0 })
+-- ZeRO-1 makes its moments' slices here, AdamW its moments in the first step: both counted below
+local state_mib, opt = slapo.held_tensor_mib(function()
+  return mine.zero and slapo.optim.zero_adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0,
+    group = layout.dp_group, average = false }) or slapo.optim.adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0 })
+end)
 ${steps_source}]], {
     model = literal(record.model.source), stages = table.concat(stages), micro_batches = chosen.micro_batches,
     batch = record.work.batch, seq = record.work.seq, steps = record.steps, dtype = record.work.dtype,

@@ -96,8 +96,26 @@ describe("slapo.plan", function()
     local one_rank = slapo.plan("gpt2", { cluster = "1x1:cpu", batch = 4, seq = 32 })
     eq("", one_rank.layer_layout)
     matches("\nlocal shard_layer = nil\n", one_rank.source)
-    matches("plan: %-%-pick 'tp 3 x dp 1' names no plan considered", pcall_err(slapo.plan, "gpt2",
+    matches("plan: %-%-pick 'tp 3 x dp 1': it runs on 3 devices; the cluster has 2", pcall_err(slapo.plan, "gpt2",
       { cluster = "1x2:cpu", pick = "tp 3 x dp 1" }))
+    matches("plan: %-%-pick 'tp 2 x dp 1, zero' names no plan considered; did you mean '[^']*zero%-1'%?.*"
+      .. "'zero' is not a setting", pcall_err(slapo.plan, "gpt2", { cluster = "1x2:cpu", pick = "tp 2 x dp 1, zero" }))
+  end)
+
+  it("prices a plan the search did not consider, written as the table writes plans, and writes its script", function()
+    local name = "pp 2 on tp x dp 1x2z,1x1 (11c+1 layers), 2 micro"
+    local p = slapo.plan("gpt2", { cluster = "1x3:cpu", batch = 4, seq = 64, pick = name })
+    eq(name, p.name)
+    eq("named", p.origin)
+    matches("^picked, ", p.verdict)
+    eq(2, #p.stages)
+    eq(true, p.stages[1].zero)
+    eq(2, p.stages[1].dp)
+    eq(true, p.stages[1].checkpoint)
+    eq(false, p.stages[2].zero)
+    matches("zero = true", p.source)
+    assert(load(p.source), "the plan script does not compile")
+    assert(tostring(p):find(name, 1, true), "the table has the named plan's row")
   end)
 
   it("plans a Hugging Face directory: the script loads it by its absolute path", function()

@@ -122,10 +122,14 @@ local pipe = slapo.build(sch, { pipeline = { meshes = layout.meshes, micro_batch
 slapo.manual_seed(100)  -- the whole batch on every rank; each stage's replicas take their rows of it
 local ids = slapo.randint(0, vocab, { plan.batch, plan.seq })
 pipe:prepare(ids)
-local opt = mine.zero and slapo.optim.zero_adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0,
-  group = layout.dp_group, average = false }) or slapo.optim.adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0 })
+-- ZeRO-1 makes its moments' slices here, AdamW its moments in the first step: both counted below
+local state_mib, opt = slapo.held_tensor_mib(function()
+  return mine.zero and slapo.optim.zero_adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0,
+    group = layout.dp_group, average = false }) or slapo.optim.adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0 })
+end)
 collectgarbage()  -- the verified copies go before memory is measured
--- tensor memory per rank: the stage's weights, and the most the steps held on top
+-- tensor memory per rank: the stage's weights, the optimizer's state made before the steps, and the
+-- most the steps held on top
 phase(("training %d steps"):format(plan.steps))
 local loss, times = nil, {}
 local peak_mib = slapo.peak_tensor_mib(function()
@@ -142,7 +146,8 @@ local peak_mib = slapo.peak_tensor_mib(function()
   end
 end)
 table.sort(times)
-local fullest = math.max(unpack(slapo.dist.all_gather(slapo.tensor({ pipe:num_params() * 4 / 2 ^ 20 + peak_mib })):tolist()))
+local fullest = math.max(unpack(slapo.dist.all_gather(slapo.tensor({ pipe:num_params() * 4 / 2 ^ 20 + state_mib
+  + peak_mib })):tolist()))
 if slapo.dist.rank() == 0 then
   print(("plan: %d steps, final loss %.4f, %.4f s/step, %.0f MiB of tensors on the fullest rank"):format(plan.steps,
     loss, times[math.floor((#times + 1) / 2)] or 0, fullest))
