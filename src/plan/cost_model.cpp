@@ -291,8 +291,10 @@ std::string Candidate::describe() const {
   for (auto& s : stages) parts.push_back(fmt::format("{}{}", s.layers, s.checkpoint ? "c" : ""));
   if (uniform_mesh())
     return fmt::format("tp {} x dp {} x pp {} ({}){}, {} micro{}{}{}", tp, dp, stages.size(), fmt::join(parts, "+"),
-                       ep > 1 ? fmt::format(", ep {}", ep) : "", micro_batches, sequence ? ", sequence" : "",
-                       zero ? ", zero-1" : "", sharded_name());
+                       ep > 1   ? fmt::format(", ep {}", ep)
+                       : cp > 1 ? fmt::format(", cp {}{}", cp, cp_all_to_all ? " all-to-all" : "")
+                                : "",
+                       micro_batches, sequence ? ", sequence" : "", zero ? ", zero-1" : "", sharded_name());
   std::vector<std::string> meshes;
   for (auto& s : stages) meshes.push_back(fmt::format("{}x{}{}{}", s.tp, s.dp, s.sequence ? "s" : "", s.zero ? "z" : ""));
   return fmt::format("pp {} on tp x dp {} ({} layers), {} micro", stages.size(), fmt::join(meshes, ","),

@@ -163,7 +163,7 @@ struct Candidate {
   bool fully_sharded = false; ///< fully_shard over the dp replicas, in every stage (not with zero)
   bool keep_gathered = false; ///< with fully_sharded: reshard_after_forward = false (ZeRO-2)
   int ep = 1;  ///< experts spread over groups of ep replicas (Stage::ep), in every stage
-  int cp = 1;  ///< sequences split over groups of cp replicas (Stage::cp); one stage only
+  int cp = 1;  ///< sequences split over groups of cp replicas (Stage::cp), in every stage of one rank layout
   bool cp_all_to_all = false;  ///< with cp > 1: Ulysses' all-to-all in place of the ring (Stage::cp_all_to_all)
   int pp() const { return stages.empty() ? 1 : static_cast<int>(stages.size()); }
   /// Every stage on the candidate's tp x dp with its ZeRO, sequence parallelism and fully sharded

@@ -72,16 +72,23 @@ std::vector<int> expert_choices(const ModelShape& m, int dp) {
 // untested)
 bool zero_with_experts(int ep, int pp) { return ep == 1 || pp == 1; }
 
-// Context parallelism's choices on dp replicas of a one-stage plan, with whether attention is
+// Context parallelism in pipeline stages runs beside plain replicas only: the pipeline's dp_group
+// averages each cp rank's part of the gradients (ZeRO-1 has none; fully_shard and sequence
+// parallelism beside it in stages are untested). One stage takes all of them.
+bool cp_in_stages_with(int cp, int pp, bool sharded, bool sequence) {
+  return cp == 1 || pp == 1 || (!sharded && !sequence);
+}
+
+// Context parallelism's choices on dp replicas, with whether attention is
 // Ulysses' all-to-all: 1, and for long sequences of a model context_parallel splits, each cp
 // dividing dp whose 2 x cp chunks divide the sequence (the load-balanced split), by the ring and,
 // where each rank's heads (over tp) divide over cp, by all-to-all. Below kLongSequence the grid keeps to its other axes: there the model's
 // attention without the ring (scores kept whole, 5as/h of Megatron's activations) is what eager
 // attention holds, but fused attention kernels, which it does not price, hold far less.
 constexpr int64_t kLongSequence = 16384;
-std::vector<std::pair<int, bool>> context_choices(const ModelShape& m, const Workload& w, int tp, int dp, int pp) {
+std::vector<std::pair<int, bool>> context_choices(const ModelShape& m, const Workload& w, int tp, int dp) {
   std::vector<std::pair<int, bool>> choices = {{1, false}};
-  if (!m.context_parallel || w.seq < kLongSequence || pp > 1 || m.experts > 0) return choices;
+  if (!m.context_parallel || w.seq < kLongSequence || m.experts > 0) return choices;
   for (int cp = 2; cp <= dp; ++cp)
     if (dp % cp == 0 && w.seq % (2 * cp) == 0) {
       choices.push_back({cp, false});
@@ -599,7 +606,7 @@ std::vector<Candidate> megatron_grid(const ModelShape& model, const Cluster& clu
       if ((n / tp) % pp != 0 || (pp > 1 && !model.one_stage_reason.empty())) continue;
       int dp = n / tp / pp;
       for (int micro : micro_batch_choices(work.batch))
-        for (auto [cp, cp_all_to_all] : context_choices(model, work, tp, dp, pp)) {
+        for (auto [cp, cp_all_to_all] : context_choices(model, work, tp, dp)) {
           // one stage: micro-batches accumulate gradients; the rows split over dp / cp data
           // replicas (a cp group's ranks take the same rows)
           if ((work.batch / micro) % (dp / cp) != 0) continue;
@@ -616,6 +623,7 @@ std::vector<Candidate> megatron_grid(const ModelShape& model, const Cluster& clu
                 // included, where a cp rank's tokens divide over tp), and ZeRO or fully_shard over all
                 // dp replicas (cp groups included, as torchtitan)
                 if (cp > 1 && sequence && (work.seq / cp) % tp != 0) continue;
+                if (!cp_in_stages_with(cp, pp, zero || fully_sharded, sequence)) continue;
                 // a mixture of experts' experts over groups of ep replicas (ZeRO-1 slices their
                 // moments over the replicas holding the same experts)
                 for (int ep : expert_choices(model, dp)) {
@@ -624,7 +632,8 @@ std::vector<Candidate> megatron_grid(const ModelShape& model, const Cluster& clu
                   if (pp > 1)
                     for (int s = 0; s < pp; ++s) {
                       int layers = static_cast<int>((s + 1) * model.layers / pp - s * model.layers / pp);
-                      c.stages.push_back({layers, tp, dp, checkpoint, zero, sequence, fully_sharded, kept, ep, cp});
+                      c.stages.push_back(
+                          {layers, tp, dp, checkpoint, zero, sequence, fully_sharded, kept, ep, cp, cp_all_to_all});
                     }
                   grid.push_back(std::move(c));
                 }
@@ -672,7 +681,6 @@ void check_named_plan(const ModelShape& model, const Cluster& cluster, const Wor
       if (!model.context_parallel || model.experts > 0)
         stage_refuse(fmt::format("cp: {} does not split its sequences (context_parallel takes LLaMA, Qwen2 and "
                                  "Mistral without attention dropout or dynamic rotary scaling, GPT-2 with attn_pdrop 0)", model.name));
-      if (stages.size() > 1) stage_refuse("cp is planned for one stage only");
       if (s.dp % s.cp != 0) stage_refuse(fmt::format("cp {} does not divide dp {}", s.cp, s.dp));
       if (work.seq % (2 * s.cp) != 0)
         stage_refuse(fmt::format("--seq {} is not divisible by 2 x cp ({} chunks, load-balanced)", work.seq, 2 * s.cp));
@@ -681,6 +689,9 @@ void check_named_plan(const ModelShape& model, const Cluster& cluster, const Wor
                                  model.heads / s.tp));
       if (s.sequence && (work.seq / s.cp) % s.tp != 0)
         stage_refuse(fmt::format("sequence: a cp rank's {} tokens do not divide over tp {}", work.seq / s.cp, s.tp));
+      if (!cp_in_stages_with(s.cp, static_cast<int>(stages.size()), s.zero || s.fully_sharded, s.sequence))
+        stage_refuse("cp in pipeline stages runs beside plain replicas: the pipeline's dp_group averages the cp "
+                     "ranks' parts of the gradients (no zero-1, fully sharded or sequence beside it yet)");
     }
     const int replicas = s.dp / s.cp;  // a cp group's ranks take the same rows
     if (micro_batch % replicas != 0)

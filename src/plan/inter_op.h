@@ -33,7 +33,8 @@ InterOpResult plan_inter_op(const ModelShape& model, const Cluster& cluster, con
 /// x DP, every micro-batch count dividing the batch (the data-parallel ranks dividing each
 /// micro-batch), checkpointing every layer or none, ZeRO-1 or not, and sequence parallelism where the pass prices
 /// layers (ModelShape::sequence_parallel_on); a mixture of experts' experts over groups of ep
-/// replicas for every ep dividing dp and the experts (not with ZeRO-1).
+/// replicas for every ep dividing dp and the experts (not with ZeRO-1); from 16k tokens, each sequence
+/// split over groups of cp replicas (context_parallel; in pipeline stages beside plain replicas only).
 std::vector<Candidate> megatron_grid(const ModelShape& model, const Cluster& cluster, const Workload& work);
 
 /// Raises, naming the setting and the numbers, where a plan a person names (plan_name.h) lies outside

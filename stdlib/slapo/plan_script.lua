@@ -180,7 +180,7 @@ end
 -- Both pipeline forms' model and schedule: make_schedule() over this rank's tp group, and apply(s):
 -- the reference schedule with `shard_layer` (and `options`, more of its fields), each stage's
 -- checkpointing and sequence parallelism, and a cut after each stage.
-local function stages_schedule_source(model, fully_shard_layer, options)
+local function stages_schedule_source(model, fully_shard_layer, options, prelude)
   return fill([[
 local function make_schedule()
   slapo.manual_seed(0)
@@ -191,7 +191,7 @@ end
 
 -- the tensor parallelism (over this rank's tp group), then each stage's checkpointing and the cuts
 local function apply(s)
-  for _, note in ipairs(require("slapo.schedules.${schedules}").schedule(s, { checkpoint = 0, layer = shard_layer${options} })) do
+${prelude}  for _, note in ipairs(require("slapo.schedules.${schedules}").schedule(s, { checkpoint = 0, layer = shard_layer${options} })) do
     if slapo.dist.rank() == 0 then print("note: " .. note) end
   end
   local layers, placed = s["${layers}"]:children(), 0
@@ -206,7 +206,7 @@ ${fully_shard_layer}    end
   assert(placed == #layers, ("plan.stages hold %d layers; the model has %d"):format(placed, #layers))
 end
 ]], { schedules = schedules_of(model), layers = layers_path(model), fully_shard_layer = fully_shard_layer,
-    options = options or "" })
+    options = options or "", prelude = prelude or "" })
 end
 
 -- Both pipeline forms' check and build: the schedule verified on `rows` of an example (loss and
@@ -246,6 +246,26 @@ local function pipeline_source(record)
         .. '  .. "replicas (zero and fully_shard beside spread experts in stages are untested)")\n',
     }
   end
+  -- context parallelism: each sequence split over cp replicas of every stage (context_parallel before
+  -- the family's schedule and the cuts); a cp group's ranks take the same rows, and the pipeline's
+  -- dp_group, which holds it, averages their parts of the gradients
+  local cp = { field = "", layout = "", replicas = "plan.dp", seed = "layout.dp_rank", schedule = "",
+    verify = "", check = "" }
+  if chosen.cp > 1 then
+    cp = {
+      field = "  cp = " .. chosen.cp .. ",           -- context parallelism: each sequence split over cp replicas "
+        .. "of its stage\n"
+        .. ('  cp_method = "%s",  -- "ring" (ring attention), or "all_to_all" (Ulysses: a rank\'s heads over cp)\n')
+          :format(chosen.cp_method),
+      layout = ", cp = plan.cp",
+      replicas = "(plan.dp / plan.cp)",
+      seed = "layout.data_replica",
+      schedule = "  if plan.cp > 1 then s:context_parallel({ group = layout.cp_group, method = plan.cp_method }) end\n",
+      verify = ", dp_group = layout.dp_group",
+      check = 'assert(plan.cp == 1 or not (plan.zero or plan.fully_shard), "plan: cp > 1 in pipeline stages runs plain "\n'
+        .. '  .. "replicas (the pipeline\'s dp_group averages the cp ranks\' parts of the gradients)")\n',
+    }
+  end
   local out, stages, first = { header(record),
     "--\n-- The chosen pipeline, stage by stage (micro-batch seconds, GiB per rank):\n" }, {}, 0
   for s, stage in ipairs(chosen.stages) do
@@ -260,7 +280,7 @@ local plan = {
   model = ${model},  -- a preset name, a Hugging Face directory or a table of config fields
   tp = ${tp},           -- tensor parallel ranks in every stage (Megatron layout from slapo.schedules.${schedules})
   dp = ${dp},           -- data parallel replicas of the pipeline
-${ep_field}  zero = ${zero},     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
+${ep_field}${cp_field}  zero = ${zero},     -- ZeRO-1: AdamW's moments sharded over the data-parallel ranks
   fully_shard = ${fully_shard},  -- ZeRO-3: each layer's weights, gradients and AdamW state sharded over the data-parallel ranks
   reshard_after_forward = ${reshard},  -- false: each layer's weights kept whole from forward to backward (ZeRO-2)
   stages = {        -- pipeline stages in order: how many layers each holds, and whether they are recomputed
@@ -273,13 +293,13 @@ ${stages}  },
 
 local pp = #plan.stages
 assert(not (plan.zero and plan.fully_shard), "plan: zero (ZeRO-1) and fully_shard (ZeRO-3) are one or the other")
-${ep_check}assert(slapo.dist.world_size() == plan.tp * plan.dp * pp,
+${ep_check}${cp_check}assert(slapo.dist.world_size() == plan.tp * plan.dp * pp,
   ("this plan needs %d ranks: slapo-lua run --nproc %d"):format(plan.tp * plan.dp * pp, plan.tp * plan.dp * pp))
 local parallel = require("slapo.parallel")
-local layout = parallel.layout({ tp = plan.tp, pp = pp${ep_layout} })
-local replica_batch = math.floor(plan.batch / plan.dp)
-assert(replica_batch * plan.dp == plan.batch and replica_batch % plan.micro_batches == 0,
-  ("plan: batch %d does not split into %d replicas x %d micro-batches"):format(plan.batch, plan.dp, plan.micro_batches))
+local layout = parallel.layout({ tp = plan.tp, pp = pp${ep_layout}${cp_layout} })
+local replica_batch = math.floor(plan.batch / ${replicas})
+assert(replica_batch * ${replicas} == plan.batch and replica_batch % plan.micro_batches == 0,
+  ("plan: batch %d does not split into %d replicas x %d micro-batches"):format(plan.batch, ${replicas}, plan.micro_batches))
 
 ${shard_layer}
 ${phase}
@@ -287,7 +307,7 @@ ${schedule}
 -- the pipeline is checked against the unscheduled model (loss and gradients) before training;
 -- a verified pipeline keeps only its stage's weights, so training builds the model again
 phase(("building the model on %d ranks, %d stages"):format(slapo.dist.world_size(), pp))
-${verify_and_build}slapo.manual_seed(100 + layout.dp_rank)  -- each data-parallel replica its own batch
+${verify_and_build}slapo.manual_seed(100 + ${seed})  -- each data-parallel replica its own batch
 local ids = slapo.randint(0, vocab, { replica_batch, plan.seq })
 pipe:prepare(ids)
 -- ZeRO-1 makes its moments' slices here, AdamW its moments in the first step: both counted below
@@ -304,10 +324,11 @@ ${steps_source}]], {
     schedule = stages_schedule_source(record.model, "      -- fully sharded over the replicas of its stage\n"
       .. "      if plan.fully_shard and plan.dp > 1 then\n"
       .. "        layers[l]:fully_shard({ group = layout.dp_group, reshard_after_forward = plan.reshard_after_forward })\n"
-      .. "      end\n", moe.schedule),
+      .. "      end\n", moe.schedule, cp.schedule),
     steps_source = pipeline_steps_source, ep_field = moe.field, ep_layout = moe.layout, ep_check = moe.check,
-    verify_and_build = verify_and_build_source("replica_batch", "group = layout.pp_group,\n  micro_batches = "
-      .. "plan.micro_batches", "group = layout.pp_group, micro_batches = plan.micro_batches,\n  schedule = "
+    cp_field = cp.field, cp_layout = cp.layout, cp_check = cp.check, replicas = cp.replicas, seed = cp.seed,
+    verify_and_build = verify_and_build_source("replica_batch", "group = layout.pp_group" .. cp.verify
+      .. ",\n  micro_batches = plan.micro_batches", "group = layout.pp_group, micro_batches = plan.micro_batches,\n  schedule = "
       .. '"1f1b", dp_group = not plan.zero and layout.dp_group or nil' .. moe.build, ""),
   })
   return table.concat(out)

@@ -133,6 +133,22 @@ for method in ring all_to_all; do
     || { echo "sequence parallelism beside cp ($method) did not verify:"; cat "$tmp/long.out"; exit 1; }
   grep -q "^plan: 2 steps, final loss" "$tmp/long.out" || { cat "$tmp/long.out"; exit 1; }
 done
+# context parallelism in pipeline stages: the grid's pp 2 x cp 2 plan (considered, not named: no
+# "(named)"), its script splits each sequence over the cp replicas of both stages, by the ring and by
+# all-to-all, verifies against the unscheduled model and trains
+"$bin" plan "$long" --cluster 1x4:cpu --batch 2 --seq 16384 --steps 2 \
+  --pick "tp 1 x dp 2 x pp 2 (1+1), cp 2, 2 micro" --out "$tmp/long_pp.lua" >"$tmp/long_pp.table"
+grep -qE '^  tp 1 x dp 2 x pp 2 \(1\+1\), cp 2, 2 micro .* picked, [0-9]+% slower$' "$tmp/long_pp.table" \
+  || { cat "$tmp/long_pp.table"; exit 1; }
+grep -q '^  cp = 2,' "$tmp/long_pp.lua" || { cat "$tmp/long_pp.lua"; exit 1; }
+sed -i 's/seq = 16384,/seq = 256,/' "$tmp/long_pp.lua"
+for method in ring all_to_all; do
+  sed "s/cp_method = \"ring\"/cp_method = \"$method\"/" "$tmp/long_pp.lua" >"$tmp/long_pp_$method.lua"
+  "$bin" run --nproc 4 "$tmp/long_pp_$method.lua" >"$tmp/long.out" 2>&1 || { cat "$tmp/long.out"; exit 1; }
+  grep -q "^verify: the pipeline's loss and [0-9]* gradients match the unscheduled model" "$tmp/long.out" \
+    || { echo "pp 2 x cp 2 ($method) did not verify:"; cat "$tmp/long.out"; exit 1; }
+  grep -q "^plan: 2 steps, final loss" "$tmp/long.out" || { cat "$tmp/long.out"; exit 1; }
+done
 
 # every kind of one-stage plan the planner writes for 4 ranks verifies against the unscheduled
 # model and trains, gradient accumulation included: plain, tensor parallel, ZeRO-1, fully sharded

@@ -596,7 +596,9 @@ TEST_CASE("plan: long sequences split over cp replicas: a causal share of attent
   // the grid: cp only for long sequences, dividing dp (beside sequence parallelism where the model's
   // layout has it: tests/plan/golden/llama7b_8x8_h100_bf16_128k.lua); ZeRO and fully_shard over every
   // replica; all-to-all where a rank's heads divide over cp
-  bool some_cp = false, some_all_to_all = false, some_sharded = false;
+  // In pipeline stages cp runs beside plain replicas (the pipeline's dp_group averages the cp ranks'
+  // parts), every stage split alike, named so
+  bool some_cp = false, some_all_to_all = false, some_sharded = false, some_staged = false;
   for (auto& c : megatron_grid(llama, cluster, work)) {
     if (c.cp == 1) {
       CHECK_FALSE(c.cp_all_to_all);
@@ -605,14 +607,31 @@ TEST_CASE("plan: long sequences split over cp replicas: a causal share of attent
     some_cp = true;
     some_all_to_all = some_all_to_all || c.cp_all_to_all;
     CHECK(c.dp % c.cp == 0);
-    CHECK(c.pp() == 1);
     if (c.sequence) CHECK((work.seq / c.cp) % c.tp == 0);  // each cp rank's tokens split over its tp ranks
     some_sharded = some_sharded || c.zero || c.fully_sharded;
     if (c.cp_all_to_all) CHECK((32 / c.tp) % c.cp == 0);
+    if (c.pp() > 1) {
+      some_staged = true;
+      CHECK_FALSE((c.zero || c.fully_sharded || c.sequence));
+      for (auto& st : c.stages) CHECK((st.cp == c.cp && st.cp_all_to_all == c.cp_all_to_all));
+      CHECK(c.uniform_mesh());
+      CHECK(c.describe().find(fmt::format(", cp {}", c.cp)) != std::string::npos);
+    }
   }
   CHECK(some_cp);
   CHECK(some_all_to_all);
   CHECK(some_sharded);
+  CHECK(some_staged);
+  // a stage's share of the sequence crosses its cut: the boundary is the rank's tokens, not the rows'
+  Candidate staged{1, 4, false, false, 1}, split_stages = staged;
+  staged.stages = {Stage{16, 1, 4}, Stage{16, 1, 4}};
+  split_stages.cp = 2;
+  split_stages.stages = {Stage{16, 1, 4}, Stage{16, 1, 4}};
+  for (auto& st : split_stages.stages) st.cp = 2;
+  CHECK(split_stages.describe() == "tp 1 x dp 4 x pp 2 (16+16), cp 2, 1 micro");
+  auto whole_staged = estimate(llama, cluster, work, staged), split_staged = estimate(llama, cluster, work, split_stages);
+  CHECK(split_staged.activation_bytes < whole_staged.activation_bytes / 10);  // no s x s scores kept
+  CHECK(split_staged.p2p_s > whole_staged.p2p_s);                            // the ring's exchanges besides the cut's
   for (auto& c : megatron_grid(llama, cluster, {8, 4096})) CHECK(c.cp == 1);
   // LLaMA-7B at 128k tokens on 8 x 8 H100s: the sequences split, as people train long contexts
   auto plan = plan_parallel(llama, Cluster::parse("8x8:h100", h100_devices_dir()), {16, 131072, "bfloat16"});

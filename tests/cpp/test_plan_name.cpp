@@ -123,6 +123,15 @@ TEST_CASE("plan name: a named plan outside what runs is refused with the numbers
   refused("tp 1 x dp 4, ep 2", "ep 2: gpt2 has no experts");
   refused("tp 1 x dp 4, cp 2", "cp: gpt2 does not split its sequences");
   refused("tp 2 x dp 2, sequence", "sequence parallelism needs");  // Megatron's layouts priced: no pass
+  // cp in pipeline stages: beside plain replicas, at any sequence length when named
+  auto llama = ModelShape::from_config(ModelConfig::preset("llama-7b"), "llama-7b");
+  auto eight = synthetic(2, 4);
+  CHECK_NOTHROW(check_named_plan(llama, eight, {8, 1024}, parse_plan_name("tp 1 x dp 4 x pp 2 (16+16), cp 2, 2 micro")));
+  CHECK_THROWS_WITH_AS(
+      check_named_plan(llama, eight, {8, 1024}, parse_plan_name("tp 1 x dp 4 x pp 2 (16+16), cp 2, 2 micro, zero-1")),
+      doctest::Contains("stage 0: cp in pipeline stages runs beside plain replicas"), Error);
+  CHECK_THROWS_WITH_AS(check_named_plan(llama, eight, {8, 1022}, parse_plan_name("tp 1 x dp 8, cp 2")),
+                       doctest::Contains("--seq 1022 is not divisible by 2 x cp (4 chunks"), Error);
   // across nodes: a TP group's ranks stay in one node
   auto two_nodes = synthetic(2, 3);
   CHECK_THROWS_WITH_AS(check_named_plan(model, two_nodes, work, parse_plan_name("tp 6 x dp 1")),

@@ -22,7 +22,7 @@
 --   tp 8 x dp 8, cp 2, 4 micro, zero-2                      8.4732 s   38.73 GiB  9% slower
 --   tp 8 x dp 8, cp 4, 4 micro, zero-2                      8.4732 s   38.73 GiB  9% slower
 --   tp 8 x dp 8, cp 2, 4 micro, fully sharded               8.4819 s   37.45 GiB  9% slower
---   ... and 1856 more
+--   ... and 2396 more
 
 local plan = {
   model = "llama-7b",  -- a preset name, a Hugging Face directory or a table of config fields
