@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 #include <new>
+#include <utility>
 
 namespace slapo {
 
@@ -65,6 +66,12 @@ c10::DataPtr mapped_allocation(size_t bytes) {
   return c10::DataPtr(data, new Mapping{data, length, bytes, reported}, &unmap, c10::Device(c10::kCPU));
 }
 
+at::Tensor cpu_tensor_over(c10::DataPtr data, size_t bytes, at::IntArrayRef sizes, const at::TensorOptions& options) {
+  c10::Allocator* allocator = c10::GetCPUAllocator();  // for a resize, which a fixed-size storage refuses
+  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, std::move(data), allocator, /*resizable=*/false);
+  return at::empty({0}, options).set_(storage, 0, sizes);
+}
+
 at::Tensor empty_mapped(at::IntArrayRef sizes, const at::TensorOptions& options) {
   // at::empty refuses negative sizes and says so; an element count past memory falls to it too
   const bool countable = std::all_of(sizes.begin(), sizes.end(), [](int64_t s) { return s >= 0; });
@@ -74,9 +81,7 @@ at::Tensor empty_mapped(at::IntArrayRef sizes, const at::TensorOptions& options)
       static_cast<size_t>(elements) * itemsize < kMappedBytes)
     return at::empty(sizes, options);
   const size_t bytes = static_cast<size_t>(elements) * itemsize;
-  c10::Allocator* allocator = c10::GetCPUAllocator();  // for a resize, which a fixed-size storage refuses
-  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes, mapped_allocation(bytes), allocator, /*resizable=*/false);
-  return at::empty({0}, options).set_(storage, 0, sizes);
+  return cpu_tensor_over(mapped_allocation(bytes), bytes, sizes, options);
 }
 
 }  // namespace slapo

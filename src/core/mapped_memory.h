@@ -19,6 +19,10 @@ constexpr size_t kMappedBytes = size_t(1) << 20;
 /// meter listens, its free where one listens then too.
 c10::DataPtr mapped_allocation(size_t bytes);
 
+/// A contiguous CPU tensor of `sizes` over the `bytes` that `data` owns (freed with the last tensor
+/// over it): a fixed-size storage, which a resize refuses.
+at::Tensor cpu_tensor_over(c10::DataPtr data, size_t bytes, at::IntArrayRef sizes, const at::TensorOptions& options);
+
 /// An uninitialised contiguous tensor: on the CPU from kMappedBytes in a mapping of its own, else
 /// as at::empty gives it.
 at::Tensor empty_mapped(at::IntArrayRef sizes, const at::TensorOptions& options);

@@ -49,12 +49,9 @@ c10::DataPtr counted_allocation(c10::Allocator* allocator, c10::Device device, s
 
 at::Tensor empty_counted(at::IntArrayRef sizes, const at::TensorOptions& options, Held what) {
   if (options.device().type() != c10::DeviceType::CPU) return at::empty(sizes, options);
-  c10::Allocator* allocator = c10::GetCPUAllocator();
   const size_t bytes = static_cast<size_t>(c10::multiply_integers(sizes)) * options.dtype().itemsize();
-  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes,
-                       counted_allocation(allocator, options.device(), bytes, what), allocator,
-                       /*resizable=*/false);
-  return at::empty({0}, options).set_(storage, 0, sizes);
+  return cpu_tensor_over(counted_allocation(c10::GetCPUAllocator(), options.device(), bytes, what), bytes, sizes,
+                         options);
 }
 
 }  // namespace slapo
