@@ -1,0 +1,94 @@
+-- shard_experts on the test device: SLAPO_TEST_DEVICE (default cpu; scripts/device-check sets cuda and
+-- runs it on 2 ranks: over NCCL with a GPU each, else over Gloo with the CUDA tensors staged through the
+-- CPU). The model, its rows and every routed row sent by all-to-all live there; the mean loss over the
+-- ranks and every gradient equal one process's on all rows, on the same device, and a bf16 autocast
+-- run trains.
+local device = os.getenv("SLAPO_TEST_DEVICE") or "cpu"
+if device ~= "cpu" then
+  assert(slapo.cuda.is_available(), ("SLAPO_TEST_DEVICE=%s, but this build or machine has no CUDA"):format(device))
+end
+local world, rank = slapo.dist.world_size(), slapo.dist.rank()
+
+local function mixtral()
+  slapo.manual_seed(3)
+  return slapo.models.mixtral({ hidden_size = 32, intermediate_size = 48, num_hidden_layers = 2,
+    num_attention_heads = 4, num_key_value_heads = 2, num_local_experts = 4, num_experts_per_tok = 2,
+    vocab_size = 64, max_position_embeddings = 16 }):to(device)
+end
+
+local function expert_parallel()
+  local sch = slapo.create_schedule(mixtral())
+  for _, layer in ipairs(sch["model.layers"]:children()) do layer["block_sparse_moe"]:shard_experts() end
+  return sch.mod
+end
+
+-- rows of 8 tokens, 2 a rank, on the device: all of them, and this rank's
+local function rows()
+  slapo.manual_seed(4)
+  local all = slapo.randint(0, 64, { 2 * world, 8 }):to(device)
+  return all, all:narrow(0, 2 * rank, 2)
+end
+
+local function is_expert(name) return name:find("%.experts%.") ~= nil end
+
+-- data parallelism's average of what every rank holds whole; each expert's gradient is its own
+local function average_replicated(model)
+  for name, p in model:named_parameters() do
+    if not is_expert(name) then
+      slapo.dist.all_reduce(p.grad)
+      p.grad:mul_(1 / world)
+    end
+  end
+end
+
+describe("shard_experts on " .. device, function()
+  if world < 2 or 4 % world ~= 0 then
+    it("needs 2 or 4 ranks", function() skip("run with --nproc 2") end)
+    return
+  end
+
+  it("routes every rank's tokens to their experts' ranks: the loss and every gradient are one process's", function()
+    local all, mine = rows()
+    local ref = mixtral()
+    local expected = nil  -- the mean of the replicas' losses, in data parallelism's order
+    for r = 0, world - 1 do
+      local part = all:narrow(0, 2 * r, 2)
+      local loss = ref(part, { labels = part, output_router_logits = true })
+      expected = expected and expected + loss or loss
+    end
+    expected = expected / world
+    expected:backward()
+    local model = expert_parallel()
+    for name, p in model:named_parameters() do eq(device, tostring(p:device()):match("^%a+"), name) end
+    local loss = model(mine, { labels = mine, output_router_logits = true })
+    loss:backward()
+    average_replicated(model)
+    local mean = loss:detach():clone()
+    slapo.dist.all_reduce(mean)
+    assert(math.abs(mean:item() / world - expected:item()) < 1e-5 * expected:item(),
+      ("on %s: mean loss %.7f over the ranks, one process on all rows %.7f"):format(device, mean:item() / world,
+        expected:item()))
+    local theirs = {}
+    for name, p in ref:named_parameters() do theirs[name] = p end
+    for name, p in model:named_parameters() do close(theirs[name].grad, p.grad, { rtol = 1e-4, atol = 1e-6 }) end
+  end)
+
+  it("trains under bf16 autocast: finite losses that fall", function()
+    local _, mine = rows()
+    local model = expert_parallel()
+    local opt = slapo.optim.adamw(model, { lr = 1e-2, weight_decay = 0 })
+    local losses = {}
+    for step = 1, 5 do
+      opt:zero_grad()
+      local loss = slapo.autocast("bf16", function() return model(mine, { labels = mine }) end)
+      loss:backward()
+      average_replicated(model)
+      opt:step()
+      local mean = loss:detach():float()
+      slapo.dist.all_reduce(mean)
+      losses[step] = mean:item() / world
+      assert(losses[step] == losses[step] and losses[step] < math.huge, ("step %d: loss %s"):format(step, losses[step]))
+    end
+    assert(losses[5] < losses[1], ("loss %.4f after 5 steps, %.4f at the first"):format(losses[5], losses[1]))
+  end)
+end)
