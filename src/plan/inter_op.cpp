@@ -59,6 +59,10 @@ bool divides_heads(const ModelShape& m, int tp) {
   return m.heads % tp == 0 && m.kv_heads % tp == 0 && (m.experts == 0 || m.inner % tp == 0);
 }
 
+// A TP group's ranks are consecutive: with tp dividing a node's devices, none spans two nodes (the
+// cost model prices TP on the node's links).
+bool tp_fits_nodes(const Cluster& c, int tp) { return tp <= c.per_node && c.per_node % tp == 0; }
+
 // Expert parallelism's choices on dp replicas: 1, and each ep dividing both dp and the experts.
 std::vector<int> expert_choices(const ModelShape& m, int dp) {
   std::vector<int> choices = {1};
@@ -450,7 +454,7 @@ std::vector<Mesh> meshes_for(const ModelShape& m, const Cluster& c, const Worklo
     if (size > c.devices()) continue;
     Mesh mesh{size, {}, {}};
     for (int tp = 1; tp <= std::min(size, c.per_node); ++tp) {
-      if (size % tp != 0 || !divides_heads(m, tp)) continue;
+      if (size % tp != 0 || !tp_fits_nodes(c, tp) || !divides_heads(m, tp)) continue;
       int dp = size / tp;
       if (micro_batch % dp != 0) continue;
       for (bool sequence : sequence_choices(m, w, tp)) {
@@ -530,7 +534,7 @@ InterOpResult plan_inter_op(const ModelShape& model, const Cluster& cluster, con
         int n = tp * dp;
         if (cluster.devices() % n != 0 || cluster.devices() / n > model.layers) continue;
         if (options.max_stages > 0 && cluster.devices() / n > options.max_stages) continue;
-        if (!divides_heads(model, tp) || micro_batch % dp != 0) continue;
+        if (!tp_fits_nodes(cluster, tp) || !divides_heads(model, tp) || micro_batch % dp != 0) continue;
         const int pp = cluster.devices() / n;
         for (bool sequence : sequence_choices(model, work, tp))
           for (bool zero : {false, true})
@@ -601,7 +605,7 @@ std::vector<Candidate> megatron_grid(const ModelShape& model, const Cluster& clu
   std::vector<Candidate> grid;
   const int n = cluster.devices();
   for (int tp = 1; tp <= std::min(n, cluster.per_node); ++tp) {
-    if (n % tp != 0 || !divides_heads(model, tp)) continue;
+    if (n % tp != 0 || !tp_fits_nodes(cluster, tp) || !divides_heads(model, tp)) continue;
     for (int pp = 1; pp <= n / tp && pp <= model.layers; ++pp) {
       if ((n / tp) % pp != 0 || (pp > 1 && !model.one_stage_reason.empty())) continue;
       int dp = n / tp / pp;
@@ -647,6 +651,9 @@ std::vector<Candidate> megatron_grid(const ModelShape& model, const Cluster& clu
 void check_named_plan(const ModelShape& model, const Cluster& cluster, const Workload& work, const Candidate& c) {
   const std::string name = c.describe();
   auto refuse = [&](const std::string& why) { throw Error(fmt::format("plan: --pick '{}': {}", name, why)); };
+  for (auto& s : c.resolved(static_cast<int>(model.layers)))
+    if (s.tp > cluster.devices() || s.dp > cluster.devices())
+      refuse(fmt::format("tp {} x dp {} is more than the cluster's {} devices", s.tp, s.dp, cluster.devices()));
   if (c.devices() != cluster.devices())
     refuse(fmt::format("it runs on {} devices; the cluster has {} ({} x {})", c.devices(), cluster.devices(),
                        cluster.nodes, cluster.per_node));

@@ -72,7 +72,7 @@ Settings read_settings(const std::string& name, const std::vector<std::string>& 
     std::smatch m;
     std::string key;
     if (std::regex_match(part, m, ep)) key = "ep", s.ep = number(m[1]);
-    else if (std::regex_match(part, m, cp)) key = "cp", s.cp = number(m[1]), s.cp_all_to_all = m[2].length() > 0;
+    else if (std::regex_match(part, m, cp)) key = "cp", s.cp = number(m[1]), s.cp_all_to_all = m[2].length() > 0 && s.cp > 1;
     else if (std::regex_match(part, m, micro)) key = "micro", s.micro = number(m[1]);
     else if (part == "sequence") key = part, s.sequence = true;
     else if (part == "checkpoint") key = part, s.checkpoint = true;
@@ -96,8 +96,10 @@ Settings read_settings(const std::string& name, const std::vector<std::string>& 
 }  // namespace
 
 Candidate parse_plan_name(const std::string& text) {
-  // surrounding spaces and a table row's verdict columns are not part of the name
-  const std::string name = std::regex_replace(text, std::regex(R"(^\s+|\s+$)"), "");
+  // leading spaces are not part of the name, nor is a table row after it (its columns are two or
+  // more spaces apart; a name has single spaces): a row pasted whole reads as its plan
+  std::string name = std::regex_replace(text, std::regex(R"(^\s+)"), "");
+  name = std::regex_replace(name.substr(0, name.find("  ")), std::regex(R"(\s+$)"), "");
   static const std::regex one_stage(R"(tp (\d{1,6}) x dp (\d{1,6}))"),
       one_layout(R"(tp (\d{1,6}) x dp (\d{1,6}) x pp (\d{1,6}) \(([^()]*?)( layers)?\))"),
       meshes(R"(pp (\d{1,6}) on tp x dp ([^ ]+) \(([^()]*?)( layers)?\))");

@@ -194,6 +194,7 @@ void keep_pins(Plan& plan, const Pins& pins) {
                             against >= 1 ? "slower" : "faster", pins.kept_by(r.candidate, layers) ? "" : "; not pinned");
   }
   plan.pins = pins.describe();
+  plan.kept = pins;
   plan.unpinned = std::move(unpinned);
 }
 
@@ -229,10 +230,14 @@ void Plan::pick(const std::string& name) {
                               description, close.empty() ? "" : fmt::format("; did you mean '{}'?", close[0]),
                               names[3], why));
     }
-    check_named_plan(model, cluster, work, named);
     description = named.describe();  // the settings in the table's order
     it = considered(description);
     if (it == ranked.end()) {
+      check_named_plan(model, cluster, work, named);
+      if (kept.any() && !kept.kept_by(named, static_cast<int>(model.layers)))
+        throw Error(fmt::format("plan: --pick '{}' does not keep the pins ({}): name a plan that does, or plan "
+                                "without them",
+                                description, pins));
       Estimate priced = estimate(model, cluster, work, named);
       const double usable = kUsableMemory * cluster.device.memory_bytes;
       const double ratio = priced.step_s / ranked.front().estimate.step_s;

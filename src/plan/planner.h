@@ -41,6 +41,7 @@ struct Plan {
   /// chose without them, its verdict saying what keeping them costs; `ranked` holds only plans
   /// that keep them.
   std::string pins;
+  Pins kept;  ///< the pins themselves: a plan --pick names must keep them too
   std::optional<Ranked> unpinned;
   double search_s = 0;  ///< wall time of the search (the layer layouts' solves included)
   double trace_s = 0;   ///< wall time of building and tracing the layer the pass prices (layer_layouts.h)

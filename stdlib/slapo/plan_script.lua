@@ -150,7 +150,6 @@ end
 -- A pipeline script's end: `plan.steps` measured steps of `pipe` with `opt` on `ids`, and the line
 -- bench/plan_calibration reads.
 local pipeline_steps_source = [[
-collectgarbage()  -- the verified copies go before memory is measured
 -- tensor memory per rank: the stage's weights, the optimizer's state made before the steps, and the
 -- most the steps held on top
 phase(("training %d steps"):format(plan.steps))
@@ -262,8 +261,9 @@ local function pipeline_source(record)
       seed = "layout.data_replica",
       schedule = "  if plan.cp > 1 then s:context_parallel({ group = layout.cp_group, method = plan.cp_method }) end\n",
       verify = ", dp_group = layout.dp_group",
-      check = 'assert(plan.cp == 1 or not (plan.zero or plan.fully_shard), "plan: cp > 1 in pipeline stages runs plain "\n'
-        .. '  .. "replicas (the pipeline\'s dp_group averages the cp ranks\' parts of the gradients)")\n',
+      check = 'assert(plan.cp == 1 or not (plan.zero or plan.fully_shard or plan.sequence), "plan: cp > 1 in pipeline "\n'
+        .. '  .. "stages runs beside plain replicas (the pipeline\'s dp_group averages the cp ranks\' parts of the "\n'
+        .. '  .. "gradients), without sequence parallelism")\n',
     }
   end
   local out, stages, first = { header(record),
@@ -310,6 +310,7 @@ phase(("building the model on %d ranks, %d stages"):format(slapo.dist.world_size
 ${verify_and_build}slapo.manual_seed(100 + ${seed})  -- each data-parallel replica its own batch
 local ids = slapo.randint(0, vocab, { replica_batch, plan.seq })
 pipe:prepare(ids)
+collectgarbage()  -- the verified copies go before memory is measured
 -- ZeRO-1 makes its moments' slices here, AdamW its moments in the first step: both counted below
 local state_mib, opt = slapo.held_tensor_mib(function()
   return plan.zero and slapo.optim.zero_adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0,
@@ -422,6 +423,7 @@ ${schedule}
 ${verify_and_build}slapo.manual_seed(100)  -- the whole batch on every rank; each stage's replicas take their rows of it
 local ids = slapo.randint(0, vocab, { plan.batch, plan.seq })
 pipe:prepare(ids)
+collectgarbage()  -- the verified copies go before memory is measured
 -- ZeRO-1 makes its moments' slices here, AdamW its moments in the first step: both counted below
 local state_mib, opt = slapo.held_tensor_mib(function()
   return mine.zero and slapo.optim.zero_adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0,

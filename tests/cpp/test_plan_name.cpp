@@ -52,6 +52,13 @@ TEST_CASE("plan name: every plan the searches write reads back as itself") {
     REQUIRE(grid.size() > 20);
     for (auto& c : grid) check_reads_back(model, cluster, work, c);
   }
+  // nodes of 3 devices: no TP group of the grid spans two nodes (tp divides a node's devices)
+  auto model_small = small_gpt2();
+  Workload small_work{12, 32};
+  for (auto& c : megatron_grid(model_small, synthetic(2, 3), small_work)) {
+    CHECK(3 % c.tp == 0);
+    check_reads_back(model_small, synthetic(2, 3), small_work, c);
+  }
   // Alpa's submesh per stage, and the program over one rank layout
   auto model = small_gpt2();
   auto slow = synthetic(1, 3);
@@ -77,6 +84,10 @@ TEST_CASE("plan name: settings in any order; each stage's mesh and checkpointing
   CHECK(c.stages[1].dp == 2);
   CHECK_FALSE(c.stages[2].checkpoint);
   CHECK(c.micro_batches == 6);
+  // a table row pasted whole reads as its plan; cp 1 is no context parallelism, by any method
+  CHECK(parse_plan_name("  tp 2 x dp 4, 4 micro, zero-1     0.5123   0.4000   9.9  chosen").describe() ==
+        "tp 2 x dp 4, 4 micro, zero-1");
+  CHECK_FALSE(parse_plan_name("tp 1 x dp 2, cp 1 all-to-all").cp_all_to_all);
   c = parse_plan_name("tp 1 x dp 2 x pp 2 (3+1c), 2 micro, zero-2");
   REQUIRE(c.stages.size() == 2);
   CHECK(c.stages[1].checkpoint);
@@ -169,4 +180,15 @@ TEST_CASE("plan name: --pick prices a plan the search did not consider and write
   CHECK_THROWS_WITH_AS(plan.pick("tp 1 x dp 3, checkpointed"), doctest::Contains("did you mean 'tp 1 x dp 3"), Error);
   // readable, but not on this cluster
   CHECK_THROWS_WITH_AS(plan.pick("tp 1 x dp 2"), doctest::Contains("it runs on 2 devices; the cluster has 3"), Error);
+  CHECK_THROWS_WITH_AS(plan.pick("tp 999999 x dp 999999"),
+                       doctest::Contains("tp 999999 x dp 999999 is more than the cluster's 3 devices"), Error);
+  // with pins, a named plan keeps them too
+  auto pinned = plan_parallel(model, cluster, work);
+  Pins checkpointed;
+  checkpointed.checkpoint = true;
+  keep_pins(pinned, checkpointed);
+  CHECK_THROWS_WITH_AS(pinned.pick("pp 2 on tp x dp 1x2z,1x1 (3+1 layers), 2 micro"),
+                       doctest::Contains("does not keep the pins (checkpoint)"), Error);
+  pinned.pick("pp 2 on tp x dp 1x2z,1x1 (3c+1c layers), 2 micro");
+  CHECK(pinned.chosen().origin == "named");
 }

@@ -119,6 +119,19 @@ function M.pipeline_steps_as_one_process(pipe, ref, ids, where, opts)
   return first, M.named(ref)
 end
 
+-- `steps` losses of `step(i)` (a number each): every one finite, the last below the first (a low
+-- precision run that trains, where its numbers cannot equal float32's).
+function M.losses_fall(steps, step)
+  local losses = {}
+  for i = 1, steps do
+    losses[i] = step(i)
+    assert(losses[i] == losses[i] and losses[i] < math.huge, ("step %d: loss %s"):format(i, losses[i]))
+  end
+  assert(losses[steps] < losses[1], ("loss %.4f after %d steps, %.4f at the first"):format(losses[steps], steps,
+    losses[1]))
+  return losses
+end
+
 function M.write_shared(path, text)
   if slapo.dist.rank() == 0 then
     local f = assert(io.open(path, "w"))

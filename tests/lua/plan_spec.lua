@@ -96,7 +96,7 @@ describe("slapo.plan", function()
     local one_rank = slapo.plan("gpt2", { cluster = "1x1:cpu", batch = 4, seq = 32 })
     eq("", one_rank.layer_layout)
     matches("\nlocal shard_layer = nil\n", one_rank.source)
-    matches("plan: %-%-pick 'tp 3 x dp 1': it runs on 3 devices; the cluster has 2", pcall_err(slapo.plan, "gpt2",
+    matches("plan: %-%-pick 'tp 3 x dp 1': tp 3 x dp 1 is more than the cluster's 2 devices", pcall_err(slapo.plan, "gpt2",
       { cluster = "1x2:cpu", pick = "tp 3 x dp 1" }))
     matches("plan: %-%-pick 'tp 2 x dp 1, zero' names no plan considered; did you mean '[^']*zero%-1'%?.*"
       .. "'zero' is not a setting", pcall_err(slapo.plan, "gpt2", { cluster = "1x2:cpu", pick = "tp 2 x dp 1, zero" }))

@@ -124,12 +124,12 @@ local pipe = slapo.build(sch, { pipeline = { group = layout.pp_group, micro_batc
 slapo.manual_seed(100 + layout.dp_rank)  -- each data-parallel replica its own batch
 local ids = slapo.randint(0, vocab, { replica_batch, plan.seq })
 pipe:prepare(ids)
+collectgarbage()  -- the verified copies go before memory is measured
 -- ZeRO-1 makes its moments' slices here, AdamW its moments in the first step: both counted below
 local state_mib, opt = slapo.held_tensor_mib(function()
   return plan.zero and slapo.optim.zero_adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0,
     group = layout.dp_group }) or slapo.optim.adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0 })
 end)
-collectgarbage()  -- the verified copies go before memory is measured
 -- tensor memory per rank: the stage's weights, the optimizer's state made before the steps, and the
 -- most the steps held on top
 phase(("training %d steps"):format(plan.steps))

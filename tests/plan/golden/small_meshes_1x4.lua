@@ -138,12 +138,12 @@ local pipe = slapo.build(sch, { pipeline = { meshes = layout.meshes, micro_batch
 slapo.manual_seed(100)  -- the whole batch on every rank; each stage's replicas take their rows of it
 local ids = slapo.randint(0, vocab, { plan.batch, plan.seq })
 pipe:prepare(ids)
+collectgarbage()  -- the verified copies go before memory is measured
 -- ZeRO-1 makes its moments' slices here, AdamW its moments in the first step: both counted below
 local state_mib, opt = slapo.held_tensor_mib(function()
   return mine.zero and slapo.optim.zero_adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0,
     group = layout.dp_group, average = false }) or slapo.optim.adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0 })
 end)
-collectgarbage()  -- the verified copies go before memory is measured
 -- tensor memory per rank: the stage's weights, the optimizer's state made before the steps, and the
 -- most the steps held on top
 phase(("training %d steps"):format(plan.steps))
