@@ -59,9 +59,9 @@ bool divides_heads(const ModelShape& m, int tp) {
   return m.heads % tp == 0 && m.kv_heads % tp == 0 && (m.experts == 0 || m.inner % tp == 0);
 }
 
-// A TP group's ranks are consecutive: with tp dividing a node's devices, none spans two nodes (the
-// cost model prices TP on the node's links).
-bool tp_fits_nodes(const Cluster& c, int tp) { return tp <= c.per_node && c.per_node % tp == 0; }
+// A TP group's ranks are consecutive: on one node any tp up to its devices; over several, tp dividing
+// a node's devices, so none spans two nodes (the cost model prices TP on the node's links).
+bool tp_fits_nodes(const Cluster& c, int tp) { return tp <= c.per_node && (c.nodes == 1 || c.per_node % tp == 0); }
 
 // Expert parallelism's choices on dp replicas: 1, and each ep dividing both dp and the experts.
 std::vector<int> expert_choices(const ModelShape& m, int dp) {

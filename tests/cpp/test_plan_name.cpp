@@ -52,7 +52,8 @@ TEST_CASE("plan name: every plan the searches write reads back as itself") {
     REQUIRE(grid.size() > 20);
     for (auto& c : grid) check_reads_back(model, cluster, work, c);
   }
-  // nodes of 3 devices: no TP group of the grid spans two nodes (tp divides a node's devices)
+  // two nodes of 3 devices: no TP group of the grid spans two nodes (tp divides a node's devices; on
+  // one node Alpa's submeshes take tp 2 of 3, which tests/cli/test_calibration.sh's plan on 1x3 runs)
   auto model_small = small_gpt2();
   Workload small_work{12, 32};
   for (auto& c : megatron_grid(model_small, synthetic(2, 3), small_work)) {
