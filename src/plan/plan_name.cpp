@@ -20,13 +20,13 @@ const char* kForms =
   throw Error(fmt::format("plan: --pick '{}': {}; a plan is written as {}", name, why, kForms));
 }
 
-// Splits at ", " (a mesh list's own commas have no space after them).
-std::vector<std::string> parts_of(const std::string& name) {
+// The pieces of `text` between each `separator` (one piece where there is none).
+std::vector<std::string> split(const std::string& text, const std::string& separator) {
   std::vector<std::string> parts;
   size_t start = 0;
-  for (size_t at; (at = name.find(", ", start)) != std::string::npos; start = at + 2)
-    parts.push_back(name.substr(start, at - start));
-  parts.push_back(name.substr(start));
+  for (size_t at; (at = text.find(separator, start)) != std::string::npos; start = at + separator.size())
+    parts.push_back(text.substr(start, at - start));
+  parts.push_back(text.substr(start));
   return parts;
 }
 
@@ -41,16 +41,11 @@ struct StageLayers {
 std::vector<StageLayers> stage_layers(const std::string& name, const std::string& text) {
   static const std::regex one(R"((\d{1,6})(c?))");
   std::vector<StageLayers> out;
-  size_t start = 0;
-  while (true) {
-    size_t plus = text.find('+', start);
-    std::string part = text.substr(start, plus == std::string::npos ? std::string::npos : plus - start);
+  for (const auto& part : split(text, "+")) {
     std::smatch m;
     if (!std::regex_match(part, m, one))
       refuse(name, fmt::format("'{}' is not a stage's layer count (a number, c after it where checkpointed)", part));
     out.push_back({number(m[1]), m[2].length() > 0});
-    if (plus == std::string::npos) break;
-    start = plus + 1;
   }
   return out;
 }
@@ -103,7 +98,8 @@ Candidate parse_plan_name(const std::string& text) {
   static const std::regex one_stage(R"(tp (\d{1,6}) x dp (\d{1,6}))"),
       one_layout(R"(tp (\d{1,6}) x dp (\d{1,6}) x pp (\d{1,6}) \(([^()]*?)( layers)?\))"),
       meshes(R"(pp (\d{1,6}) on tp x dp ([^ ]+) \(([^()]*?)( layers)?\))");
-  const auto parts = parts_of(name);
+  // a mesh list's own commas have no space after them
+  const auto parts = split(name, ", ");
   std::smatch m;
   const bool layout = std::regex_match(parts[0], m, one_stage) || std::regex_match(parts[0], m, one_layout);
   if (!layout && !std::regex_match(parts[0], m, meshes))
@@ -132,13 +128,7 @@ Candidate parse_plan_name(const std::string& text) {
                                  "TxD, s for sequence parallelism, z for ZeRO-1; each stage's layers c where checkpointed)",
                                  key));
     auto layers = stage_layers(name, m[3]);
-    std::vector<std::string> mesh_names;
-    std::string list = m[2];
-    for (size_t start = 0, comma;; start = comma + 1) {
-      comma = list.find(',', start);
-      mesh_names.push_back(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-      if (comma == std::string::npos) break;
-    }
+    const auto mesh_names = split(m[2], ",");
     const int stages = number(m[1]);
     if (static_cast<int>(layers.size()) != stages || static_cast<int>(mesh_names.size()) != stages)
       refuse(name, fmt::format("pp {} names {} meshes and {} stages' layer counts", stages, mesh_names.size(),

@@ -59,6 +59,17 @@ std::string memory_text(double bytes) {
                                      : fmt::format("{:.2f} MiB", bytes / double(1 << 20));
 }
 
+// Why a plan is not `best`: the memory it needs where it does not fit, else how much slower (or faster,
+// a plan named by hand) it is.
+std::string verdict_against(const Estimate& e, const Estimate& best, const Cluster& cluster) {
+  if (!e.fits)
+    return fmt::format("needs {} of {}", memory_text(e.peak_bytes),
+                       memory_text(kUsableMemory * cluster.device.memory_bytes));
+  const double ratio = e.step_s / best.step_s;
+  return ratio >= 1 ? fmt::format("{:.0f}% slower", 100.0 * (ratio - 1.0))
+                    : fmt::format("{:.0f}% faster", 100.0 * (1.0 / ratio - 1.0));
+}
+
 // Fitting plans first, fastest first (ties keep the earlier, simpler plan); the best must fit.
 void rank_and_explain(Plan& plan) {
   const ModelShape& model = plan.model;
@@ -77,10 +88,7 @@ void rank_and_explain(Plan& plan) {
                             best.candidate.describe(), memory_text(best.estimate.peak_bytes),
                             memory_text(best.estimate.peak_bytes - usable), memory_text(usable)));
   for (auto& r : plan.ranked) {
-    if (&r == &plan.ranked.front()) r.verdict = "chosen";
-    else if (!r.estimate.fits)
-      r.verdict = fmt::format("needs {} of {}", memory_text(r.estimate.peak_bytes), memory_text(usable));
-    else r.verdict = fmt::format("{:.0f}% slower", 100.0 * (r.estimate.step_s / best.estimate.step_s - 1.0));
+    r.verdict = &r == &plan.ranked.front() ? "chosen" : verdict_against(r.estimate, best.estimate, cluster);
   }
 }
 
@@ -239,11 +247,7 @@ void Plan::pick(const std::string& name) {
                                 "without them",
                                 description, pins));
       Estimate priced = estimate(model, cluster, work, named);
-      const double usable = kUsableMemory * cluster.device.memory_bytes;
-      const double ratio = priced.step_s / ranked.front().estimate.step_s;
-      std::string verdict = !priced.fits ? fmt::format("needs {} of {}", memory_text(priced.peak_bytes), memory_text(usable))
-                            : ratio >= 1 ? fmt::format("{:.0f}% slower", 100.0 * (ratio - 1.0))
-                                         : fmt::format("{:.0f}% faster", 100.0 * (1.0 / ratio - 1.0));
+      std::string verdict = verdict_against(priced, ranked.front().estimate, cluster);
       ranked.push_back({std::move(named), std::move(priced), std::move(verdict), "named"});
       it = ranked.end() - 1;
     }

@@ -94,6 +94,16 @@ function M.skip(reason)
   error(setmetatable({ reason = reason }, Skip), 0)
 end
 
+--- The device a device spec runs on: SLAPO_TEST_DEVICE (default "cpu"; scripts/device-check sets
+--- "cuda"), refused where this build or machine has no CUDA.
+function M.test_device()
+  local device = os.getenv("SLAPO_TEST_DEVICE") or "cpu"
+  if device ~= "cpu" and not slapo.cuda.is_available() then
+    error(("SLAPO_TEST_DEVICE=%s, but this build or machine has no CUDA"):format(device), 2)
+  end
+  return device
+end
+
 -- The checks a spec calls, each counting itself, so that a case that checked nothing fails.
 local function counting_checks(env, count)
   local function counted(check)
@@ -106,6 +116,7 @@ local function counting_checks(env, count)
     counted(M.close)
   env.assert = counted(assert)
   env.skip = M.skip
+  env.test_device = M.test_device
 end
 
 local function as_traceback(err)

@@ -7,10 +7,7 @@ local parallel = require("slapo.parallel")
 -- helpers shared by the multi-rank specs (tests/dist/one_rank_reference.lua), in this spec's environment
 local reference = setfenv(assert(loadfile((debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or ".")
   .. "/one_rank_reference.lua")), getfenv(1))()
-local device = os.getenv("SLAPO_TEST_DEVICE") or "cpu"
-if device ~= "cpu" then
-  assert(slapo.cuda.is_available(), ("SLAPO_TEST_DEVICE=%s, but this build or machine has no CUDA"):format(device))
-end
+local device = test_device()
 local world = slapo.dist.world_size()
 
 local function llama()

@@ -3,10 +3,7 @@
 -- CPU). The model, its rows and every routed row sent by all-to-all live there; the mean loss over the
 -- ranks and every gradient equal one process's on all rows, on the same device, and a bf16 autocast
 -- run trains.
-local device = os.getenv("SLAPO_TEST_DEVICE") or "cpu"
-if device ~= "cpu" then
-  assert(slapo.cuda.is_available(), ("SLAPO_TEST_DEVICE=%s, but this build or machine has no CUDA"):format(device))
-end
+local device = test_device()
 local world, rank = slapo.dist.world_size(), slapo.dist.rank()
 -- helpers shared by the multi-rank specs (tests/dist/one_rank_reference.lua), in this spec's environment
 local reference = setfenv(assert(loadfile((debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or ".")
@@ -53,13 +50,7 @@ describe("shard_experts on " .. device, function()
   it("routes every rank's tokens to their experts' ranks: the loss and every gradient are one process's", function()
     local all, mine = rows()
     local ref = mixtral()
-    local expected = nil  -- the mean of the replicas' losses, in data parallelism's order
-    for r = 0, world - 1 do
-      local part = all:narrow(0, 2 * r, 2)
-      local loss = ref(part, { labels = part, output_router_logits = true })
-      expected = expected and expected + loss or loss
-    end
-    expected = expected / world
+    local expected = reference.replicas_loss(ref, all, world, { output_router_logits = true })
     expected:backward()
     local model = expert_parallel()
     for name, p in model:named_parameters() do eq(device, tostring(p:device()):match("^%a+"), name) end

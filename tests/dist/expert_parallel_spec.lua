@@ -59,13 +59,7 @@ describe("shard_experts", function()
     for step = 1, 5 do
       opts[1]:zero_grad()
       opts[2]:zero_grad()
-      local expected = nil  -- the mean of the replicas' losses, in data parallelism's order
-      for r = 0, world - 1 do
-        local part = all:narrow(0, 2 * r, 2)
-        local loss = ref(part, { labels = part, output_router_logits = true })
-        expected = expected and expected + loss or loss
-      end
-      expected = expected / world
+      local expected = reference.replicas_loss(ref, all, world, { output_router_logits = true })
       expected:backward()
       opts[1]:step()
       local loss = sch.mod(mine, { labels = mine, output_router_logits = true })

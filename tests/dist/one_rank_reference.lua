@@ -26,12 +26,14 @@ end
 -- first steps move each weight by about lr * sign(gradient), which amplifies a change in the
 -- order of summation). `config` sizes the model as tiny_gpt2's. Returns the model, losses and norms.
 -- The mean of `world` replicas' losses on two rows each of `all`, summed in data parallelism's
--- order (AdamW's first steps amplify a change in that order).
-function M.replicas_loss(model, all, world)
+-- order (AdamW's first steps amplify a change in that order); `options` more of the model's keywords.
+function M.replicas_loss(model, all, world, options)
   local sum = nil
   for r = 0, world - 1 do
     local rows = all:narrow(0, 2 * r, 2)
-    local loss = model(rows, { labels = rows })
+    local kw = { labels = rows }
+    for key, value in pairs(options or {}) do kw[key] = value end
+    local loss = model(rows, kw)
     sum = sum and sum + loss or loss
   end
   return sum / world

@@ -3,10 +3,7 @@
 -- float32, then trains in bfloat16 weights and under bf16 autocast with finite losses near it.
 local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
 local fixtures = os.getenv("SLAPO_HF_FIXTURES") or (here .. "/../fixtures/hf")
-local device = os.getenv("SLAPO_TEST_DEVICE") or "cpu"
-if device ~= "cpu" then
-  assert(slapo.cuda.is_available(), ("SLAPO_TEST_DEVICE=%s, but this build or machine has no CUDA"):format(device))
-end
+local device = test_device()
 
 local families = { "gpt2-tiny", "bert-tiny", "llama-tiny", "qwen2-tiny", "mistral-tiny", "mixtral-tiny",
   "gpt-neo-tiny", "opt-tiny", "roberta-tiny", "albert-tiny", "t5-tiny" }

@@ -2,10 +2,7 @@
 -- checked against ATen to 1e-12 in tests/cpp/test_kernels.cpp): forward and every input
 -- gradient. The device is SLAPO_TEST_DEVICE (default cpu); scripts/device-check sets it to cuda
 -- on a GPU machine, where this is what checks the CUDA kernels through the slapo:: ops.
-local device = os.getenv("SLAPO_TEST_DEVICE") or "cpu"
-if device ~= "cpu" then
-  assert(slapo.cuda.is_available(), ("SLAPO_TEST_DEVICE=%s, but this build or machine has no CUDA"):format(device))
-end
+local device = test_device()
 
 -- The dtype under test and its tolerance: float32 runs the kernels; bfloat16 runs each op's meaning
 -- in ATen's ops (kernels/ops.cpp, aten_math), as under bf16 weights or autocast.

@@ -2,10 +2,7 @@
 -- scripts/device-check sets cuda): on a GPU, CUDA's caching allocator's peaks (tensors allocated, and
 -- what it reserved from the driver) in slapo.train's metrics.jsonl (and its memory column), the process's resident
 -- memory beside them; on a CPU the resident memory.
-local device = os.getenv("SLAPO_TEST_DEVICE") or "cpu"
-if device ~= "cpu" then
-  assert(slapo.cuda.is_available(), ("SLAPO_TEST_DEVICE=%s, but this build or machine has no CUDA"):format(device))
-end
+local device = test_device()
 
 local function tiny_gpt2()
   slapo.manual_seed(3)
