@@ -590,7 +590,11 @@ std::vector<GraphNode> TracedGraph::nodes() const {
 
 std::shared_ptr<TracedGraph> trace_module(Module& module, const std::string& where, const Values& example_inputs,
                                           const std::vector<TraceLeaf>& leaves,
-                                          const c10::optional<c10::impl::GenericDict>& keywords) {
+                                          const c10::optional<c10::impl::GenericDict>& keywords,
+                                          const std::vector<std::string>& keyword_inputs) {
+  if (keyword_inputs.size() > example_inputs.size())
+    throw Error(fmt::format("trace: {} keyword inputs named for {} inputs of {}", keyword_inputs.size(),
+                            example_inputs.size(), where));
   for (size_t i = 0; i < example_inputs.size(); ++i)
     if (!example_inputs[i].isTensor())
       throw Error(fmt::format("trace: input {} of {} is a {}; trace takes tensor inputs", i + 1, where,
@@ -655,14 +659,19 @@ std::shared_ptr<TracedGraph> trace_module(Module& module, const std::string& whe
 
   torch::jit::Stack inputs(example_inputs.begin(), example_inputs.end());
   for (auto& p : params) inputs.emplace_back(p);
-  size_t n_inputs = example_inputs.size();
+  const size_t n_positional = example_inputs.size() - keyword_inputs.size();
   std::shared_ptr<torch::jit::Graph> graph;
   try {
     auto traced = torch::jit::tracer::trace(
         inputs,
         [&](torch::jit::Stack in) -> torch::jit::Stack {
-          Values args(in.begin(), in.begin() + static_cast<int64_t>(n_inputs));
-          if (keywords) args.emplace_back(*keywords);
+          Values args(in.begin(), in.begin() + static_cast<int64_t>(n_positional));
+          if (keywords || !keyword_inputs.empty()) {
+            c10::impl::GenericDict named = keywords ? keywords->copy()
+                                                    : c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get());
+            for (size_t k = 0; k < keyword_inputs.size(); ++k) named.insert_or_assign(keyword_inputs[k], in[n_positional + k]);
+            args.emplace_back(named);
+          }
           Value out = module.forward_only(std::move(args));
           if (keywords && out.isTuple() && is_tensor_tuple(out)) {
             auto& elements = out.toTupleRef().elements();

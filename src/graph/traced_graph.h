@@ -141,11 +141,14 @@ int64_t relocate_leaf(int64_t id, const TraceLeaf& place);
 /// Traces `module.forward` on `example_inputs`; `leaves` are recorded as single call nodes and
 /// keep running their own forward. `keywords`, when given, is passed as the call's table of
 /// keywords (constants of the trace, not inputs); a module that then returns a tuple of tensors
-/// (Mixtral's logits and load-balancing loss) gives the graph one output each. Raises
-/// slapo::Error naming `where` when the forward reads a tensor's value as a number (a trace would
-/// bake that value in) or when the inputs are not tensors.
+/// (Mixtral's logits and load-balancing loss) gives the graph one output each. `keyword_inputs`
+/// names the last example inputs: each is passed as that keyword (position_ids, say) and stays a
+/// graph input, in its place among the inputs. Raises slapo::Error naming `where` when the forward
+/// reads a tensor's value as a number (a trace would bake that value in) or when the inputs are
+/// not tensors.
 std::shared_ptr<TracedGraph> trace_module(Module& module, const std::string& where, const Values& example_inputs,
                                           const std::vector<TraceLeaf>& leaves,
-                                          const c10::optional<c10::impl::GenericDict>& keywords = c10::nullopt);
+                                          const c10::optional<c10::impl::GenericDict>& keywords = c10::nullopt,
+                                          const std::vector<std::string>& keyword_inputs = {});
 
 }  // namespace slapo

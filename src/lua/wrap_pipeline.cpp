@@ -1,4 +1,6 @@
 // slapo.Pipeline: what slapo.build returns for a schedule with cut stages.
+#include <algorithm>
+
 #include "core/error.h"
 #include "lua/lua_module.h"
 #include "lua/runtime.h"
@@ -22,13 +24,25 @@ int w_Pipeline_tostring(lua_State* L) {
   return 1;
 }
 
-// The tensors from index 2 on, and the labels of a trailing {labels = t}.
-Values batch_args(lua_State* L, at::Tensor* labels, const char* fn) {
+// The tensors from index 2 on, and the labels and keyword tensors of a trailing
+// {labels = t, position_ids = p, ...}.
+Values batch_args(lua_State* L, at::Tensor* labels, NamedTensors* keywords, const char* fn) {
   int top = lua_gettop(L);
   if (top >= 2 && lua_istable(L, top)) {
-    lua_getfield(L, top, "labels");
-    if (!lua_isnil(L, -1)) *labels = lx_check_tensor(L, -1);
-    lua_pop(L, 1);
+    lua_pushnil(L);
+    while (lua_next(L, top)) {
+      if (lua_type(L, -2) != LUA_TSTRING || !lx_is_tensor(L, -1))
+        throw Error(fmt::format("{}: the table after the inputs holds tensors by name ({{labels = t}}, and keywords of "
+                                "the model such as position_ids), got {} = {}",
+                                fn, luaL_typename(L, -2), luaL_typename(L, -1)));
+      std::string name = lua_tostring(L, -2);
+      if (name == "labels")
+        *labels = lx_check_tensor(L, -1);
+      else
+        keywords->emplace_back(name, lx_check_tensor(L, -1));
+      lua_pop(L, 1);
+    }
+    std::sort(keywords->begin(), keywords->end(), [](auto& a, auto& b) { return a.first < b.first; });
     --top;
   }
   Values inputs;
@@ -42,20 +56,25 @@ Values batch_args(lua_State* L, at::Tensor* labels, const char* fn) {
   return inputs;
 }
 
-// pipe:step(x, ..., {labels = t}) -> the batch's mean loss (every rank); gradients accumulate
+// pipe:step(x, ..., {labels = t, position_ids = p}) -> the batch's mean loss (every rank);
+// gradients accumulate
 int w_Pipeline_step(lua_State* L) {
   auto& p = lx_check_pipeline(L, 1);
   at::Tensor labels;
-  Values inputs = batch_args(L, &labels, "pipeline:step");
-  lua_pushnumber(L, p.step(inputs, labels));
+  NamedTensors keywords;
+  Values inputs = batch_args(L, &labels, &keywords, "pipeline:step");
+  lua_pushnumber(L, p.step(inputs, labels, keywords));
   return 1;
 }
 
-// pipe:prepare(x, ...): trace and split for batches of this shape (parameters() needs it)
+// pipe:prepare(x, ..., {position_ids = p}): trace and split for batches of this shape and these
+// keywords (parameters() needs it)
 int w_Pipeline_prepare(lua_State* L) {
   auto& p = lx_check_pipeline(L, 1);
   at::Tensor labels;
-  p.prepare(batch_args(L, &labels, "pipeline:prepare"));
+  NamedTensors keywords;
+  Values inputs = batch_args(L, &labels, &keywords, "pipeline:prepare");
+  p.prepare(inputs, keywords);
   lua_settop(L, 1);
   return 1;
 }

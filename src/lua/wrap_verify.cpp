@@ -1,4 +1,6 @@
 // slapo.build and the core of slapo.verify (stdlib/slapo/init.lua adds the Lua-facing shape).
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/schedule.h"
 #include "core/schedule_snapshot.h"
@@ -124,6 +126,17 @@ int w_verify_pipeline(lua_State* L) {
   auto& pipe = lx_check_pipeline(L, 1);
   auto ref = lx_check_module(L, 2);
   Values inputs = inputs_arg(L, 3);
+  NamedTensors keywords;  // a trailing table of the model's keywords: {position_ids = p}
+  if (!inputs.empty() && inputs.back().isGenericDict()) {
+    for (auto& entry : inputs.back().toGenericDict()) {
+      if (!entry.value().isTensor())
+        throw Error(fmt::format("verify: a pipeline's keywords are tensors (position_ids = p, ...); {} is a {}",
+                                entry.key().toStringRef(), entry.value().tagKind()));
+      keywords.emplace_back(entry.key().toStringRef(), entry.value().toTensor());
+    }
+    std::sort(keywords.begin(), keywords.end(), [](auto& a, auto& b) { return a.first < b.first; });
+    inputs.pop_back();
+  }
   if (inputs.empty() || !inputs[0].isTensor()) throw Error("verify: a pipeline takes a tensor as its first input");
   at::Tensor labels = inputs[0].toTensor();
   if (lua_istable(L, 4)) {
@@ -131,7 +144,7 @@ int w_verify_pipeline(lua_State* L) {
     if (!lua_isnil(L, -1)) labels = lx_check_tensor(L, -1);
     lua_pop(L, 1);
   }
-  return push_report(L, verify_pipeline(pipe, *ref, inputs, labels, verify_options(L, 4)));
+  return push_report(L, verify_pipeline(pipe, *ref, inputs, labels, verify_options(L, 4), keywords));
 }
 
 // _schedule_snapshot(sch) -> a snapshot whose :restore() puts the schedule back as it was and

@@ -164,6 +164,45 @@ std::vector<std::vector<int64_t>> shapes_of(const Values& inputs) {
   return out;
 }
 
+// A batch as the trace takes it: the inputs, then the keyword tensors, each cut into micro-batches
+// along its rows and read by every stage that uses it.
+struct Batch {
+  Values values;
+  std::vector<std::string> keyword_names;
+};
+
+Batch batch_of(const Values& inputs, const NamedTensors& keywords) {
+  if (inputs.empty()) throw Error("pipeline: pass the model's inputs, e.g. pipe:step(ids, {labels = ids})");
+  Batch batch{inputs, {}};
+  for (auto& [name, t] : keywords) {
+    if (name == "labels") throw Error("pipeline: labels are the loss's, not a keyword of the model");
+    if (std::find(batch.keyword_names.begin(), batch.keyword_names.end(), name) != batch.keyword_names.end())
+      throw Error(fmt::format("pipeline: keyword '{}' given twice", name));
+    const int64_t rows = inputs[0].isTensor() && inputs[0].toTensor().dim() ? inputs[0].toTensor().size(0) : -1;
+    if (!t.defined() || t.dim() == 0 || t.size(0) != rows)
+      throw Error(fmt::format("pipeline: keyword '{}' must be a tensor of the inputs' {} rows (it is cut into the "
+                              "micro-batches with them), got {}",
+                              name, rows, t.defined() ? fmt::format("[{}]", fmt::join(t.sizes(), ", ")) : "none"));
+    batch.values.emplace_back(t);
+    batch.keyword_names.push_back(name);
+  }
+  return batch;
+}
+
+// The model's call on one micro-batch of a Batch: the keyword tensors (and `constant` keywords)
+// in its table of keywords.
+Values call_args(const Values& micro, const std::vector<std::string>& keyword_names,
+                 const c10::optional<c10::impl::GenericDict>& constant) {
+  const size_t positional = micro.size() - keyword_names.size();
+  Values args(micro.begin(), micro.begin() + static_cast<int64_t>(positional));
+  if (keyword_names.empty() && !constant) return args;
+  c10::impl::GenericDict named =
+      constant ? constant->copy() : c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get());
+  for (size_t k = 0; k < keyword_names.size(); ++k) named.insert_or_assign(keyword_names[k], micro[positional + k]);
+  args.emplace_back(named);
+  return args;
+}
+
 }  // namespace
 
 Pipeline::Pipeline(std::shared_ptr<Schedule> root, PipelineOptions options)
@@ -222,6 +261,7 @@ Pipeline::Pipeline(std::shared_ptr<Schedule> root, PipelineOptions options)
   if (micro_batches_ == 0) micro_batches_ = runner_.stages();
   if (micro_batches_ < 1)
     throw Error(fmt::format("build: pipeline micro_batches must be at least 1, got {}", micro_batches_));
+  token_mean_ = !loss_;  // the pipeline's own causal-LM loss, whose mean it knows how to weigh
   if (auto split = sequence_split_of(*root_->mod())) split_sequences(split);
   else if (!loss_) loss_ = whole_sequence_loss;
 }
@@ -254,21 +294,28 @@ void Pipeline::split_sequences(const std::shared_ptr<const SequenceSplit>& split
 
 Pipeline::~Pipeline() = default;
 
-const Pipeline::Split& Pipeline::split_for(const Values& micro_inputs) {
-  auto key = shapes_of(micro_inputs);
+const Pipeline::Split& Pipeline::split_for(const Values& micro_inputs, const std::vector<std::string>& keyword_names) {
+  auto key = std::make_pair(keyword_names, shapes_of(micro_inputs));
   auto found = splits_.find(key);
   if (found != splits_.end()) return *found->second;
-  if (!released_.empty())
-    throw Error(fmt::format("pipeline: batches shaped [{}] need a new trace of the whole model, but this rank dropped the "
-                            "other stages' weights after the first trace (shaped [{}]); keep the batch shape, or build with "
-                            "pipeline = {{release_other_stages = false}}",
-                            fmt::join(key.front(), ", "), fmt::join(splits_.begin()->first.front(), ", ")));
+  if (!released_.empty()) {
+    auto keywords = [](const std::vector<std::string>& names) {
+      return names.empty() ? std::string() : fmt::format(" with keywords {}", fmt::join(names, ", "));
+    };
+    auto& first = splits_.begin()->first;
+    throw Error(fmt::format("pipeline: batches shaped [{}]{} need a new trace of the whole model, but this rank dropped "
+                            "the other stages' weights after the first trace (shaped [{}]{}); keep the batch's shape and "
+                            "keywords, or build with pipeline = {{release_other_stages = false}}",
+                            fmt::join(key.second.front(), ", "), keywords(keyword_names),
+                            fmt::join(first.second.front(), ", "), keywords(first.first)));
+  }
 
   // Trace by need, for this micro-batch shape; the trace's forward must not move the RNG.
   Module& model = *root_->mod();
   auto rng = RngSnapshot::capture(model);
   auto traced =
-      trace_module(model, root_->where(), micro_inputs, pipeline_trace_leaves(*root_, cuts_), trace_keywords_);
+      trace_module(model, root_->where(), micro_inputs, pipeline_trace_leaves(*root_, cuts_), trace_keywords_,
+                   keyword_names);
   rng.restore();
   auto split = std::make_shared<Split>();
   split->stages = split_stages(*traced, cuts_, root_->where());
@@ -365,9 +412,10 @@ const Pipeline::Split& Pipeline::split_for(const Values& micro_inputs) {
   return *(splits_[key] = split);
 }
 
-void Pipeline::prepare(const Values& inputs) {
+void Pipeline::prepare(const Values& inputs, const NamedTensors& keywords) {
+  auto batch = batch_of(inputs, keywords);
   Values micro;
-  for (auto& v : inputs) {
+  for (auto& v : batch.values) {
     if (!v.isTensor()) throw Error(fmt::format("pipeline: inputs must be tensors, got a {}", v.tagKind()));
     auto& t = v.toTensor();
     if (t.dim() == 0 || t.size(0) % micro_batches_ != 0)
@@ -375,7 +423,7 @@ void Pipeline::prepare(const Values& inputs) {
                               "divisible by micro_batches", t.dim() ? t.size(0) : 0, micro_batches_));
     micro.emplace_back(t.narrow(0, 0, t.size(0) / micro_batches_));
   }
-  current_ = &split_for(my_rows(micro));
+  current_ = &split_for(my_rows(micro), batch.keyword_names);
 }
 
 Values Pipeline::my_rows(const Values& micro_inputs) const {
@@ -409,16 +457,22 @@ std::vector<Values> Pipeline::micro_batches_of(const Values& inputs) const {
   return micro;
 }
 
-double Pipeline::step(const Values& inputs, const at::Tensor& labels) {
-  prepare(inputs);
-  std::vector<Values> micro = micro_batches_of(inputs);
+double Pipeline::step(const Values& inputs, const at::Tensor& labels, const NamedTensors& keywords) {
+  prepare(inputs, keywords);
+  std::vector<Values> micro = micro_batches_of(batch_of(inputs, keywords).values);
   for (auto& m : micro) m = my_rows(m);
   std::vector<Value> targets;
   if (labels.defined()) {
     if (labels.dim() == 0 || labels.size(0) % micro_batches_ != 0)
       throw Error(fmt::format("pipeline: labels of {} rows do not split into {} micro-batches", labels.dim() ? labels.size(0) : 0,
                               micro_batches_));
-    for (auto& c : labels.chunk(micro_batches_, 0)) targets.emplace_back(my_rows({c})[0]);
+    auto chunks = labels.chunk(micro_batches_, 0);
+    auto weights = token_weights(chunks);
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      Value target = my_rows({chunks[i]})[0];
+      // the micro-batch's weight travels with its labels to the last stage's loss
+      targets.push_back(weights.empty() ? target : Value(c10::ivalue::Tuple::create({target, weights[i]})));
+    }
   }
   auto& graphs = current_->stages;
   const int ranks = stages(), rank = stage();
@@ -466,32 +520,54 @@ void Pipeline::check_expert_replicas(Module& model) const {
                             block, fmt::join(spread, ", ")));
 }
 
-at::Tensor Pipeline::stage_loss(const std::vector<at::Tensor>& outputs, const Value& labels) const {
+std::vector<double> Pipeline::token_weights(const std::vector<at::Tensor>& label_chunks) const {
+  if (!token_mean_ || label_chunks.empty()) return {};
+  std::vector<double> counts;
+  double total = 0;
+  for (auto& labels : label_chunks) {
+    if (labels.dim() != 2) return {};  // the loss refuses these by name
+    counts.push_back(next_token_targets(labels).ne(-100).sum().item<double>());
+    total += counts.back();
+  }
+  if (total == 0 || std::all_of(counts.begin(), counts.end(), [&](double c) { return c == counts.front(); })) return {};
+  for (auto& c : counts) c *= static_cast<double>(counts.size()) / total;
+  return counts;
+}
+
+at::Tensor Pipeline::stage_loss(const std::vector<at::Tensor>& outputs, const Value& target) const {
   const size_t expected = trace_keywords_ ? 2 : 1;
   if (outputs.size() != expected)
     throw Error(fmt::format("pipeline: the last stage returned {} tensors; the loss needs {} (the logits{})",
                             outputs.size(), expected, trace_keywords_ ? " and the load-balancing loss" : ""));
+  const bool weighted = target.isTuple();  // (labels, the micro-batch's weight): see token_weights
+  const Value labels = weighted ? target.toTupleRef().elements()[0] : target;
   at::Tensor loss = loss_(outputs[0], labels);
+  if (weighted) loss = loss * target.toTupleRef().elements()[1].toDouble();
   if (trace_keywords_) loss = loss + aux_loss_coef_ * outputs[1].to(loss.device());
   return loss;
 }
 
-at::Tensor Pipeline::reference_loss(Module& reference, const Values& inputs, const Value& labels) const {
-  if (sequence_split_of(*root_->mod()))  // the unscheduled model's logits are the whole sequence's
-    return whole_sequence_loss(reference(inputs).toTensor(), labels);
-  if (!trace_keywords_) return loss_(reference(inputs).toTensor(), labels);
+at::Tensor Pipeline::reference_loss(Module& reference, const Values& inputs, const Value& labels,
+                                    const NamedTensors& keywords) const {
+  auto batch = batch_of(inputs, keywords);
+  // the whole batch's loss, as the step's weights make its micro-batches' (the mean over every
+  // trained token); the unscheduled model's logits are the whole sequence's where stages split it
+  if (sequence_split_of(*root_->mod()))
+    return whole_sequence_loss(reference(call_args(batch.values, batch.keyword_names, c10::nullopt)).toTensor(), labels);
+  if (!trace_keywords_) return loss_(reference(call_args(batch.values, batch.keyword_names, c10::nullopt)).toTensor(), labels);
   if (!runner_.meshes().empty())
     throw Error("verify: a pipeline on stage meshes adds each replica's load-balancing loss on its own rows, which "
                 "one call of the unscheduled model does not compute; verify it on one pipeline group");
   // the micro-batches as step cuts them, each with its own load-balancing loss
-  std::vector<Values> micro = micro_batches_of(inputs);
+  std::vector<Values> micro = micro_batches_of(batch.values);
   auto label_chunks = labels.isTensor() ? labels.toTensor().chunk(micro_batches_, 0) : std::vector<at::Tensor>{};
+  auto weights = token_weights(label_chunks);
   at::Tensor sum;
   for (int i = 0; i < micro_batches_; ++i) {
-    Values args = micro[i];
-    args.emplace_back(*trace_keywords_);
-    auto out = reference(args).toTupleRef().elements();
-    Value target = label_chunks.empty() ? Value() : Value(label_chunks[i]);
+    auto out = reference(call_args(micro[i], batch.keyword_names, trace_keywords_)).toTupleRef().elements();
+    Value target = label_chunks.empty() ? Value()
+                   : weights.empty()    ? Value(label_chunks[i])
+                                        : Value(c10::ivalue::Tuple::create({label_chunks[i], weights[i]}));
     at::Tensor loss = stage_loss({out[0].toTensor(), out[1].toTensor()}, target);
     sum = sum.defined() ? sum + loss : loss;
   }

@@ -61,17 +61,21 @@ struct PipelineOptions {
   std::vector<dist::StageMesh> meshes;
 };
 
+/// Tensors a pipeline's model takes by keyword (position_ids of packed documents, say), by name.
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
 class Pipeline {
  public:
   /// Checks that the cuts make as many stages as the group has ranks.
   Pipeline(std::shared_ptr<Schedule> root, PipelineOptions options);
   ~Pipeline();
 
-  /// Splits each input (and `labels`) along dim 0 into the micro-batches, runs forward and
-  /// backward of each on this rank's stage, and sums the gradients of parameters shared by
-  /// several stages (a tied embedding and LM head) over their stages. Gradients accumulate in
-  /// .grad as after loss:backward(). Returns the batch's mean loss on every rank.
-  double step(const Values& inputs, const at::Tensor& labels);
+  /// Splits each input, keyword tensor (and `labels`) along dim 0 into the micro-batches, runs
+  /// forward and backward of each on this rank's stage, and sums the gradients of parameters
+  /// shared by several stages (a tied embedding and LM head) over their stages. Keyword tensors
+  /// reach every stage, as the inputs do. Gradients accumulate in .grad as after loss:backward().
+  /// Returns the batch's mean loss (the mean of its micro-batches' losses) on every rank.
+  double step(const Values& inputs, const at::Tensor& labels, const NamedTensors& keywords = {});
 
   int stage() const { return runner_.stage(); }
   int stages() const { return runner_.stages(); }
@@ -81,10 +85,11 @@ class Pipeline {
   const dist::GradBuckets* data_parallel() const { return dp_.get(); }
   std::shared_ptr<Module> module() const { return root_->mod(); }
   Schedule& schedule() const { return *root_; }
-  /// The loss the pipeline computes, from the unscheduled `reference` on the same inputs and labels
-  /// (verify's expectation): the loss of its output, or, where the model adds its load-balancing
-  /// loss, the mean over the micro-batches of each one's loss with its own.
-  at::Tensor reference_loss(Module& reference, const Values& inputs, const Value& labels) const;
+  /// The loss the pipeline computes, from the unscheduled `reference` on the same inputs, keywords
+  /// and labels (verify's expectation): the mean over the micro-batches of each one's loss (with
+  /// its load-balancing loss where the model adds one).
+  at::Tensor reference_loss(Module& reference, const Values& inputs, const Value& labels,
+                            const NamedTensors& keywords = {}) const;
 
   /// This rank's stage: its parameters, the leaves it calls, and what it exchanges. Known once
   /// the model is traced (at the first step, or `prepare` with an example batch).
@@ -95,18 +100,26 @@ class Pipeline {
   const std::vector<std::string>& shared_parameters() const { return shared_; }
   /// Parameters of other stages whose weights this rank dropped.
   const std::vector<std::string>& released_parameters() const { return released_; }
-  /// Traces and splits the model for batches shaped like `inputs` (done by step when needed).
-  void prepare(const Values& inputs);
+  /// Traces and splits the model for batches shaped like `inputs` and `keywords` (done by step
+  /// when needed).
+  void prepare(const Values& inputs, const NamedTensors& keywords = {});
   std::string describe() const;
   /// One stage this rank runs: its leaves and what crosses into and out of it.
   std::string stage_summary(int index, const char* separator) const;
 
  private:
   struct Split;
-  const Split& split_for(const Values& micro_inputs);
+  /// The trace for micro-batches of these inputs, the last `keyword_names.size()` of them keywords.
+  const Split& split_for(const Values& micro_inputs, const std::vector<std::string>& keyword_names);
   std::vector<Values> micro_batches_of(const Values& inputs) const;
   /// The last stage's outputs' loss: the logits', plus the load-balancing loss where it is traced.
-  at::Tensor stage_loss(const std::vector<at::Tensor>& outputs, const Value& labels) const;
+  /// `target`: the micro-batch's labels, or (labels, weight) to scale the logits' loss by.
+  at::Tensor stage_loss(const std::vector<at::Tensor>& outputs, const Value& target) const;
+  /// With the pipeline's own causal-LM loss, each micro-batch's share of the batch's trained tokens
+  /// (labels other than -100, as packed documents' starts are) times their number, so the mean of
+  /// the micro-batches' losses is the batch's mean over its tokens, as one call on the whole batch
+  /// gives. Empty when every micro-batch trains as many tokens (each weight would be 1).
+  std::vector<double> token_weights(const std::vector<at::Tensor>& label_chunks) const;
   void check_expert_replicas(Module& model) const;
   /// context_parallel in the stages: the whole sequence's loss, checks of the layout.
   void split_sequences(const std::shared_ptr<const SequenceSplit>& split);
@@ -119,8 +132,10 @@ class Pipeline {
   // it beside the logits, and each micro-batch's loss adds it times the coefficient
   c10::optional<c10::impl::GenericDict> trace_keywords_;
   double aux_loss_coef_ = 0;
+  bool token_mean_ = false;  // the loss is the pipeline's own causal-LM loss (not pipeline.loss)
   dist::PipelineRunner runner_;
-  std::map<std::vector<std::vector<int64_t>>, std::shared_ptr<Split>> splits_;  // by micro-batch input shapes
+  // by the keyword inputs' names and the micro-batch's input shapes
+  std::map<std::pair<std::vector<std::string>, std::vector<std::vector<int64_t>>>, std::shared_ptr<Split>> splits_;
   const Split* current_ = nullptr;
   std::vector<std::string> shared_;
   std::shared_ptr<dist::Group> dp_group_;
@@ -150,6 +165,6 @@ void save_pipeline(Pipeline& pipe, const std::string& dir, int64_t max_shard_byt
 /// loss must be a mean over the batch (the default causal-LM loss is), as the pipeline averages
 /// its micro-batches' losses. Raises on every rank, naming the first mismatch; every rank calls it.
 VerifyReport verify_pipeline(Pipeline& pipe, Module& reference, Values inputs, const at::Tensor& labels,
-                             const VerifyOptions& options);
+                             const VerifyOptions& options, NamedTensors keywords = {});
 
 }  // namespace slapo

@@ -11,15 +11,16 @@
 namespace slapo {
 
 VerifyReport verify_pipeline(Pipeline& pipe, Module& reference, Values inputs, const at::Tensor& labels,
-                             const VerifyOptions& o) {
+                             const VerifyOptions& o, NamedTensors keywords) {
   if (o.train)
     throw Error("verify: a pipeline is compared in eval mode (its micro-batches draw dropout masks in another order "
                 "than the whole batch); drop train = true");
   auto world = dist::world();
   check_same_weights(reference, world);
   for (auto& v : inputs) v = same_on_all_ranks(v, world);
+  for (auto& [name, t] : keywords) t = same_on_all_ranks(t, world).toTensor();
   at::Tensor target = same_on_all_ranks(labels, world).toTensor();
-  pipe.prepare(inputs);  // the stages, and so this rank's parameters, are known from the trace
+  pipe.prepare(inputs, keywords);  // the stages, and so this rank's parameters, are known from the trace
   auto model = pipe.module();
   bool was_training = model->is_training();
   model->eval();
@@ -28,9 +29,9 @@ VerifyReport verify_pipeline(Pipeline& pipe, Module& reference, Values inputs, c
   for (auto& p : pipe.parameters()) p.mutable_grad() = at::Tensor();
 
   VerifyReport report;
-  at::Tensor expected = pipe.reference_loss(reference, inputs, target);
+  at::Tensor expected = pipe.reference_loss(reference, inputs, target, keywords);
   expected.backward();
-  double loss = pipe.step(inputs, target);
+  double loss = pipe.step(inputs, target, keywords);
   model->train(was_training);
   double want = expected.item<double>();
   double loss_diff = std::abs(loss - want);

@@ -4,6 +4,9 @@
 -- trains as one process on the whole sequences.
 local parallel = require("slapo.parallel")
 local world, rank = slapo.dist.world_size(), slapo.dist.rank()
+-- helpers shared by the multi-rank specs (tests/dist/one_rank_reference.lua), in this spec's environment
+local reference = setfenv(assert(loadfile((debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or ".")
+  .. "/one_rank_reference.lua")), getfenv(1))()
 
 local function llama(extra)
   local cfg = { hidden_size = 32, num_hidden_layers = 2, num_attention_heads = 4, num_key_value_heads = 2,
@@ -40,16 +43,7 @@ local function my_tokens(t, n, r, balanced)
   return slapo.cat({ t:narrow(1, r * chunk, chunk), t:narrow(1, (chunks - 1 - r) * chunk, chunk) }, 1)
 end
 
--- Each row's position_ids for packed documents of the given lengths (0 where each starts).
-local function packed_positions(lengths_by_row)
-  local rows = {}
-  for _, lengths in ipairs(lengths_by_row) do
-    local row = {}
-    for _, n in ipairs(lengths) do for i = 0, n - 1 do row[#row + 1] = i end end
-    rows[#rows + 1] = row
-  end
-  return slapo.tensor(rows, { dtype = "int64" })
-end
+local packed_positions = reference.packed_positions
 
 -- 3 AdamW steps of the split model (gradients averaged over `layout`'s DP group) beside one process
 -- on the same rows: losses to 1e-5 relative, then gradients and weights (AdamW's rounding after 3

@@ -90,12 +90,16 @@ end
 -- 3 AdamW steps (lr 1e-2) of pipeline `pipe` beside the one-process model `ref` on rows `ids`: the
 -- loss to 1e-5 relative every step (`where` names the layout in failures) and, unless
 -- `opts.gradients` is false, every gradient the pipeline holds. `opts.expected(step)`: ref's loss,
--- a tensor this backpropagates (default: on `ids` with labels `ids`). Returns the step-1 loss and
--- ref's parameters by name.
+-- a tensor this backpropagates (default: on `ids` with labels `ids`). `opts.labels`: the step's
+-- labels (default `ids`); `opts.keywords`: the model's keyword tensors by name, given to each step.
+-- Returns the step-1 loss and ref's parameters by name.
 function M.pipeline_steps_as_one_process(pipe, ref, ids, where, opts)
   opts = opts or {}
   local expected_loss = opts.expected or function() return ref(ids, { labels = ids }) end
-  pipe:prepare(ids)
+  -- the step's table: the labels (the ids by default) and the model's keywords (opts.keywords)
+  local step_table = { labels = opts.labels or ids }
+  for name, t in pairs(opts.keywords or {}) do step_table[name] = t end
+  pipe:prepare(ids, opts.keywords or {})
   local adamw = { slapo.optim.adamw(ref, { lr = 1e-2 }), slapo.optim.adamw(pipe:parameters(), { lr = 1e-2 }) }
   local first
   for step = 1, 3 do
@@ -103,7 +107,7 @@ function M.pipeline_steps_as_one_process(pipe, ref, ids, where, opts)
     adamw[2]:zero_grad()
     local expected = expected_loss(step)
     expected:backward()
-    local loss = pipe:step(ids, { labels = ids })
+    local loss = pipe:step(ids, step_table)
     first = first or loss
     assert(math.abs(loss - expected:item()) < 1e-5 * expected:item(),
       ("step %d: loss %.7f in one process, %.7f %s"):format(step, expected:item(), loss, where))
@@ -119,6 +123,17 @@ function M.pipeline_steps_as_one_process(pipe, ref, ids, where, opts)
     adamw[2]:step()
   end
   return first, M.named(ref)
+end
+
+-- Each row's position_ids for packed documents of the given lengths (0 where each starts).
+function M.packed_positions(lengths_by_row)
+  local rows = {}
+  for _, lengths in ipairs(lengths_by_row) do
+    local row = {}
+    for _, n in ipairs(lengths) do for i = 0, n - 1 do row[#row + 1] = i end end
+    rows[#rows + 1] = row
+  end
+  return slapo.tensor(rows, { dtype = "int64" })
 end
 
 -- `steps` losses of `step(i)` (a number each): every one finite, the last below the first (a low
