@@ -6,21 +6,15 @@
 
 #include "core/error.h"
 #include "core/tree_format.h"
-#include "distributed/group.h"
 
 namespace slapo {
 
 std::shared_ptr<Schedule> Schedule::create(std::shared_ptr<Module> root, std::shared_ptr<dist::Group> group) {
   if (!root) throw Error("create_schedule: the model is empty");
   if (!group) throw Error("create_schedule: no group given (the caller passes dist::world() for every rank)");
-  if (!group->contains_me())
-    throw Error(fmt::format("create_schedule: this rank is not in {}, the group the schedule would use",
-                            group->describe()));
   return make_node(std::move(root), "", "", {}, std::make_shared<ScheduleLog>(), std::move(group));
 }
 
-int Schedule::rank() const { return group_->rank(); }
-int Schedule::world_size() const { return group_->size(); }
 
 void Schedule::rebind_module(std::shared_ptr<Module> module) {
   mod_ = std::move(module);

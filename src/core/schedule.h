@@ -17,7 +17,7 @@ class Group;
 class Schedule : public std::enable_shared_from_this<Schedule> {
  public:
   /// A schedule over `root` whose primitives shard and sync over `group` (callers pass dist::world()
-  /// for every rank: core never picks a group itself);
+  /// for every rank: core never picks a group itself, and callers check that it holds this rank);
   /// every descendant module gets a node.
   static std::shared_ptr<Schedule> create(std::shared_ptr<Module> root, std::shared_ptr<dist::Group> group);
 
@@ -25,9 +25,8 @@ class Schedule : public std::enable_shared_from_this<Schedule> {
   const std::string& name() const { return name_; }  ///< last path token, "" for the root
   std::shared_ptr<Module> mod() const { return mod_; }
   std::shared_ptr<Schedule> parent() const { return parent_.lock(); }
+  /// The ranks its primitives shard and sync over (their rank and size: group()->rank(), size()).
   const std::shared_ptr<dist::Group>& group() const { return group_; }
-  int rank() const;
-  int world_size() const;
   ScheduleLog& log() { return *log_; }
   const ScheduleLog& log() const { return *log_; }
 

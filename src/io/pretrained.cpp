@@ -241,7 +241,7 @@ void save_consolidated(Schedule& sch, const std::string& dir, int64_t max_shard_
   auto full = gather_shards(sch, unique_named_parameters(*sch.mod()), "save");
   gather_experts(*sch.mod(), full);
   // Each tensor-parallel group now holds the whole model; one rank of the world writes it.
-  if (elected_writer(sch.rank() == 0, "save")) write_pretrained(*sch.mod(), dir, full, max_shard_bytes);
+  if (elected_writer(sch.group()->rank() == 0, "save")) write_pretrained(*sch.mod(), dir, full, max_shard_bytes);
 }
 
 void save_pretrained(Module& model, const std::string& dir, int64_t max_shard_bytes) {

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "distributed/group.h"
 #include "lua/lua_module.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
@@ -257,7 +258,7 @@ void lx_push_pipeline(lua_State* L, std::shared_ptr<Schedule> root, int opts) {
     }
     lua_pop(L, 1);
   }
-  if (!o.group && o.meshes.empty() && root->world_size() > 1)
+  if (!o.group && o.meshes.empty() && root->group()->size() > 1)
     throw Error("build: the schedule shards over several ranks, so name the pipeline's ranks: "
                 "slapo.build(sch, {pipeline = {group = layout.pp_group}})");
   auto pipeline = std::make_shared<Pipeline>(std::move(root), std::move(o));

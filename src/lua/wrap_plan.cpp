@@ -6,6 +6,7 @@
 #include "core/data_dirs.h"
 #include "core/error.h"
 #include "core/schedule.h"
+#include "distributed/group.h"
 #include "lua/plan_record.h"
 #include "lua/runtime.h"
 #include "lua/wrap.h"
@@ -60,8 +61,8 @@ int w_autoshard(lua_State* L) {
   lx_check_option_keys(L, 2,
                        {"ranks", "dp", "cluster", "batch", "seq", "memory_mib", "zero", "solver", "inputs", "sequence",
                         "objective"}, fn);
-  int ranks = static_cast<int>(lx_check_integer_value(lx_opt_number(L, 2, "ranks", sch->world_size() > 1 ?
-                                                                                     sch->world_size() : 2, fn),
+  int ranks = static_cast<int>(lx_check_integer_value(lx_opt_number(L, 2, "ranks", sch->group()->size() > 1 ?
+                                                                                     sch->group()->size() : 2, fn),
                                                         "ranks", 2, 4096, fn));
   int dp = static_cast<int>(lx_check_integer_value(lx_opt_number(L, 2, "dp", 1, fn), "dp", 1, 65536, fn));
   auto cluster = plan::Cluster::parse(lx_opt_string(L, 2, "cluster", fmt::format("1x{}:h100", ranks * dp), fn),

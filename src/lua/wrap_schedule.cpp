@@ -750,8 +750,8 @@ int schedule_fields(lua_State* L) {
   else if (!std::strcmp(key, "parent")) {
     if (auto p = s->parent()) lx_push_schedule(L, p);
     else lua_pushnil(L);
-  } else if (!std::strcmp(key, "rank")) lua_pushnumber(L, s->rank());
-  else if (!std::strcmp(key, "world_size")) lua_pushnumber(L, s->world_size());
+  } else if (!std::strcmp(key, "rank")) lua_pushnumber(L, s->group()->rank());
+  else if (!std::strcmp(key, "world_size")) lua_pushnumber(L, s->group()->size());
   else lx_push_schedule(L, s->at(key));
   return 1;
 }
@@ -767,6 +767,9 @@ int w_create_schedule(lua_State* L) {
     if (!lua_isnil(L, -1)) group = lx_group_arg(L, lua_gettop(L), "create_schedule: option 'group'");
     lua_pop(L, 1);
   }
+  if (!group->contains_me())
+    throw Error(fmt::format("create_schedule: this rank is not in {}, the group the schedule would use",
+                            group->describe()));
   auto sch = Schedule::create(lx_check_module(L, 1), group);
   // log_args are keyed by the log's address: a new log may reuse a freed one's
   lua_getfield(L, LUA_REGISTRYINDEX, "slapo.log_args");

@@ -3,12 +3,12 @@
 
 #include "core/error.h"
 #include "core/schedule.h"
-#include "core/schedule_snapshot.h"
 #include "lua/lua_module.h"
 #include "lua/runtime.h"
 #include "lua/state.h"
 #include "lua/wrap.h"
 #include "primitives/pipeline.h"
+#include "primitives/schedule_snapshot.h"
 #include "primitives/verify.h"
 
 namespace slapo {

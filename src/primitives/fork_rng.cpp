@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "core/error.h"
+#include "distributed/group.h"
 #include "primitives/primitives.h"
 #include "primitives/rng.h"
 
@@ -18,7 +19,8 @@ void fork_rng(Schedule& sch, int64_t seed, const CallSite& site) {
     throw Error(fmt::format("fork_rng: {} ({}) already has its own random stream", sch.where(), m.type_name()));
   // Step 1. The module's stream: seeded by the base seed, the offset and the rank.
   uint64_t base = seed >= 0 ? static_cast<uint64_t>(seed) : at::detail::getDefaultCPUGenerator().current_seed();
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(base + kForkOffset + static_cast<uint64_t>(sch.rank()));
+  auto gen =
+      at::make_generator<at::CPUGeneratorImpl>(base + kForkOffset + static_cast<uint64_t>(sch.group()->rank()));
   auto state = std::make_shared<at::Tensor>(gen.get_state());
   // Step 2. Swap it in around every call (a stack keeps nested and recursive calls right).
   auto saved = std::make_shared<std::vector<at::Tensor>>();

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "distributed/group.h"
 #include "io/pretrained.h"
 #include "primitives/pipeline.h"
 
@@ -60,7 +61,7 @@ void save_pipeline(Pipeline& pipe, const std::string& dir, int64_t max_shard_byt
   for (int s = 0; s < pipe.stages(); ++s)
     for (auto& [name, t] : broadcast_named(group, meshes.empty() ? s : meshes[s].first_rank, mine))
       if (seen.insert(name).second) full.emplace_back(name, t);
-  if (elected_writer(group.rank() == 0 && sch.rank() == 0, "save"))
+  if (elected_writer(group.rank() == 0 && sch.group()->rank() == 0, "save"))
     write_pretrained(*sch.mod(), dir, full, max_shard_bytes);
 }
 

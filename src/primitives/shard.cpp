@@ -88,7 +88,7 @@ void shard(Schedule& sch, const std::string& param, int64_t axis, const CallSite
     return;
   }
   // Step 4. Divisible.
-  int parts = sch.world_size();
+  int parts = sch.group()->size();
   if (groups < 1)
     throw Error(fmt::format("shard: groups must be at least 1 for '{}' of {}, got {}", param, sch.where(), groups));
   if (t.size(axis) % groups != 0)
@@ -99,7 +99,7 @@ void shard(Schedule& sch, const std::string& param, int64_t axis, const CallSite
                             param, sch.where(), axis, t.size(axis) / groups,
                             groups > 1 ? fmt::format(" (each of {} sections)", groups) : "", parts));
   // Step 5. Keep this rank's slice in the same tensor object (ties and references survive).
-  ShardSpec spec{axis, t.sizes().vec(), parts, sch.rank(), groups, sch.group()->id()};
+  ShardSpec spec{axis, t.sizes().vec(), parts, sch.group()->rank(), groups, sch.group()->id()};
   {
     torch::NoGradGuard no_grad;
     t.set_data(spec.local(t).clone());

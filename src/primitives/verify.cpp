@@ -318,7 +318,7 @@ VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inpu
     report.max_output_diff = std::max(report.max_output_diff, diff);
     if (!close(ref_ts[i], sch_ts[i], o))
       problem = fmt::format("verify: output {} differs on rank {} (max abs difference {:g}, rtol {:g}, atol {:g})", i + 1,
-                            sch.rank(), diff, o.rtol, atol_for(ref_ts[i], o));
+                            sch.group()->rank(), diff, o.rtol, atol_for(ref_ts[i], o));
     else
       ++report.outputs;
   }
@@ -419,7 +419,7 @@ VerifyReport verify_against(Schedule& sch, Module& reference_module, Values inpu
     report.max_grad_diff = std::max(report.max_grad_diff, diff);
     if (!close(rg, g, o))
       problem = fmt::format("verify: the gradient of '{}' differs on rank {} (max abs difference {:g}, shape [{}] vs [{}])",
-                            name, sch.rank(), diff, fmt::join(g.sizes(), ", "), fmt::join(rg.sizes(), ", "));
+                            name, sch.group()->rank(), diff, fmt::join(g.sizes(), ", "), fmt::join(rg.sizes(), ", "));
     else
       ++report.gradients;
   }

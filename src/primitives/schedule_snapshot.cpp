@@ -1,5 +1,5 @@
 // Recording and restoring a schedule tree in place.
-#include "core/schedule_snapshot.h"
+#include "primitives/schedule_snapshot.h"
 
 #include <functional>
 
