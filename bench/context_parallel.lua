@@ -1,12 +1,15 @@
 -- One row of bench/context_parallel: a LLaMA 64 wide (2 layers, 4 heads, 2 key/value heads) trained
 -- on one row of SEQ tokens, whole in one process or split over the ranks by context_parallel
--- (METHOD: ring, the default, or all_to_all; load-balanced chunks). Prints, from rank 0:
---   row RANKS SEQ STEP_S PEAK_RSS_MIB_MAX PEAK_RSS_MIB_MIN LOSS METHOD
---   slapo-lua run --nproc N bench/context_parallel.lua SEQ [METHOD]
+-- (METHOD: ring, the default, or all_to_all; load-balanced chunks). DOC: the row packed with
+-- documents of DOC tokens each (position_ids starting again at 0, labels -100 at each start).
+-- Prints, from rank 0:
+--   row RANKS SEQ STEP_S PEAK_RSS_MIB_MAX PEAK_RSS_MIB_MIN LOSS METHOD DOC
+--   slapo-lua run --nproc N bench/context_parallel.lua SEQ [METHOD] [DOC]
 package.path = "bench/?.lua;" .. package.path
 local timing = require("timing")
 local seq = assert(tonumber(arg[1]), "usage: bench/context_parallel.lua SEQ [ring|all_to_all]")
 local method = arg[2] or "ring"
+local document = tonumber(arg[3])
 local world, rank = slapo.dist.world_size(), slapo.dist.rank()
 
 -- The process's peak resident memory (the kernel's high-water mark), in MiB.
@@ -28,13 +31,21 @@ model = slapo.build(sch)
 local optimizer = slapo.optim.adamw(model, { lr = 1e-4 })
 slapo.manual_seed(1)
 local ids = slapo.randint(0, 1024, { 1, seq })
+local keywords = { labels = ids }
+if document then  -- packed documents: each starts again at position 0 and trains no token to predict it
+  assert(seq % document == 0, "DOC must divide SEQ")
+  local copies = {}
+  for i = 1, seq / document do copies[i] = slapo.arange(document) end
+  local positions = slapo.cat(copies, 0):reshape({ 1, seq })
+  keywords = { labels = (ids - (ids + 100) * positions:eq(0):long()):long(), position_ids = positions }
+end
 
 local seconds, loss = {}, nil
 local steps = 3
 for i = 1, steps do
   local start = slapo.clock()
   optimizer:zero_grad()
-  local l = model(ids, { labels = ids })
+  local l = model(ids, keywords)
   l:backward()
   if layout then layout:all_reduce_grads(model) end
   optimizer:step()
@@ -48,6 +59,6 @@ table.remove(seconds, 1)  -- the first step allocates
 local peak = slapo.tensor({ peak_rss_mib() })
 local peaks = world > 1 and slapo.dist.all_gather(peak):tolist() or peak:tolist()
 if rank == 0 then
-  print(("row %d %d %.3f %.0f %.0f %.4f %s"):format(world, seq, timing.median(seconds), math.max(unpack(peaks)),
-    math.min(unpack(peaks)), loss, layout and method or "-"))
+  print(("row %d %d %.3f %.0f %.0f %.4f %s %s"):format(world, seq, timing.median(seconds), math.max(unpack(peaks)),
+    math.min(unpack(peaks)), loss, layout and method or "-", document or "-"))
 end

@@ -2,6 +2,7 @@
 #include "distributed/ring_attention.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -79,29 +80,72 @@ struct RingPositions {
   }
 };
 
-// One piece of a step's work: `length` query rows from `row` (at positions from `first`) against
-// one run of the block's keys. Pieces whose every key comes after every query (or, with a sliding
-// window, lies at or beyond `window` positions before every query) are left out; only those that
-// straddle the diagonal or the window's edge are masked. A row of a piece may be all masked at the
-// window's edge; every row has its own position among some piece's keys.
+// Packed documents' ids by global index, read on the host once a call: which documents a span of
+// positions holds, in each row, so whole pieces can be left out or left unmasked. Ids that fall
+// somewhere along a row (as position_ids' starts counted give them) make a span's documents those
+// from its first position's to its last's; other ids are not read this way (every piece masked).
+class DocumentSpans {
+ public:
+  enum class Shared { kNone, kOneDocument, kSome };
+  explicit DocumentSpans(const at::Tensor& documents) {
+    if (!documents.defined()) return;
+    host_ = documents.to(at::kCPU, at::kLong).contiguous();
+    sorted_ = host_.size(1) < 2 || host_.diff(1, 1).ge(0).all().item<bool>();
+  }
+  /// What the queries at positions q_first .. q_last and the keys at k_first .. k_last have in
+  /// common, over every row: no document, one document each row and nothing else, or some.
+  Shared between(int64_t q_first, int64_t q_last, int64_t k_first, int64_t k_last) const {
+    if (!sorted_) return Shared::kSome;
+    auto ids = host_.accessor<int64_t, 2>();
+    bool any = false, one = true;
+    for (int64_t r = 0; r < ids.size(0); ++r) {
+      const int64_t q_lo = ids[r][q_first], q_hi = ids[r][q_last], k_lo = ids[r][k_first], k_hi = ids[r][k_last];
+      any = any || (q_lo <= k_hi && k_lo <= q_hi);
+      one = one && q_lo == q_hi && k_lo == k_hi && q_lo == k_lo;
+    }
+    return !any ? Shared::kNone : one ? Shared::kOneDocument : Shared::kSome;
+  }
+  bool defined() const { return host_.defined(); }
+
+ private:
+  at::Tensor host_;
+  bool sorted_ = false;
+};
+
+// One piece of a step's work: up to `block` query rows from `row` (at positions from `first`)
+// against up to `block` keys of one run of the block's. Pieces whose every key comes after every
+// query (or, with a sliding window, lies at or beyond `window` positions before every query, or in
+// other documents than every query's) are left out; only those that straddle the diagonal or the
+// window's edge are masked, and by document only those whose queries and keys are not all of one
+// document. A row of a piece may be all masked; every row has its own position among some piece's
+// keys.
 struct Piece {
   int64_t row, length, first;
   Run keys;
-  bool masked;
+  bool masked;     // by position: the causal diagonal or the window's edge
+  bool documents;  // by document
 };
 
-std::vector<Piece> pieces_of(const std::vector<Run>& queries, const std::vector<Run>& keys, int64_t rows,
-                             int64_t window) {
+std::vector<Piece> pieces_of(const std::vector<Run>& queries, const std::vector<Run>& key_runs, int64_t block,
+                             int64_t window, const DocumentSpans& documents) {
+  std::vector<Run> keys;  // each run in pieces of at most `block` keys
+  for (auto& run : key_runs)
+    for (int64_t at = 0; at < run.length; at += block)
+      keys.push_back({run.start + at, std::min(block, run.length - at), run.first + at});
   std::vector<Piece> out;
   for (auto& q : queries)
-    for (int64_t row = q.start; row < q.start + q.length; row += rows) {
-      const int64_t length = std::min(rows, q.start + q.length - row), first = q.first + (row - q.start);
+    for (int64_t row = q.start; row < q.start + q.length; row += block) {
+      const int64_t length = std::min(block, q.start + q.length - row), first = q.first + (row - q.start);
       const int64_t last = first + length - 1;
       for (auto& k : keys) {
         const int64_t k_last = k.first + k.length - 1;
         if (k.first > last) continue;                       // every key after every query
         if (window > 0 && k_last <= first - window) continue;  // every key before every query's window
-        out.push_back({row, length, first, k, k_last > first || (window > 0 && k.first <= last - window)});
+        auto shared = documents.defined() ? documents.between(first, last, k.first, k_last)
+                                          : DocumentSpans::Shared::kOneDocument;
+        if (shared == DocumentSpans::Shared::kNone) continue;  // every key in another document
+        out.push_back({row, length, first, k, k_last > first || (window > 0 && k.first <= last - window),
+                       shared == DocumentSpans::Shared::kSome});
       }
     }
   return out;
@@ -115,23 +159,25 @@ at::Tensor piece_scores(const Piece& piece, const at::Tensor& q, const at::Tenso
   auto scores = at::matmul(q.narrow(2, piece.row, piece.length),
                            keys.narrow(2, piece.keys.start, piece.keys.length).transpose(-1, -2))
                     .mul_(scale);
-  if (!piece.masked && !documents.defined()) return scores;
+  if (!piece.masked && !piece.documents) return scores;
   auto key_index = k_pos.narrow(0, piece.keys.start, piece.keys.length), query_index = q_pos.narrow(0, piece.row, piece.length);
   auto key_pos = key_index.unsqueeze(0), query_pos = query_index.unsqueeze(1);
   auto hidden = key_pos > query_pos;
   if (window > 0) hidden = hidden.logical_or_(key_pos <= query_pos - window);
-  if (documents.defined())  // [B, 1, queries, keys]: each row's own documents
+  if (piece.documents)  // [B, 1, queries, keys]: each row's own documents
     hidden = hidden.logical_or(documents.index_select(1, query_index).unsqueeze(2) !=
                                documents.index_select(1, key_index).unsqueeze(1))
                  .unsqueeze(1);
   return scores.masked_fill_(hidden, -std::numeric_limits<float>::infinity());
 }
 
-// How many query rows a step takes at a time against a block of `keys` keys: at most
-// `score_bytes` of float32 scores (the rows are independent in the online softmax), so a rank's
-// transient memory does not grow with the square of its share of the sequence.
-int64_t rows_per_chunk(const at::Tensor& q, int64_t keys, int64_t score_bytes) {
-  return std::max<int64_t>(1, score_bytes / (4 * q.size(0) * q.size(1) * keys));
+// The side of a piece: how many query rows a step takes at a time against as many keys, at most
+// `score_bytes` of float32 scores (rows and keys are independent in the online softmax), so a
+// rank's transient memory does not grow with the square of its share of the sequence. Square
+// pieces leave out the most work the causal mask and the documents hide.
+int64_t piece_side(const at::Tensor& q, int64_t score_bytes) {
+  const double entries = static_cast<double>(score_bytes) / (4.0 * static_cast<double>(q.size(0) * q.size(1)));
+  return std::max<int64_t>(1, static_cast<int64_t>(std::sqrt(std::max(entries, 1.0))));
 }
 
 // The ring's group by id, or none (kAlone): this rank's block alone, no messages.
@@ -150,17 +196,18 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
     auto q_pos = where.on_device[me];
     // none: an empty tensor (autograd's Function takes no undefined inputs)
     const at::Tensor documents = documents_in.numel() > 0 ? documents_in.to(q.device()) : at::Tensor();
+    const DocumentSpans spans(documents_in.numel() > 0 ? documents_in : at::Tensor());
     // a row may have no key yet in a piece (all masked at a window's edge, or in other documents)
     const bool may_be_empty = window > 0 || documents.defined();
     auto kv = at::stack({k_in, v_in}).contiguous();  // one message a step
     auto out = at::zeros_like(q), sum = at::zeros({q.size(0), q.size(1), q.size(2), 1}, q.options());
     auto max = at::full_like(sum, -std::numeric_limits<float>::infinity());
     RingStep ring(group, n > 1 ? next_pass_tag() : 0);
-    const int64_t rows = rows_per_chunk(q, k_in.size(2), score_bytes);
+    const int64_t side = piece_side(q, score_bytes);
     for (int step = 0, owner = me; step < n; ++step, owner = (owner + n - 1) % n) {
       if (step + 1 < n) ring.start(kv);
       auto keys = repeat_heads(kv[0].to(at::kFloat), groups), values = repeat_heads(kv[1].to(at::kFloat), groups);
-      for (auto& piece : pieces_of(where.runs[me], where.runs[owner], rows, window)) {
+      for (auto& piece : pieces_of(where.runs[me], where.runs[owner], side, window, spans)) {
         auto row_max = max.narrow(2, piece.row, piece.length), row_sum = sum.narrow(2, piece.row, piece.length);
         auto row_out = out.narrow(2, piece.row, piece.length);
         auto scores = piece_scores(piece, q, keys, q_pos, where.on_device[owner], scale, window, documents);
@@ -189,6 +236,7 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
     const auto &q_in = saved[0], &k_in = saved[1], &v_in = saved[2], &positions = saved[3], &out = saved[4],
                &lse = saved[5];
     const at::Tensor documents = saved[6].numel() > 0 ? saved[6].to(q_in.device()) : at::Tensor();
+    const DocumentSpans spans(saved[6].numel() > 0 ? saved[6] : at::Tensor());
     auto group = group_of(ctx->saved_data["group"].toInt());
     const double scale = ctx->saved_data["scale"].toDouble();
     const int n = group ? group->size() : 1, me = group ? group->rank() : 0;
@@ -203,11 +251,11 @@ struct RingAttention : public torch::autograd::Function<RingAttention> {
                                                                                k_in.size(2), k_in.size(3)}, q.options())})
                      .contiguous();
     RingStep ring(group, n > 1 ? next_pass_tag() : 0);
-    const int64_t rows = rows_per_chunk(q, k_in.size(2), ctx->saved_data["score_bytes"].toInt());
+    const int64_t side = piece_side(q, ctx->saved_data["score_bytes"].toInt());
     const int64_t window = ctx->saved_data["window"].toInt();
     for (int step = 0, owner = me; step < n; ++step, owner = (owner + n - 1) % n) {
       auto keys = repeat_heads(block[0], groups), values = repeat_heads(block[1], groups);
-      for (auto& piece : pieces_of(where.runs[me], where.runs[owner], rows, window)) {
+      for (auto& piece : pieces_of(where.runs[me], where.runs[owner], side, window, spans)) {
         const int64_t row = piece.row, length = piece.length, key = piece.keys.start, key_length = piece.keys.length;
         auto row_q = q.narrow(2, row, length), row_dout = dout.narrow(2, row, length);
         auto piece_values = values.narrow(2, key, key_length);
