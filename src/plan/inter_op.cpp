@@ -63,6 +63,13 @@ bool divides_heads(const ModelShape& m, int tp) {
 // a node's devices, so none spans two nodes (the cost model prices TP on the node's links).
 bool tp_fits_nodes(const Cluster& c, int tp) { return tp <= c.per_node && (c.nodes == 1 || c.per_node % tp == 0); }
 
+// Alpa's submeshes sit aligned (one within a node, or whole nodes from a node's start: the program's
+// `aligned`), so a submesh inside one node keeps any tp of its devices there; one of whole nodes
+// needs tp dividing a node's devices.
+bool tp_fits_submesh(const Cluster& c, int size, int tp) {
+  return size <= c.per_node ? tp <= size : tp_fits_nodes(c, tp);
+}
+
 // Expert parallelism's choices on dp replicas: 1, and each ep dividing both dp and the experts.
 std::vector<int> expert_choices(const ModelShape& m, int dp) {
   std::vector<int> choices = {1};
@@ -454,7 +461,7 @@ std::vector<Mesh> meshes_for(const ModelShape& m, const Cluster& c, const Worklo
     if (size > c.devices()) continue;
     Mesh mesh{size, {}, {}};
     for (int tp = 1; tp <= std::min(size, c.per_node); ++tp) {
-      if (size % tp != 0 || !tp_fits_nodes(c, tp) || !divides_heads(m, tp)) continue;
+      if (size % tp != 0 || !tp_fits_submesh(c, size, tp) || !divides_heads(m, tp)) continue;
       int dp = size / tp;
       if (micro_batch % dp != 0) continue;
       for (bool sequence : sequence_choices(m, w, tp)) {

@@ -3,6 +3,8 @@
 // the model and cluster and priced by Plan::pick; what does not read or hold is refused by name.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "plan/inter_op.h"
 #include "plan/plan_name.h"
@@ -69,6 +71,23 @@ TEST_CASE("plan name: every plan the searches write reads back as itself") {
     auto found = plan_inter_op(model, slow, {12, 32}, {uniform, 0});
     CHECK(found.candidate.uniform_mesh() == uniform);
     check_reads_back(model, slow, {12, 32}, found.candidate);
+  }
+}
+
+TEST_CASE("plan name: Alpa's submeshes inside a node take any tp of their devices, none spanning two nodes") {
+  // 2 and 3 nodes of 3 devices, each with memory for about a layer of a 4-head GPT-2: stages of tp 2
+  // on 2 of a node's 3 devices (tp 3 does not divide the heads, and tp 2 does not divide a node)
+  auto model = small_gpt2();
+  for (int nodes : {2, 3}) {
+    auto cluster = synthetic(nodes, 3);
+    cluster.device.memory_bytes = 3.5 * double(1 << 20);
+    cluster.device.matmul = {{"float32", 1024, 1024, 1024, 0.05}};
+    cluster.intra_bw = 50e9, cluster.inter_bw = 0.05e9, cluster.intra_latency = 5e-6, cluster.inter_latency = 500e-6;
+    auto found = plan_inter_op(model, cluster, {12, 32}, {false, 0});
+    CAPTURE(found.candidate.describe());
+    auto stages = found.candidate.resolved(static_cast<int>(model.layers));
+    CHECK(std::any_of(stages.begin(), stages.end(), [](const Stage& s) { return s.tp == 2; }));
+    check_reads_back(model, cluster, {12, 32}, found.candidate);  // its check: every TP group inside a node
   }
 }
 
