@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "core/error.h"
 #include "io/atomic_file.h"
@@ -127,13 +128,19 @@ int w_models_llama(lua_State* L) { return build_with<build_llama>(L, "llama", "m
 int w_models_qwen2(lua_State* L) { return build_with<build_llama>(L, "qwen2", "models.qwen2"); }
 int w_models_mistral(lua_State* L) { return build_with<build_llama>(L, "mistral", "models.mistral"); }
 int w_models_mixtral(lua_State* L) { return build_with<build_llama>(L, "mixtral", "models.mixtral"); }
-// models.expert_compute(model, "gathered" | "dense") -> blocks changed: how every sparse MoE block
-// below `model` runs its experts (each on the rows routed to it, or every expert on every token).
+// models.expert_compute(model, "auto" | "gathered" | "grouped" | "dense") -> blocks changed: how
+// every sparse MoE block below `model` runs its experts (models/moe.h, ExpertCompute).
 int w_models_expert_compute(lua_State* L) {
   auto& m = lx_check_module(L, 1);
   std::string mode = luaL_checkstring(L, 2);
-  if (mode != "gathered" && mode != "dense")
-    return luaL_error(L, "models.expert_compute: unknown mode '%s' (choices: gathered, dense)", mode.c_str());
+  static const std::map<std::string, ExpertCompute> modes = {{"auto", ExpertCompute::kAuto},
+                                                             {"gathered", ExpertCompute::kGathered},
+                                                             {"grouped", ExpertCompute::kGrouped},
+                                                             {"dense", ExpertCompute::kDense}};
+  auto found = modes.find(mode);
+  if (found == modes.end())
+    return luaL_error(L, "models.expert_compute: unknown mode '%s' (choices: auto, gathered, grouped, dense)",
+                      mode.c_str());
   std::vector<std::pair<std::string, Module*>> blocks;
   for (auto& item : m->named_modules("", /*include_self=*/true))
     if (auto* block = dynamic_cast<Module*>(item.value().get()); block && is_sparse_moe_block(*block))
@@ -146,7 +153,7 @@ int w_models_expert_compute(lua_State* L) {
       throw Error(fmt::format("models.expert_compute: '{}' spreads its experts over ranks (shard_experts); \"dense\" "
                               "runs every expert on every token, so it needs them all in this process",
                               path));
-  for (auto& [path, block] : blocks) set_dense_experts(*block, mode == "dense");
+  for (auto& [path, block] : blocks) set_expert_compute(*block, found->second);
   lua_pushinteger(L, static_cast<lua_Integer>(blocks.size()));
   return 1;
 }

@@ -1,12 +1,19 @@
 // Mixtral's sparse MoE block and its load-balancing loss, as transformers' modeling_mixtral.py.
 #include "models/moe.h"
 
+#include <torch/version.h>  // TORCH_VERSION_MAJOR, _MINOR: LibTorch's grouped matmul from 2.8
+
 #include <map>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "models/layers.h"
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 8)
+#define SLAPO_GROUPED_MM 1
+#include <ATen/autocast_mode.h>
+#endif
 
 namespace slapo {
 namespace {
@@ -44,12 +51,13 @@ class MixtralSparseMoeBlock : public ModuleBase<MixtralSparseMoeBlock> {
     set_child("experts", std::make_shared<ModuleList>(list));
   }
   std::string describe() const override {
+    const char* modes[] = {"", ", gathered", ", grouped", ", dense"};
     return fmt::format("top_k={}{}{}{}", top_k, jitter > 0 ? fmt::format(", router_jitter_noise={:g}", jitter) : "",
-                       dense ? ", dense" : "", dispatch ? ", " + dispatch->describe() : "");
+                       modes[static_cast<int>(mode)], dispatch ? ", " + dispatch->describe() : "");
   }
   int64_t top_k, experts;
   double jitter;  // training only: the input scaled by a uniform draw from [1 - jitter, 1 + jitter]
-  bool dense = false;  // every expert on every token, weighted by zeros where not routed
+  ExpertCompute mode = ExpertCompute::kAuto;
   std::shared_ptr<ExpertDispatch> dispatch;
 
  protected:
@@ -64,8 +72,8 @@ class MixtralSparseMoeBlock : public ModuleBase<MixtralSparseMoeBlock> {
     weights = (weights / weights.sum(-1, true)).to(tokens.scalar_type());
     at::Tensor out;
     if (dispatch) {
-      out = dispatch->combine(tokens, selected, weights, *child("experts"));
-    } else if (dense) {
+      out = dispatch->combine(tokens, selected, weights, *child("experts"), mode);
+    } else if (mode == ExpertCompute::kDense) {
       auto routed = at::zeros({tokens.size(0), experts}, weights.options()).scatter(1, selected, weights);
       out = at::zeros_like(tokens);
       for (auto& [name, expert] : child("experts")->children_in_order()) {
@@ -74,7 +82,7 @@ class MixtralSparseMoeBlock : public ModuleBase<MixtralSparseMoeBlock> {
       }
     } else {  // each (token, slot) a row, each expert once on its rows: dropless, whatever the imbalance
       auto token_of_slot = at::arange(tokens.size(0), selected.options()).repeat_interleave(top_k);
-      auto y = run_experts(tokens.index_select(0, token_of_slot), selected.reshape({-1}), *child("experts"));
+      auto y = run_experts(tokens.index_select(0, token_of_slot), selected.reshape({-1}), *child("experts"), mode);
       out = at::zeros_like(tokens).index_add(0, token_of_slot, y * weights.reshape({-1, 1}));
     }
     return c10::ivalue::Tuple::create({out.reshape(shape), router_logits});
@@ -103,13 +111,25 @@ void set_expert_dispatch(Module& block, std::shared_ptr<ExpertDispatch> dispatch
   as_block(block, "set_expert_dispatch").dispatch = std::move(dispatch);
 }
 
-void set_dense_experts(Module& block, bool dense) {
+void set_expert_compute(Module& block, ExpertCompute mode) {
   auto& b = as_block(block, "expert_compute");
-  if (dense && b.dispatch)
+  if (mode == ExpertCompute::kDense && b.dispatch)
     throw Error(fmt::format("expert_compute: the block's experts are spread over ranks ({}); \"dense\" runs every "
                             "expert on every token, so it needs them all in this process",
                             b.dispatch->describe()));
-  b.dense = dense;
+  if (mode == ExpertCompute::kGrouped && !grouped_matmul_available())
+    throw Error(fmt::format("expert_compute: \"grouped\" runs LibTorch's grouped matmul (_grouped_mm), which LibTorch "
+                            "{}.{} does not have (2.8 and later do); choices here: auto, gathered, dense",
+                            TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR));
+  b.mode = mode;
+}
+
+bool grouped_matmul_available() {
+#ifdef SLAPO_GROUPED_MM
+  return true;
+#else
+  return false;
+#endif
 }
 
 void keep_experts(Module& block, int64_t first, int64_t count) {
@@ -121,7 +141,79 @@ void keep_experts(Module& block, int64_t first, int64_t count) {
   block.set_child("experts", kept);
 }
 
-at::Tensor run_experts(const at::Tensor& rows, const at::Tensor& expert_of_row, Module& experts) {
+namespace {
+
+// The held experts' projections stacked for a grouped matmul, [E, in, out] each (views of the
+// stacked weights transposed), and the activation; none when an expert is not the zoo's SwiGLU
+// MLP running plainly (replaced, sharded with its syncs, checkpointed, hooked): it is called.
+struct StackedExperts {
+  at::Tensor w1, w3, w2;
+  Module* act = nullptr;
+};
+
+c10::optional<StackedExperts> stacked_experts(const std::map<int64_t, std::shared_ptr<Module>>& held) {
+  std::vector<at::Tensor> w1, w3, w2;
+  Module* act = nullptr;
+  for (auto& [id, expert] : held) {
+    auto* mlp = dynamic_cast<MixtralBlockSparseTop2MLP*>(expert.get());
+    if (!mlp || !mlp->runs_plain()) return c10::nullopt;
+    for (const char* name : {"w1", "w3", "w2"}) {
+      auto* linear = dynamic_cast<Linear*>(mlp->child(name).get());
+      if (!linear || !linear->runs_plain() || linear->has_param("bias") || linear->meta().decomposed) return c10::nullopt;
+    }
+    w1.push_back(mlp->child("w1")->param("weight"));
+    w3.push_back(mlp->child("w3")->param("weight"));
+    w2.push_back(mlp->child("w2")->param("weight"));
+    act = mlp->child("act_fn").get();
+  }
+  if (held.empty()) return c10::nullopt;
+  // y = x W^T: the grouped matmul's second operand is each W transposed, [E, in, out]
+  return StackedExperts{at::stack(w1).transpose(1, 2), at::stack(w3).transpose(1, 2), at::stack(w2).transpose(1, 2),
+                        act};
+}
+
+#ifdef SLAPO_GROUPED_MM
+// The dtype the experts' matmuls compute in: the rows', or autocast's on their device.
+at::ScalarType compute_dtype(const at::Tensor& rows) {
+  const auto device = rows.device().type();
+  if (at::autocast::is_autocast_enabled(device)) return at::autocast::get_autocast_dtype(device);
+  return rows.scalar_type();
+}
+#endif
+
+// Each projection of every expert in one grouped matmul over the rows sorted by expert: `ends`
+// [E] int32, where each expert's rows end. No expert is called, so every weight still takes part
+// in the graph (an expert without rows gets a zero gradient, as a call on no rows gives).
+at::Tensor grouped_experts(const at::Tensor& sorted, const at::Tensor& ends, const StackedExperts& w) {
+#ifdef SLAPO_GROUPED_MM
+  const auto dtype = compute_dtype(sorted);
+  auto x = sorted.to(dtype);
+  auto project = [&](const at::Tensor& input, const at::Tensor& weight) {
+    return at::_grouped_mm(input, weight.to(dtype), ends);
+  };
+  Values first{Value(project(x, w.w1))};
+  auto gate = (*w.act)(first).toTensor();
+  return project(gate * project(x, w.w3), w.w2);
+#else
+  (void)sorted, (void)ends, (void)w;
+  throw Error("MixtralSparseMoeBlock: this LibTorch has no grouped matmul (_grouped_mm, from 2.8)");
+#endif
+}
+
+// Where grouped compute runs: the rows on CUDA computed in bf16 (the dtype LibTorch's grouped
+// kernel takes on every GPU it supports), on a LibTorch that has it.
+bool grouped_runs_on(const at::Tensor& rows) {
+#ifdef SLAPO_GROUPED_MM
+  return rows.is_cuda() && compute_dtype(rows) == at::kBFloat16;
+#else
+  (void)rows;
+  return false;
+#endif
+}
+
+}  // namespace
+
+at::Tensor run_experts(const at::Tensor& rows, const at::Tensor& expert_of_row, Module& experts, ExpertCompute mode) {
   // rows grouped by expert (a stable sort), one read of the group sizes, then each expert once on
   // its contiguous rows: the layout a grouped matmul takes
   auto order = std::get<1>(expert_of_row.sort(/*stable=*/true, 0, false));
@@ -136,6 +228,21 @@ at::Tensor run_experts(const at::Tensor& rows, const at::Tensor& expert_of_row, 
     throw Error(fmt::format("MixtralSparseMoeBlock: {} of {} routed rows name an expert this process does not hold",
                             rows.size(0) - covered, rows.size(0)));
   auto sorted = rows.index_select(0, order);
+  const bool grouped = mode == ExpertCompute::kGrouped || (mode == ExpertCompute::kAuto && grouped_runs_on(rows));
+  if (grouped) {
+    auto stacked = stacked_experts(held);
+    if (stacked) {
+      std::vector<int64_t> ends;
+      int64_t end = 0;
+      for (auto& [id, expert] : held) ends.push_back(end += count_of(id));
+      auto offsets = at::tensor(ends, at::TensorOptions().dtype(at::kInt)).to(rows.device());
+      return at::zeros_like(rows).index_copy(0, order, grouped_experts(sorted, offsets, *stacked).to(rows.scalar_type()));
+    }
+    if (mode == ExpertCompute::kGrouped)
+      throw Error("MixtralSparseMoeBlock: expert_compute \"grouped\" needs the zoo's experts as built (three plain "
+                  "Linear projections without bias, no hooks, replacement, sharding or checkpoint on them); use "
+                  "\"gathered\" or \"auto\" for experts changed by a schedule");
+  }
   std::vector<at::Tensor> outs;
   int64_t start = 0;
   // every expert called, on no rows too: each then has a gradient (zero) on every rank, and the

@@ -22,7 +22,7 @@ class AllToAllDispatch : public ExpertDispatch {
       : group_(std::move(group)), per_rank_(experts / group_->size()) {}
 
   at::Tensor combine(const at::Tensor& tokens, const at::Tensor& selected, const at::Tensor& weights,
-                     Module& experts) override {
+                     Module& experts, ExpertCompute mode) override {
     const int64_t ranks = group_->size(), k = selected.size(1);
     auto expert_of_slot = selected.reshape({-1});
     auto token_of_slot = at::arange(tokens.size(0), selected.options()).repeat_interleave(k);
@@ -38,7 +38,7 @@ class AllToAllDispatch : public ExpertDispatch {
     auto expert_of_row =
         group_->all_to_all(expert_of_slot.index_select(0, order).reshape({-1, 1}), send, recv, "shard_experts")
             .reshape({-1});
-    auto back = dist::all_to_all_rows(run_experts(rows, expert_of_row, experts), recv, send, group_);
+    auto back = dist::all_to_all_rows(run_experts(rows, expert_of_row, experts, mode), recv, send, group_);
     auto weight_sent = weights.reshape({-1}).index_select(0, order).unsqueeze(-1);
     return at::zeros_like(tokens).index_add(0, token_sent, back * weight_sent);
   }

@@ -129,26 +129,46 @@ describe("Mixtral's routing", function()
     assert(report.gradients > 0 and report.max_grad_diff < 1e-5, "gradients as the unscheduled model's")
   end)
 
-  it("computes the same densely (every expert on every token) as gathered, forward and backward", function()
-    local gathered, dense = tiny(), tiny()
-    eq(2, slapo.models.expert_compute(dense, "dense"))
-    matches("top_k=2, dense", dense.model.layers["0"].block_sparse_moe:describe())
-    local ids = slapo.randint(0, 64, { 2, 8 })
+  -- `other`'s loss (with the load-balancing term) and every gradient against the gathered compute's
+  local function same_as_gathered(other, loss_rtol, grad_rtol)
+    local gathered, ids = tiny(), slapo.randint(0, 64, { 2, 8 })
     local a = gathered(ids, { labels = ids, output_router_logits = true })
-    local b = dense(ids, { labels = ids, output_router_logits = true })
-    close(a, b, { rtol = 1e-6, atol = 1e-6 })
+    local b = other(ids, { labels = ids, output_router_logits = true })
+    close(a, b, { rtol = loss_rtol, atol = 1e-6 })
     a:backward()
     b:backward()
     local theirs = {}
-    for name, p in dense:named_parameters() do theirs[name] = p end
-    for name, p in gathered:named_parameters() do close(p.grad, theirs[name].grad, { rtol = 1e-5, atol = 1e-6 }) end
+    for name, p in other:named_parameters() do theirs[name] = p end
+    for name, p in gathered:named_parameters() do close(p.grad, theirs[name].grad, { rtol = grad_rtol, atol = 1e-6 }) end
+  end
+
+  it("computes the same densely (every expert on every token) as gathered, forward and backward", function()
+    local dense = tiny()
+    eq(2, slapo.models.expert_compute(dense, "dense"))
+    matches("top_k=2, dense", dense.model.layers["0"].block_sparse_moe:describe())
+    same_as_gathered(dense, 1e-6, 1e-5)
     eq(2, slapo.models.expert_compute(dense, "gathered"))
+    eq("top_k=2, gathered", dense.model.layers["0"].block_sparse_moe:describe())
+    eq(2, slapo.models.expert_compute(dense, "auto"))
     eq("top_k=2", dense.model.layers["0"].block_sparse_moe:describe())
-    matches("models.expert_compute: unknown mode 'sparse' %(choices: gathered, dense%)",
+    matches("models.expert_compute: unknown mode 'sparse' %(choices: auto, gathered, grouped, dense%)",
       pcall_err(slapo.models.expert_compute, dense, "sparse"))
     matches("models.expert_compute: LlamaForCausalLM holds no sparse MoE block", pcall_err(slapo.models.expert_compute,
       slapo.models.llama({ hidden_size = 32, intermediate_size = 48, num_hidden_layers = 1, num_attention_heads = 4,
         vocab_size = 64 }), "dense"))
+  end)
+
+  -- On the GPU, tests/lua/moe_grouped_device_spec.lua compares it in bf16 and under autocast.
+  it("runs every expert's projections in one grouped matmul where LibTorch has one, or refuses by name", function()
+    local grouped = tiny()
+    local ok, err = pcall(slapo.models.expert_compute, grouped, "grouped")
+    if not ok then
+      matches('expert_compute: "grouped" runs LibTorch\'s grouped matmul %(_grouped_mm%), which LibTorch %d+%.%d+ does '
+        .. "not have %(2%.8 and later do%); choices here: auto, gathered, dense", err)
+      return
+    end
+    eq("top_k=2, grouped", grouped.model.layers["0"].block_sparse_moe:describe())
+    same_as_gathered(grouped, 1e-5, 1e-4)
   end)
 
   it("refuses by name what it does not compute", function()
