@@ -1,6 +1,6 @@
 -- A mixture of experts' expert compute, three ways on one device (issue 56): each expert once on
 -- the rows routed to it ("gathered"), each projection of every expert in one grouped matmul
--- ("grouped", LibTorch's _grouped_mm: LibTorch 2.8 and later, CUDA rows in bf16), and every expert on
+-- ("grouped", LibTorch's _grouped_mm: LibTorch 2.9 and later; auto takes it for Hopper GPUs, CUDA rows in bf16), and every expert on
 -- every token ("dense", the same outputs at E/k times the work). A Mixtral-shaped model (8 experts,
 -- top-2, 2 layers, 1024 wide) in bf16 weights on CUDA (float32 on the CPU), forward and backward of
 -- one batch of 4 x 512 tokens, median of 3 after one warm-up; the loss beside dense's.
@@ -62,6 +62,7 @@ for _, r in ipairs(results) do
   if r.skipped then
     print(("| %s | not run: %s | | | |"):format(r.mode, r.skipped))
   else
-    print(("| %s | %.4f s | %.2f | %.5f | %.2g |"):format(r.mode, r.s, r.s / dense.s, r.loss, r.loss - dense.loss))
+    local base = dense.s and dense or r  -- dense not run: ratios to itself
+    print(("| %s | %.4f s | %.2f | %.5f | %.2g |"):format(r.mode, r.s, r.s / base.s, r.loss, r.loss - base.loss))
   end
 end

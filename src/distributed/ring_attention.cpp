@@ -2,10 +2,10 @@
 #include "distributed/ring_attention.h"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <vector>
 
+#include "distributed/attention_pieces.h"
 #include "distributed/world.h"
 
 namespace slapo::dist {
@@ -53,22 +53,6 @@ class RingStep {
   int tag_;
 };
 
-// A run of a rank's tokens at consecutive positions: rows start .. start + length - 1 of its block,
-// at positions first .. first + length - 1 (a load-balanced rank has two, a contiguous one one).
-struct Run {
-  int64_t start, length, first;
-};
-
-std::vector<Run> runs_of(const at::Tensor& host_positions) {
-  auto pos = host_positions.accessor<int64_t, 1>();
-  std::vector<Run> runs;
-  for (int64_t i = 0; i < pos.size(0); ++i) {
-    if (!runs.empty() && pos[i] == runs.back().first + runs.back().length) ++runs.back().length;
-    else runs.push_back({i, 1, pos[i]});
-  }
-  return runs;
-}
-
 // Where every rank's tokens sit: the positions on the queries' device (for the masks) and each
 // rank's runs, read once on the host (which pieces to compute is decided there).
 struct RingPositions {
@@ -79,77 +63,6 @@ struct RingPositions {
     for (int64_t r = 0; r < host.size(0); ++r) runs.push_back(runs_of(host[r]));
   }
 };
-
-// Packed documents' ids by global index, read on the host once a call: which documents a span of
-// positions holds, in each row, so whole pieces can be left out or left unmasked. Ids that fall
-// somewhere along a row (as position_ids' starts counted give them) make a span's documents those
-// from its first position's to its last's; other ids are not read this way (every piece masked).
-class DocumentSpans {
- public:
-  enum class Shared { kNone, kOneDocument, kSome };
-  explicit DocumentSpans(const at::Tensor& documents) {
-    if (!documents.defined()) return;
-    host_ = documents.to(at::kCPU, at::kLong).contiguous();
-    sorted_ = host_.size(1) < 2 || host_.diff(1, 1).ge(0).all().item<bool>();
-  }
-  /// What the queries at positions q_first .. q_last and the keys at k_first .. k_last have in
-  /// common, over every row: no document, one document each row and nothing else, or some.
-  Shared between(int64_t q_first, int64_t q_last, int64_t k_first, int64_t k_last) const {
-    if (!sorted_) return Shared::kSome;
-    auto ids = host_.accessor<int64_t, 2>();
-    bool any = false, one = true;
-    for (int64_t r = 0; r < ids.size(0); ++r) {
-      const int64_t q_lo = ids[r][q_first], q_hi = ids[r][q_last], k_lo = ids[r][k_first], k_hi = ids[r][k_last];
-      any = any || (q_lo <= k_hi && k_lo <= q_hi);
-      one = one && q_lo == q_hi && k_lo == k_hi && q_lo == k_lo;
-    }
-    return !any ? Shared::kNone : one ? Shared::kOneDocument : Shared::kSome;
-  }
-  bool defined() const { return host_.defined(); }
-
- private:
-  at::Tensor host_;
-  bool sorted_ = false;
-};
-
-// One piece of a step's work: up to `block` query rows from `row` (at positions from `first`)
-// against up to `block` keys of one run of the block's. Pieces whose every key comes after every
-// query (or, with a sliding window, lies at or beyond `window` positions before every query, or in
-// other documents than every query's) are left out; only those that straddle the diagonal or the
-// window's edge are masked, and by document only those whose queries and keys are not all of one
-// document. A row of a piece may be all masked; every row has its own position among some piece's
-// keys.
-struct Piece {
-  int64_t row, length, first;
-  Run keys;
-  bool masked;     // by position: the causal diagonal or the window's edge
-  bool documents;  // by document
-};
-
-std::vector<Piece> pieces_of(const std::vector<Run>& queries, const std::vector<Run>& key_runs, int64_t block,
-                             int64_t window, const DocumentSpans& documents) {
-  std::vector<Run> keys;  // each run in pieces of at most `block` keys
-  for (auto& run : key_runs)
-    for (int64_t at = 0; at < run.length; at += block)
-      keys.push_back({run.start + at, std::min(block, run.length - at), run.first + at});
-  std::vector<Piece> out;
-  for (auto& q : queries)
-    for (int64_t row = q.start; row < q.start + q.length; row += block) {
-      const int64_t length = std::min(block, q.start + q.length - row), first = q.first + (row - q.start);
-      const int64_t last = first + length - 1;
-      for (auto& k : keys) {
-        const int64_t k_last = k.first + k.length - 1;
-        if (k.first > last) continue;                       // every key after every query
-        if (window > 0 && k_last <= first - window) continue;  // every key before every query's window
-        auto shared = documents.defined() ? documents.between(first, last, k.first, k_last)
-                                          : DocumentSpans::Shared::kOneDocument;
-        if (shared == DocumentSpans::Shared::kNone) continue;  // every key in another document
-        out.push_back({row, length, first, k, k_last > first || (window > 0 && k.first <= last - window),
-                       shared == DocumentSpans::Shared::kSome});
-      }
-    }
-  return out;
-}
 
 // The scores of one piece's queries against its keys, -inf where a key comes after the query (or
 // before its window, or in another document), in float32. The queries x keys matrices are the
@@ -171,14 +84,6 @@ at::Tensor piece_scores(const Piece& piece, const at::Tensor& q, const at::Tenso
   return scores.masked_fill_(hidden, -std::numeric_limits<float>::infinity());
 }
 
-// The side of a piece: how many query rows a step takes at a time against as many keys, at most
-// `score_bytes` of float32 scores (rows and keys are independent in the online softmax), so a
-// rank's transient memory does not grow with the square of its share of the sequence. Square
-// pieces leave out the most work the causal mask and the documents hide.
-int64_t piece_side(const at::Tensor& q, int64_t score_bytes) {
-  const double entries = static_cast<double>(score_bytes) / (4.0 * static_cast<double>(q.size(0) * q.size(1)));
-  return std::max<int64_t>(1, static_cast<int64_t>(std::sqrt(std::max(entries, 1.0))));
-}
 
 // The ring's group by id, or none (kAlone): this rank's block alone, no messages.
 constexpr int64_t kAlone = -1;

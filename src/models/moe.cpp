@@ -1,7 +1,7 @@
 // Mixtral's sparse MoE block and its load-balancing loss, as transformers' modeling_mixtral.py.
 #include "models/moe.h"
 
-#include <torch/version.h>  // TORCH_VERSION_MAJOR, _MINOR: LibTorch's grouped matmul from 2.8
+#include <torch/version.h>  // TORCH_VERSION_MAJOR, _MINOR: LibTorch's grouped matmul
 
 #include <map>
 
@@ -9,10 +9,16 @@
 
 #include "core/error.h"
 #include "models/layers.h"
+#include "models/stacked_weights.h"
 
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 8)
+// _grouped_mm came in 2.8 for Hopper GPUs alone; from 2.9 it also runs elsewhere (ATen loops over
+// the groups on the CPU and other GPUs), so "grouped" is offered from 2.9.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 9)
 #define SLAPO_GROUPED_MM 1
 #include <ATen/autocast_mode.h>
+#endif
+#if defined(SLAPO_GROUPED_MM) && defined(SLAPO_WITH_TORCH_CUDA)
+#include <ATen/cuda/CUDAContext.h>
 #endif
 
 namespace slapo {
@@ -119,7 +125,7 @@ void set_expert_compute(Module& block, ExpertCompute mode) {
                             b.dispatch->describe()));
   if (mode == ExpertCompute::kGrouped && !grouped_matmul_available())
     throw Error(fmt::format("expert_compute: \"grouped\" runs LibTorch's grouped matmul (_grouped_mm), which LibTorch "
-                            "{}.{} does not have (2.8 and later do); choices here: auto, gathered, dense",
+                            "{}.{} does not have (2.9 and later do); choices here: auto, gathered, dense",
                             TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR));
   b.mode = mode;
 }
@@ -143,33 +149,61 @@ void keep_experts(Module& block, int64_t first, int64_t count) {
 
 namespace {
 
-// The held experts' projections stacked for a grouped matmul, [E, in, out] each (views of the
-// stacked weights transposed), and the activation; none when an expert is not the zoo's SwiGLU
-// MLP running plainly (replaced, sharded with its syncs, checkpointed, hooked): it is called.
+// The held experts' projections stacked for a grouped matmul, [E, in, out] each (the stacked
+// weights transposed), and the activation.
 struct StackedExperts {
   at::Tensor w1, w3, w2;
   Module* act = nullptr;
 };
 
-c10::optional<StackedExperts> stacked_experts(const std::map<int64_t, std::shared_ptr<Module>>& held) {
+// The held experts' weights by projection when every one is the zoo's SwiGLU MLP running plainly;
+// none when one was replaced, sharded with its syncs, checkpointed or hooked (it is called).
+struct PlainExperts {
   std::vector<at::Tensor> w1, w3, w2;
   Module* act = nullptr;
+  bool fully_sharded = false;  // fully_shard manages their storage
+};
+
+// One projection's weights as [E, out, in]: a view where they may be laid side by side in one
+// storage (once, then every step), a stacked copy where fully_shard manages their storage.
+at::Tensor stacked(const std::vector<at::Tensor>& weights, bool fully_sharded) {
+  if (fully_sharded) return at::stack(weights);
+  if (!side_by_side(weights)) lay_side_by_side(weights);
+  return stacked_view(weights);
+}
+
+c10::optional<PlainExperts> plain_experts(const std::map<int64_t, std::shared_ptr<Module>>& held) {
+  PlainExperts out;
   for (auto& [id, expert] : held) {
     auto* mlp = dynamic_cast<MixtralBlockSparseTop2MLP*>(expert.get());
     if (!mlp || !mlp->runs_plain()) return c10::nullopt;
     for (const char* name : {"w1", "w3", "w2"}) {
       auto* linear = dynamic_cast<Linear*>(mlp->child(name).get());
       if (!linear || !linear->runs_plain() || linear->has_param("bias") || linear->meta().decomposed) return c10::nullopt;
+      out.fully_sharded = out.fully_sharded || !linear->meta().fully_sharded.empty();
     }
-    w1.push_back(mlp->child("w1")->param("weight"));
-    w3.push_back(mlp->child("w3")->param("weight"));
-    w2.push_back(mlp->child("w2")->param("weight"));
-    act = mlp->child("act_fn").get();
+    out.w1.push_back(mlp->child("w1")->param("weight"));
+    out.w3.push_back(mlp->child("w3")->param("weight"));
+    out.w2.push_back(mlp->child("w2")->param("weight"));
+    out.act = mlp->child("act_fn").get();
   }
   if (held.empty()) return c10::nullopt;
+  return out;
+}
+
+StackedExperts stacked_experts(const PlainExperts& p) {
   // y = x W^T: the grouped matmul's second operand is each W transposed, [E, in, out]
-  return StackedExperts{at::stack(w1).transpose(1, 2), at::stack(w3).transpose(1, 2), at::stack(w2).transpose(1, 2),
-                        act};
+  return {stacked(p.w1, p.fully_sharded).transpose(1, 2), stacked(p.w3, p.fully_sharded).transpose(1, 2),
+          stacked(p.w2, p.fully_sharded).transpose(1, 2), p.act};
+}
+
+// The widths the grouped kernel reads with 16-byte strides (a multiple of 8 in bf16) that are not.
+std::vector<std::string> unaligned_widths(const at::Tensor& rows, const PlainExperts& p, at::ScalarType dtype) {
+  const int64_t per = 16 / static_cast<int64_t>(c10::elementSize(dtype));
+  std::vector<std::string> out;
+  if (rows.size(1) % per != 0) out.push_back(fmt::format("hidden {}", rows.size(1)));
+  if (p.w1.front().size(0) % per != 0) out.push_back(fmt::format("intermediate {}", p.w1.front().size(0)));
+  return out;
 }
 
 #ifdef SLAPO_GROUPED_MM
@@ -196,18 +230,30 @@ at::Tensor grouped_experts(const at::Tensor& sorted, const at::Tensor& ends, con
   return project(gate * project(x, w.w3), w.w2);
 #else
   (void)sorted, (void)ends, (void)w;
-  throw Error("MixtralSparseMoeBlock: this LibTorch has no grouped matmul (_grouped_mm, from 2.8)");
+  throw Error("MixtralSparseMoeBlock: this LibTorch has no grouped matmul (_grouped_mm, from 2.9)");
 #endif
 }
 
-// Where grouped compute runs: the rows on CUDA computed in bf16 (the dtype LibTorch's grouped
-// kernel takes on every GPU it supports), on a LibTorch that has it.
+// Where auto picks grouped compute: rows on a Hopper GPU (compute capability 9, where LibTorch's
+// grouped kernel proper runs; elsewhere it loops over the groups) computed in bf16, on a LibTorch
+// that has it.
 bool grouped_runs_on(const at::Tensor& rows) {
-#ifdef SLAPO_GROUPED_MM
-  return rows.is_cuda() && compute_dtype(rows) == at::kBFloat16;
+#if defined(SLAPO_GROUPED_MM) && defined(SLAPO_WITH_TORCH_CUDA)
+  if (!rows.is_cuda() || compute_dtype(rows) != at::kBFloat16) return false;
+  const auto index = rows.device().has_index() ? rows.device().index() : at::cuda::current_device();
+  return at::cuda::getDeviceProperties(index)->major == 9;
 #else
   (void)rows;
   return false;
+#endif
+}
+
+// The dtype the grouped kernel reads: autocast's or the rows' (their own where LibTorch has none).
+at::ScalarType grouped_dtype(const at::Tensor& rows) {
+#ifdef SLAPO_GROUPED_MM
+  return compute_dtype(rows);
+#else
+  return rows.scalar_type();
 #endif
 }
 
@@ -230,18 +276,25 @@ at::Tensor run_experts(const at::Tensor& rows, const at::Tensor& expert_of_row, 
   auto sorted = rows.index_select(0, order);
   const bool grouped = mode == ExpertCompute::kGrouped || (mode == ExpertCompute::kAuto && grouped_runs_on(rows));
   if (grouped) {
-    auto stacked = stacked_experts(held);
-    if (stacked) {
+    auto plain = plain_experts(held);
+    if (!plain && mode == ExpertCompute::kGrouped)
+      throw Error("MixtralSparseMoeBlock: expert_compute \"grouped\" needs the zoo's experts as built (three plain "
+                  "Linear projections without bias, no hooks, replacement, sharding or checkpoint on them); use "
+                  "\"gathered\" or \"auto\" for experts changed by a schedule");
+    auto unaligned = plain ? unaligned_widths(rows, *plain, grouped_dtype(rows)) : std::vector<std::string>{};
+    if (plain && !unaligned.empty() && mode == ExpertCompute::kGrouped && rows.is_cuda())
+      throw Error(fmt::format("MixtralSparseMoeBlock: expert_compute \"grouped\" reads rows and weights with 16-byte "
+                              "strides, {} elements of {}: {} do not divide; use \"gathered\" or \"auto\"",
+                              16 / c10::elementSize(grouped_dtype(rows)), c10::toString(grouped_dtype(rows)),
+                              fmt::join(unaligned, " and ")));
+    if (plain && (unaligned.empty() || !rows.is_cuda())) {
       std::vector<int64_t> ends;
       int64_t end = 0;
       for (auto& [id, expert] : held) ends.push_back(end += count_of(id));
       auto offsets = at::tensor(ends, at::TensorOptions().dtype(at::kInt)).to(rows.device());
-      return at::zeros_like(rows).index_copy(0, order, grouped_experts(sorted, offsets, *stacked).to(rows.scalar_type()));
+      auto out = grouped_experts(sorted, offsets, stacked_experts(*plain));
+      return at::zeros_like(rows).index_copy(0, order, out.to(rows.scalar_type()));
     }
-    if (mode == ExpertCompute::kGrouped)
-      throw Error("MixtralSparseMoeBlock: expert_compute \"grouped\" needs the zoo's experts as built (three plain "
-                  "Linear projections without bias, no hooks, replacement, sharding or checkpoint on them); use "
-                  "\"gathered\" or \"auto\" for experts changed by a schedule");
   }
   std::vector<at::Tensor> outs;
   int64_t start = 0;

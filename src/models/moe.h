@@ -22,7 +22,7 @@ std::shared_ptr<Module> make_sparse_moe_block(const ModelConfig& c, const at::Te
 ///   the zoo's experts unchanged), gathered otherwise.
 /// - kGathered: the rows grouped by expert, each expert called once on its rows.
 /// - kGrouped: the same rows, each projection of every expert in one grouped matmul (LibTorch's
-///   _grouped_mm, from 2.8); refused by name where it cannot run.
+///   _grouped_mm, from 2.9); refused by name where it cannot run.
 /// - kDense: every expert on every token, weighted by the routing weights (zero where a token is
 ///   not routed to it): the same outputs at E/k times the expert work, the reference the others
 ///   are measured against. Refused on a block whose experts are spread over ranks.
@@ -49,7 +49,7 @@ int64_t moe_expert_count(const Module& block);
 void set_expert_dispatch(Module& block, std::shared_ptr<ExpertDispatch> dispatch);
 /// Sets how the block computes its experts (refused by name where `mode` cannot run).
 void set_expert_compute(Module& block, ExpertCompute mode);
-/// Whether this build's LibTorch has a grouped matmul (_grouped_mm, LibTorch 2.8 and later).
+/// Whether this build's LibTorch has a grouped matmul (_grouped_mm, LibTorch 2.9 and later).
 bool grouped_matmul_available();
 /// Keeps the block's experts first .. first + count - 1 (their names, and so their parameters'
 /// names, unchanged) and drops the rest.

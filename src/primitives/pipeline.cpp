@@ -2,6 +2,7 @@
 #include "primitives/pipeline.h"
 
 #include <algorithm>
+#include <numeric>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -467,12 +468,11 @@ double Pipeline::step(const Values& inputs, const at::Tensor& labels, const Name
       throw Error(fmt::format("pipeline: labels of {} rows do not split into {} micro-batches", labels.dim() ? labels.size(0) : 0,
                               micro_batches_));
     auto chunks = labels.chunk(micro_batches_, 0);
-    auto weights = token_weights(chunks);
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      Value target = my_rows({chunks[i]})[0];
-      // the micro-batch's weight travels with its labels to the last stage's loss
-      targets.push_back(weights.empty() ? target : Value(c10::ivalue::Tuple::create({target, weights[i]})));
-    }
+    std::vector<at::Tensor> mine;
+    for (auto& c : chunks) mine.push_back(my_rows({c})[0].toTensor());
+    auto weights = token_weights(chunks, mine);
+    for (size_t i = 0; i < chunks.size(); ++i)  // a weight travels with its labels to the last stage's loss
+      targets.push_back(weights.empty() ? Value(mine[i]) : Value(c10::ivalue::Tuple::create({mine[i], weights[i]})));
   }
   auto& graphs = current_->stages;
   const int ranks = stages(), rank = stage();
@@ -520,18 +520,27 @@ void Pipeline::check_expert_replicas(Module& model) const {
                             block, fmt::join(spread, ", ")));
 }
 
-std::vector<double> Pipeline::token_weights(const std::vector<at::Tensor>& label_chunks) const {
+std::vector<double> Pipeline::token_weights(const std::vector<at::Tensor>& label_chunks,
+                                            const std::vector<at::Tensor>& my_chunks) const {
   if (!token_mean_ || label_chunks.empty()) return {};
-  std::vector<double> counts;
-  double total = 0;
-  for (auto& labels : label_chunks) {
-    if (labels.dim() != 2) return {};  // the loss refuses these by name
-    counts.push_back(next_token_targets(labels).ne(-100).sum().item<double>());
-    total += counts.back();
-  }
-  if (total == 0 || std::all_of(counts.begin(), counts.end(), [&](double c) { return c == counts.front(); })) return {};
-  for (auto& c : counts) c *= static_cast<double>(counts.size()) / total;
-  return counts;
+  std::vector<at::Tensor> counts;  // the batch's micro-batches', then this replica's part of each
+  for (auto* chunks : {&label_chunks, &my_chunks})
+    for (auto& labels : *chunks) {
+      if (labels.dim() != 2) return {};  // the loss refuses these by name
+      counts.push_back(next_token_targets(labels).ne(-100).sum().to(at::kCPU, at::kDouble));
+    }
+  auto host = at::stack(counts);  // one read of every count
+  const double* n = host.data_ptr<double>();
+  const size_t m = label_chunks.size();
+  const double total = std::accumulate(n, n + m, 0.0);
+  if (total == 0) return {};
+  // on stage meshes each of the last stage's dp replicas computes its own rows' mean, and the
+  // replicas' parts are summed, 1/dp each
+  const double dp = runner_.meshes().empty() ? 1.0 : runner_.meshes()[stage()].dp;
+  std::vector<double> weights;
+  for (size_t i = 0; i < m; ++i) weights.push_back(n[m + i] * static_cast<double>(m) * dp / total);
+  if (std::all_of(weights.begin(), weights.end(), [](double w) { return w == 1.0; })) return {};
+  return weights;
 }
 
 at::Tensor Pipeline::stage_loss(const std::vector<at::Tensor>& outputs, const Value& target) const {
@@ -541,8 +550,10 @@ at::Tensor Pipeline::stage_loss(const std::vector<at::Tensor>& outputs, const Va
                             outputs.size(), expected, trace_keywords_ ? " and the load-balancing loss" : ""));
   const bool weighted = target.isTuple();  // (labels, the micro-batch's weight): see token_weights
   const Value labels = weighted ? target.toTupleRef().elements()[0] : target;
-  at::Tensor loss = loss_(outputs[0], labels);
-  if (weighted) loss = loss * target.toTupleRef().elements()[1].toDouble();
+  const double weight = weighted ? target.toTupleRef().elements()[1].toDouble() : 1.0;
+  // a part that trains no token (every label -100) adds nothing: its mean would be 0 / 0
+  at::Tensor loss = weight == 0.0 ? outputs[0].sum() * 0.0 : loss_(outputs[0], labels);
+  if (weighted && weight != 0.0) loss = loss * weight;
   if (trace_keywords_) loss = loss + aux_loss_coef_ * outputs[1].to(loss.device());
   return loss;
 }
@@ -561,7 +572,7 @@ at::Tensor Pipeline::reference_loss(Module& reference, const Values& inputs, con
   // the micro-batches as step cuts them, each with its own load-balancing loss
   std::vector<Values> micro = micro_batches_of(batch.values);
   auto label_chunks = labels.isTensor() ? labels.toTensor().chunk(micro_batches_, 0) : std::vector<at::Tensor>{};
-  auto weights = token_weights(label_chunks);
+  auto weights = token_weights(label_chunks, label_chunks);
   at::Tensor sum;
   for (int i = 0; i < micro_batches_; ++i) {
     auto out = reference(call_args(micro[i], batch.keyword_names, trace_keywords_)).toTupleRef().elements();

@@ -115,11 +115,13 @@ class Pipeline {
   /// The last stage's outputs' loss: the logits', plus the load-balancing loss where it is traced.
   /// `target`: the micro-batch's labels, or (labels, weight) to scale the logits' loss by.
   at::Tensor stage_loss(const std::vector<at::Tensor>& outputs, const Value& target) const;
-  /// With the pipeline's own causal-LM loss, each micro-batch's share of the batch's trained tokens
-  /// (labels other than -100, as packed documents' starts are) times their number, so the mean of
-  /// the micro-batches' losses is the batch's mean over its tokens, as one call on the whole batch
-  /// gives. Empty when every micro-batch trains as many tokens (each weight would be 1).
-  std::vector<double> token_weights(const std::vector<at::Tensor>& label_chunks) const;
+  /// With the pipeline's own causal-LM loss, the weight of each micro-batch's loss on this rank: its
+  /// part's share of the batch's trained tokens (labels other than -100, as packed documents'
+  /// starts are) times the micro-batches (and, on stage meshes, this stage's replicas), so the
+  /// step's loss is the batch's mean over its tokens, as one call on the whole batch gives.
+  /// `my_chunks`: this rank's rows of each of `label_chunks`. Empty when every weight would be 1.
+  std::vector<double> token_weights(const std::vector<at::Tensor>& label_chunks,
+                                    const std::vector<at::Tensor>& my_chunks) const;
   void check_expert_replicas(Module& model) const;
   /// context_parallel in the stages: the whole sequence's loss, checks of the layout.
   void split_sequences(const std::shared_ptr<const SequenceSplit>& split);

@@ -17,7 +17,8 @@ check() {
       echo "$file:$line: $folder (floor ${floor[$folder]}) includes $target (floor ${floor[$target]})"
       bad=1
     fi
-  done < <(grep -rnoE '^#include "[a-z_]+/' "$src" --include='*.h' --include='*.cpp' --include='*.cu' | sed 's/:#include /:/')
+  done < <(grep -rnoE '^[[:space:]]*#[[:space:]]*include[[:space:]]+"[a-z_]+/' "$src" --include='*.h' --include='*.cpp' \
+    --include='*.cu' | sed -E 's/:[[:space:]]*#[[:space:]]*include[[:space:]]+/:/')
   return $bad
 }
 
@@ -31,7 +32,7 @@ done
 scratch=$(mktemp -d); trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$scratch/src/core" "$scratch/src/models"
 printf '#include "plan/planner.h"\n' > "$scratch/src/core/a.cpp"
-printf '#include "distributed/group.h"\n' > "$scratch/src/models/b.cpp"
+printf '#  include "distributed/group.h"\n' > "$scratch/src/models/b.cpp"  # an indented one too
 if out=$(check "$scratch/src"); then echo "the floor check missed: $out"; exit 1; fi
 [[ $(grep -c "includes" <<<"$out") == 2 ]] || { echo "the floor check found: $out"; exit 1; }
 

@@ -1,7 +1,8 @@
 -- Packed documents reaching a pipeline: position_ids (each document starting again at 0) given to
 -- pipe:step beside the ids reach every stage, which keeps the documents apart as one process does.
--- On 2 ranks, pp 2 (1F1B and GPipe); on 4, pp 2 x cp 2 by the ring and by all_to_all. 3 AdamW
--- steps equal to one process in loss and every gradient; slapo.verify of the pipeline with them.
+-- On 2 ranks, pp 2 (1F1B and GPipe); on 4, pp 2 x cp 2 by the ring and by all_to_all, and stages on
+-- meshes of 2 replicas. 3 AdamW steps equal to one process in loss and every gradient; slapo.verify
+-- of the pipeline with them.
 local parallel = require("slapo.parallel")
 local world = slapo.dist.world_size()
 -- helpers shared by the multi-rank specs (tests/dist/one_rank_reference.lua), in this spec's environment
@@ -100,6 +101,19 @@ describe("pipelines with packed documents (position_ids)", function()
       end))
     end)
   elseif world == 4 then
+    -- stages on meshes of 2 replicas each: every replica's rows train their own number of tokens,
+    -- and the step's loss is still the batch's token mean
+    it("verifies on stage meshes of 2 replicas each, the documents' tokens counted by replica", function()
+      local layout = parallel.stage_layout({ { dp = 2 }, { dp = 2 } })
+      local ids, positions, labels = packed_batch()
+      local report = slapo.verify(slapo.create_schedule(llama(), { group = layout.tp_group }),
+        { ids, { position_ids = positions } },
+        { labels = labels, pipeline = { meshes = layout.meshes, dp_group = layout.dp_group, micro_batches = 2 } },
+        function(s) parallel.cut_evenly(s, "model.layers", 2) end)
+      eq(1, report.outputs)
+      assert(report.gradients > 5, "compared " .. report.gradients .. " gradients")
+    end)
+
     for _, method in ipairs({ "ring", "all_to_all" }) do
       it("trains a LLaMA cut in 2 with its sequence split over 2 ranks (" .. method .. "), documents kept apart", function()
         local layout = parallel.layout({ pp = 2, cp = 2 })

@@ -164,7 +164,7 @@ describe("Mixtral's routing", function()
     local ok, err = pcall(slapo.models.expert_compute, grouped, "grouped")
     if not ok then
       matches('expert_compute: "grouped" runs LibTorch\'s grouped matmul %(_grouped_mm%), which LibTorch %d+%.%d+ does '
-        .. "not have %(2%.8 and later do%); choices here: auto, gathered, dense", err)
+        .. "not have %(2%.9 and later do%); choices here: auto, gathered, dense", err)
       return
     end
     eq("top_k=2, grouped", grouped.model.layers["0"].block_sparse_moe:describe())
