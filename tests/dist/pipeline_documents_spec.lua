@@ -1,7 +1,7 @@
 -- Packed documents reaching a pipeline: position_ids (each document starting again at 0) given to
 -- pipe:step beside the ids reach every stage, which keeps the documents apart as one process does.
--- On 2 ranks, pp 2 (1F1B and GPipe); on 4, pp 2 x cp 2 by the ring and by all_to_all, and stages on
--- meshes of 2 replicas. 3 AdamW steps equal to one process in loss and every gradient; slapo.verify
+-- On 2 ranks, pp 2 (1F1B, GPipe, and 4 stages interleaved), and a pipeline.loss of one's own averaged
+-- as it is; on 4, pp 2 x cp 2 by the ring and by all_to_all, and stages on meshes of 2 replicas. 3 AdamW steps equal to one process in loss and every gradient; slapo.verify
 -- of the pipeline with them.
 local parallel = require("slapo.parallel")
 local world = slapo.dist.world_size()
@@ -80,6 +80,26 @@ describe("pipelines with packed documents (position_ids)", function()
         function(s) parallel.cut_evenly(s, "model.layers", 2) end)
       eq(1, report.outputs)
       assert(report.gradients > 10, "compared " .. report.gradients .. " gradients")
+    end)
+
+    it("trains a LLaMA cut in 4 on 2 ranks (interleaved 1F1B) as one process, its documents kept apart", function()
+      local layout = parallel.layout({ pp = 2 })
+      local sch = slapo.create_schedule(llama())
+      parallel.cut_evenly(sch, "model.layers", 4)
+      trains_as_one_process(layout, sch, "pipelined, interleaved 1f1b")
+    end)
+
+    -- token weights are the pipeline's own causal-LM loss's: a loss of your own is averaged over the
+    -- micro-batches as it is (here the mean of the logits, which weights would move)
+    it("averages a pipeline.loss of its own over the micro-batches as it is", function()
+      local ids, positions, labels = packed_batch()
+      local sch = slapo.create_schedule(llama())
+      parallel.cut_evenly(sch, "model.layers", 2)
+      local pipe = slapo.build(sch, { pipeline = { group = parallel.layout({ pp = 2 }).pp_group, micro_batches = 2,
+        loss = function(logits) return logits:mean() end } })
+      local loss = pipe:step(ids, { labels = labels, position_ids = positions })
+      local want = llama()(ids, { position_ids = positions }):mean():item()
+      assert(math.abs(loss - want) < 1e-5 * math.abs(want) + 1e-7, ("loss %.9f, the logits' mean %.9f"):format(loss, want))
     end)
 
     it("refuses keywords it cannot carry, by name", function()
