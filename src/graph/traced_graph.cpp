@@ -588,6 +588,18 @@ std::vector<GraphNode> TracedGraph::nodes() const {
   return out;
 }
 
+Values with_keywords(const Values& values, const std::vector<std::string>& keyword_names,
+                     const c10::optional<c10::impl::GenericDict>& constant) {
+  const size_t positional = values.size() - keyword_names.size();
+  Values args(values.begin(), values.begin() + static_cast<int64_t>(positional));
+  if (keyword_names.empty() && !constant) return args;
+  c10::impl::GenericDict named =
+      constant ? constant->copy() : c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get());
+  for (size_t k = 0; k < keyword_names.size(); ++k) named.insert_or_assign(keyword_names[k], values[positional + k]);
+  args.emplace_back(named);
+  return args;
+}
+
 std::shared_ptr<TracedGraph> trace_module(Module& module, const std::string& where, const Values& example_inputs,
                                           const std::vector<TraceLeaf>& leaves,
                                           const c10::optional<c10::impl::GenericDict>& keywords,
@@ -659,19 +671,13 @@ std::shared_ptr<TracedGraph> trace_module(Module& module, const std::string& whe
 
   torch::jit::Stack inputs(example_inputs.begin(), example_inputs.end());
   for (auto& p : params) inputs.emplace_back(p);
-  const size_t n_positional = example_inputs.size() - keyword_inputs.size();
   std::shared_ptr<torch::jit::Graph> graph;
   try {
     auto traced = torch::jit::tracer::trace(
         inputs,
         [&](torch::jit::Stack in) -> torch::jit::Stack {
-          Values args(in.begin(), in.begin() + static_cast<int64_t>(n_positional));
-          if (keywords || !keyword_inputs.empty()) {
-            c10::impl::GenericDict named = keywords ? keywords->copy()
-                                                    : c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get());
-            for (size_t k = 0; k < keyword_inputs.size(); ++k) named.insert_or_assign(keyword_inputs[k], in[n_positional + k]);
-            args.emplace_back(named);
-          }
+          Values args = with_keywords(Values(in.begin(), in.begin() + static_cast<int64_t>(example_inputs.size())),
+                                      keyword_inputs, keywords);
           Value out = module.forward_only(std::move(args));
           if (keywords && out.isTuple() && is_tensor_tuple(out)) {
             auto& elements = out.toTupleRef().elements();

@@ -138,6 +138,11 @@ TraceLeaf leaf_place(int64_t id);
 /// A new id for the call site `id` (its constant arguments kept) whose leaf now sits at `place`.
 int64_t relocate_leaf(int64_t id, const TraceLeaf& place);
 
+/// A module's call arguments from `values` whose last `keyword_names.size()` are keyword tensors:
+/// the positional ones, then one table of keywords holding those (and the `constant` keywords).
+Values with_keywords(const Values& values, const std::vector<std::string>& keyword_names,
+                     const c10::optional<c10::impl::GenericDict>& constant);
+
 /// Traces `module.forward` on `example_inputs`; `leaves` are recorded as single call nodes and
 /// keep running their own forward. `keywords`, when given, is passed as the call's table of
 /// keywords (constants of the trace, not inputs); a module that then returns a tuple of tensors

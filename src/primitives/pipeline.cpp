@@ -190,20 +190,6 @@ Batch batch_of(const Values& inputs, const NamedTensors& keywords) {
   return batch;
 }
 
-// The model's call on one micro-batch of a Batch: the keyword tensors (and `constant` keywords)
-// in its table of keywords.
-Values call_args(const Values& micro, const std::vector<std::string>& keyword_names,
-                 const c10::optional<c10::impl::GenericDict>& constant) {
-  const size_t positional = micro.size() - keyword_names.size();
-  Values args(micro.begin(), micro.begin() + static_cast<int64_t>(positional));
-  if (keyword_names.empty() && !constant) return args;
-  c10::impl::GenericDict named =
-      constant ? constant->copy() : c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get());
-  for (size_t k = 0; k < keyword_names.size(); ++k) named.insert_or_assign(keyword_names[k], micro[positional + k]);
-  args.emplace_back(named);
-  return args;
-}
-
 }  // namespace
 
 Pipeline::Pipeline(std::shared_ptr<Schedule> root, PipelineOptions options)
@@ -415,8 +401,12 @@ const Pipeline::Split& Pipeline::split_for(const Values& micro_inputs, const std
 
 void Pipeline::prepare(const Values& inputs, const NamedTensors& keywords) {
   auto batch = batch_of(inputs, keywords);
+  prepare_values(batch.values, batch.keyword_names);
+}
+
+void Pipeline::prepare_values(const Values& values, const std::vector<std::string>& keyword_names) {
   Values micro;
-  for (auto& v : batch.values) {
+  for (auto& v : values) {
     if (!v.isTensor()) throw Error(fmt::format("pipeline: inputs must be tensors, got a {}", v.tagKind()));
     auto& t = v.toTensor();
     if (t.dim() == 0 || t.size(0) % micro_batches_ != 0)
@@ -424,7 +414,7 @@ void Pipeline::prepare(const Values& inputs, const NamedTensors& keywords) {
                               "divisible by micro_batches", t.dim() ? t.size(0) : 0, micro_batches_));
     micro.emplace_back(t.narrow(0, 0, t.size(0) / micro_batches_));
   }
-  current_ = &split_for(my_rows(micro), batch.keyword_names);
+  current_ = &split_for(my_rows(micro), keyword_names);
 }
 
 Values Pipeline::my_rows(const Values& micro_inputs) const {
@@ -459,8 +449,9 @@ std::vector<Values> Pipeline::micro_batches_of(const Values& inputs) const {
 }
 
 double Pipeline::step(const Values& inputs, const at::Tensor& labels, const NamedTensors& keywords) {
-  prepare(inputs, keywords);
-  std::vector<Values> micro = micro_batches_of(batch_of(inputs, keywords).values);
+  auto batch = batch_of(inputs, keywords);
+  prepare_values(batch.values, batch.keyword_names);
+  std::vector<Values> micro = micro_batches_of(batch.values);
   for (auto& m : micro) m = my_rows(m);
   std::vector<Value> targets;
   if (labels.defined()) {
@@ -563,9 +554,9 @@ at::Tensor Pipeline::reference_loss(Module& reference, const Values& inputs, con
   auto batch = batch_of(inputs, keywords);
   // the whole batch's loss, as the step's weights make its micro-batches' (the mean over every
   // trained token); the unscheduled model's logits are the whole sequence's where stages split it
-  if (sequence_split_of(*root_->mod()))
-    return whole_sequence_loss(reference(call_args(batch.values, batch.keyword_names, c10::nullopt)).toTensor(), labels);
-  if (!trace_keywords_) return loss_(reference(call_args(batch.values, batch.keyword_names, c10::nullopt)).toTensor(), labels);
+  auto whole_batch = [&] { return reference(with_keywords(batch.values, batch.keyword_names, c10::nullopt)).toTensor(); };
+  if (sequence_split_of(*root_->mod())) return whole_sequence_loss(whole_batch(), labels);
+  if (!trace_keywords_) return loss_(whole_batch(), labels);
   if (!runner_.meshes().empty())
     throw Error("verify: a pipeline on stage meshes adds each replica's load-balancing loss on its own rows, which "
                 "one call of the unscheduled model does not compute; verify it on one pipeline group");
@@ -575,7 +566,7 @@ at::Tensor Pipeline::reference_loss(Module& reference, const Values& inputs, con
   auto weights = token_weights(label_chunks, label_chunks);
   at::Tensor sum;
   for (int i = 0; i < micro_batches_; ++i) {
-    auto out = reference(call_args(micro[i], batch.keyword_names, trace_keywords_)).toTupleRef().elements();
+    auto out = reference(with_keywords(micro[i], batch.keyword_names, trace_keywords_)).toTupleRef().elements();
     Value target = label_chunks.empty() ? Value()
                    : weights.empty()    ? Value(label_chunks[i])
                                         : Value(c10::ivalue::Tuple::create({label_chunks[i], weights[i]}));

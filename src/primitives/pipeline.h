@@ -109,6 +109,8 @@ class Pipeline {
 
  private:
   struct Split;
+  /// prepare's work on the inputs followed by the keyword tensors named `keyword_names`.
+  void prepare_values(const Values& values, const std::vector<std::string>& keyword_names);
   /// The trace for micro-batches of these inputs, the last `keyword_names.size()` of them keywords.
   const Split& split_for(const Values& micro_inputs, const std::vector<std::string>& keyword_names);
   std::vector<Values> micro_batches_of(const Values& inputs) const;
