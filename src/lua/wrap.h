@@ -55,6 +55,8 @@ int luaopen_slapo_core(lua_State* L);
 /// The group at `idx` (a slapo.Group), or the world when the argument is absent; `what` names it
 /// in the error ("create_schedule: option 'group'").
 std::shared_ptr<dist::Group> lx_group_arg(lua_State* L, int idx, const std::string& what);
+/// Pushes a slapo.Group (nil for a null group).
+void lx_push_group(lua_State* L, std::shared_ptr<dist::Group> group);
 
 /// A JSON value as a Lua value: objects as tables with string keys, arrays as sequences, null as nil.
 void lx_push_json(lua_State* L, const nlohmann::json& j);

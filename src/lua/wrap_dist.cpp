@@ -7,16 +7,20 @@
 
 namespace slapo {
 
-namespace {
-
 using GroupPtr = std::shared_ptr<dist::Group>;
 
-void push_group(lua_State* L, GroupPtr g) {
+void lx_push_group(lua_State* L, GroupPtr g) {
+  if (!g) {
+    lua_pushnil(L);
+    return;
+  }
   void* p = lua_newuserdata(L, sizeof(GroupPtr));
   new (p) GroupPtr(std::move(g));
   luaL_getmetatable(L, "slapo.Group");
   lua_setmetatable(L, -2);
 }
+
+namespace {
 
 // The group at `idx`, or the world when it is absent; `what` names the argument in the error
 // ("dist.all_reduce: argument 2 (the group)", "create_schedule: option 'group'").
@@ -161,11 +165,11 @@ int w_new_group(lua_State* L) {
     ranks.push_back(static_cast<int>(luaL_checknumber(L, -1)));
     lua_pop(L, 1);
   }
-  push_group(L, dist::new_group(ranks));
+  lx_push_group(L, dist::new_group(ranks));
   return 1;
 }
 int w_group(lua_State* L) {
-  push_group(L, dist::world());
+  lx_push_group(L, dist::world());
   return 1;
 }
 // "cuda:<LOCAL_RANK>" under NCCL, else "cpu": where a rank puts the tensors its collectives take.

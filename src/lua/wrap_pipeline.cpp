@@ -105,6 +105,9 @@ int w_Pipeline_named_parameters(lua_State* L) {
 
 int w_Pipeline_leaves(lua_State* L) { return lx_push_strings(L, lx_check_pipeline(L, 1).stage_leaves()); }
 int w_Pipeline_shared_parameters(lua_State* L) { return lx_push_strings(L, lx_check_pipeline(L, 1).shared_parameters()); }
+int w_Pipeline_shared_counted_elsewhere(lua_State* L) {
+  return lx_push_strings(L, lx_check_pipeline(L, 1).shared_counted_elsewhere());
+}
 int w_Pipeline_released_parameters(lua_State* L) { return lx_push_strings(L, lx_check_pipeline(L, 1).released_parameters()); }
 
 int w_Pipeline_num_params(lua_State* L) {
@@ -139,6 +142,9 @@ int pipeline_fields(lua_State* L) {
   else if (key == "micro_batches") lua_pushnumber(L, p.micro_batches());
   else if (key == "schedule") lua_pushstring(L, dist::pipeline_schedule_name(p.runner().schedule()));
   else if (key == "module") lx_push_module(L, p.module());
+  else if (key == "on_meshes") lua_pushboolean(L, !p.runner().meshes().empty());
+  else if (key == "group") lx_push_group(L, p.runner().group());  // nil on stage meshes
+  else if (key == "dp_group") lx_push_group(L, p.data_parallel_group());
   else lua_pushnil(L);
   return 1;
 }
@@ -151,6 +157,7 @@ const luaL_Reg pipeline_methods[] = {{"step", w_Pipeline_step},
                                      {"leaves", w_Pipeline_leaves},
                                      {"shared_parameters", w_Pipeline_shared_parameters},
                                      {"released_parameters", w_Pipeline_released_parameters},
+                                     {"shared_counted_elsewhere", w_Pipeline_shared_counted_elsewhere},
                                      {"stats", w_Pipeline_stats},
                                      {nullptr, nullptr}};
 const luaL_Reg pipeline_meta[] = {{"__gc", w_Pipeline_gc}, {"__tostring", w_Pipeline_tostring}, {nullptr, nullptr}};

@@ -8,6 +8,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -19,6 +20,7 @@
 #include "io/checksum.h"
 #include "io/safetensors.h"
 #include "io/sharded_checkpoint.h"
+#include "primitives/pipeline.h"
 #include "primitives/rng.h"
 #include "train/autocast.h"
 #include "train/tensor_memory.h"
@@ -33,13 +35,41 @@ int w_clock(lua_State* L) {
   return 1;
 }
 
-// clip_grad_norm(model, max_norm [, group]) -> norm before clipping. Each split records the group
-// it is summed over; a group argument (once required) is still checked, then not needed.
+// A pipeline's share of the norm on this rank: its stages' parameters, over the pipeline's ranks.
+GradNormPart pipeline_part(const Pipeline& pipe) {
+  if (!pipe.runner().meshes().empty())
+    throw Error("clip_grad_norm: a pipeline on stage meshes (pipeline.meshes) is not clipped yet; its stages' ranks "
+                "differ in number, so no one group adds up their parts (clip in a loop of pipe:step with the stages' "
+                "norms, or train it unclipped)");
+  GradNormPart part;
+  std::vector<at::Tensor> params;
+  try {  // known after a step, or prepare
+    params = pipe.parameters();
+  } catch (const Error& e) {
+    throw Error(fmt::format("clip_grad_norm: {}", e.what()));
+  }
+  for (auto& p : params) part.held.insert(p.unsafeGetTensorImpl());
+  std::unordered_set<std::string> elsewhere;
+  for (auto& name : pipe.shared_counted_elsewhere()) elsewhere.insert(name);
+  for (auto& [name, p] : pipe.named_parameters())
+    if (elsewhere.count(name)) part.counted_elsewhere.insert(p.unsafeGetTensorImpl());
+  part.across = pipe.runner().group();
+  return part;
+}
+
+// clip_grad_norm(model or pipeline, max_norm [, group]) -> norm before clipping. Each split records
+// the group it is summed over; a group argument (once required) is still checked, then not needed.
+// A pipeline's ranks all call it: the norm is the whole model's.
 int w_clip_grad_norm(lua_State* L) {
-  auto& m = lx_check_module(L, 1);
   double max_norm = luaL_checknumber(L, 2);
   if (!(max_norm > 0)) luaL_error(L, "clip_grad_norm: max_norm must be positive, got %f", max_norm);
   if (!lua_isnoneornil(L, 3)) lx_group_arg(L, 3, "clip_grad_norm: argument 3 (the group)");
+  if (luaL_testudata(L, 1, "slapo.Pipeline")) {
+    auto& pipe = lx_check_pipeline(L, 1);
+    lua_pushnumber(L, clip_grad_norm(*pipe.module(), max_norm, pipeline_part(pipe)));
+    return 1;
+  }
+  auto& m = lx_check_module(L, 1);
   lua_pushnumber(L, clip_grad_norm(*m, max_norm));
   return 1;
 }

@@ -580,6 +580,18 @@ at::Tensor Pipeline::reference_loss(Module& reference, const Values& inputs, con
 // (gathered over its tp group when sharded), or after dp_group's sum the whole of it; a sum over
 // every rank of the sharing stages, each weighted by one over the ranks holding the same, adds the
 // stages' gradients once each. Without dp_group each replica keeps 1/dp of it for the optimizer's sum.
+std::vector<std::string> Pipeline::shared_counted_elsewhere() const {
+  std::vector<std::string> out;
+  if (!current_) return out;
+  std::set<std::string> mine(current_->my_names.begin(), current_->my_names.end());
+  for (auto& [name, stages_using] : current_->sharing) {
+    int first = *std::min_element(stages_using.begin(), stages_using.end());
+    bool first_is_mine = runner_.meshes().empty() ? first % stages() == stage() : first == stage();
+    if (mine.count(name) && !first_is_mine) out.push_back(name);
+  }
+  return out;
+}
+
 void Pipeline::sum_shared_grads_over_meshes() {
   auto specs = shard_specs_by_tensor(*root_->mod());
   auto& mesh = runner_.meshes()[stage()];

@@ -98,6 +98,11 @@ class Pipeline {
   std::vector<std::string> stage_leaves() const;
   /// Parameters used by several stages, by name.
   const std::vector<std::string>& shared_parameters() const { return shared_; }
+  /// This rank's parameters shared with a stage of another rank that comes first: that rank counts
+  /// them in the gradient norm (each stage holds their summed gradient).
+  std::vector<std::string> shared_counted_elsewhere() const;
+  /// The replicas gradients are averaged over (null without data parallelism).
+  const std::shared_ptr<dist::Group>& data_parallel_group() const { return dp_group_; }
   /// Parameters of other stages whose weights this rank dropped.
   const std::vector<std::string>& released_parameters() const { return released_; }
   /// Traces and splits the model for batches shaped like `inputs` and `keywords` (done by step

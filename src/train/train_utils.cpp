@@ -18,7 +18,7 @@
 
 namespace slapo {
 
-double clip_grad_norm(Module& model, double max_norm) {
+double clip_grad_norm(Module& model, double max_norm, const GradNormPart& part) {
   // Squares summed by the groups a gradient's slices are spread over (shard's, fully_shard's):
   // each sum goes over those groups once, so every slice counts once and replicas not at all.
   // The sums stay on the gradients' device until the one host read of the norm (a GPU would
@@ -30,14 +30,16 @@ double clip_grad_norm(Module& model, double max_norm) {
   std::vector<at::Tensor> grads;
   torch::NoGradGuard no_grad;
   for (auto& [name, p] : unique_named_parameters(model)) {
+    if (!part.held.empty() && !part.held.count(p.unsafeGetTensorImpl())) continue;
     auto found = splits.find(p.unsafeGetTensorImpl());
     auto ids = found == splits.end() ? std::vector<int>{} : split_group_ids(found->second);
     auto expert = experts.find(p.unsafeGetTensorImpl());
     if (expert != experts.end()) ids.push_back(expert->second);
     auto& sq = squares[ids];
     if (!p.grad().defined()) continue;
-    sq.push_back(p.grad().detach().to(at::kDouble).pow(2).sum());
     grads.push_back(p.grad());
+    if (part.counted_elsewhere.count(p.unsafeGetTensorImpl())) continue;
+    sq.push_back(p.grad().detach().to(at::kDouble).pow(2).sum());
   }
   at::Tensor total;
   for (auto& [ids, parts] : squares) {  // in the same order on every rank
@@ -47,6 +49,10 @@ double clip_grad_norm(Module& model, double max_norm) {
       if (over->size() > 1) over->all_reduce(s, "clip_grad_norm");
     }
     total = total.defined() ? total + s.to(total.device()) : s;
+  }
+  if (part.across && part.across->size() > 1) {  // the other ranks' parts of the model
+    if (!total.defined()) total = torch::zeros({1}, at::kDouble);
+    part.across->all_reduce(total, "clip_grad_norm");
   }
   double norm = total.defined() ? std::sqrt(total.item<double>()) : 0.0;
   double scale = max_norm / (norm + 1e-6);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <unordered_set>
 
 #include "core/module.h"
 
@@ -11,10 +12,21 @@ namespace dist {
 class Group;
 }
 
+/// The part of a model's gradients this rank clips when other ranks hold the rest (a pipeline's
+/// stages): the parameters it holds, those of them another rank counts in the norm (a weight tied
+/// across stages, whose summed gradient each of its stages holds), and the ranks whose sums add up
+/// to the whole norm. Empty `held`: every parameter of the model.
+struct GradNormPart {
+  std::unordered_set<const c10::TensorImpl*> held;
+  std::unordered_set<const c10::TensorImpl*> counted_elsewhere;
+  std::shared_ptr<dist::Group> across;
+};
+
 /// Clips the gradients of `model` to a total L2 norm of `max_norm` and returns the norm before
 /// clipping. A split parameter's slices (shard's, fully_shard's, or both) count once: their
 /// squared norms are summed over the groups each split records; replicated ones count once.
-double clip_grad_norm(Module& model, double max_norm);
+/// `part`: this rank's share of a model spread over `part.across` (every rank of it calls).
+double clip_grad_norm(Module& model, double max_norm, const GradNormPart& part = {});
 
 /// Measured matmul throughput of this process on `device` in `dtype` (FLOP/s), the denominator of
 /// MFU: the best of several rounds of square matmuls (512 on a CPU, 4096 on a GPU, whose

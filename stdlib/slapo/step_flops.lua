@@ -53,24 +53,60 @@ function M.per_row(model, tp_group, span_corruption)
         12 * width * (encoder_layers * input * input + decoder_layers * (target * target + target * input))
     end
   end
-  local layers, hidden = config.n_layer or config.num_hidden_layers, config.n_embd or config.hidden_size
-  local attention = 0
-  if type(layers) == "number" and type(hidden) == "number" then
-    attention = 12 * layers * (config.inner_group_num or 1) * hidden / ranks
-  end
   local groups = config.model_type == "albert" and params_at(model, { "albert", "encoder", "albert_layer_groups" })
   if groups then
     all = all + groups * (config.num_hidden_layers / config.num_hidden_groups - 1)
   end
+  local parameters, attention = M.coefficients(config, all, config.n_layer or config.num_hidden_layers,
+    model:named_parameters(), ranks)
+  return function(seq)
+    return (parameters + attention * seq) * seq
+  end
+end
+
+--- A row's FLOPs over `seq` tokens are (parameters + attention x seq) x seq; returns the two: 6 per
+--- parameter a token passes through (`all` of them, less the experts it skips), and attention's 12 x
+--- `layers` x width, this rank's 1 / `ranks` of it. `named`: an iterator over the (name, parameter)
+--- pairs counted in `all`, where this rank's experts are.
+function M.coefficients(config, all, layers, named, ranks)
+  local hidden = config.n_embd or config.hidden_size
+  local attention = 0
+  if type(layers) == "number" and type(hidden) == "number" then
+    attention = 12 * layers * (config.inner_group_num or 1) * hidden / ranks
+  end
   if config.num_local_experts and config.num_experts_per_tok and config.intermediate_size then
     local held = 0  -- the experts this rank holds, counted in `all`: a token runs k of them a layer
-    for name, p in model:named_parameters() do
+    for name, p in named do
       if name:find("%.experts%.%d+%.") then held = held + p:numel() end
     end
     all = all - held + layers * config.num_experts_per_tok * 3 * hidden * config.intermediate_size
   end
+  return 6 * all, attention
+end
+
+--- A function(seq) -> this rank's FLOPs for one row of `seq` tokens in a pipeline: its stages' (their
+--- parameters, a weight tied across stages counted by one of them, and their layers), added up over
+--- the pipeline's ranks and shared equally, so each rank reports the pipeline's mean. Every rank of
+--- the pipeline calls it, once (one all-reduce).
+function M.pipeline_per_row(pipe, tp_group)
+  local config = config_of(pipe.module) or {}
+  local elsewhere, all = {}, 0
+  for _, name in ipairs(pipe:shared_counted_elsewhere()) do elsewhere[name] = true end
+  for name, p in pipe:named_parameters() do
+    if not elsewhere[name] then all = all + p:numel() end
+  end
+  local layers = 0  -- a stage's layers are the leaves that are items of a layer list
+  for _, leaf in ipairs(pipe:leaves()) do
+    if leaf:find("%.%d+$") then layers = layers + 1 end
+  end
+  local parameters, attention = M.coefficients(config, all, layers, pipe:named_parameters(),
+    tp_group and tp_group:size() or 1)
+  local sums = slapo.tensor({ parameters, attention }, { dtype = "float64" })
+  if pipe.group then slapo.dist.all_reduce(sums, pipe.group) end
+  local ranks = pipe.group and pipe.group:size() or 1
+  local v = sums:tolist()
   return function(seq)
-    return (6 * all + attention * seq) * seq
+    return (v[1] + v[2] * seq) * seq / ranks
   end
 end
 

@@ -30,8 +30,8 @@ local function check_options(opts)
     error("train: 'model' is required (a module, e.g. slapo.build(sch)), or schedule_file with make_model", 3)
   end
   local model_kind = opts.model ~= nil and (getmetatable(opts.model) or {}).__name
-  if opts.model ~= nil and model_kind ~= "slapo.Module" then
-    error(("train: 'model' must be a module%s, got %s"):format(model_kind == "slapo.Schedule"
+  if opts.model ~= nil and model_kind ~= "slapo.Module" and model_kind ~= "slapo.Pipeline" then
+    error(("train: 'model' must be a module or a pipeline%s, got %s"):format(model_kind == "slapo.Schedule"
       and " (a schedule's is sch.mod, or slapo.build(sch))" or "", model_kind or type(opts.model)), 3)
   end
   if opts.data == nil then
@@ -94,7 +94,8 @@ local function check_options(opts)
   end
   for _, objective in ipairs({ "masked_lm", "span_corruption" }) do
     if out[objective] then
-      out[objective] = require("slapo." .. objective).check(out[objective], opts.model)
+      local model = require("slapo.train_pipeline").is_pipeline(opts.model) and opts.model.module or opts.model
+      out[objective] = require("slapo." .. objective).check(out[objective], model)
       if type(opts.data) == "table" and opts.data.documents == "separate" then
         error(("train: %s sees whole rows; data.documents = \"separate\" is for causal models (use \"joined\")")
           :format(objective), 3)
@@ -105,6 +106,11 @@ local function check_options(opts)
   if seed ~= false and (type(seed) ~= "number" or seed ~= math.floor(seed) or seed < 0) then
     error(("train: seed must be an integer >= 0 or false (leave the random stream as it is), got %s"):format(
       tostring(seed)), 3)
+  end
+  -- what a pipeline cannot do yet refused before autocast's check, which on a CPU refuses float16 first
+  local pipelines = require("slapo.train_pipeline")
+  if pipelines.is_pipeline(out.model) then
+    pipelines.check(out.model, out)
   end
   -- autocast's own check, at the call rather than blamed on the first batch
   if out.autocast then
@@ -304,8 +310,10 @@ local function tp_group_of(opts)
   return opts.group or (opts.layout and opts.layout.tp_group) or nil
 end
 
--- The optimizer of a run; zero_adamw shards its state over the data-parallel group.
-local function make_optimizer(model, opts)
+-- The optimizer of a run over `params` (the model's, or a pipeline's stages'); zero_adamw shards its
+-- state over the data-parallel group.
+local function make_optimizer(model, opts, params)
+  params = params or model
   if opts.optimizer == "zero_adamw" then
     -- experts spread by shard_experts shard over the ranks holding the same ones (none besides
     -- this rank when the experts are spread over every replica)
@@ -313,11 +321,11 @@ local function make_optimizer(model, opts)
     if layout and next(model:expert_groups()) then
       expert_group = layout.ep > 1 and layout.expert_dp_group or false
     end
-    return slapo.optim.zero_adamw(model, { lr = opts.lr, weight_decay = opts.weight_decay,
+    return slapo.optim.zero_adamw(params, { lr = opts.lr, weight_decay = opts.weight_decay,
       group = layout and layout.dp_group or nil, expert_group = expert_group })
   end
   local make = opts.optimizer == "adamw" and slapo.optim.adamw or slapo.optim.sgd
-  return make(model, { lr = opts.lr, weight_decay = opts.weight_decay })
+  return make(params, { lr = opts.lr, weight_decay = opts.weight_decay })
 end
 
 -- The names of the parameters whose gradients arrive averaged over the replicas already (a set),
@@ -468,6 +476,13 @@ local function batch_at(data, step, micro)
   return ids, positions
 end
 
+-- The labels of packed documents kept apart: -100 (not trained) where a document starts, so no
+-- token is trained to predict the next document's first.
+local function document_labels(ids, positions)
+  local starts = positions:eq(0):long()
+  return (ids - (ids + 100) * starts):long()
+end
+
 -- The micro-batch's loss. A model that fails on it (a token id past the vocabulary, a sequence
 -- longer than its positions) is reported with the step and what the batch held; the check costs
 -- nothing on the way that works.
@@ -485,8 +500,7 @@ local function forward_loss(model, ids, opts, step, micro, positions)
     if not positions then
       return model(ids, { labels = ids })
     end
-    local starts = positions:eq(0):long()  -- -100 (not trained) where a document starts
-    return model(ids, { labels = (ids - (ids + 100) * starts):long(), position_ids = positions })
+    return model(ids, { labels = document_labels(ids, positions), position_ids = positions })
   end
   local ok, loss = pcall(function()
     return opts.autocast and slapo.autocast(opts.autocast, forward) or forward()
@@ -683,13 +697,16 @@ function M.run(user_opts)
     swap_state = { sch = sch, mtime = slapo._file_mtime(opts.schedule_file) }
     opts.model = sch.mod
   end
-  local model = opts.model
+  -- a pipeline trains one pipe:step a step; its module answers what a module's would
+  local pipelines = require("slapo.train_pipeline")
+  local pipe = pipelines.is_pipeline(opts.model) and opts.model or nil
+  local model = pipe and pipe.module or opts.model
   -- fully_shard: data parallelism over the world (or a layout's dp_group), its gradients averaged
-  -- by its own backward
+  -- by its own backward (a pipeline's too, stage by stage, and the rest by its dp_group)
   check_experts(model, opts)
   check_shard_groups(model, opts)
   check_context_parallel(model, opts)
-  local fully_sharded = fully_sharded_of(model)
+  local fully_sharded = not pipe and fully_sharded_of(model) or nil
   if fully_sharded and opts.optimizer == "zero_adamw" then
     error("train: zero_adamw on a fully sharded model: its AdamW state is already 1/N of each parameter; "
       .. "use optimizer = \"adamw\"", 0)
@@ -704,19 +721,24 @@ function M.run(user_opts)
     or opts.data.tokens and M.token_batches(opts.data, model, opts.grad_accum, data_replica, data_replicas)
     or M.synthetic(opts.data, data_replica)
   local rank0 = slapo.dist.rank() == 0
-  local optimizer = make_optimizer(model, opts)
+  -- where and in what dtype the matmuls run: the batches go there, and the peak is measured there
+  local device = require("slapo.kernel_choices").model_device(model)
+  if pipe then  -- traced for the batches' shape: its stages' parameters are known from here
+    local ids, positions = batch_at(data, 1, 1)
+    pipe:prepare(ids:to(device), { position_ids = positions and positions:to(device) })
+  end
+  local optimizer = make_optimizer(model, opts, pipe and pipe:parameters())
   if swap_state then
     swap_state.optimizer = optimizer
   end
   local terminal = slapo._stdout_is_terminal() and not opts.quiet
-  -- where and in what dtype the matmuls run: the batches go there, and the peak is measured there
-  local device = require("slapo.kernel_choices").model_device(model)
   local first_param = model:parameters()[1]
   local matmul_dtype = ({ bf16 = "bfloat16", fp16 = "float16" })[opts.autocast] or opts.autocast
     or (first_param and first_param:dtype()) or "float32"
   local peak = slapo.measure_peak_flops({ device = device, dtype = matmul_dtype })
   local step_flops = require("slapo.step_flops")
-  local row_flops = step_flops.per_row(model, tp_group, opts.span_corruption)
+  local row_flops = pipe and step_flops.pipeline_per_row(pipe, tp_group)
+    or step_flops.per_row(model, tp_group, opts.span_corruption)
   local losses, grad_norms = {}, {}
   local checkpoint = require("slapo.checkpoint")
   -- float16's narrow range needs the loss scaled up before backward and the gradients back down
@@ -741,7 +763,14 @@ function M.run(user_opts)
     optimizer:set_lr(lr)
     optimizer:zero_grad()
     local summed, tokens, seq_len = nil, 0, 0  -- the loss stays on its device until the step ends: one host read
-    for micro = 1, opts.grad_accum do
+    if pipe then  -- one pipe:step, cut into the pipeline's micro-batches (grad_accum is 1)
+      local ids, positions = batch_at(data, step, 1)
+      ids, positions = ids:to(device), positions and positions:to(device)
+      seq_len, tokens = ids:size()[2], ids:numel() / cp
+      summed = slapo.tensor({ pipelines.step(pipe, ids, opts, step, positions and document_labels(ids, positions),
+        positions) }, { dtype = "float64" })
+    end
+    for micro = 1, pipe and 0 or opts.grad_accum do
       local ids, positions = batch_at(data, step, micro)
       ids, positions = ids:to(device), positions and positions:to(device)
       seq_len = ids:size()[2]
@@ -752,14 +781,16 @@ function M.run(user_opts)
       tokens = tokens + ids:numel() / cp
     end
     local total, all_tokens = global_step(summed:item(), tokens, group, replicas)
-    reduce_gradients(opts, model, group, replicas, fully_sharded)
+    if not pipe then  -- a pipeline averaged its replicas' gradients in its step
+      reduce_gradients(opts, model, group, replicas, fully_sharded)
+    end
     local overflow = scaler and scaler:unscale(model)
     if scaler and slapo.dist.world_size() > 1 then  -- every rank skips the same steps
       local flag = slapo.tensor({ overflow and 1 or 0 })
       slapo.dist.all_reduce(flag)
       overflow = flag:item() > 0
     end
-    local norm = opts.clip > 0 and slapo.clip_grad_norm(model, opts.clip, tp_group) or nil
+    local norm = opts.clip > 0 and slapo.clip_grad_norm(pipe or model, opts.clip, tp_group) or nil
     if not overflow then
       optimizer:step()
     end
@@ -809,7 +840,7 @@ function M.run(user_opts)
       end
     end
     if opts.on_step then
-      opts.on_step(step, model)
+      opts.on_step(step, pipe or model)
     end
     -- the last step too: a finished run run again finds its result there
     local due = opts.checkpoint_every > 0 and (step % opts.checkpoint_every == 0 or step == opts.steps)
@@ -829,7 +860,7 @@ function M.run(user_opts)
     slapo.report(measured)
   end
   return { losses = losses, grad_norms = grad_norms, final_loss = losses[opts.steps], first_step = first_step,
-    steps = opts.steps, step_s = measured and measured.step_s, model = model,
+    steps = opts.steps, step_s = measured and measured.step_s, model = pipe or model,
     schedule = swap_state and swap_state.sch or nil }
 end
 

@@ -1,0 +1,152 @@
+-- slapo.train of a pipeline: each step one pipe:step, with train's learning-rate schedule, clipping
+-- (the whole model's norm, a weight tied across stages counted once) and metrics. On 2 ranks, pp 2
+-- (GPT-2, whose embedding and LM head are one weight on both stages; LLaMA with packed documents);
+-- on 4, pp 2 x dp 2 with AdamW and ZeRO, and pp 2 x tp 2. 3 steps equal to one process in loss, gradient norm and
+-- every weight; refusals by name.
+local parallel = require("slapo.parallel")
+local step_flops = require("slapo.step_flops")
+local world = slapo.dist.world_size()
+-- helpers shared by the multi-rank specs (tests/dist/one_rank_reference.lua), in this spec's environment
+local reference = setfenv(assert(loadfile((debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or ".")
+  .. "/one_rank_reference.lua")), getfenv(1))()
+
+local gpt2_sizes = { n_layer = 2 }
+
+-- The tiny GPT-2 cut in 2 after its first layer, built as a pipeline of `layout`'s ranks.
+local function gpt2_pipeline(layout, options)
+  local sch = slapo.create_schedule(reference.tiny_gpt2(gpt2_sizes))
+  parallel.cut_evenly(sch, "transformer.h", 2)
+  local pipeline = { group = layout.pp_group, micro_batches = 2 }
+  for key, value in pairs(options or {}) do pipeline[key] = value end
+  return slapo.build(sch, { pipeline = pipeline })
+end
+
+-- Raises unless each of this rank's weights equals the one-process model's (AdamW's rounding shows
+-- as about 1e-5 after 3 steps of lr 1e-2).
+local function same_weights(pipe, ref)
+  local theirs, compared = reference.named(ref), 0
+  for name, p in pipe:named_parameters() do
+    close(theirs[name], p, { rtol = 1e-4, atol = 5e-5 })
+    compared = compared + 1
+  end
+  assert(compared >= 6, "compared " .. compared .. " weights")
+end
+
+local function train(pipe, layout, data, options)
+  local opts = { model = pipe, layout = layout, data = data, steps = 3, lr = 1e-2, schedule = "constant",
+    clip = 0.05, quiet = true }
+  for key, value in pairs(options or {}) do opts[key] = value end
+  return slapo.train(opts)
+end
+
+describe("slapo.train of a pipeline", function()
+  if world == 2 then
+    it("trains GPT-2 on 2 stages as one process: loss, the tied weight's norm counted once, every weight", function()
+      local layout = parallel.layout({ pp = 2 })
+      local all = reference.rows()
+      local ref, losses, norms = reference.train(all, 3, 0.05, nil, gpt2_sizes)
+      local pipe = gpt2_pipeline(layout)
+      local result = train(pipe, layout, function() return all end)
+      reference.check_steps(result, losses, norms)
+      same_weights(pipe, ref)
+      eq(pipe, result.model)
+      -- the tied embedding: summed on both stages, counted by the first alone
+      eq(slapo.dist.rank() == 0 and {} or { "transformer.wte.weight" }, pipe:shared_counted_elsewhere())
+    end)
+
+    it("counts the pipeline's FLOPs as the whole model's, shared over its ranks", function()
+      local layout = parallel.layout({ pp = 2 })
+      local pipe = gpt2_pipeline(layout)
+      local ids = reference.rows()
+      pipe:prepare(ids)
+      local whole = step_flops.per_row(reference.tiny_gpt2(gpt2_sizes))(8)
+      local mine = step_flops.pipeline_per_row(pipe)(8)
+      assert(math.abs(2 * mine - whole) < 1e-9 * whole, ("2 x %.0f FLOPs a rank, %.0f the whole model"):format(mine,
+        whole))
+    end)
+
+    it("trains LLaMA on 2 stages with packed documents as one process", function()
+      local function llama()
+        slapo.manual_seed(21)
+        return slapo.models.llama({ hidden_size = 32, num_hidden_layers = 2, num_attention_heads = 4,
+          num_key_value_heads = 2, intermediate_size = 64, vocab_size = 64, max_position_embeddings = 64,
+          initializer_range = 0.15 })
+      end
+      slapo.manual_seed(9)
+      local ids = slapo.randint(0, 64, { 4, 32 })
+      local positions = reference.packed_positions({ { 20, 12 }, { 8, 8, 16 }, { 5, 27 }, { 32 } })
+      local data = function() return ids, positions end
+      local one = slapo.train({ model = llama(), data = data, steps = 3, lr = 1e-2, schedule = "constant", clip = 0.05,
+        quiet = true })
+      local layout = parallel.layout({ pp = 2 })
+      local sch = slapo.create_schedule(llama())
+      parallel.cut_evenly(sch, "model.layers", 2)
+      local pipe = slapo.build(sch, { pipeline = { group = layout.pp_group, micro_batches = 2 } })
+      local result = train(pipe, layout, data)
+      assert(one.grad_norms[1] > 0.05, "the clip acts")
+      reference.check_steps(result, one.losses, one.grad_norms)
+      same_weights(pipe, one.model)
+    end)
+
+    it("refuses what it does not do with a pipeline, by name", function()
+      local layout = parallel.layout({ pp = 2 })
+      local pipe = gpt2_pipeline(layout)
+      local data = { vocab = 64, batch = 4, seq = 8 }
+      matches("grad_accum = 2 with a pipeline.*micro_batches", pcall_err(function()
+        train(pipe, layout, data, { grad_accum = 2 }) end))
+      matches("training checkpoints %(checkpoint_dir, resume%) with a pipeline", pcall_err(function()
+        train(pipe, layout, data, { checkpoint_dir = "never-written" }) end))
+      matches("autocast = \"fp16\" with a pipeline.*bf16", pcall_err(function()
+        train(pipe, layout, data, { autocast = "fp16" }) end))
+      matches("masked_lm with a pipeline", pcall_err(function()
+        train(pipe, layout, data, { masked_lm = { mask_id = 1 } }) end))
+      matches("zero_adamw without a layout with a pipeline", pcall_err(function()
+        train(pipe, nil, data, { optimizer = "zero_adamw" }) end))
+      -- a layout whose pipeline is another: the ranks named, and how to build it
+      matches("the pipeline runs on ranks {0, 1}, but the layout's pp group is {" .. slapo.dist.rank() .. "}.*layout.pp_group",
+        pcall_err(function() train(pipe, parallel.layout({ dp = 2 }), data) end))
+      matches("clip_grad_norm: .*stages are not known", pcall_err(function() slapo.clip_grad_norm(pipe, 1) end))
+    end)
+  end
+
+  if world == 4 then
+    local function pp2_dp2(optimizer)
+      local layout = parallel.layout({ pp = 2, dp = 2 })
+      local all = reference.rows()  -- 8 rows: 4 a replica
+      local ref, losses, norms = reference.train(all, 3, 0.05, nil, gpt2_sizes)
+      local pipe = gpt2_pipeline(layout, { dp_group = layout.dp_group })
+      local result = train(pipe, layout, function() return all:narrow(0, 4 * layout.dp_rank, 4) end,
+        { optimizer = optimizer })
+      reference.check_steps(result, losses, norms)
+      same_weights(pipe, ref)
+    end
+
+    it("trains GPT-2 on 2 stages x 2 replicas as one process on all the rows (AdamW)", function()
+      pp2_dp2("adamw")
+    end)
+
+    it("trains GPT-2 on 2 stages x 2 replicas as one process on all the rows (ZeRO's AdamW)", function()
+      pp2_dp2("zero_adamw")
+    end)
+
+    -- one step: later ones drift apart with TP's rounding, which AdamW amplifies
+    it("clips GPT-2 on 2 stages of 2 tensor-parallel ranks by the whole model's norm", function()
+      local layout = parallel.layout({ pp = 2, tp = 2 })
+      local all = reference.rows()
+      local _, losses, norms = reference.train(all, 1, 0.05, nil, gpt2_sizes)
+      local sch = slapo.create_schedule(reference.tiny_gpt2(gpt2_sizes), { group = layout.tp_group })
+      require("slapo.schedules.gpt2").schedule(sch, { fork_rng = false })
+      parallel.cut_evenly(sch, "transformer.h", 2)
+      local pipe = slapo.build(sch, { pipeline = { group = layout.pp_group, micro_batches = 2 } })
+      assert(#sch.mod:shard_groups() > 0, "the stages are split over their tp ranks")
+      reference.check_steps(train(pipe, layout, function() return all end, { steps = 1 }), losses, norms)
+    end)
+
+    it("refuses a pipeline that does not average over the layout's replicas", function()
+      local layout = parallel.layout({ pp = 2, dp = 2 })
+      local pipe = gpt2_pipeline(layout)
+      matches("averages its gradients over no replicas %(no pipeline.dp_group%), but the layout's dp group is {%d, %d}.*dp_group = layout.dp_group",
+        pcall_err(function() train(pipe, layout, { vocab = 64, batch = 4, seq = 8 }) end))
+    end)
+  end
+end)
