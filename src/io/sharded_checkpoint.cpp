@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <set>
 
 #include "core/error.h"
 #include "core/expert_groups.h"
@@ -237,14 +238,22 @@ at::Tensor ShardedCheckpoint::read_one(const std::string& name, const Entry& ent
   return out;
 }
 
-NamedTensors ShardedCheckpoint::read(const std::string& section, const Module& model) const {
+NamedTensors ShardedCheckpoint::read(const std::string& section, const Module& model,
+                                     const std::vector<std::string>& only) const {
   auto state = state_by_name(model);
   auto found = sections_.find(section);
   static const std::map<std::string, Entry> none;
   const auto& entries = found == sections_.end() ? none : found->second;
+  const std::set<std::string> held(only.begin(), only.end());
+  auto wanted = [&](const std::string& name) {  // P, or a name after it (P.exp_avg)
+    if (held.empty() || held.count(name)) return true;
+    for (auto dot = name.rfind('.'); dot != std::string::npos && dot > 0; dot = name.rfind('.', dot - 1))
+      if (held.count(name.substr(0, dot))) return true;
+    return false;
+  };
   if (section == "model")
     for (auto& [name, info] : state)
-      if (!entries.count(name))
+      if (wanted(name) && !entries.count(name))
         throw Error(fmt::format("resume: the checkpoint '{}' has no '{}', which the model holds (its index lists {} "
                                 "model tensors)",
                                 dir_, name, entries.size()));
@@ -257,7 +266,7 @@ NamedTensors ShardedCheckpoint::read(const std::string& section, const Module& m
   };
   NamedTensors out;
   for (auto& [name, entry] : entries) {
-    if (others_expert(name)) continue;
+    if (!wanted(name) || others_expert(name)) continue;
     const auto* owner = entry.shape.empty() ? nullptr : owner_of(state, name);
     Placement where = placement_of(owner ? owner->splits : Splits{}, owner ? whole_shape(*owner) : entry.shape);
     if (owner && where.shape != entry.shape)

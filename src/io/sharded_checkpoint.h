@@ -50,8 +50,10 @@ class ShardedCheckpoint {
   /// Every tensor of `section` ("model" for model-rank*.safetensors, "optimizer", ...) as this
   /// rank's slice for `model`'s layout, read from the overlapping parts of the pieces. Raises,
   /// naming the tensor, when the pieces do not cover it or its whole shape differs from the
-  /// model's; for the "model" section also when the model has state the index lacks.
-  NamedTensors read(const std::string& section, const Module& model) const;
+  /// model's; for the "model" section also when the model has state the index lacks. `only`, when
+  /// given: the names of the tensors this rank holds (a pipeline stage's), and the tensors read are
+  /// those and the ones named after them ("P.exp_avg" for P).
+  NamedTensors read(const std::string& section, const Module& model, const std::vector<std::string>& only = {}) const;
 
   const std::string& dir() const { return dir_; }
 

@@ -157,11 +157,19 @@ int w_crc32_file(lua_State* L) {
   return 1;
 }
 
-// _read_pieces(dir, section, model) -> {name -> tensor}: this rank's slices for the model's layout
+// _read_pieces(dir, section, model [, {name, ...}]) -> {name -> tensor}: this rank's slices for the
+// model's layout; of the named tensors alone (and those named after them) when the names are given
 int w_read_pieces(lua_State* L) {
   std::string dir = luaL_checkstring(L, 1), section = luaL_checkstring(L, 2);
   auto& model = lx_check_module(L, 3);
-  lx_push_named_tensors(L, ShardedCheckpoint(dir).read(section, *model));
+  std::vector<std::string> only;
+  if (lua_istable(L, 4))
+    for (int i = 1; i <= static_cast<int>(lua_objlen(L, 4)); ++i) {
+      lua_rawgeti(L, 4, i);
+      only.emplace_back(luaL_checkstring(L, -1));
+      lua_pop(L, 1);
+    }
+  lx_push_named_tensors(L, ShardedCheckpoint(dir).read(section, *model, only));
   return 1;
 }
 

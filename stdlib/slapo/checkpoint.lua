@@ -10,7 +10,8 @@
 --- Each rank writes the slices it holds as pieces that know their place in the whole tensor, and
 --- index.json lists them all (src/io/sharded_checkpoint.h), so a checkpoint written on one layout
 --- resumes on another: other ranks, tensor-parallel, fully sharded or whole. zero_adamw's moments
---- are flat slices of its own and resume only on as many ranks as wrote them.
+--- are flat slices of its own and resume only on as many ranks as wrote them. A pipeline's ranks
+--- write their stages' state, which the pipeline, or the whole model as a module, reads back.
 local M = {}
 
 local util = require("slapo.util")
@@ -163,6 +164,55 @@ local function is_zero(optimizer)
   return getmetatable(optimizer) == debug.getregistry()["slapo.ZeroOptimizer"]
 end
 
+local function is_pipeline(model)
+  return (getmetatable(model) or {}).__name == "slapo.Pipeline"
+end
+
+-- What a rank saves and loads of `model`, a module or a pipeline: the module, its state to write,
+-- the names of that state and of the parameters whose optimizer state it holds (nil: all), and
+-- whether to leave out an optimizer state name. A pipeline rank holds the state under the modules
+-- its stages call and its stages' parameters outside them. A weight tied across stages is saved
+-- under each name its stages use (GPT-2's transformer.wte.weight by the first, lm_head.weight by
+-- the last), as a whole model's state_dict names it twice; its optimizer state by the first stage.
+local function rank_part(model)
+  if not is_pipeline(model) then
+    return { module = model, state = model:state_dict() }
+  end
+  local elsewhere = {}
+  for _, name in ipairs(model:shared_counted_elsewhere()) do elsewhere[name] = true end
+  local leaves, state, names, params = model:leaves(), {}, {}, {}
+  for name, t in pairs(model.module:state_dict()) do
+    for _, leaf in ipairs(leaves) do
+      if name:sub(1, #leaf + 1) == leaf .. "." then
+        state[name] = t
+        break
+      end
+    end
+  end
+  for name, p in model:named_parameters() do
+    table.insert(params, name)
+    if not elsewhere[name] and not state[name] then state[name] = p end
+  end
+  for name in pairs(state) do table.insert(names, name) end
+  table.sort(names)
+  return { module = model.module, state = state, names = names, params = params,
+    saved_elsewhere = function(state_name)
+      local param = state_name:match("^(.*)%.[^.]+$")
+      return param and elsewhere[param] or false
+    end }
+end
+
+-- The optimizer state a rank writes: a pipeline's without what another stage writes.
+local function optimizer_part(optimizer, part)
+  local state = optimizer:state_tensors(part.module)
+  if part.saved_elsewhere then
+    for name in pairs(state) do
+      if part.saved_elsewhere(name) then state[name] = nil end
+    end
+  end
+  return state
+end
+
 local RANK_FILES = { "model", "optimizer", "rng" }
 
 -- What to do about a checkpoint that is incomplete or damaged.
@@ -236,13 +286,14 @@ function M.save(dir, step, model, optimizer, log, trainer)
     optimizer = ("%s/optimizer-rank%d.safetensors"):format(tmp, rank),
     rng = ("%s/rng-rank%d.safetensors"):format(tmp, rank),
   }
-  slapo._write_pieces(model, files.model, model:state_dict())
+  local part = rank_part(model)
+  slapo._write_pieces(part.module, files.model, part.state)
   if is_zero(optimizer) then  -- its own flat slices: saved as they are
-    slapo.save_tensors(files.optimizer, optimizer:state_tensors(model))
+    slapo.save_tensors(files.optimizer, optimizer:state_tensors(part.module))
   else
-    slapo._write_pieces(model, files.optimizer, optimizer:state_tensors(model))
+    slapo._write_pieces(part.module, files.optimizer, optimizer_part(optimizer, part))
   end
-  slapo.save_tensors(files.rng, rng_tensors(model))
+  slapo.save_tensors(files.rng, rng_tensors(part.module))
   fsync({ files.model, files.optimizer, files.rng })
   local checksums = rank_file_checksums(files)  -- a collective: every rank's files are written after it
   if rank == 0 then
@@ -314,21 +365,27 @@ function M.load(path, model, optimizer)
       pieces and " (zero_adamw's moments are flat slices of its own: resume it on as many ranks, or train on "
         .. "with optimizer = \"adamw\" from the weights alone)" or ""), 2)
   end
+  local part = rank_part(model)
   if not pieces then
+    if part.names then
+      error(("resume: '%s' was written before checkpoints held pieces, which a pipeline's stages read theirs from"):format(
+        path), 2)
+    end
     load_rank_files(path, model, optimizer)
     return trainer.step, trainer
   end
-  model:load_state_dict(slapo._read_pieces(path, "model", model))
+  local module = part.module
+  module:load_state_dict(slapo._read_pieces(path, "model", module, part.names))
   local state = trainer.zero_optimizer and slapo.load_tensors(("%s/optimizer-rank%d.safetensors"):format(path, rank))
-    or slapo._read_pieces(path, "optimizer", model)
+    or slapo._read_pieces(path, "optimizer", module, part.params)
   -- the random streams are each rank's own: they carry over when the ranks are the same ones
   if same_world then
-    restore_rng(slapo.load_tensors(("%s/rng-rank%d.safetensors"):format(path, rank)), model)
+    restore_rng(slapo.load_tensors(("%s/rng-rank%d.safetensors"):format(path, rank)), module)
   elseif rank == 0 then
     print(("resume: the random streams start afresh: '%s' was written by %d ranks, this run has %d"):format(path,
       trainer.world_size, world))
   end
-  optimizer:load_state_tensors(model, state)
+  optimizer:load_state_tensors(module, state)
   return trainer.step, trainer
 end
 

@@ -746,7 +746,7 @@ function M.run(user_opts)
   if opts.checkpoint_dir then
     require("slapo.checkpoint").prepare(opts.checkpoint_dir)
   end
-  local first_step = resume_run(opts, model, optimizer, losses, rank0, scaler)
+  local first_step = resume_run(opts, pipe or model, optimizer, losses, rank0, scaler)
   local metrics = opts.metrics and rank0 and open_metrics(opts.metrics, first_step)
   model:train()
   local step_seconds, step_tokens, peak_mib = {}, 0, 0
@@ -847,7 +847,7 @@ function M.run(user_opts)
     if opts.checkpoint_dir and due then
       -- the schedule that produced these weights travels with them
       local log = opts.schedule_log or (swap_state and swap_state.sch:log()) or nil
-      checkpoint.save(opts.checkpoint_dir, step, model, optimizer, log,
+      checkpoint.save(opts.checkpoint_dir, step, pipe or model, optimizer, log,
         { losses = losses_record(losses, step), scaler = scaler and scaler:state() or nil,
           data = M.data_identity(opts) })
     end

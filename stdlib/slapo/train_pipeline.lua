@@ -2,7 +2,8 @@
 --- one pipe:step over the batch, which the pipeline cuts into its micro-batches, runs through its
 --- stages and averages over its data-parallel replicas (pipeline.dp_group). What train does around
 --- it is the same as for a module: the learning-rate schedule, clipping (the whole model's norm,
---- added up over the stages), the metrics line and its FLOPs (the pipeline's mean over its ranks).
+--- added up over the stages), the metrics line and its FLOPs (the pipeline's mean over its ranks),
+--- training checkpoints (each rank writes its stages' state; slapo.checkpoint).
 ---
 --- Example usage (4 ranks, 2 stages x 2 replicas):
 ---   local layout = slapo.parallel.layout{ pp = 2 }
@@ -36,10 +37,6 @@ function M.check(pipe, opts)
     refuse(("grad_accum = %d"):format(opts.grad_accum), ("a pipeline accumulates over its micro-batches already: "
       .. "give a batch %d times larger with slapo.build(sch, {pipeline = {micro_batches = ...}})"):format(
       opts.grad_accum))
-  end
-  if opts.checkpoint_dir or type(opts.resume) == "string" then
-    refuse("training checkpoints (checkpoint_dir, resume)", "not written for pipelines yet; slapo.save(pipe, dir) "
-      .. "writes the whole model's weights, which slapo.models.from_pretrained reads back")
   end
   if opts.schedule_file then
     refuse("schedule_file", "hot swapping rebuilds a module; schedule the pipeline once")
