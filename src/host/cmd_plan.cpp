@@ -24,7 +24,7 @@ namespace slapo {
 int cmd_plan(const PlanArgs& a) {
   try {
     plan::PlanRequest request;
-    request.model = a.model, request.cluster = a.cluster, request.work = {a.batch, a.seq, a.dtype};
+    request.model = a.model, request.cluster = a.cluster, request.work = {a.batch, a.seq, a.dtype, a.documents};
     request.search.max_stages = a.max_stages, request.pick = a.pick, request.layer_costs = a.layer_costs;
     std::vector<std::string> unpriced;
     if (!a.from.empty()) request.pins = pins_from_schedule_file(a.model, a.from, unpriced);

@@ -25,7 +25,7 @@ int cmd_repl(const std::string& script);
 struct PlanArgs {
   std::string model, cluster = "1x1:cpu", out, dtype = "float32", pick, layer_costs = "ilp";
   std::string from;  ///< a schedule file whose primitives pin choices (plan/pins.h)
-  int64_t batch = 8, seq = 128;
+  int64_t batch = 8, seq = 128, documents = 0;
   int steps = 3, max_stages = 0;
 };
 /// Plans a parallel layout for a model on a cluster and writes it as a Lua schedule script.

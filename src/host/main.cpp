@@ -173,6 +173,9 @@ int main(int argc, char** argv) {
   plan->add_option("--cluster", plan_args.cluster, "NODESxDEVICES:DEVICE, DEVICE = cpu (measured now), h100 or a .json profile");
   plan->add_option("--batch", plan_args.batch, "sequences per step, over all replicas")->check(CLI::Range(1, 1 << 30));
   plan->add_option("--seq", plan_args.seq, "tokens per sequence")->check(CLI::Range(1, 1 << 24));
+  plan->add_option("--documents", plan_args.documents,
+                   "packed documents kept apart (position_ids), their mean length in tokens (0: a row is one sequence)")
+      ->check(CLI::Range(0, 1 << 24));
   plan->add_option("--steps", plan_args.steps, "training steps the written script runs")->check(CLI::Range(1, 1 << 30));
   plan->add_option("--out", plan_args.out, "write the plan as a Lua schedule script here");
   plan->add_option("--dtype", plan_args.dtype, "training precision the cost model assumes")

@@ -151,6 +151,7 @@ void push_plan_record(lua_State* L, const plan::Plan& plan, int steps) {
   lua_newtable(L);
   set_number(L, "batch", static_cast<double>(plan.work.batch));
   set_number(L, "seq", static_cast<double>(plan.work.seq));
+  set_number(L, "documents", static_cast<double>(plan.work.documents));
   set_string(L, "dtype", plan.work.dtype);
   lua_setfield(L, -2, "work");
   set_number(L, "steps", steps);

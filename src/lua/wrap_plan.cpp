@@ -33,10 +33,12 @@ int w_plan(lua_State* L) {
   } else {
     throw Error(fmt::format("plan: expected a preset name, a Hugging Face directory or a zoo model, got {}", luaL_typename(L, 1)));
   }
-  lx_check_option_keys(L, 2, {"cluster", "batch", "seq", "steps", "dtype", "max_stages", "pick", "layer_costs", "pin"}, fn);
+  lx_check_option_keys(L, 2, {"cluster", "batch", "seq", "documents", "steps", "dtype", "max_stages", "pick",
+                              "layer_costs", "pin"}, fn);
   request.cluster = lx_opt_string(L, 2, "cluster", "1x1:cpu", fn);
   request.work.batch = lx_check_integer_value(lx_opt_number(L, 2, "batch", 8, fn), "batch", 1, 1 << 30, fn);
   request.work.seq = lx_check_integer_value(lx_opt_number(L, 2, "seq", 128, fn), "seq", 1, 1 << 24, fn);
+  request.work.documents = lx_check_integer_value(lx_opt_number(L, 2, "documents", 0, fn), "documents", 0, 1 << 24, fn);
   int steps = static_cast<int>(lx_check_integer_value(lx_opt_number(L, 2, "steps", 3, fn), "steps", 1, 1 << 30, fn));
   request.work.dtype = lx_opt_string(L, 2, "dtype", "float32", fn);
   request.search.max_stages = static_cast<int>(

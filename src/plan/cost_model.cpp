@@ -338,10 +338,16 @@ LayerCosts layer_costs(const ModelShape& m, const Cluster& cluster, const Worklo
   // Attention's scores and context: each sequence's queries against its keys. Under context
   // parallelism a rank holds seq / cp of the queries of seqs x cp sequences, against every key (or,
   // all-to-all, every query of 1/cp of the heads: the same work); the pieces the causal mask hides
-  // are left out, about half (load-balanced chunks)
+  // are left out, about half (load-balanced chunks), and with packed documents those whose queries
+  // and keys share no document (distributed/attention_pieces): a row of pieces, seq / 2cp on a side,
+  // reaches back over one document, about (piece + document) / seq of the scores. Without cp the
+  // model computes every score and masks them.
   auto attention_fwd = [&](double t) {
-    const double rows = double(work.seq) / cp, causal = cp > 1 ? 0.5 : 1.0;
-    return causal * 2 * cluster.device.matmul_seconds(rows, m.head_dim, work.seq, work.dtype) * seqs * cp * m.heads / t;
+    const double rows = double(work.seq) / cp, piece = double(work.seq) / (2 * cp);
+    const double kept = cp == 1                ? 1.0
+                        : work.documents == 0 ? 0.5
+                                              : std::min(0.5, (piece + double(work.documents)) / double(work.seq));
+    return kept * 2 * cluster.device.matmul_seconds(rows, m.head_dim, work.seq, work.dtype) * seqs * cp * m.heads / t;
   };
   auto layer_fwd = [&](double t) {
     return m.attention_blocks * (mm(h, (q_width + 2 * kv_width) / t) + mm(q_width / t, h) + attention_fwd(t)) +

@@ -124,6 +124,9 @@ struct ModelShape {
 struct Workload {
   int64_t batch = 8, seq = 128;
   std::string dtype = "float32";
+  /// Packed documents kept apart (position_ids), their mean length in tokens; 0: each row is one
+  /// sequence. Context parallelism's attention leaves out the pieces between documents.
+  int64_t documents = 0;
 };
 
 /// One pipeline stage: `layers` consecutive transformer layers (the embedding rides on the first

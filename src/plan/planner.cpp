@@ -21,6 +21,9 @@ namespace slapo::plan {
 void check_workload(const Workload& work) {
   if (work.batch < 1 || work.seq < 1)
     throw Error(fmt::format("plan: --batch and --seq must be >= 1, got {} and {}", work.batch, work.seq));
+  if (work.documents < 0 || work.documents > work.seq)
+    throw Error(fmt::format("plan: --documents {} is not a document length within a row of --seq {} tokens (0: each "
+                            "row one sequence)", work.documents, work.seq));
   if (work.dtype != "float32" && work.dtype != "bfloat16")
     throw Error(fmt::format("plan: --dtype '{}' is not a training precision (choices: float32, bfloat16)", work.dtype));
 }
@@ -260,9 +263,10 @@ void Plan::pick(const std::string& name) {
 }
 
 std::string Plan::summary() const {
-  std::string out = fmt::format("plan for {} ({:.1f}M parameters) on {} x {} {}, batch {} x seq {}{}\n", model.name,
+  std::string out = fmt::format("plan for {} ({:.1f}M parameters) on {} x {} {}, batch {} x seq {}{}{}\n", model.name,
                                 model.total_params / 1e6, cluster.nodes, cluster.per_node, cluster.device.name,
-                                work.batch, work.seq, work.dtype == "float32" ? "" : ", " + work.dtype);
+                                work.batch, work.seq, work.dtype == "float32" ? "" : ", " + work.dtype,
+                                work.documents ? fmt::format(", packed documents of {} tokens", work.documents) : "");
   // the best dozen, then a count of the rest; the name column as wide as the longest name shown
   const size_t shown = std::min<size_t>(ranked.size(), 12);
   size_t width = 52;

@@ -79,8 +79,10 @@ local function bool(value) return value and "true" or "false" end
 local function header(record)
   local cluster, work = record.cluster, record.work
   local out = {
-    ("-- slapo-lua plan: %s on %d x %d %s, batch %d x seq %d\n"):format(record.model.name, cluster.nodes,
-      cluster.per_node, cluster.device, work.batch, work.seq),
+    ("-- slapo-lua plan: %s on %d x %d %s, batch %d x seq %d%s\n"):format(record.model.name, cluster.nodes,
+      cluster.per_node, cluster.device, work.batch, work.seq, (work.documents or 0) > 0
+        and (", priced for packed documents of %d tokens (these steps train whole rows)"):format(work.documents)
+        or ""),
     ("-- Run it: slapo-lua run --nproc %d plan.lua   (edit the plan table and run again)\n"):format(cluster.devices),
     "--\n-- Predicted (step seconds, GiB per rank), the best plans considered:\n",
   }

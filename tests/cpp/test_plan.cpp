@@ -633,6 +633,20 @@ TEST_CASE("plan: long sequences split over cp replicas: a causal share of attent
   CHECK(split_staged.activation_bytes < whole_staged.activation_bytes / 10);  // no s x s scores kept
   CHECK(split_staged.p2p_s > whole_staged.p2p_s);                            // the ring's exchanges besides the cut's
   for (auto& c : megatron_grid(llama, cluster, {8, 4096})) CHECK(c.cp == 1);
+  // packed documents: the pieces between them left out under cp (about (piece + document) / seq of the
+  // scores, piece = seq / 2cp), nothing saved without cp, and nothing else priced differently
+  Workload packed = work;
+  packed.documents = 2048;
+  auto d = estimate(llama, cluster, packed, split), w = estimate(llama, cluster, packed, whole);
+  CHECK(d.compute_s < exposed.compute_s);
+  CHECK(w.compute_s == doctest::Approx(a.compute_s));
+  CHECK(d.activation_bytes == doctest::Approx(exposed.activation_bytes));
+  CHECK(d.p2p_s == doctest::Approx(exposed.p2p_s));
+  packed.documents = 32768;  // one document a row: the causal half, as without documents
+  CHECK(estimate(llama, cluster, packed, split).compute_s == doctest::Approx(exposed.compute_s));
+  packed.documents = 40000;
+  CHECK_THROWS_WITH(plan_parallel(llama, cluster, packed),
+                    doctest::Contains("--documents 40000 is not a document length within a row of --seq 32768"));
   // LLaMA-7B at 128k tokens on 8 x 8 H100s: the sequences split, as people train long contexts
   auto plan = plan_parallel(llama, Cluster::parse("8x8:h100", h100_devices_dir()), {16, 131072, "bfloat16"});
   CHECK_MESSAGE(plan.chosen().candidate.cp > 1, plan.summary());
