@@ -576,10 +576,6 @@ at::Tensor Pipeline::reference_loss(Module& reference, const Values& inputs, con
   return sum / micro_batches_;
 }
 
-// Each rank of a stage holds its replica's part of the stage's gradient of a shared parameter
-// (gathered over its tp group when sharded), or after dp_group's sum the whole of it; a sum over
-// every rank of the sharing stages, each weighted by one over the ranks holding the same, adds the
-// stages' gradients once each. Without dp_group each replica keeps 1/dp of it for the optimizer's sum.
 std::vector<std::string> Pipeline::shared_counted_elsewhere() const {
   std::vector<std::string> out;
   if (!current_) return out;
@@ -592,6 +588,10 @@ std::vector<std::string> Pipeline::shared_counted_elsewhere() const {
   return out;
 }
 
+// Each rank of a stage holds its replica's part of the stage's gradient of a shared parameter
+// (gathered over its tp group when sharded), or after dp_group's sum the whole of it; a sum over
+// every rank of the sharing stages, each weighted by one over the ranks holding the same, adds the
+// stages' gradients once each. Without dp_group each replica keeps 1/dp of it for the optimizer's sum.
 void Pipeline::sum_shared_grads_over_meshes() {
   auto specs = shard_specs_by_tensor(*root_->mod());
   auto& mesh = runner_.meshes()[stage()];

@@ -1,7 +1,7 @@
 -- Packed documents reaching a pipeline: position_ids (each document starting again at 0) given to
 -- pipe:step beside the ids reach every stage, which keeps the documents apart as one process does.
--- On 2 ranks, pp 2 (1F1B, GPipe, and 4 stages interleaved), and a pipeline.loss of one's own averaged
--- as it is; on 4, pp 2 x cp 2 by the ring and by all_to_all, and stages on meshes of 2 replicas. 3 AdamW steps equal to one process in loss and every gradient; slapo.verify
+-- On 2 ranks, pp 2 (1F1B, GPipe, and 4 stages interleaved), a pipeline.loss of one's own averaged
+-- as it is, and a Mixtral's load-balancing loss beside the positions; on 4, pp 2 x cp 2 by the ring and by all_to_all, and stages on meshes of 2 replicas. 3 AdamW steps equal to one process in loss and every gradient; slapo.verify
 -- of the pipeline with them.
 local parallel = require("slapo.parallel")
 local world = slapo.dist.world_size()
@@ -80,6 +80,32 @@ describe("pipelines with packed documents (position_ids)", function()
         function(s) parallel.cut_evenly(s, "model.layers", 2) end)
       eq(1, report.outputs)
       assert(report.gradients > 10, "compared " .. report.gradients .. " gradients")
+    end)
+
+    -- the router's load-balancing loss traced beside the documents' positions: both reach the stages
+    it("verifies a Mixtral with its load-balancing loss and the documents' positions", function()
+      local layout = parallel.layout({ pp = 2 })
+      local ids, positions, labels = packed_batch()
+      local function mixtral()
+        slapo.manual_seed(21)
+        return slapo.models.mixtral({ hidden_size = 32, num_hidden_layers = 2, num_attention_heads = 4,
+          num_key_value_heads = 2, intermediate_size = 48, vocab_size = 64, num_local_experts = 4,
+          num_experts_per_tok = 2, max_position_embeddings = 256, output_router_logits = true,
+          router_aux_loss_coef = 0.5, initializer_range = 0.15 })
+      end
+      local report = slapo.verify(slapo.create_schedule(mixtral()), { ids, { position_ids = positions } },
+        { labels = labels, pipeline = { group = layout.pp_group, micro_batches = 2 } },
+        function(s) parallel.cut_evenly(s, "model.layers", 2) end)
+      eq(1, report.outputs)
+      assert(report.gradients > 10, "compared " .. report.gradients .. " gradients")
+      -- the positions matter: without them the loss is another
+      local sch = slapo.create_schedule(mixtral())
+      parallel.cut_evenly(sch, "model.layers", 2)
+      local pipe = slapo.build(sch, { pipeline = { group = layout.pp_group, micro_batches = 2 } })
+      local apart = pipe:step(ids, { labels = labels, position_ids = positions })
+      local joined = pipe:step(ids, { labels = labels,
+        position_ids = packed_positions({ { 64 }, { 64 }, { 64 }, { 64 } }) })
+      assert(math.abs(apart - joined) > 1e-4, ("loss %.7f with the documents, %.7f without"):format(apart, joined))
     end)
 
     it("trains a LLaMA cut in 4 on 2 ranks (interleaved 1F1B) as one process, its documents kept apart", function()
