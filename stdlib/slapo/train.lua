@@ -9,6 +9,8 @@
 ---                                                             -- or { tokens = "corpus.tokens", batch =, seq =,
 ---                                                             --   seed = 0, documents = "joined" | "separate" }
 ---     metrics = "metrics.jsonl" }
+--- `model` may be a pipeline (slapo.build of a schedule with cut stages): one pipe:step a step
+--- (slapo/train_pipeline.lua).
 --- Output (one line per log_every steps):
 ---   step   10 | loss 6.2143 | lr 3.00e-04 | 12,345 tok/s | 0.41 TFLOP/s | MFU 4.1% | 812 MiB
 local M = {}
@@ -725,7 +727,7 @@ function M.run(user_opts)
   local device = require("slapo.kernel_choices").model_device(model)
   if pipe then  -- traced for the batches' shape: its stages' parameters are known from here
     local ids, positions = batch_at(data, 1, 1)
-    pipe:prepare(ids:to(device), { position_ids = positions and positions:to(device) })
+    pipelines.prepare(pipe, ids:to(device), positions and positions:to(device))
   end
   local optimizer = make_optimizer(model, opts, pipe and pipe:parameters())
   if swap_state then

@@ -82,25 +82,38 @@ function M.check(pipe, opts)
   end
 end
 
+-- fn()'s result, or train's error: a model that takes no position_ids named, else `what` failed.
+local function run(pipe, ids, positions, what, fn)
+  local ok, result = pcall(fn)
+  if not ok and positions and tostring(result):find("unknown keyword 'position_ids'", 1, true) then
+    error(("train: data.documents = \"separate\" hands the model position_ids, and %s takes none (LLaMA, Qwen2 "
+      .. "and Mistral do); use documents = \"joined\" with it"):format(pipe.module:type()), 0)
+  end
+  if not ok then
+    error(("train: %s the batch (token ids of shape [%s]): %s"):format(what, table.concat(ids:size(), ", "),
+      tostring(result)), 0)
+  end
+  return result
+end
+
+--- Traces the pipeline for batches like `ids` (and the documents' `positions`, or nil), so its
+--- stages' parameters are known before the optimizer is made.
+function M.prepare(pipe, ids, positions)
+  run(pipe, ids, positions, "the pipeline could not trace its stages for", function()
+    pipe:prepare(ids, { position_ids = positions })
+  end)
+end
+
 --- The step's loss on every rank (the batch's mean over its trained tokens), its gradients
 --- accumulated in this rank's stages. `labels` and `positions`: packed documents kept apart, or nil.
 function M.step(pipe, ids, opts, step, labels, positions)
   local batch = { labels = labels or ids, position_ids = positions }
-  local ok, loss = pcall(function()
+  return run(pipe, ids, positions, ("step %d: the pipeline failed on"):format(step), function()
     if opts.autocast then
       return slapo.autocast(opts.autocast, function() return pipe:step(ids, batch) end)
     end
     return pipe:step(ids, batch)
   end)
-  if not ok and positions and tostring(loss):find("unknown keyword 'position_ids'", 1, true) then
-    error(("train: data.documents = \"separate\" hands the model position_ids, and %s takes none (LLaMA, Qwen2 "
-      .. "and Mistral do); use documents = \"joined\" with it"):format(pipe.module:type()), 0)
-  end
-  if not ok then
-    error(("train: step %d: the pipeline failed on the batch (token ids of shape [%s]): %s"):format(step,
-      table.concat(ids:size(), ", "), tostring(loss)), 0)
-  end
-  return loss
 end
 
 return M

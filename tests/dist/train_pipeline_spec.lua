@@ -133,6 +133,13 @@ describe("slapo.train of a pipeline", function()
       matches("the pipeline runs on ranks {0, 1}, but the layout's pp group is {" .. slapo.dist.rank() .. "}.*layout.pp_group",
         pcall_err(function() train(pipe, parallel.layout({ dp = 2 }), data) end))
       matches("clip_grad_norm: .*stages are not known", pcall_err(function() slapo.clip_grad_norm(pipe, 1) end))
+      -- a model without position_ids given packed documents; a batch of another shape at step 2
+      local ids = reference.rows()
+      matches("data.documents = \"separate\" hands the model position_ids, and GPT2LMHeadModel takes none",
+        pcall_err(function() train(pipe, layout, function() return ids, reference.packed_positions({ { 4, 4 }, { 8 },
+          { 8 }, { 8 } }) end) end))
+      matches("train: step 2: the pipeline failed on the batch %(token ids of shape %[2, 8%]%): .*need a new trace",
+        pcall_err(function() train(pipe, layout, function(step) return step == 1 and ids or ids:narrow(0, 0, 2) end) end))
     end)
   end
 
