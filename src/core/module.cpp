@@ -376,6 +376,17 @@ std::unordered_set<const c10::TensorImpl*> fully_sharded_tensors(const Module& r
   return out;
 }
 
+std::unordered_map<const c10::TensorImpl*, int64_t> fully_sharded_numels(const Module& root) {
+  std::unordered_map<const c10::TensorImpl*, int64_t> out;
+  std::function<void(const Module&)> visit = [&](const Module& m) {
+    for (auto& [name, spec] : m.meta().fully_sharded)
+      out[m.param(name).unsafeGetTensorImpl()] = c10::multiply_integers(spec.full_shape);
+    for (auto& [name, child] : m.children_in_order()) visit(*child);
+  };
+  visit(root);
+  return out;
+}
+
 int64_t ShardSpec::part_stride() const {
   int64_t section = full_shape[axis] / groups;
   return (section + parts - 1) / parts;

@@ -275,6 +275,8 @@ std::unordered_map<c10::TensorImpl*, Splits> splits_by_tensor(const Module& root
 /// The parameters below `root` that fully_shard keeps as slices (its backward averages their
 /// gradients over its group), by tensor.
 std::unordered_set<const c10::TensorImpl*> fully_sharded_tensors(const Module& root);
+/// The same parameters' whole element counts (what each call gathers and computes with), by tensor.
+std::unordered_map<const c10::TensorImpl*, int64_t> fully_sharded_numels(const Module& root);
 
 /// The tensors inside a value (a tensor, or tuples, lists and dicts of them), in order.
 std::vector<at::Tensor> tensors_in(const Value& v);

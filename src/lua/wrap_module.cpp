@@ -53,11 +53,7 @@ int w_Module_num_params(lua_State* L) {
   lx_check_option_keys(L, 2, {"gathered"}, "num_params");
   int64_t total = count_unique_parameters(*m);
   if (lx_opt_bool(L, 2, "gathered", false, "num_params")) {
-    std::unordered_map<const c10::TensorImpl*, int64_t> whole;  // a tie once
-    for (auto& item : m->named_modules("", /*include_self=*/true))
-      if (auto* mod = dynamic_cast<Module*>(item.value().get()))
-        for (auto& [name, spec] : mod->meta().fully_sharded)
-          whole[mod->param(name).unsafeGetTensorImpl()] = c10::multiply_integers(spec.full_shape);
+    auto whole = fully_sharded_numels(*m);  // a tie once
     for (auto& p : unique_named_parameters(*m))
       if (auto found = whole.find(p.second.unsafeGetTensorImpl()); found != whole.end())
         total += found->second - p.second.numel();

@@ -1,5 +1,6 @@
 // slapo.Pipeline: what slapo.build returns for a schedule with cut stages.
 #include <algorithm>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "distributed/group.h"
@@ -110,9 +111,19 @@ int w_Pipeline_shared_counted_elsewhere(lua_State* L) {
 }
 int w_Pipeline_released_parameters(lua_State* L) { return lx_push_strings(L, lx_check_pipeline(L, 1).released_parameters()); }
 
+// pipe:num_params([{gathered = true}]) -> this rank's stages' parameters; gathered: those fully_shard
+// slices counted whole, as each call computes with them (MFU's count)
 int w_Pipeline_num_params(lua_State* L) {
+  auto& pipe = lx_check_pipeline(L, 1);
+  lx_check_arg_count(L, 1, "num_params", "pipe:num_params([{gathered = true}])", 1);
+  lx_check_option_keys(L, 2, {"gathered"}, "num_params");
+  const bool gathered = lx_opt_bool(L, 2, "gathered", false, "num_params");
+  auto whole = gathered ? fully_sharded_numels(*pipe.module()) : std::unordered_map<const c10::TensorImpl*, int64_t>{};
   double n = 0;
-  for (auto& p : lx_check_pipeline(L, 1).parameters()) n += static_cast<double>(p.numel());
+  for (auto& p : pipe.parameters()) {
+    auto found = whole.find(p.unsafeGetTensorImpl());
+    n += static_cast<double>(found == whole.end() ? p.numel() : found->second);
+  }
   lua_pushnumber(L, n);
   return 1;
 }
@@ -143,7 +154,11 @@ int pipeline_fields(lua_State* L) {
   else if (key == "schedule") lua_pushstring(L, dist::pipeline_schedule_name(p.runner().schedule()));
   else if (key == "module") lx_push_module(L, p.module());
   else if (key == "on_meshes") lua_pushboolean(L, !p.runner().meshes().empty());
-  else if (key == "group") lx_push_group(L, p.runner().group());  // nil on stage meshes
+  else if (key == "group") lx_push_group(L, p.runner().group());  // on stage meshes: the world
+  else if (key == "expert_dp_group") {  // false: told that no other rank holds this rank's experts
+    if (!p.experts_replicated()) lua_pushboolean(L, 0);
+    else lx_push_group(L, p.expert_data_parallel_group());
+  }
   else if (key == "dp_group") lx_push_group(L, p.data_parallel_group());
   else lua_pushnil(L);
   return 1;

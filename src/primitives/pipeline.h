@@ -103,6 +103,10 @@ class Pipeline {
   std::vector<std::string> shared_counted_elsewhere() const;
   /// The replicas gradients are averaged over (null without data parallelism).
   const std::shared_ptr<dist::Group>& data_parallel_group() const { return dp_group_; }
+  /// The ranks holding the same experts as this one, which average them (null: none given), and
+  /// false when the pipeline was told no other rank holds them.
+  const std::shared_ptr<dist::Group>& expert_data_parallel_group() const { return expert_dp_group_; }
+  bool experts_replicated() const { return experts_replicated_; }
   /// Parameters of other stages whose weights this rank dropped.
   const std::vector<std::string>& released_parameters() const { return released_; }
   /// Traces and splits the model for batches shaped like `inputs` and `keywords` (done by step

@@ -164,9 +164,7 @@ local function is_zero(optimizer)
   return getmetatable(optimizer) == debug.getregistry()["slapo.ZeroOptimizer"]
 end
 
-local function is_pipeline(model)
-  return (getmetatable(model) or {}).__name == "slapo.Pipeline"
-end
+local is_pipeline = util.is_pipeline
 
 -- What a rank saves and loads of `model`, a module or a pipeline: the module, its state to write,
 -- the names of that state and of the parameters whose optimizer state it holds (nil: all), and

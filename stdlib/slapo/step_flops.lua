@@ -90,10 +90,10 @@ end
 --- the pipeline calls it, once (one all-reduce).
 function M.pipeline_per_row(pipe, tp_group)
   local config = config_of(pipe.module) or {}
-  local elsewhere, all = {}, 0
+  local elsewhere, all = {}, pipe:num_params({ gathered = true })
   for _, name in ipairs(pipe:shared_counted_elsewhere()) do elsewhere[name] = true end
   for name, p in pipe:named_parameters() do
-    if not elsewhere[name] then all = all + p:numel() end
+    if elsewhere[name] then all = all - p:numel() end
   end
   local layers = 0  -- a stage's layers are the leaves that are items of a layer list
   for _, leaf in ipairs(pipe:leaves()) do

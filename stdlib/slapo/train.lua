@@ -507,10 +507,7 @@ local function forward_loss(model, ids, opts, step, micro, positions)
   local ok, loss = pcall(function()
     return opts.autocast and slapo.autocast(opts.autocast, forward) or forward()
   end)
-  if not ok and positions and tostring(loss):find("unknown keyword 'position_ids'", 1, true) then
-    error(("train: data.documents = \"separate\" hands the model position_ids, and %s takes none (LLaMA, Qwen2 "
-      .. "and Mistral do); use documents = \"joined\" with it"):format(model:type()), 0)
-  end
+  if not ok and positions then require("slapo.train_pipeline").refuse_positions(loss, model) end
   if not ok then
     error(("train: step %d, micro-batch %d: the model failed on the data function's token ids (input_ids and "
       .. "labels: shape [%s], ids %d .. %d): %s"):format(step, micro, table.concat(ids:size(), ", "),
@@ -783,8 +780,10 @@ function M.run(user_opts)
       tokens = tokens + ids:numel() / cp
     end
     local total, all_tokens = global_step(summed:item(), tokens, group, replicas)
-    if not pipe then  -- a pipeline averaged its replicas' gradients in its step
+    if not pipe then  -- a pipeline averaged its replicas' gradients in its step (or zero_adamw does in its)
       reduce_gradients(opts, model, group, replicas, fully_sharded)
+    elseif pipelines.averages_before_clipping(pipe, opts) then
+      opts.layout:all_reduce_grads(pipe)
     end
     local overflow = scaler and scaler:unscale(model)
     if scaler and slapo.dist.world_size() > 1 then  -- every rank skips the same steps

@@ -14,13 +14,42 @@
 ---     steps = 100, clip = 1.0 }
 local M = {}
 
---- True for a slapo.Pipeline.
-function M.is_pipeline(value)
-  return (getmetatable(value) or {}).__name == "slapo.Pipeline"
+local util = require("slapo.util")
+
+M.is_pipeline = util.is_pipeline
+
+-- A group's ranks as "{0, 1}"; "none" for no group or one of a single rank.
+local function ranks_text(group)
+  return group and group:size() > 1 and util.ranks_text(group:ranks()) or "none"
 end
 
-local function ranks_text(group)
-  return group and "{" .. table.concat(group:ranks(), ", ") .. "}" or "none"
+-- The layout's checks: the pipeline's group its pp group, and its gradients averaged over the
+-- layout's replicas (by the pipeline's dp_group, or zero_adamw's step), its experts over the
+-- replicas holding the same ones.
+local function check_layout(pipe, opts, layout)
+  local want, got = util.ranks_text(layout.pp_ranks), util.ranks_text(pipe.group and pipe.group:ranks() or {})
+  if got ~= want then
+    error(("train: the pipeline runs on ranks %s, but the layout's pp group is %s (%s): build it with "
+      .. "slapo.build(sch, {pipeline = {group = layout.pp_group}})"):format(got, want, tostring(layout)), 0)
+  end
+  local dp_want = layout.dp > 1 and util.ranks_text(layout.dp_ranks) or "none"
+  local dp_got = ranks_text(pipe.dp_group)
+  -- without a dp_group, ZeRO-1 averages the replicas as it reduce-scatters (once, not twice)
+  local zero_averages = dp_got == "none" and opts.optimizer == "zero_adamw"
+  if dp_got ~= dp_want and not zero_averages then
+    error(("train: the pipeline averages its gradients over %s, but the layout's dp group is %s: build it with "
+      .. "slapo.build(sch, {pipeline = {group = layout.pp_group, dp_group = layout.dp_group}})%s"):format(
+      dp_got == "none" and "no replicas (no pipeline.dp_group)" or "the replicas " .. dp_got, dp_want,
+      layout.dp > 1 and ", which averages them during the last micro-batch's backward" or ""), 0)
+  end
+  if not next(pipe.module:expert_groups()) then return end
+  local expert_want = layout.ep > 1 and layout.dp / layout.ep > 1 and util.ranks_text(layout.expert_dp_ranks) or "none"
+  local expert_got = pipe.expert_dp_group and ranks_text(pipe.expert_dp_group) or "none"
+  if expert_got ~= expert_want then
+    error(("train: the pipeline averages its experts over %s, but in the layout the replicas holding this rank's "
+      .. "experts are %s: build it with {pipeline = {expert_dp_group = %s}}"):format(expert_got, expert_want,
+      expert_want == "none" and "false" or "layout.expert_dp_group"), 0)
+  end
 end
 
 --- Refuses what train cannot do with a pipeline yet, and a pipeline whose ranks are not the layout's.
@@ -35,8 +64,7 @@ function M.check(pipe, opts)
   end
   if opts.grad_accum > 1 then
     refuse(("grad_accum = %d"):format(opts.grad_accum), ("a pipeline accumulates over its micro-batches already: "
-      .. "give a batch %d times larger with slapo.build(sch, {pipeline = {micro_batches = ...}})"):format(
-      opts.grad_accum))
+      .. "multiply data.batch and slapo.build's pipeline.micro_batches by %d instead"):format(opts.grad_accum))
   end
   if opts.schedule_file then
     refuse("schedule_file", "hot swapping rebuilds a module; schedule the pipeline once")
@@ -49,46 +77,57 @@ function M.check(pipe, opts)
     refuse("autocast = \"" .. opts.autocast .. "\"", "float16 scales the loss before backward, and a pipeline runs "
       .. "its own backward; use autocast = \"bf16\", whose range needs no scaling")
   end
-  local layout = opts.layout
-  if not layout then
-    if pipe.dp_group and pipe.dp_group:size() > 1 then
-      refuse(("data parallelism over %s without a layout"):format(ranks_text(pipe.dp_group)), "give layout = "
-        .. "slapo.parallel.layout{pp = ...}, whose dp_group the pipeline's is, so the loss is the global batch's "
-        .. "and each replica reads rows of its own")
+  if opts.optimizer == "zero_adamw" then
+    -- ZeRO takes the stages' parameters as one list: it would shard every replica's own slices or
+    -- experts as if they were the same tensors
+    local block = next(pipe.module:expert_groups())
+    if block then
+      refuse("zero_adamw and experts spread by shard_experts (" .. block .. ")", "ZeRO would average different "
+        .. "experts together; use optimizer = \"adamw\"")
     end
-    if opts.optimizer == "zero_adamw" then
-      refuse("zero_adamw without a layout", "ZeRO shards over the data-parallel replicas: give layout = "
-        .. "slapo.parallel.layout{pp = ...}")
+    local sliced = pipe.module:fully_sharded_parameters()[1]
+    if sliced then
+      refuse("zero_adamw and fully_shard (" .. sliced .. ")", "its AdamW state is already 1/N of each parameter; "
+        .. "use optimizer = \"adamw\"")
     end
-    return
   end
-  if layout.meshes then
-    refuse("a layout of stage meshes", "train them with a loop of pipe:step as the planner's scripts do")
-  end
-  local want, got = "{" .. table.concat(layout.pp_ranks, ", ") .. "}", ranks_text(pipe.group)
-  if got ~= want then
-    error(("train: the pipeline runs on ranks %s, but the layout's pp group is %s (%s): build it with "
-      .. "slapo.build(sch, {pipeline = {group = layout.pp_group}})"):format(got, want, tostring(layout)), 0)
-  end
-  if layout.dp > 1 then
-    local dp_want = "{" .. table.concat(layout.dp_ranks, ", ") .. "}"
-    if ranks_text(pipe.dp_group) ~= dp_want then
-      local averages = pipe.dp_group and "averages its gradients over the replicas " .. ranks_text(pipe.dp_group)
-        or "averages its gradients over no replicas (no pipeline.dp_group)"
-      error(("train: the pipeline %s, but the layout's dp group is %s: build it with slapo.build(sch, {pipeline = "
-        .. "{group = layout.pp_group, dp_group = layout.dp_group}}), which averages them during the last "
-        .. "micro-batch's backward"):format(averages, dp_want), 0)
+  if opts.layout then
+    if opts.layout.meshes then
+      refuse("a layout of stage meshes", "train them with a loop of pipe:step as the planner's scripts do")
     end
+    return check_layout(pipe, opts, opts.layout)
+  end
+  if ranks_text(pipe.dp_group) ~= "none" then
+    refuse(("data parallelism over %s without a layout"):format(ranks_text(pipe.dp_group)), "give layout = "
+      .. "slapo.parallel.layout{pp = ...}, whose dp_group the pipeline's is, so the loss is the global batch's "
+      .. "and each replica reads rows of its own")
+  end
+  if opts.optimizer == "zero_adamw" then
+    refuse("zero_adamw without a layout", "ZeRO shards over the data-parallel replicas: give layout = "
+      .. "slapo.parallel.layout{pp = ...}")
+  end
+end
+
+--- Whether train averages the replicas' gradients itself before clipping: zero_adamw on a pipeline
+--- without a dp_group averages them in its step, after clipping would have read them.
+function M.averages_before_clipping(pipe, opts)
+  return opts.clip > 0 and opts.optimizer == "zero_adamw" and opts.layout and opts.layout.dp > 1
+    and ranks_text(pipe.dp_group) == "none"
+end
+
+--- Raises train's error for a model given packed documents' position_ids that takes none (`err`:
+--- the model's error); returns otherwise.
+function M.refuse_positions(err, model)
+  if tostring(err):find("unknown keyword 'position_ids'", 1, true) then
+    error(("train: data.documents = \"separate\" hands the model position_ids, and %s takes none (LLaMA, Qwen2 "
+      .. "and Mistral do); use documents = \"joined\" with it"):format(model:type()), 0)
   end
 end
 
 -- fn()'s result, or train's error: a model that takes no position_ids named, else `what` failed.
 local function run(pipe, ids, positions, what, fn)
   local ok, result = pcall(fn)
-  if not ok and positions and tostring(result):find("unknown keyword 'position_ids'", 1, true) then
-    error(("train: data.documents = \"separate\" hands the model position_ids, and %s takes none (LLaMA, Qwen2 "
-      .. "and Mistral do); use documents = \"joined\" with it"):format(pipe.module:type()), 0)
-  end
+  if not ok and positions then M.refuse_positions(result, pipe.module) end
   if not ok then
     error(("train: %s the batch (token ids of shape [%s]): %s"):format(what, table.concat(ids:size(), ", "),
       tostring(result)), 0)

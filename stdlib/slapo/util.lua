@@ -87,6 +87,16 @@ function M.describe(value)
   return kinds[name] or name or type(value)
 end
 
+--- True for a slapo.Pipeline (what slapo.build returns for a schedule with cut stages).
+function M.is_pipeline(value)
+  return type(value) == "userdata" and (getmetatable(value) or {}).__name == "slapo.Pipeline"
+end
+
+--- A list of ranks as "{0, 1}".
+function M.ranks_text(ranks)
+  return "{" .. table.concat(ranks, ", ") .. "}"
+end
+
 --- True when two arrays hold equal elements in the same order.
 function M.same_array(a, b)
   if #a ~= #b then

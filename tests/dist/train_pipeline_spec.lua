@@ -1,7 +1,7 @@
 -- slapo.train of a pipeline: each step one pipe:step, with train's learning-rate schedule, clipping
 -- (the whole model's norm, a weight tied across stages counted once) and metrics. On 2 ranks, pp 2
 -- (GPT-2, whose embedding and LM head are one weight on both stages; LLaMA with packed documents);
--- on 4, pp 2 x dp 2 with AdamW and ZeRO, and pp 2 x tp 2. 3 steps equal to one process in loss, gradient norm and
+-- on 4, pp 2 x dp 2 with AdamW and ZeRO (averaged by the pipeline, or by ZeRO), and pp 2 x tp 2. 3 steps equal to one process in loss, gradient norm and
 -- every weight; refusals by name.
 local parallel = require("slapo.parallel")
 local step_flops = require("slapo.step_flops")
@@ -129,6 +129,12 @@ describe("slapo.train of a pipeline", function()
         train(pipe, layout, data, { masked_lm = { mask_id = 1 } }) end))
       matches("zero_adamw without a layout with a pipeline", pcall_err(function()
         train(pipe, nil, data, { optimizer = "zero_adamw" }) end))
+      local sch = slapo.create_schedule(reference.tiny_gpt2(gpt2_sizes))
+      for _, block in ipairs(sch["transformer.h"]:children()) do block:fully_shard({ group = layout.dp_group }) end
+      parallel.cut_evenly(sch, "transformer.h", 2)
+      local sliced = slapo.build(sch, { pipeline = { group = layout.pp_group, micro_batches = 2 } })
+      matches("zero_adamw and fully_shard %(transformer.h.%d.*%) with a pipeline.*use optimizer = \"adamw\"",
+        pcall_err(function() train(sliced, layout, data, { optimizer = "zero_adamw" }) end))
       -- a layout whose pipeline is another: the ranks named, and how to build it
       matches("the pipeline runs on ranks {0, 1}, but the layout's pp group is {" .. slapo.dist.rank() .. "}.*layout.pp_group",
         pcall_err(function() train(pipe, parallel.layout({ dp = 2 }), data) end))
@@ -144,11 +150,13 @@ describe("slapo.train of a pipeline", function()
   end
 
   if world == 4 then
-    local function pp2_dp2(optimizer)
+    -- `averaging`: the pipeline's dp_group, or false for none (ZeRO averages in its step, train
+    -- before clipping)
+    local function pp2_dp2(optimizer, averaging)
       local layout = parallel.layout({ pp = 2, dp = 2 })
       local all = reference.rows()  -- 8 rows: 4 a replica
       local ref, losses, norms = reference.train(all, 3, 0.05, nil, gpt2_sizes)
-      local pipe = gpt2_pipeline(layout, { dp_group = layout.dp_group })
+      local pipe = gpt2_pipeline(layout, { dp_group = averaging ~= false and layout.dp_group or nil })
       local result = train(pipe, layout, function() return all:narrow(0, 4 * layout.dp_rank, 4) end,
         { optimizer = optimizer })
       reference.check_steps(result, losses, norms)
@@ -161,6 +169,25 @@ describe("slapo.train of a pipeline", function()
 
     it("trains GPT-2 on 2 stages x 2 replicas as one process on all the rows (ZeRO's AdamW)", function()
       pp2_dp2("zero_adamw")
+    end)
+
+    it("trains GPT-2 on 2 stages x 2 replicas as one process, ZeRO averaging them (no pipeline dp_group)", function()
+      pp2_dp2("zero_adamw", false)
+    end)
+
+    it("counts fully sharded stages' FLOPs at their whole parameters", function()
+      local layout = parallel.layout({ pp = 2, dp = 2 })
+      local sch = slapo.create_schedule(reference.tiny_gpt2(gpt2_sizes))
+      for _, block in ipairs(sch["transformer.h"]:children()) do block:fully_shard({ group = layout.dp_group }) end
+      parallel.cut_evenly(sch, "transformer.h", 2)
+      local pipe = slapo.build(sch, { pipeline = { group = layout.pp_group, dp_group = layout.dp_group,
+        micro_batches = 2 } })
+      pipe:prepare(reference.rows():narrow(0, 0, 4))
+      assert(pipe:num_params({ gathered = true }) > pipe:num_params(), "the blocks are sliced")
+      local whole = step_flops.per_row(reference.tiny_gpt2(gpt2_sizes))(8)
+      local mine = step_flops.pipeline_per_row(pipe)(8)
+      assert(math.abs(2 * mine - whole) < 1e-9 * whole, ("2 x %.0f FLOPs a rank, %.0f the whole model"):format(mine,
+        whole))
     end)
 
     -- one step: later ones drift apart with TP's rounding, which AdamW amplifies
@@ -181,6 +208,11 @@ describe("slapo.train of a pipeline", function()
       local pipe = gpt2_pipeline(layout)
       matches("averages its gradients over no replicas %(no pipeline.dp_group%), but the layout's dp group is {%d, %d}.*dp_group = layout.dp_group",
         pcall_err(function() train(pipe, layout, { vocab = 64, batch = 4, seq = 8 }) end))
+      -- replicas where the layout has none: the tp ranks averaged as if they held the same rows
+      local tp_layout = parallel.layout({ pp = 2, tp = 2 })
+      local wrong = gpt2_pipeline(tp_layout, { dp_group = tp_layout.tp_group })
+      matches("averages its gradients over the replicas {%d, %d}, but the layout's dp group is none",
+        pcall_err(function() train(wrong, tp_layout, { vocab = 64, batch = 4, seq = 8 }) end))
     end)
   end
 end)
