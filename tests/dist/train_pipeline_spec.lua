@@ -1,6 +1,7 @@
 -- slapo.train of a pipeline: each step one pipe:step, with train's learning-rate schedule, clipping
 -- (the whole model's norm, a weight tied across stages counted once) and metrics. On 2 ranks, pp 2
--- (GPT-2, whose embedding and LM head are one weight on both stages; LLaMA with packed documents);
+-- (GPT-2, whose embedding and LM head are one weight on both stages, and cut in 4 interleaved; LLaMA
+-- with packed documents);
 -- on 4, pp 2 x dp 2 with AdamW and ZeRO (averaged by the pipeline, or by ZeRO), and pp 2 x tp 2. 3 steps equal to one process in loss, gradient norm and
 -- every weight; refusals by name.
 local parallel = require("slapo.parallel")
@@ -51,6 +52,19 @@ describe("slapo.train of a pipeline", function()
       same_weights(pipe, ref)
       eq(pipe, result.model)
       -- the tied embedding: summed on both stages, counted by the first alone
+      eq(slapo.dist.rank() == 0 and {} or { "transformer.wte.weight" }, pipe:shared_counted_elsewhere())
+    end)
+
+    it("trains GPT-2 cut in 4 on 2 ranks (interleaved 1F1B) as one process, clipped by the whole norm", function()
+      local sizes = { n_layer = 4 }
+      local layout = parallel.layout({ pp = 2 })
+      local all = reference.rows()
+      local ref, losses, norms = reference.train(all, 3, 0.05, nil, sizes)
+      local sch = slapo.create_schedule(reference.tiny_gpt2(sizes))
+      parallel.cut_evenly(sch, "transformer.h", 4)
+      local pipe = slapo.build(sch, { pipeline = { group = layout.pp_group, micro_batches = 2 } })
+      reference.check_steps(train(pipe, layout, function() return all end), losses, norms)
+      same_weights(pipe, ref)
       eq(slapo.dist.rank() == 0 and {} or { "transformer.wte.weight" }, pipe:shared_counted_elsewhere())
     end)
 
