@@ -366,8 +366,8 @@ function M.load(path, model, optimizer)
   local part = rank_part(model)
   if not pieces then
     if part.names then
-      error(("resume: '%s' was written before checkpoints held pieces, which a pipeline's stages read theirs from"):format(
-        path), 2)
+      error(("resume: '%s' was written before checkpoints held pieces, which a pipeline's stages read theirs from")
+        :format(path), 2)
     end
     load_rank_files(path, model, optimizer)
     return trainer.step, trainer

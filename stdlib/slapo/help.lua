@@ -54,7 +54,7 @@ M.functions = {
   verify = "slapo.verify(sch, inputs, {rtol =, atol =, backward = true, pipeline =}, fn): apply fn(sch) and compare "
     .. "outputs and gradients with the model before it; a mismatch rolls fn's primitives back.",
   train = "slapo.train{model =, data =, steps =, lr =, optimizer =, grad_accum =, clip =, autocast =, "
-    .. "checkpoint_dir =, ...}: the training loop (docs/lua-api.md lists every option).",
+    .. "checkpoint_dir =, ...}: the training loop of a module or a pipeline (docs/lua-api.md lists every option).",
   autoshard = "slapo.autoshard(sch, {ranks =, dp =, batch =, seq =, memory_mib =, zero =}): the planner's intra-op "
     .. "pass (Alpa's ILP) on a layer or a model: which projections go column- or row-parallel, as a Lua schedule "
     .. "(p.source; p:apply(layer)). `slapo-lua plan` writes a whole plan as a script (docs/planner.md).",

@@ -1,9 +1,9 @@
 -- slapo.train of a pipeline: each step one pipe:step, with train's learning-rate schedule, clipping
 -- (the whole model's norm, a weight tied across stages counted once) and metrics. On 2 ranks, pp 2
 -- (GPT-2, whose embedding and LM head are one weight on both stages, and cut in 4 interleaved; LLaMA
--- with packed documents);
--- on 4, pp 2 x dp 2 with AdamW and ZeRO (averaged by the pipeline, or by ZeRO), and pp 2 x tp 2. 3 steps equal to one process in loss, gradient norm and
--- every weight; refusals by name.
+-- with packed documents); on 4, pp 2 x dp 2 with AdamW and ZeRO (averaged by the pipeline, or by
+-- ZeRO), and pp 2 x tp 2. 3 steps equal to one process in loss, gradient norm and every weight;
+-- refusals by name.
 local parallel = require("slapo.parallel")
 local step_flops = require("slapo.step_flops")
 local world = slapo.dist.world_size()
@@ -150,7 +150,8 @@ describe("slapo.train of a pipeline", function()
       matches("zero_adamw and fully_shard %(transformer.h.%d.*%) with a pipeline.*use optimizer = \"adamw\"",
         pcall_err(function() train(sliced, layout, data, { optimizer = "zero_adamw" }) end))
       -- a layout whose pipeline is another: the ranks named, and how to build it
-      matches("the pipeline runs on ranks {0, 1}, but the layout's pp group is {" .. slapo.dist.rank() .. "}.*layout.pp_group",
+      matches("the pipeline runs on ranks {0, 1}, but the layout's pp group is {" .. slapo.dist.rank()
+        .. "}.*layout.pp_group",
         pcall_err(function() train(pipe, parallel.layout({ dp = 2 }), data) end))
       matches("clip_grad_norm: .*stages are not known", pcall_err(function() slapo.clip_grad_norm(pipe, 1) end))
       -- a model without position_ids given packed documents; a batch of another shape at step 2
@@ -159,7 +160,9 @@ describe("slapo.train of a pipeline", function()
         pcall_err(function() train(pipe, layout, function() return ids, reference.packed_positions({ { 4, 4 }, { 8 },
           { 8 }, { 8 } }) end) end))
       matches("train: step 2: the pipeline failed on the batch %(token ids of shape %[2, 8%]%): .*need a new trace",
-        pcall_err(function() train(pipe, layout, function(step) return step == 1 and ids or ids:narrow(0, 0, 2) end) end))
+        pcall_err(function()
+          train(pipe, layout, function(step) return step == 1 and ids or ids:narrow(0, 0, 2) end)
+        end))
     end)
   end
 
@@ -220,7 +223,8 @@ describe("slapo.train of a pipeline", function()
     it("refuses a pipeline that does not average over the layout's replicas", function()
       local layout = parallel.layout({ pp = 2, dp = 2 })
       local pipe = gpt2_pipeline(layout)
-      matches("averages its gradients over no replicas %(no pipeline.dp_group%), but the layout's dp group is {%d, %d}.*dp_group = layout.dp_group",
+      matches("averages its gradients over no replicas %(no pipeline.dp_group%), but the layout's dp group is "
+        .. "{%d, %d}.*dp_group = layout.dp_group",
         pcall_err(function() train(pipe, layout, { vocab = 64, batch = 4, seq = 8 }) end))
       -- replicas where the layout has none: the tp ranks averaged as if they held the same rows
       local tp_layout = parallel.layout({ pp = 2, tp = 2 })
