@@ -96,7 +96,7 @@ local function check_options(opts)
   end
   for _, objective in ipairs({ "masked_lm", "span_corruption" }) do
     if out[objective] then
-      local model = require("slapo.train_pipeline").is_pipeline(opts.model) and opts.model.module or opts.model
+      local model = util.is_pipeline(opts.model) and opts.model.module or opts.model
       out[objective] = require("slapo." .. objective).check(out[objective], model)
       if type(opts.data) == "table" and opts.data.documents == "separate" then
         error(("train: %s sees whole rows; data.documents = \"separate\" is for causal models (use \"joined\")")

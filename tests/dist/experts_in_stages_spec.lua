@@ -12,6 +12,18 @@ local function mixtral()
     max_position_embeddings = 16, output_router_logits = true, router_aux_loss_coef = 0.5 })
 end
 
+-- One process's loss on every replica's micro-batches (2 rows each), each with its routing's loss:
+-- the mean over them, as the pipelines' replicas together compute it.
+local function replicas_loss(ref, all, replicas)
+  local expected, pieces = nil, 2 * replicas
+  for piece = 0, pieces - 1 do
+    local rows = all:narrow(0, 2 * piece, 2)
+    local loss = ref(rows, { labels = rows }) / pieces
+    expected = expected and expected + loss or loss
+  end
+  return expected
+end
+
 local function is_expert(name) return name:find("%.experts%.") ~= nil end
 
 describe("experts inside pipeline stages", function()
@@ -39,12 +51,7 @@ describe("experts inside pipeline stages", function()
     for step = 1, 3 do
       opts[1]:zero_grad()
       opts[2]:zero_grad()
-      local expected, pieces = nil, 2 * layout.dp  -- every replica's micro-batches, each with its routing's loss
-      for piece = 0, pieces - 1 do
-        local rows = all:narrow(0, 2 * piece, 2)
-        local loss = ref(rows, { labels = rows }) / pieces
-        expected = expected and expected + loss or loss
-      end
+      local expected = replicas_loss(ref, all, layout.dp)
       expected:backward()
       local loss = slapo.tensor({ pipe:step(mine, { labels = mine }) }, { dtype = "float64" })
       slapo.dist.all_reduce(loss, layout.dp_group)
@@ -97,12 +104,7 @@ describe("experts inside pipeline stages", function()
     local adamw = slapo.optim.adamw(ref, { lr = 1e-2, weight_decay = 0 })
     for step = 1, 3 do
       adamw:zero_grad()
-      local expected, pieces = nil, 2 * layout.dp
-      for piece = 0, pieces - 1 do
-        local rows = all:narrow(0, 2 * piece, 2)
-        local loss = ref(rows, { labels = rows }) / pieces
-        expected = expected and expected + loss or loss
-      end
+      local expected = replicas_loss(ref, all, layout.dp)
       expected:backward()
       local norm = slapo.clip_grad_norm(ref, 0.05)
       assert(norm > 0.05, "the clip acts")

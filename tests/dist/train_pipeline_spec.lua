@@ -33,6 +33,13 @@ local function same_weights(pipe, ref)
   assert(compared >= 6, "compared " .. compared .. " weights")
 end
 
+-- Raises unless each of a 2-stage pipeline's ranks counts half the whole GPT-2's FLOPs for a row of 8.
+local function flops_as_whole_model(pipe)
+  local whole = step_flops.per_row(reference.tiny_gpt2(gpt2_sizes))(8)
+  local mine = step_flops.pipeline_per_row(pipe)(8)
+  assert(math.abs(2 * mine - whole) < 1e-9 * whole, ("2 x %.0f FLOPs a rank, %.0f the whole model"):format(mine, whole))
+end
+
 local function train(pipe, layout, data, options)
   local opts = { model = pipe, layout = layout, data = data, steps = 3, lr = 1e-2, schedule = "constant",
     clip = 0.05, quiet = true }
@@ -73,10 +80,7 @@ describe("slapo.train of a pipeline", function()
       local pipe = gpt2_pipeline(layout)
       local ids = reference.rows()
       pipe:prepare(ids)
-      local whole = step_flops.per_row(reference.tiny_gpt2(gpt2_sizes))(8)
-      local mine = step_flops.pipeline_per_row(pipe)(8)
-      assert(math.abs(2 * mine - whole) < 1e-9 * whole, ("2 x %.0f FLOPs a rank, %.0f the whole model"):format(mine,
-        whole))
+      flops_as_whole_model(pipe)
     end)
 
     it("trains LLaMA on 2 stages with packed documents as one process", function()
@@ -201,10 +205,7 @@ describe("slapo.train of a pipeline", function()
         micro_batches = 2 } })
       pipe:prepare(reference.rows():narrow(0, 0, 4))
       assert(pipe:num_params({ gathered = true }) > pipe:num_params(), "the blocks are sliced")
-      local whole = step_flops.per_row(reference.tiny_gpt2(gpt2_sizes))(8)
-      local mine = step_flops.pipeline_per_row(pipe)(8)
-      assert(math.abs(2 * mine - whole) < 1e-9 * whole, ("2 x %.0f FLOPs a rank, %.0f the whole model"):format(mine,
-        whole))
+      flops_as_whole_model(pipe)
     end)
 
     -- one step: later ones drift apart with TP's rounding, which AdamW amplifies
