@@ -149,9 +149,40 @@ end
 ]], { splits = bool(chosen.sequence and record.layer_layout ~= nil) })
 end
 
--- A pipeline script's end: `plan.steps` measured steps of `pipe` with `opt` on `ids`, and the line
--- bench/plan_calibration reads.
-local pipeline_steps_source = [[
+-- The line bench/plan_calibration reads: the steps, the last loss, the median step time and the
+-- fullest rank's tensor memory in MiB (`held`, an expression of each rank's).
+local function report_source(held, loss, step_s)
+  return fill([[
+local held = slapo.dist.all_gather(slapo.tensor({ ${held} })):tolist()
+local fullest = math.max(unpack(held))
+if slapo.dist.rank() == 0 then
+  print(("plan: %d steps, final loss %.4f, %.4f s/step, %.0f MiB of tensors on the fullest rank"):format(plan.steps,
+    ${loss}, ${step_s}, fullest))
+end
+]], { held = held, loss = loss, step_s = step_s })
+end
+
+-- A pipeline on one rank layout trained by slapo.train: `plan.steps` steps of `pipe` on `rows` of
+-- synthetic data a replica, the memory measured around them.
+local function pipeline_train_source(rows)
+  return fill([[
+collectgarbage()  -- the verified copies go before memory is measured
+-- tensor memory per rank: the stage's weights, and the most the steps held on top (gradients, the
+-- optimizer's state, activations). Each data-parallel replica draws rows of its own; to train on text,
+-- give data = { tokens = "corpus.tokens", batch = plan.batch, seq = plan.seq } (slapo-lua tokenize)
+phase(("training %d steps"):format(plan.steps))
+local peak_mib, result = slapo.peak_tensor_mib(slapo.train, {
+  model = pipe, layout = layout, optimizer = plan.zero and "zero_adamw" or "adamw",
+  data = { vocab = vocab, batch = ${rows}, seq = plan.seq },
+  steps = plan.steps, lr = plan.lr, autocast = plan.dtype == "bfloat16" and "bf16" or nil,
+})
+]], { rows = rows }) .. report_source("pipe:num_params() * 4 / 2 ^ 20 + peak_mib", "result.final_loss",
+    "result.step_s or 0")
+end
+
+-- Stage meshes' end (slapo.train takes one layout, not a mesh a stage): `plan.steps` measured steps of
+-- `pipe` with `opt` on `ids`.
+local meshes_steps_source = [[
 -- tensor memory per rank: the stage's weights, the optimizer's state made before the steps, and the
 -- most the steps held on top
 phase(("training %d steps"):format(plan.steps))
@@ -170,13 +201,8 @@ local peak_mib = slapo.peak_tensor_mib(function()
   end
 end)
 table.sort(times)
-local fullest = math.max(unpack(slapo.dist.all_gather(slapo.tensor({ pipe:num_params() * 4 / 2 ^ 20 + state_mib
-  + peak_mib })):tolist()))
-if slapo.dist.rank() == 0 then
-  print(("plan: %d steps, final loss %.4f, %.4f s/step, %.0f MiB of tensors on the fullest rank"):format(plan.steps,
-    loss, times[math.floor((#times + 1) / 2)] or 0, fullest))
-end
-]]
+]] .. report_source("pipe:num_params() * 4 / 2 ^ 20 + state_mib + peak_mib", "loss",
+  "times[math.floor((#times + 1) / 2)] or 0")
 
 -- Both pipeline forms' model and schedule: make_schedule() over this rank's tp group, and apply(s):
 -- the reference schedule with `shard_layer` (and `options`, more of its fields), each stage's
@@ -250,7 +276,7 @@ local function pipeline_source(record)
   -- context parallelism: each sequence split over cp replicas of every stage (context_parallel before
   -- the family's schedule and the cuts); a cp group's ranks take the same rows, and the pipeline's
   -- dp_group, which holds it, averages their parts of the gradients
-  local cp = { field = "", layout = "", replicas = "plan.dp", seed = "layout.dp_rank", schedule = "",
+  local cp = { field = "", layout = "", replicas = "plan.dp", schedule = "",
     verify = "", check = "" }
   if chosen.cp > 1 then
     cp = {
@@ -260,7 +286,6 @@ local function pipeline_source(record)
           :format(chosen.cp_method),
       layout = ", cp = plan.cp",
       replicas = "(plan.dp / plan.cp)",
-      seed = "layout.data_replica",
       schedule = "  if plan.cp > 1 then s:context_parallel({ group = layout.cp_group, method = plan.cp_method }) end\n",
       verify = ", dp_group = layout.dp_group",
       check = 'assert(plan.cp == 1 or not (plan.zero or plan.fully_shard or plan.sequence), "plan: cp > 1 in pipeline "\n'
@@ -309,16 +334,7 @@ ${schedule}
 -- the pipeline is checked against the unscheduled model (loss and gradients) before training;
 -- a verified pipeline keeps only its stage's weights, so training builds the model again
 phase(("building the model on %d ranks, %d stages"):format(slapo.dist.world_size(), pp))
-${verify_and_build}slapo.manual_seed(100 + ${seed})  -- each data-parallel replica its own batch
-local ids = slapo.randint(0, vocab, { replica_batch, plan.seq })
-pipe:prepare(ids)
-collectgarbage()  -- the verified copies go before memory is measured
--- ZeRO-1 makes its moments' slices here, AdamW its moments in the first step: both counted below
-local state_mib, opt = slapo.held_tensor_mib(function()
-  return plan.zero and slapo.optim.zero_adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0,
-    group = layout.dp_group }) or slapo.optim.adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0 })
-end)
-${steps_source}]], {
+${verify_and_build}${train}]], {
     model = literal(record.model.source), tp = chosen.tp, schedules = schedules_of(record.model), dp = chosen.dp,
     zero = bool(chosen.zero), fully_shard = bool(chosen.fully_sharded), reshard = bool(not chosen.keep_gathered),
     stages = table.concat(stages), micro_batches = chosen.micro_batches,
@@ -328,8 +344,8 @@ ${steps_source}]], {
       .. "      if plan.fully_shard and plan.dp > 1 then\n"
       .. "        layers[l]:fully_shard({ group = layout.dp_group, reshard_after_forward = plan.reshard_after_forward })\n"
       .. "      end\n", moe.schedule, cp.schedule),
-    steps_source = pipeline_steps_source, ep_field = moe.field, ep_layout = moe.layout, ep_check = moe.check,
-    cp_field = cp.field, cp_layout = cp.layout, cp_check = cp.check, replicas = cp.replicas, seed = cp.seed,
+    train = pipeline_train_source("replica_batch"), ep_field = moe.field, ep_layout = moe.layout, ep_check = moe.check,
+    cp_field = cp.field, cp_layout = cp.layout, cp_check = cp.check, replicas = cp.replicas,
     verify_and_build = verify_and_build_source("replica_batch", "group = layout.pp_group" .. cp.verify
       .. ",\n  micro_batches = plan.micro_batches", "group = layout.pp_group, micro_batches = plan.micro_batches,\n  schedule = "
       .. '"1f1b", dp_group = not plan.zero and layout.dp_group or nil' .. moe.build, ""),
@@ -436,7 +452,7 @@ ${steps_source}]], {
     batch = record.work.batch, seq = record.work.seq, steps = record.steps, dtype = record.work.dtype,
     mesh_layouts = mesh_layouts_source(record), phase = phase_source,
     schedule = stages_schedule_source(record.model, ""),
-    steps_source = pipeline_steps_source,
+    steps_source = meshes_steps_source,
     verify_and_build = verify_and_build_source("plan.micro_batches * rows", "meshes = layout.meshes, dp_group = "
       .. "layout.dp_group,\n  micro_batches = plan.micro_batches", "meshes = layout.meshes, micro_batches = "
       .. 'plan.micro_batches,\n  schedule = "1f1b", dp_group = not mine.zero and layout.dp_group or nil',
@@ -608,12 +624,7 @@ local peak_mib, result = slapo.peak_tensor_mib(slapo.train, {
   data = { vocab = vocab, batch = micro_batch, seq = plan.seq }, grad_accum = plan.micro_batches,
   steps = plan.steps, lr = plan.lr, autocast = plan.dtype == "bfloat16" and "bf16" or nil,
 })
-local fullest = math.max(unpack(slapo.dist.all_gather(slapo.tensor({ built:num_params() * 4 / 2 ^ 20 + peak_mib })):tolist()))
-if slapo.dist.rank() == 0 then
-  print(("plan: %d steps, final loss %.4f, %.4f s/step, %.0f MiB of tensors on the fullest rank"):format(plan.steps,
-    result.final_loss, result.step_s or 0, fullest))
-end
-]], {
+${report}]], {
     model = literal(record.model.source), tp = chosen.tp, schedules = schedules, dp = chosen.dp,
     checkpoint = chosen.checkpoint == 1 and "1.0" or "0.0", zero = bool(chosen.zero),
     fully_shard = bool(chosen.fully_sharded), reshard = bool(not chosen.keep_gathered),
@@ -626,6 +637,7 @@ end
     ep_field = moe.field, ep_knob = moe.knob, ep_layout = moe.layout, ep_schedule = moe.schedule,
     fully_shard_layers = moe.fully_shard_layers, cp_field = cp.field, cp_knob = cp.knob, cp_layout = cp.layout,
     replicas = cp.replicas, cp_schedule = cp.schedule,
+    report = report_source("built:num_params() * 4 / 2 ^ 20 + peak_mib", "result.final_loss", "result.step_s or 0"),
   })
 end
 

@@ -586,7 +586,8 @@ local peak_mib, result = slapo.peak_tensor_mib(slapo.train, {
   data = { vocab = vocab, batch = micro_batch, seq = plan.seq }, grad_accum = plan.micro_batches,
   steps = plan.steps, lr = plan.lr, autocast = plan.dtype == "bfloat16" and "bf16" or nil,
 })
-local fullest = math.max(unpack(slapo.dist.all_gather(slapo.tensor({ built:num_params() * 4 / 2 ^ 20 + peak_mib })):tolist()))
+local held = slapo.dist.all_gather(slapo.tensor({ built:num_params() * 4 / 2 ^ 20 + peak_mib })):tolist()
+local fullest = math.max(unpack(held))
 if slapo.dist.rank() == 0 then
   print(("plan: %d steps, final loss %.4f, %.4f s/step, %.0f MiB of tensors on the fullest rank"):format(plan.steps,
     result.final_loss, result.step_s or 0, fullest))

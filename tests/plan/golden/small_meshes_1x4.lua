@@ -162,8 +162,8 @@ local peak_mib = slapo.peak_tensor_mib(function()
   end
 end)
 table.sort(times)
-local fullest = math.max(unpack(slapo.dist.all_gather(slapo.tensor({ pipe:num_params() * 4 / 2 ^ 20 + state_mib
-  + peak_mib })):tolist()))
+local held = slapo.dist.all_gather(slapo.tensor({ pipe:num_params() * 4 / 2 ^ 20 + state_mib + peak_mib })):tolist()
+local fullest = math.max(unpack(held))
 if slapo.dist.rank() == 0 then
   print(("plan: %d steps, final loss %.4f, %.4f s/step, %.0f MiB of tensors on the fullest rank"):format(plan.steps,
     loss, times[math.floor((#times + 1) / 2)] or 0, fullest))
