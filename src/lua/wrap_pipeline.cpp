@@ -154,6 +154,22 @@ int pipeline_fields(lua_State* L) {
   else if (key == "schedule") lua_pushstring(L, dist::pipeline_schedule_name(p.runner().schedule()));
   else if (key == "module") lx_push_module(L, p.module());
   else if (key == "on_meshes") lua_pushboolean(L, !p.runner().meshes().empty());
+  else if (key == "meshes") {  // {{tp =, dp =}, ...} in stage order; nil: every stage one rank of the group
+    auto& meshes = p.runner().meshes();
+    if (meshes.empty()) {
+      lua_pushnil(L);
+      return 1;
+    }
+    lua_createtable(L, static_cast<int>(meshes.size()), 0);
+    for (size_t i = 0; i < meshes.size(); ++i) {
+      lua_createtable(L, 0, 2);
+      lua_pushinteger(L, meshes[i].tp);
+      lua_setfield(L, -2, "tp");
+      lua_pushinteger(L, meshes[i].dp);
+      lua_setfield(L, -2, "dp");
+      lua_rawseti(L, -2, static_cast<int>(i) + 1);
+    }
+  }
   else if (key == "group") lx_push_group(L, p.runner().group());  // on stage meshes: the world
   else if (key == "expert_dp_group") {  // false: told that no other rank holds this rank's experts
     if (!p.experts_replicated()) lua_pushboolean(L, 0);

@@ -36,12 +36,12 @@ int w_clock(lua_State* L) {
 }
 
 // A pipeline's share of the norm on this rank: its stages' parameters, over the pipeline's ranks.
+// On stage meshes every rank of a mesh holds its stage's whole sum (its tp slices summed over the
+// tp group, its replicas' gradients combined), so each counts 1 / the mesh's ranks of it.
 GradNormPart pipeline_part(const Pipeline& pipe) {
-  if (!pipe.runner().meshes().empty())
-    throw Error("clip_grad_norm: a pipeline on stage meshes (pipeline.meshes) is not clipped yet; its stages' ranks "
-                "differ in number, so no one group adds up their parts (clip in a loop of pipe:step with the stages' "
-                "norms, or train it unclipped)");
   GradNormPart part;
+  auto& meshes = pipe.runner().meshes();
+  if (!meshes.empty()) part.share = 1.0 / meshes.at(pipe.runner().stage()).size();
   std::vector<at::Tensor> params;
   try {  // known after a step, or prepare
     params = pipe.parameters();

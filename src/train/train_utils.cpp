@@ -52,6 +52,7 @@ double clip_grad_norm(Module& model, double max_norm, const GradNormPart& part) 
   }
   if (part.across && part.across->size() > 1) {  // the other ranks' parts of the model
     if (!total.defined()) total = torch::zeros({1}, at::kDouble);
+    if (part.share != 1.0) total = total * part.share;
     part.across->all_reduce(total, "clip_grad_norm");
   }
   double norm = total.defined() ? std::sqrt(total.item<double>()) : 0.0;

@@ -15,11 +15,14 @@ class Group;
 /// The part of a model's gradients this rank clips when other ranks hold the rest (a pipeline's
 /// stages): the parameters it holds, those of them another rank counts in the norm (a weight tied
 /// across stages, whose summed gradient each of its stages holds), and the ranks whose sums add up
-/// to the whole norm. Empty `held`: every parameter of the model.
+/// to the whole norm. Empty `held`: every parameter of the model. `share`: the weight of this
+/// rank's sum in that addition, 1 / the number of ranks of `across` that hold the same sum (the
+/// ranks of a stage's mesh, when stages run on meshes of their own).
 struct GradNormPart {
   std::unordered_set<const c10::TensorImpl*> held;
   std::unordered_set<const c10::TensorImpl*> counted_elsewhere;
   std::shared_ptr<dist::Group> across;
+  double share = 1.0;
 };
 
 /// Clips the gradients of `model` to a total L2 norm of `max_norm` and returns the norm before

@@ -162,47 +162,25 @@ end
 ]], { held = held, loss = loss, step_s = step_s })
 end
 
--- A pipeline on one rank layout trained by slapo.train: `plan.steps` steps of `pipe` on `rows` of
--- synthetic data a replica, the memory measured around them.
-local function pipeline_train_source(rows)
+-- A pipeline trained by slapo.train: `plan.steps` steps of `pipe` on `rows` of synthetic data a
+-- replica (stage meshes: the whole batch on every rank), ZeRO-1 where `zero` (an expression) is
+-- true, the memory measured around them.
+local function pipeline_train_source(rows, zero)
   return fill([[
 collectgarbage()  -- the verified copies go before memory is measured
 -- tensor memory per rank: the stage's weights, and the most the steps held on top (gradients, the
--- optimizer's state, activations). Each data-parallel replica draws rows of its own; to train on text,
--- give data = { tokens = "corpus.tokens", batch = plan.batch, seq = plan.seq } (slapo-lua tokenize)
+-- optimizer's state, activations). The rows are random; to train on text, give
+-- data = { tokens = "corpus.tokens", batch = plan.batch, seq = plan.seq } (slapo-lua tokenize)
 phase(("training %d steps"):format(plan.steps))
 local peak_mib, result = slapo.peak_tensor_mib(slapo.train, {
-  model = pipe, layout = layout, optimizer = plan.zero and "zero_adamw" or "adamw",
+  model = pipe, layout = layout, optimizer = ${zero} and "zero_adamw" or "adamw",
   data = { vocab = vocab, batch = ${rows}, seq = plan.seq },
   steps = plan.steps, lr = plan.lr, autocast = plan.dtype == "bfloat16" and "bf16" or nil,
 })
-]], { rows = rows }) .. report_source("pipe:num_params() * 4 / 2 ^ 20 + peak_mib", "result.final_loss",
+]], { rows = rows, zero = zero }) .. report_source("pipe:num_params() * 4 / 2 ^ 20 + peak_mib", "result.final_loss",
     "result.step_s or 0")
 end
 
--- Stage meshes' end (slapo.train takes one layout, not a mesh a stage): `plan.steps` measured steps of
--- `pipe` with `opt` on `ids`.
-local meshes_steps_source = [[
--- tensor memory per rank: the stage's weights, the optimizer's state made before the steps, and the
--- most the steps held on top
-phase(("training %d steps"):format(plan.steps))
-local loss, times = nil, {}
-local peak_mib = slapo.peak_tensor_mib(function()
-  for step = 1, plan.steps do
-    local start = slapo.clock()
-    opt:zero_grad()
-    if plan.dtype == "bfloat16" then
-      loss = slapo.autocast("bf16", function() return pipe:step(ids, { labels = ids }) end)
-    else
-      loss = pipe:step(ids, { labels = ids })
-    end
-    opt:step()
-    if step > 1 then table.insert(times, slapo.clock() - start) end  -- the first step allocates
-  end
-end)
-table.sort(times)
-]] .. report_source("pipe:num_params() * 4 / 2 ^ 20 + state_mib + peak_mib", "loss",
-  "times[math.floor((#times + 1) / 2)] or 0")
 
 -- Both pipeline forms' model and schedule: make_schedule() over this rank's tp group, and apply(s):
 -- the reference schedule with `shard_layer` (and `options`, more of its fields), each stage's
@@ -344,7 +322,7 @@ ${verify_and_build}${train}]], {
       .. "      if plan.fully_shard and plan.dp > 1 then\n"
       .. "        layers[l]:fully_shard({ group = layout.dp_group, reshard_after_forward = plan.reshard_after_forward })\n"
       .. "      end\n", moe.schedule, cp.schedule),
-    train = pipeline_train_source("replica_batch"), ep_field = moe.field, ep_layout = moe.layout, ep_check = moe.check,
+    train = pipeline_train_source("replica_batch", "plan.zero"), ep_field = moe.field, ep_layout = moe.layout, ep_check = moe.check,
     cp_field = cp.field, cp_layout = cp.layout, cp_check = cp.check, replicas = cp.replicas,
     verify_and_build = verify_and_build_source("replica_batch", "group = layout.pp_group" .. cp.verify
       .. ",\n  micro_batches = plan.micro_batches", "group = layout.pp_group, micro_batches = plan.micro_batches,\n  schedule = "
@@ -438,21 +416,12 @@ ${schedule}
 -- the pipeline is checked against the unscheduled model (loss and gradients) before training, on the
 -- fewest rows that every stage's replicas divide; a verified pipeline keeps only its stage's weights,
 -- so training builds the model again
-${verify_and_build}slapo.manual_seed(100)  -- the whole batch on every rank; each stage's replicas take their rows of it
-local ids = slapo.randint(0, vocab, { plan.batch, plan.seq })
-pipe:prepare(ids)
-collectgarbage()  -- the verified copies go before memory is measured
--- ZeRO-1 makes its moments' slices here, AdamW its moments in the first step: both counted below
-local state_mib, opt = slapo.held_tensor_mib(function()
-  return mine.zero and slapo.optim.zero_adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0,
-    group = layout.dp_group, average = false }) or slapo.optim.adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0 })
-end)
-${steps_source}]], {
+${verify_and_build}${train}]], {
     model = literal(record.model.source), stages = table.concat(stages), micro_batches = chosen.micro_batches,
     batch = record.work.batch, seq = record.work.seq, steps = record.steps, dtype = record.work.dtype,
     mesh_layouts = mesh_layouts_source(record), phase = phase_source,
     schedule = stages_schedule_source(record.model, ""),
-    steps_source = meshes_steps_source,
+    train = pipeline_train_source("plan.batch", "mine.zero"),
     verify_and_build = verify_and_build_source("plan.micro_batches * rows", "meshes = layout.meshes, dp_group = "
       .. "layout.dp_group,\n  micro_batches = plan.micro_batches", "meshes = layout.meshes, micro_batches = "
       .. 'plan.micro_batches,\n  schedule = "1f1b", dp_group = not mine.zero and layout.dp_group or nil',

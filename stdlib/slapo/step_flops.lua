@@ -87,8 +87,9 @@ end
 --- A function(seq) -> this rank's FLOPs for one row of `seq` tokens in a pipeline: its stages' (their
 --- parameters, a weight tied across stages counted by one of them, and their layers), added up over
 --- the pipeline's ranks and shared equally, so each rank reports the pipeline's mean. Every rank of
---- the pipeline calls it, once (one all-reduce).
-function M.pipeline_per_row(pipe, tp_group)
+--- the pipeline calls it, once (one all-reduce). `replicas`: on stage meshes, the replicas of this
+--- rank's stage, which hold the same stage (each counts 1/replicas of it) and split its rows.
+function M.pipeline_per_row(pipe, tp_group, replicas)
   local config = config_of(pipe.module) or {}
   local elsewhere, all = {}, pipe:num_params({ gathered = true })
   for _, name in ipairs(pipe:shared_counted_elsewhere()) do elsewhere[name] = true end
@@ -101,7 +102,8 @@ function M.pipeline_per_row(pipe, tp_group)
   end
   local parameters, attention = M.coefficients(config, all, layers, pipe:named_parameters(),
     tp_group and tp_group:size() or 1)
-  local sums = slapo.tensor({ parameters, attention }, { dtype = "float64" })
+  replicas = replicas or 1
+  local sums = slapo.tensor({ parameters / replicas, attention / replicas }, { dtype = "float64" })
   if pipe.group then slapo.dist.all_reduce(sums, pipe.group) end
   local ranks = pipe.group and pipe.group:size() or 1
   local v = sums:tolist()

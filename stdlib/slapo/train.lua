@@ -314,8 +314,8 @@ end
 
 -- The optimizer of a run over `params` (the model's, or a pipeline's stages'); zero_adamw shards its
 -- state over the data-parallel group.
-local function make_optimizer(model, opts, params)
-  params = params or model
+local function make_optimizer(model, opts, pipe)
+  local params = pipe and pipe:parameters() or model
   if opts.optimizer == "zero_adamw" then
     -- experts spread by shard_experts shard over the ranks holding the same ones (none besides
     -- this rank when the experts are spread over every replica)
@@ -323,8 +323,9 @@ local function make_optimizer(model, opts, params)
     if layout and next(model:expert_groups()) then
       expert_group = layout.ep > 1 and layout.expert_dp_group or false
     end
+    local average = not pipe or require("slapo.train_pipeline").zero_averages(pipe, opts)
     return slapo.optim.zero_adamw(params, { lr = opts.lr, weight_decay = opts.weight_decay,
-      group = layout and layout.dp_group or nil, expert_group = expert_group })
+      group = layout and layout.dp_group or nil, expert_group = expert_group, average = average })
   end
   local make = opts.optimizer == "adamw" and slapo.optim.adamw or slapo.optim.sgd
   return make(params, { lr = opts.lr, weight_decay = opts.weight_decay })
@@ -711,6 +712,9 @@ function M.run(user_opts)
       .. "use optimizer = \"adamw\"", 0)
   end
   local group, replicas, replica = replicas_of(opts, fully_sharded)
+  if pipe and not pipelines.replicas_draw_own_rows(pipe) then  -- stage meshes: the whole batch on every rank
+    group, replicas, replica = nil, 1, 0
+  end
   -- context parallelism: the ranks of a cp group split the same rows, each counting 1/cp of them
   local cp = opts.layout and opts.layout.cp or 1
   local data_replica, data_replicas = replica, replicas
@@ -726,7 +730,7 @@ function M.run(user_opts)
     local ids, positions = batch_at(data, 1, 1)
     pipelines.prepare(pipe, ids:to(device), positions and positions:to(device))
   end
-  local optimizer = make_optimizer(model, opts, pipe and pipe:parameters())
+  local optimizer = make_optimizer(model, opts, pipe)
   if swap_state then
     swap_state.optimizer = optimizer
   end
@@ -736,7 +740,7 @@ function M.run(user_opts)
     or (first_param and first_param:dtype()) or "float32"
   local peak = slapo.measure_peak_flops({ device = device, dtype = matmul_dtype })
   local step_flops = require("slapo.step_flops")
-  local row_flops = pipe and step_flops.pipeline_per_row(pipe, tp_group)
+  local row_flops = pipe and step_flops.pipeline_per_row(pipe, tp_group, pipe.on_meshes and opts.layout.dp or 1)
     or step_flops.per_row(model, tp_group, opts.span_corruption)
   local losses, grad_norms = {}, {}
   local checkpoint = require("slapo.checkpoint")
@@ -782,8 +786,8 @@ function M.run(user_opts)
     local total, all_tokens = global_step(summed:item(), tokens, group, replicas)
     if not pipe then  -- a pipeline averaged its replicas' gradients in its step (or zero_adamw does in its)
       reduce_gradients(opts, model, group, replicas, fully_sharded)
-    elseif pipelines.averages_before_clipping(pipe, opts) then
-      opts.layout:all_reduce_grads(pipe)
+    else
+      pipelines.combine_before_clipping(pipe, opts)
     end
     local overflow = scaler and scaler:unscale(model)
     if scaler and slapo.dist.world_size() > 1 then  -- every rank skips the same steps

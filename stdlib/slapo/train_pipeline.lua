@@ -12,6 +12,8 @@
 ---   local pipe = slapo.build(sch, { pipeline = { group = layout.pp_group, dp_group = layout.dp_group } })
 ---   slapo.train{ model = pipe, layout = layout, data = { tokens = "corpus.tokens", batch = 8, seq = 512 },
 ---     steps = 100, clip = 1.0 }
+--- Stages on meshes of their own (slapo.parallel.stage_layout) train the same way: every rank is
+--- given the whole batch, and each stage's replicas take their rows of every micro-batch.
 local M = {}
 
 local util = require("slapo.util")
@@ -52,15 +54,45 @@ local function check_layout(pipe, opts, layout)
   end
 end
 
+-- Stage meshes' checks (Alpa's layout, slapo.parallel.stage_layout): the layout the pipeline's, each
+-- stage's replicas combined by the pipeline's dp_group or by zero_adamw's step.
+local function check_meshes(pipe, opts, refuse)
+  local layout = opts.layout
+  if not (layout and layout.meshes) then
+    refuse("stage meshes (pipeline.meshes) and " .. (layout and "a layout of one mesh" or "no layout"),
+      "give layout = slapo.parallel.stage_layout(meshes), the layout the pipeline was built with")
+  end
+  local function meshes_text(meshes)
+    local out = {}
+    for _, m in ipairs(meshes) do out[#out + 1] = ("%dx%d"):format(m.tp, m.dp) end
+    return table.concat(out, " ")
+  end
+  if meshes_text(layout.meshes) ~= meshes_text(pipe.meshes) then
+    refuse(("the layout's meshes (tp x dp) %s"):format(meshes_text(layout.meshes)), ("the pipeline runs on %s: "
+      .. "build it with {pipeline = {meshes = layout.meshes}}"):format(meshes_text(pipe.meshes)))
+  end
+  local dp_want = layout.dp > 1 and util.ranks_text(layout.dp_ranks) or "none"
+  local dp_got = ranks_text(pipe.dp_group)
+  if dp_got ~= dp_want and not (dp_got == "none" and opts.optimizer == "zero_adamw") then
+    refuse(("replicas combined over %s"):format(dp_got), ("this rank's stage has replicas %s: build it with "
+      .. "{pipeline = {meshes = layout.meshes, dp_group = layout.dp_group}}, or train this stage with "
+      .. "optimizer = \"zero_adamw\""):format(dp_want))
+  end
+  if next(pipe.module:expert_groups()) then
+    refuse("experts spread by shard_experts (" .. next(pipe.module:expert_groups()) .. ") on stage meshes",
+      "spread them in a pipeline on one layout, slapo.parallel.layout{pp =, ep =}")
+  end
+  if opts.checkpoint_dir then
+    refuse("checkpoint_dir on stage meshes", "not written yet; save the weights after training with slapo.save(pipe, "
+      .. "dir), which gathers every stage's")
+  end
+end
+
 --- Refuses what train cannot do with a pipeline yet, and a pipeline whose ranks are not the layout's.
 --- `opts`: train's checked options.
 function M.check(pipe, opts)
   local function refuse(what, instead)
     error(("train: %s with a pipeline: %s"):format(what, instead), 0)
-  end
-  if pipe.on_meshes then
-    refuse("stage meshes (pipeline.meshes)", "their stages' ranks differ in number, which no one layout describes; "
-      .. "train them with a loop of pipe:step as the planner's scripts do")
   end
   if opts.grad_accum > 1 then
     refuse(("grad_accum = %d"):format(opts.grad_accum), ("a pipeline accumulates over its micro-batches already: "
@@ -91,10 +123,13 @@ function M.check(pipe, opts)
         .. "use optimizer = \"adamw\"")
     end
   end
-  if opts.layout then
-    if opts.layout.meshes then
-      refuse("a layout of stage meshes", "train them with a loop of pipe:step as the planner's scripts do")
+  if pipe.on_meshes or (opts.layout and opts.layout.meshes) then
+    if not pipe.on_meshes then
+      refuse("a layout of stage meshes", "build the pipeline with {pipeline = {meshes = layout.meshes}}")
     end
+    return check_meshes(pipe, opts, refuse)
+  end
+  if opts.layout then
     return check_layout(pipe, opts, opts.layout)
   end
   if ranks_text(pipe.dp_group) ~= "none" then
@@ -108,11 +143,32 @@ function M.check(pipe, opts)
   end
 end
 
---- Whether train averages the replicas' gradients itself before clipping: zero_adamw on a pipeline
---- without a dp_group averages them in its step, after clipping would have read them.
-function M.averages_before_clipping(pipe, opts)
-  return opts.clip > 0 and opts.optimizer == "zero_adamw" and opts.layout and opts.layout.dp > 1
-    and ranks_text(pipe.dp_group) == "none"
+--- Whether each replica of this rank's stage trains its own rows: on one layout, so the loss and
+--- gradients are that replica's mean, averaged over the replicas; on stage meshes every rank is
+--- given the whole batch, and a stage's replicas split each micro-batch, their gradients parts of
+--- the batch's mean that add up.
+function M.replicas_draw_own_rows(pipe)
+  return not pipe.on_meshes
+end
+
+--- Makes every replica of this rank's stage hold the stage's whole gradient before clipping reads
+--- it, where zero_adamw (a pipeline without a dp_group) would combine them only in its step:
+--- averaged on one layout, added up on stage meshes (zero_adamw then averages the equal sums).
+function M.combine_before_clipping(pipe, opts)
+  if not (opts.clip > 0 and opts.optimizer == "zero_adamw" and opts.layout and opts.layout.dp > 1
+      and ranks_text(pipe.dp_group) == "none") then
+    return
+  end
+  if not pipe.on_meshes then return opts.layout:all_reduce_grads(pipe) end
+  for _, p in ipairs(pipe:parameters()) do
+    if p.grad then slapo.dist.all_reduce(p.grad, opts.layout.dp_group) end
+  end
+end
+
+--- zero_adamw's `average` for this pipeline: its replicas' gradients averaged (one layout, or stage
+--- meshes' sums made before clipping), or added up (stage meshes' parts of the batch's mean).
+function M.zero_averages(pipe, opts)
+  return not pipe.on_meshes or opts.clip > 0
 end
 
 --- Raises train's error for a model given packed documents' position_ids that takes none (`err`:

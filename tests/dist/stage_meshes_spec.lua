@@ -1,7 +1,8 @@
 -- Pipeline stages on meshes of their own (Alpa's submeshes): each stage has its own tensor- and
 -- data-parallel degree and its own number of ranks. A step equals the one-rank model's in loss
--- and in every gradient (sharded ones gathered), and 3 AdamW steps train the same weights. The
--- meshes tried depend on the world: 2, 3 or 4 ranks (scripts/test runs this on each).
+-- and in every gradient (sharded ones gathered), and 3 AdamW steps train the same weights, by a loop
+-- of pipe:step and by slapo.train (clipped by the whole model's norm, ZeRO-1 on the stages of
+-- replicas). The meshes tried depend on the world: 2, 3 or 4 ranks (scripts/test runs this on each).
 local parallel = require("slapo.parallel")
 -- helpers shared by the multi-rank specs (tests/dist/one_rank_reference.lua), in this spec's environment
 local reference = setfenv(assert(loadfile((debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or ".")
@@ -56,6 +57,38 @@ local function trains_like_one_rank(pipe, ids, where)
   return ref
 end
 
+-- 3 AdamW steps (lr 1e-2, clipped at `clip` unless it is nil) of the one-rank model on `ids`: the
+-- model, each step's loss and each step's norm before clipping.
+local function one_rank_run(ids, clip)
+  local ref = build()
+  local adamw = slapo.optim.adamw(ref, { lr = 1e-2, weight_decay = 0 })
+  local losses, norms = {}, {}
+  for step = 1, 3 do
+    adamw:zero_grad()
+    local loss = ref(ids, { labels = ids })
+    loss:backward()
+    losses[step], norms[step] = loss:item(), clip and slapo.clip_grad_norm(ref, clip)
+    adamw:step()
+  end
+  assert(not clip or norms[1] > clip, "the clip acts")
+  return ref, losses, norms
+end
+
+-- Raises unless each weight this rank holds whole equals the one-rank model's.
+local function same_whole_weights(pipe, ref)
+  local theirs, compared = {}, 0
+  for name, p in ref:named_parameters() do
+    theirs[name] = p
+  end
+  for name, p in pipe:named_parameters() do
+    if p:numel() == theirs[name]:numel() then  -- whole on this rank, not a shard
+      close(theirs[name], p, { rtol = 1e-4, atol = 5e-5 })
+      compared = compared + 1
+    end
+  end
+  assert(compared > 3, "compared " .. compared .. " weights")
+end
+
 for _, meshes in ipairs(by_world[slapo.dist.world_size()] or {}) do
   describe(("stages on meshes (tp x dp) %s"):format(describe_meshes(meshes)), function()
     it("verifies: the step's loss and every gradient equal the one-rank model's", function()
@@ -74,17 +107,7 @@ for _, meshes in ipairs(by_world[slapo.dist.world_size()] or {}) do
       local layout = parallel.stage_layout(meshes)
       local pipe = slapo.build(scheduled(layout), { pipeline = pipeline_options(layout) })
       local ref = trains_like_one_rank(pipe, batch(12), "the meshes")
-      local theirs, compared = {}, 0
-      for name, p in ref:named_parameters() do
-        theirs[name] = p
-      end
-      for name, p in pipe:named_parameters() do
-        if p:numel() == theirs[name]:numel() then  -- whole on this rank, not a shard
-          close(theirs[name], p, { rtol = 1e-4, atol = 5e-5 })
-          compared = compared + 1
-        end
-      end
-      assert(compared > 3, "compared " .. compared .. " weights")
+      same_whole_weights(pipe, ref)
       -- saved as one checkpoint: each stage's first rank sends its (gathered) weights
       local dir = (os.getenv("TMPDIR") or "/tmp") .. "/slapo-stage-meshes-" .. describe_meshes(meshes):gsub(" ", "_")
       slapo.dist.barrier()
@@ -124,6 +147,48 @@ for _, meshes in ipairs(by_world[slapo.dist.world_size()] or {}) do
             assert(p:numel() < whole[name], name .. " is whole on a stage of " .. layout.dp .. " replicas")
           end
         end
+      end
+    end)
+
+    it("trains with slapo.train as one rank: loss, the clipped norm over every stage, every weight", function()
+      local layout = parallel.stage_layout(meshes)
+      local ids = batch(12)
+      local function train(pipe, options)
+        local opts = { model = pipe, layout = layout, data = function() return ids end, steps = 3, lr = 1e-2,
+          schedule = "constant", quiet = true }
+        for key, value in pairs(options or {}) do opts[key] = value end
+        return slapo.train(opts)
+      end
+      local ref, losses, norms = one_rank_run(ids, 0.05)
+      local pipe = slapo.build(scheduled(layout), { pipeline = pipeline_options(layout) })
+      local result = train(pipe, { clip = 0.05 })
+      reference.check_steps(result, losses, norms)
+      same_whole_weights(pipe, ref)
+      -- FLOPs: each rank the world's mean of the whole model's, each stage counted once over its
+      -- replicas (a tp rank counts the weights shard keeps whole, so only meshes without tp are exact)
+      local tp_somewhere = false
+      for _, m in ipairs(layout.meshes) do tp_somewhere = tp_somewhere or m.tp > 1 end
+      local mine = require("slapo.step_flops").pipeline_per_row(pipe, layout.tp_group, layout.dp)(8)
+      local whole = require("slapo.step_flops").per_row(build())(8)
+      if not tp_somewhere then
+        assert(math.abs(mine * slapo.dist.world_size() - whole) < 1e-9 * whole,
+          ("%d x %.0f FLOPs a rank, %.0f the whole model"):format(slapo.dist.world_size(), mine, whole))
+      end
+      -- ZeRO-1 on the stages of replicas (their parts added up in its step), AdamW on the others: each
+      -- rank chooses its stage's optimizer; clipped, the parts are added up before the norm is read
+      local optimizer = layout.dp > 1 and "zero_adamw" or "adamw"
+      for _, clip in ipairs({ 0.05, false }) do
+        ref, losses, norms = one_rank_run(ids, clip or nil)
+        pipe = slapo.build(scheduled(layout), { pipeline = { meshes = layout.meshes, micro_batches = 2,
+          dp_group = optimizer == "adamw" and layout.dp_group or nil } })
+        result = train(pipe, { optimizer = optimizer, clip = clip or 0 })
+        for step = 1, 3 do
+          assert(math.abs(result.losses[step] - losses[step]) < 1e-5 * losses[step],
+            ("%s, clip %s, step %d: loss %.7f, one rank %.7f"):format(optimizer, tostring(clip), step,
+              result.losses[step], losses[step]))
+        end
+        if clip then reference.check_steps(result, losses, norms) end
+        same_whole_weights(pipe, ref)
       end
     end)
 
@@ -240,5 +305,42 @@ describe("stage meshes refuse", function()
     local ids = batch(2)
     matches("micro%-batches of 1 rows do not split among stage 1's %d data%-parallel replicas",
       pcall_err(pipe.step, pipe, ids, { labels = ids }))
+  end)
+end)
+
+describe("slapo.train of stage meshes refuses", function()
+  it("another layout, other meshes, replicas not combined, and checkpoints, by name", function()
+    local world = slapo.dist.world_size()
+    local meshes = { {}, { dp = world - 1 } }
+    local layout = parallel.stage_layout(meshes)
+    local pipe = slapo.build(scheduled(layout), { pipeline = pipeline_options(layout) })
+    local function train(options)
+      local opts = { model = pipe, layout = layout, data = function() return batch(4) end, steps = 1, quiet = true }
+      for key, value in pairs(options) do opts[key] = value end
+      return pcall_err(slapo.train, opts)
+    end
+    matches("stage meshes %(pipeline.meshes%) and a layout of one mesh with a pipeline: give layout = "
+      .. "slapo.parallel.stage_layout", train({ layout = parallel.layout({ pp = 1 }) }))
+    matches("stage meshes %(pipeline.meshes%) and no layout", train({ layout = false }))
+    if world > 2 then
+      local other = parallel.stage_layout({ { dp = world - 1 }, {} })
+      matches(("the layout's meshes %%(tp x dp%%) 1x%d 1x1 with a pipeline: the pipeline runs on 1x1 1x%d"):format(
+        world - 1, world - 1), train({ layout = other }))
+      local plain = slapo.build(scheduled(layout), { pipeline = { meshes = layout.meshes, micro_batches = 2 } })
+      if layout.dp > 1 then  -- (the stage of one rank has no replicas to combine: it would train)
+        matches("replicas combined over none with a pipeline: this rank's stage has replicas {.*}.*zero_adamw",
+          pcall_err(slapo.train, { model = plain, layout = layout, data = function() return batch(4) end, steps = 1,
+            quiet = true }))
+      end
+    end
+    matches("checkpoint_dir on stage meshes with a pipeline: not written yet",
+      train({ checkpoint_dir = (os.getenv("TMPDIR") or "/tmp") .. "/slapo-meshes-train" }))
+    local sch = slapo.create_schedule(build())
+    parallel.cut_evenly(sch, "transformer.h", world)
+    local one_layout = parallel.layout({ pp = world })
+    local plain = slapo.build(sch, { pipeline = { group = one_layout.pp_group, micro_batches = 2 } })
+    matches("a layout of stage meshes with a pipeline: build the pipeline with {pipeline = {meshes = layout.meshes}}",
+      pcall_err(slapo.train, { model = plain, layout = layout, data = function() return batch(4) end, steps = 1,
+        quiet = true }))
   end)
 end)

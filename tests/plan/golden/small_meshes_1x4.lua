@@ -135,36 +135,19 @@ apply(sch)
 -- each replica's gradients are its rows' part: dp_group sums them, or ZeRO-1's step does
 local pipe = slapo.build(sch, { pipeline = { meshes = layout.meshes, micro_batches = plan.micro_batches,
   schedule = "1f1b", dp_group = not mine.zero and layout.dp_group or nil } })
-slapo.manual_seed(100)  -- the whole batch on every rank; each stage's replicas take their rows of it
-local ids = slapo.randint(0, vocab, { plan.batch, plan.seq })
-pipe:prepare(ids)
 collectgarbage()  -- the verified copies go before memory is measured
--- ZeRO-1 makes its moments' slices here, AdamW its moments in the first step: both counted below
-local state_mib, opt = slapo.held_tensor_mib(function()
-  return mine.zero and slapo.optim.zero_adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0,
-    group = layout.dp_group, average = false }) or slapo.optim.adamw(pipe:parameters(), { lr = plan.lr, weight_decay = 0 })
-end)
--- tensor memory per rank: the stage's weights, the optimizer's state made before the steps, and the
--- most the steps held on top
+-- tensor memory per rank: the stage's weights, and the most the steps held on top (gradients, the
+-- optimizer's state, activations). The rows are random; to train on text, give
+-- data = { tokens = "corpus.tokens", batch = plan.batch, seq = plan.seq } (slapo-lua tokenize)
 phase(("training %d steps"):format(plan.steps))
-local loss, times = nil, {}
-local peak_mib = slapo.peak_tensor_mib(function()
-  for step = 1, plan.steps do
-    local start = slapo.clock()
-    opt:zero_grad()
-    if plan.dtype == "bfloat16" then
-      loss = slapo.autocast("bf16", function() return pipe:step(ids, { labels = ids }) end)
-    else
-      loss = pipe:step(ids, { labels = ids })
-    end
-    opt:step()
-    if step > 1 then table.insert(times, slapo.clock() - start) end  -- the first step allocates
-  end
-end)
-table.sort(times)
-local held = slapo.dist.all_gather(slapo.tensor({ pipe:num_params() * 4 / 2 ^ 20 + state_mib + peak_mib })):tolist()
+local peak_mib, result = slapo.peak_tensor_mib(slapo.train, {
+  model = pipe, layout = layout, optimizer = mine.zero and "zero_adamw" or "adamw",
+  data = { vocab = vocab, batch = plan.batch, seq = plan.seq },
+  steps = plan.steps, lr = plan.lr, autocast = plan.dtype == "bfloat16" and "bf16" or nil,
+})
+local held = slapo.dist.all_gather(slapo.tensor({ pipe:num_params() * 4 / 2 ^ 20 + peak_mib })):tolist()
 local fullest = math.max(unpack(held))
 if slapo.dist.rank() == 0 then
   print(("plan: %d steps, final loss %.4f, %.4f s/step, %.0f MiB of tensors on the fullest rank"):format(plan.steps,
-    loss, times[math.floor((#times + 1) / 2)] or 0, fullest))
+    result.final_loss, result.step_s or 0, fullest))
 end

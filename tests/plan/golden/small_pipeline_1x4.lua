@@ -123,8 +123,8 @@ local pipe = slapo.build(sch, { pipeline = { group = layout.pp_group, micro_batc
   schedule = "1f1b", dp_group = not plan.zero and layout.dp_group or nil } })
 collectgarbage()  -- the verified copies go before memory is measured
 -- tensor memory per rank: the stage's weights, and the most the steps held on top (gradients, the
--- optimizer's state, activations). Each data-parallel replica draws rows of its own; to train on text,
--- give data = { tokens = "corpus.tokens", batch = plan.batch, seq = plan.seq } (slapo-lua tokenize)
+-- optimizer's state, activations). The rows are random; to train on text, give
+-- data = { tokens = "corpus.tokens", batch = plan.batch, seq = plan.seq } (slapo-lua tokenize)
 phase(("training %d steps"):format(plan.steps))
 local peak_mib, result = slapo.peak_tensor_mib(slapo.train, {
   model = pipe, layout = layout, optimizer = plan.zero and "zero_adamw" or "adamw",
