@@ -151,6 +151,12 @@ local function restore_rng(state, model)
       state[key] = nil
     end
   end
+  -- streams of modules this model does not fork (another layout wrote them: a tensor-parallel
+  -- checkpoint read into a whole model) are left out; its own modules' streams are set
+  local own = model:rng_states()
+  for path in pairs(modules) do
+    if own[path] == nil then modules[path] = nil end
+  end
   model:set_rng_states(modules)
   tracker:set_states(streams)
   -- a run resumed on fewer devices than it saved (or on the CPU) sets the devices it has
@@ -200,10 +206,12 @@ local function rank_part(model)
     end }
 end
 
--- The optimizer state a rank writes: a pipeline's without what another stage writes.
-local function optimizer_part(optimizer, part)
+-- The optimizer state a rank writes: a pipeline's without what another stage writes, unless some
+-- ranks write zero_adamw's flat slices instead (`all_pieces` false: stage meshes, ZeRO-1 on some
+-- stages), where the stage that counts a tied weight may keep its state in them.
+local function optimizer_part(optimizer, part, all_pieces)
   local state = optimizer:state_tensors(part.module)
-  if part.saved_elsewhere then
+  if part.saved_elsewhere and all_pieces then
     for name in pairs(state) do
       if part.saved_elsewhere(name) then state[name] = nil end
     end
@@ -285,20 +293,27 @@ function M.save(dir, step, model, optimizer, log, trainer)
     rng = ("%s/rng-rank%d.safetensors"):format(tmp, rank),
   }
   local part = rank_part(model)
+  -- which ranks run zero_adamw: all, none, or (stages on meshes of their own) each stage its choice
+  local zero_ranks = {}
+  for r, flag in ipairs(slapo.dist.all_gather(slapo.tensor({ is_zero(optimizer) and 1 or 0 })):tolist()) do
+    if flag > 0 then table.insert(zero_ranks, r - 1) end
+  end
   slapo._write_pieces(part.module, files.model, part.state)
   if is_zero(optimizer) then  -- its own flat slices: saved as they are
     slapo.save_tensors(files.optimizer, optimizer:state_tensors(part.module))
   else
-    slapo._write_pieces(part.module, files.optimizer, optimizer_part(optimizer, part))
+    slapo._write_pieces(part.module, files.optimizer, optimizer_part(optimizer, part, #zero_ranks == 0))
   end
   slapo.save_tensors(files.rng, rng_tensors(part.module))
   fsync({ files.model, files.optimizer, files.rng })
   local checksums = rank_file_checksums(files)  -- a collective: every rank's files are written after it
   if rank == 0 then
     local pieces = {}
+    local zero = {}
+    for _, r in ipairs(zero_ranks) do zero[r] = true end
     for r = 0, world - 1 do
       table.insert(pieces, ("model-rank%d.safetensors"):format(r))
-      if not is_zero(optimizer) then
+      if not zero[r] then
         table.insert(pieces, ("optimizer-rank%d.safetensors"):format(r))
       end
     end
@@ -307,8 +322,8 @@ function M.save(dir, step, model, optimizer, log, trainer)
     for _, name in ipairs({ "index.json", "schedule.lua" }) do
       checksums[name] = slapo._crc32_file(tmp .. "/" .. name)
     end
-    local fields = { step = step, world_size = world, lr = optimizer:lr(), zero_optimizer = is_zero(optimizer),
-      files = checksums }
+    local fields = { step = step, world_size = world, lr = optimizer:lr(), zero_optimizer = #zero_ranks > 0,
+      zero_ranks = #zero_ranks > 0 and #zero_ranks < world and zero_ranks or nil, files = checksums }
     for k, v in pairs(trainer or {}) do
       fields[k] = v
     end
@@ -374,7 +389,13 @@ function M.load(path, model, optimizer)
   end
   local module = part.module
   module:load_state_dict(slapo._read_pieces(path, "model", module, part.names))
-  local state = trainer.zero_optimizer and slapo.load_tensors(("%s/optimizer-rank%d.safetensors"):format(path, rank))
+  -- zero_adamw's flat slices where this rank wrote them (zero_ranks: the ranks that did, when not all)
+  local zero_here = trainer.zero_optimizer
+  if trainer.zero_ranks then
+    zero_here = false
+    for _, r in ipairs(trainer.zero_ranks) do zero_here = zero_here or r == rank end
+  end
+  local state = zero_here and slapo.load_tensors(("%s/optimizer-rank%d.safetensors"):format(path, rank))
     or slapo._read_pieces(path, "optimizer", module, part.params)
   -- the random streams are each rank's own: they carry over when the ranks are the same ones
   if same_world then

@@ -82,10 +82,6 @@ local function check_meshes(pipe, opts, refuse)
     refuse("experts spread by shard_experts (" .. next(pipe.module:expert_groups()) .. ") on stage meshes",
       "spread them in a pipeline on one layout, slapo.parallel.layout{pp =, ep =}")
   end
-  if opts.checkpoint_dir then
-    refuse("checkpoint_dir on stage meshes", "not written yet; save the weights after training with slapo.save(pipe, "
-      .. "dir), which gathers every stage's")
-  end
 end
 
 --- Refuses what train cannot do with a pipeline yet, and a pipeline whose ranks are not the layout's.

@@ -57,13 +57,13 @@ local function trains_like_one_rank(pipe, ids, where)
   return ref
 end
 
--- 3 AdamW steps (lr 1e-2, clipped at `clip` unless it is nil) of the one-rank model on `ids`: the
--- model, each step's loss and each step's norm before clipping.
-local function one_rank_run(ids, clip)
+-- `steps` (default 3) AdamW steps (lr 1e-2, clipped at `clip` unless it is nil) of the one-rank
+-- model on `ids`: the model, each step's loss and each step's norm before clipping.
+local function one_rank_run(ids, clip, steps)
   local ref = build()
   local adamw = slapo.optim.adamw(ref, { lr = 1e-2, weight_decay = 0 })
   local losses, norms = {}, {}
-  for step = 1, 3 do
+  for step = 1, steps or 3 do
     adamw:zero_grad()
     local loss = ref(ids, { labels = ids })
     loss:backward()
@@ -192,6 +192,51 @@ for _, meshes in ipairs(by_world[slapo.dist.world_size()] or {}) do
       end
     end)
 
+    it("resumes slapo.train from its checkpoint as the run that never stopped; a whole model reads it", function()
+      local layout = parallel.stage_layout(meshes)
+      local ids = batch(12)
+      local dir = ("%s/slapo-meshes-checkpoints-%s-%s"):format(os.getenv("TMPDIR") or "/tmp",
+        describe_meshes(meshes):gsub(" ", "_"), os.getenv("MASTER_PORT"))
+      -- ZeRO-1 on the stages of replicas, AdamW on the others (each rank's optimizer file its own kind)
+      local optimizer = layout.dp > 1 and "zero_adamw" or "adamw"
+      local function pipeline(zero)
+        return slapo.build(scheduled(layout), { pipeline = { meshes = layout.meshes, micro_batches = 2,
+          dp_group = not zero and layout.dp_group or nil } })
+      end
+      local function train(pipe, zero, options)
+        local opts = { model = pipe, layout = layout, data = function() return ids end, steps = 3, lr = 1e-2,
+          schedule = "constant", clip = 0.05, quiet = true, optimizer = zero and optimizer or "adamw" }
+        for key, value in pairs(options or {}) do opts[key] = value end
+        return slapo.train(opts)
+      end
+      for _, zero in ipairs({ true, false }) do
+        local straight = pipeline(zero)
+        local through = train(straight, zero)
+        train(pipeline(zero), zero, { steps = 2, checkpoint_dir = dir, checkpoint_every = 2 })
+        local pipe = pipeline(zero)
+        local resumed = train(pipe, zero, { checkpoint_dir = dir })
+        eq(3, resumed.first_step)
+        for _, key in ipairs({ "losses", "grad_norms" }) do
+          assert(math.abs(resumed[key][3] - through[key][3]) < 1e-6 * through[key][3],
+            ("%s, step 3's %s: %.9f resumed, %.9f straight through"):format(optimizer, key, resumed[key][3],
+              through[key][3]))
+        end
+        same_whole_weights(pipe, straight)
+        if not zero then  -- AdamW's pieces make the whole model: one rank's 2 steps
+          local whole = build()
+          eq(2, require("slapo.checkpoint").load(dir .. "/step-000002", whole,
+            slapo.optim.adamw(whole, { lr = 1e-2, weight_decay = 0 })))
+          local two = one_rank_run(ids, 0.05, 2)
+          for name, p in pairs(two:state_dict()) do
+            close(p, whole:state_dict()[name], { rtol = 1e-4, atol = 5e-5 })
+          end
+        end
+        slapo.dist.barrier()
+        if slapo.dist.rank() == 0 then os.execute("rm -rf '" .. dir .. "'") end
+        slapo.dist.barrier()
+      end
+    end)
+
     it("trains with ZeRO-1 over each stage's replicas, summing their parts of the gradients", function()
       local layout = parallel.stage_layout(meshes)
       local pipe = slapo.build(scheduled(layout), { pipeline = { meshes = layout.meshes, micro_batches = 2 } })
@@ -309,7 +354,7 @@ describe("stage meshes refuse", function()
 end)
 
 describe("slapo.train of stage meshes refuses", function()
-  it("another layout, other meshes, replicas not combined, and checkpoints, by name", function()
+  it("another layout, other meshes and replicas not combined, by name", function()
     local world = slapo.dist.world_size()
     local meshes = { {}, { dp = world - 1 } }
     local layout = parallel.stage_layout(meshes)
@@ -333,8 +378,6 @@ describe("slapo.train of stage meshes refuses", function()
             quiet = true }))
       end
     end
-    matches("checkpoint_dir on stage meshes with a pipeline: not written yet",
-      train({ checkpoint_dir = (os.getenv("TMPDIR") or "/tmp") .. "/slapo-meshes-train" }))
     local sch = slapo.create_schedule(build())
     parallel.cut_evenly(sch, "transformer.h", world)
     local one_layout = parallel.layout({ pp = world })
