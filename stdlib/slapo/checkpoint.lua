@@ -152,10 +152,16 @@ local function restore_rng(state, model)
     end
   end
   -- streams of modules this model does not fork (another layout wrote them: a tensor-parallel
-  -- checkpoint read into a whole model) are left out; its own modules' streams are set
-  local own = model:rng_states()
+  -- checkpoint read into a whole model) are left out, and named; its own modules' streams are set
+  local own, dropped = model:rng_states(), {}
   for path in pairs(modules) do
-    if own[path] == nil then modules[path] = nil end
+    if own[path] == nil then table.insert(dropped, path) end
+  end
+  table.sort(dropped)
+  for _, path in ipairs(dropped) do modules[path] = nil end
+  if #dropped > 0 then
+    print(("resume: %d random stream(s) of modules this model does not fork_rng are left out (%s%s)"):format(
+      #dropped, dropped[1], #dropped > 1 and ", ..." or ""))
   end
   model:set_rng_states(modules)
   tracker:set_states(streams)

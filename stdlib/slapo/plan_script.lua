@@ -181,7 +181,6 @@ local peak_mib, result = slapo.peak_tensor_mib(slapo.train, {
     "result.step_s or 0")
 end
 
-
 -- Both pipeline forms' model and schedule: make_schedule() over this rank's tp group, and apply(s):
 -- the reference schedule with `shard_layer` (and `options`, more of its fields), each stage's
 -- checkpointing and sequence parallelism, and a cut after each stage.

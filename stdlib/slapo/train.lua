@@ -784,7 +784,8 @@ function M.run(user_opts)
       tokens = tokens + ids:numel() / cp
     end
     local total, all_tokens = global_step(summed:item(), tokens, group, replicas)
-    if not pipe then  -- a pipeline averaged its replicas' gradients in its step (or zero_adamw does in its)
+    if not pipe then  -- a pipeline combined its replicas' gradients in its step (averaged on one layout,
+      -- added up on stage meshes), or zero_adamw does in its
       reduce_gradients(opts, model, group, replicas, fully_sharded)
     else
       pipelines.combine_before_clipping(pipe, opts)
@@ -865,7 +866,7 @@ function M.run(user_opts)
     slapo.report(measured)
   end
   return { losses = losses, grad_norms = grad_norms, final_loss = losses[opts.steps], first_step = first_step,
-    steps = opts.steps, step_s = measured and measured.step_s, model = pipe or model,
+    steps = opts.steps, step_s = measured and measured.step_s, model = pipe or model, optimizer = optimizer,
     schedule = swap_state and swap_state.sch or nil }
 end
 

@@ -74,9 +74,10 @@ local function check_meshes(pipe, opts, refuse)
   local dp_want = layout.dp > 1 and util.ranks_text(layout.dp_ranks) or "none"
   local dp_got = ranks_text(pipe.dp_group)
   if dp_got ~= dp_want and not (dp_got == "none" and opts.optimizer == "zero_adamw") then
-    refuse(("replicas combined over %s"):format(dp_got), ("this rank's stage has replicas %s: build it with "
-      .. "{pipeline = {meshes = layout.meshes, dp_group = layout.dp_group}}, or train this stage with "
-      .. "optimizer = \"zero_adamw\""):format(dp_want))
+    error(("train: this rank's pipeline stage runs on the replicas %s, and %s: build the pipeline with {pipeline = "
+      .. "{meshes = layout.meshes, dp_group = layout.dp_group}}, or train this stage with optimizer = \"zero_adamw\"")
+      :format(dp_want, dp_got == "none" and "nothing combines their gradients"
+        or "the pipeline combines its gradients over " .. dp_got), 0)
   end
   if next(pipe.module:expert_groups()) then
     refuse("experts spread by shard_experts (" .. next(pipe.module:expert_groups()) .. ") on stage meshes",
@@ -161,10 +162,11 @@ function M.combine_before_clipping(pipe, opts)
   end
 end
 
---- zero_adamw's `average` for this pipeline: its replicas' gradients averaged (one layout, or stage
---- meshes' sums made before clipping), or added up (stage meshes' parts of the batch's mean).
+--- zero_adamw's `average` for this pipeline: its replicas' gradients averaged where each holds a
+--- mean or the same sum (one layout; stage meshes whose dp_group, or train before clipping, added
+--- them up), or added up (stage meshes' parts of the batch's mean).
 function M.zero_averages(pipe, opts)
-  return not pipe.on_meshes or opts.clip > 0
+  return not pipe.on_meshes or opts.clip > 0 or ranks_text(pipe.dp_group) ~= "none"
 end
 
 --- Raises train's error for a model given packed documents' position_ids that takes none (`err`:

@@ -58,7 +58,7 @@ local function trains_like_one_rank(pipe, ids, where)
 end
 
 -- `steps` (default 3) AdamW steps (lr 1e-2, clipped at `clip` unless it is nil) of the one-rank
--- model on `ids`: the model, each step's loss and each step's norm before clipping.
+-- model on `ids`: the model, each step's loss, each step's norm before clipping, and the optimizer.
 local function one_rank_run(ids, clip, steps)
   local ref = build()
   local adamw = slapo.optim.adamw(ref, { lr = 1e-2, weight_decay = 0 })
@@ -71,7 +71,25 @@ local function one_rank_run(ids, clip, steps)
     adamw:step()
   end
   assert(not clip or norms[1] > clip, "the clip acts")
-  return ref, losses, norms
+  return ref, losses, norms, adamw
+end
+
+-- Raises unless zero_adamw's first moments, its slices added up over this stage's replicas, are the
+-- one-rank AdamW's for the stage's parameters. They are linear in the gradient, so a gradient summed
+-- where it should be averaged (or the reverse) shows as dp times theirs, which AdamW's steps hide.
+-- A rank whose optimizer is AdamW has nothing to check.
+local function same_first_moments(optimizer, pipe, ref_optimizer, ref, layout, where)
+  local slice = optimizer:state_tensors(pipe.module)["zero.exp_avg"]
+  if not slice then return end
+  local mine = slapo.tensor({ (slice * slice):sum():item() }, { dtype = "float64" })
+  slapo.dist.all_reduce(mine, layout.dp_group)
+  local theirs, want = ref_optimizer:state_tensors(ref), 0
+  for name in pipe:named_parameters() do
+    local moment = theirs[name .. ".exp_avg"]
+    want = want + (moment * moment):sum():item()
+  end
+  assert(math.abs(mine:item() - want) < 1e-4 * want, ("%s: zero_adamw's first moments have %.6g as their squares' "
+    .. "sum, the one-rank AdamW's %.6g"):format(where, mine:item(), want))
 end
 
 -- Raises unless each weight this rank holds whole equals the one-rank model's.
@@ -174,21 +192,25 @@ for _, meshes in ipairs(by_world[slapo.dist.world_size()] or {}) do
         assert(math.abs(mine * slapo.dist.world_size() - whole) < 1e-9 * whole,
           ("%d x %.0f FLOPs a rank, %.0f the whole model"):format(slapo.dist.world_size(), mine, whole))
       end
-      -- ZeRO-1 on the stages of replicas (their parts added up in its step), AdamW on the others: each
-      -- rank chooses its stage's optimizer; clipped, the parts are added up before the norm is read
+      -- ZeRO-1 on the stages of replicas, AdamW on the others: each rank chooses its stage's optimizer.
+      -- Without a dp_group ZeRO adds the replicas' parts up in its step (clipped: train adds them up
+      -- before the norm is read, and ZeRO averages the equal sums); with one, the pipeline has added
+      -- them up and ZeRO averages
       local optimizer = layout.dp > 1 and "zero_adamw" or "adamw"
-      for _, clip in ipairs({ 0.05, false }) do
-        ref, losses, norms = one_rank_run(ids, clip or nil)
+      for _, case in ipairs({ { clip = 0.05 }, { clip = false }, { clip = false, dp_group = true } }) do
+        local where = ("%s, clip %s%s"):format(optimizer, tostring(case.clip), case.dp_group and ", dp_group" or "")
+        local ref_optimizer
+        ref, losses, norms, ref_optimizer = one_rank_run(ids, case.clip or nil)
         pipe = slapo.build(scheduled(layout), { pipeline = { meshes = layout.meshes, micro_batches = 2,
-          dp_group = optimizer == "adamw" and layout.dp_group or nil } })
-        result = train(pipe, { optimizer = optimizer, clip = clip or 0 })
+          dp_group = (optimizer == "adamw" or case.dp_group) and layout.dp_group or nil } })
+        result = train(pipe, { optimizer = optimizer, clip = case.clip or 0 })
         for step = 1, 3 do
           assert(math.abs(result.losses[step] - losses[step]) < 1e-5 * losses[step],
-            ("%s, clip %s, step %d: loss %.7f, one rank %.7f"):format(optimizer, tostring(clip), step,
-              result.losses[step], losses[step]))
+            ("%s, step %d: loss %.7f, one rank %.7f"):format(where, step, result.losses[step], losses[step]))
         end
-        if clip then reference.check_steps(result, losses, norms) end
+        if case.clip then reference.check_steps(result, losses, norms) end
         same_whole_weights(pipe, ref)
+        same_first_moments(result.optimizer, pipe, ref_optimizer, ref, layout, where)
       end
     end)
 
@@ -373,7 +395,8 @@ describe("slapo.train of stage meshes refuses", function()
         world - 1, world - 1), train({ layout = other }))
       local plain = slapo.build(scheduled(layout), { pipeline = { meshes = layout.meshes, micro_batches = 2 } })
       if layout.dp > 1 then  -- (the stage of one rank has no replicas to combine: it would train)
-        matches("replicas combined over none with a pipeline: this rank's stage has replicas {.*}.*zero_adamw",
+        matches("this rank's pipeline stage runs on the replicas {.*}, and nothing combines their gradients: build "
+          .. "the pipeline with.*zero_adamw",
           pcall_err(slapo.train, { model = plain, layout = layout, data = function() return batch(4) end, steps = 1,
             quiet = true }))
       end
