@@ -20,11 +20,6 @@ function M.rows()
   return all, all:narrow(0, 2 * rank, 2)
 end
 
--- `steps` steps of AdamW (lr 1e-2, no weight decay: slapo.train's default), with clip_grad_norm
--- `clip` unless it is false, on the mean of the replicas' losses (`replicas`, default one a rank,
--- two rows each): the loss on all rows, its gradient summed in data parallelism's order (AdamW's
--- first steps move each weight by about lr * sign(gradient), which amplifies a change in the
--- order of summation). `config` sizes the model as tiny_gpt2's. Returns the model, losses and norms.
 -- The mean of `world` replicas' losses on two rows each of `all`, summed in data parallelism's
 -- order (AdamW's first steps amplify a change in that order); `options` more of the model's keywords.
 function M.replicas_loss(model, all, world, options)
@@ -39,6 +34,12 @@ function M.replicas_loss(model, all, world, options)
   return sum / world
 end
 
+-- `steps` steps of AdamW (lr 1e-2, no weight decay: slapo.train's default), with clip_grad_norm
+-- `clip` unless it is false, on the mean of the replicas' losses (`replicas`, default one a rank,
+-- two rows each): the loss on all rows, its gradient summed in data parallelism's order (AdamW's
+-- first steps move each weight by about lr * sign(gradient), which amplifies a change in the
+-- order of summation). `config` sizes the model as tiny_gpt2's. Returns the model, losses, norms and
+-- the AdamW optimizer.
 function M.train(all, steps, clip, replicas, config)
   local world = replicas or slapo.dist.world_size()
   local ref = M.tiny_gpt2(config)
@@ -55,7 +56,25 @@ function M.train(all, steps, clip, replicas, config)
   end
   assert(math.abs(losses[1] - whole) < 1e-6 * whole, "the mean of the ranks' losses is the loss on all rows")
   assert(not clip or norms[1] > clip, "the clip acts")
-  return ref, losses, norms
+  return ref, losses, norms, adamw
+end
+
+--- Raises unless zero_adamw's first moments, its slices added up over `dp_group` (this stage's
+--- replicas), are the one-process AdamW's for the pipeline's parameters. They are linear in the
+--- gradient, so a gradient summed where it should be averaged (or the reverse) shows as dp times
+--- theirs, which AdamW's steps hide. A rank whose optimizer is AdamW has nothing to check.
+function M.same_first_moments(optimizer, pipe, ref_optimizer, ref, dp_group, where)
+  local slice = optimizer:state_tensors(pipe.module)["zero.exp_avg"]
+  if not slice then return end
+  local mine = slapo.tensor({ (slice * slice):sum():item() }, { dtype = "float64" })
+  slapo.dist.all_reduce(mine, dp_group)
+  local theirs, want = ref_optimizer:state_tensors(ref), 0
+  for name in pipe:named_parameters() do
+    local moment = theirs[name .. ".exp_avg"]
+    want = want + (moment * moment):sum():item()
+  end
+  assert(math.abs(mine:item() - want) < 1e-4 * want, ("%s: zero_adamw's first moments have %.6g as their squares' "
+    .. "sum, the one-process AdamW's %.6g"):format(where, mine:item(), want))
 end
 
 -- Raises unless slapo.train's result followed the reference: weights (AdamW's rounding shows as

@@ -74,24 +74,6 @@ local function one_rank_run(ids, clip, steps)
   return ref, losses, norms, adamw
 end
 
--- Raises unless zero_adamw's first moments, its slices added up over this stage's replicas, are the
--- one-rank AdamW's for the stage's parameters. They are linear in the gradient, so a gradient summed
--- where it should be averaged (or the reverse) shows as dp times theirs, which AdamW's steps hide.
--- A rank whose optimizer is AdamW has nothing to check.
-local function same_first_moments(optimizer, pipe, ref_optimizer, ref, layout, where)
-  local slice = optimizer:state_tensors(pipe.module)["zero.exp_avg"]
-  if not slice then return end
-  local mine = slapo.tensor({ (slice * slice):sum():item() }, { dtype = "float64" })
-  slapo.dist.all_reduce(mine, layout.dp_group)
-  local theirs, want = ref_optimizer:state_tensors(ref), 0
-  for name in pipe:named_parameters() do
-    local moment = theirs[name .. ".exp_avg"]
-    want = want + (moment * moment):sum():item()
-  end
-  assert(math.abs(mine:item() - want) < 1e-4 * want, ("%s: zero_adamw's first moments have %.6g as their squares' "
-    .. "sum, the one-rank AdamW's %.6g"):format(where, mine:item(), want))
-end
-
 -- Raises unless each weight this rank holds whole equals the one-rank model's.
 local function same_whole_weights(pipe, ref)
   local theirs, compared = {}, 0
@@ -210,7 +192,7 @@ for _, meshes in ipairs(by_world[slapo.dist.world_size()] or {}) do
         end
         if case.clip then reference.check_steps(result, losses, norms) end
         same_whole_weights(pipe, ref)
-        same_first_moments(result.optimizer, pipe, ref_optimizer, ref, layout, where)
+        reference.same_first_moments(result.optimizer, pipe, ref_optimizer, ref, layout.dp_group, where)
       end
     end)
 

@@ -176,12 +176,13 @@ describe("slapo.train of a pipeline", function()
     local function pp2_dp2(optimizer, averaging)
       local layout = parallel.layout({ pp = 2, dp = 2 })
       local all = reference.rows()  -- 8 rows: 4 a replica
-      local ref, losses, norms = reference.train(all, 3, 0.05, nil, gpt2_sizes)
+      local ref, losses, norms, adamw = reference.train(all, 3, 0.05, nil, gpt2_sizes)
       local pipe = gpt2_pipeline(layout, { dp_group = averaging ~= false and layout.dp_group or nil })
       local result = train(pipe, layout, function() return all:narrow(0, 4 * layout.dp_rank, 4) end,
         { optimizer = optimizer })
       reference.check_steps(result, losses, norms)
       same_weights(pipe, ref)
+      reference.same_first_moments(result.optimizer, pipe, adamw, ref, layout.dp_group, "pp 2 x dp 2, " .. optimizer)
     end
 
     it("trains GPT-2 on 2 stages x 2 replicas as one process on all the rows (AdamW)", function()
