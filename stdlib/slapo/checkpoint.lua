@@ -11,7 +11,9 @@
 --- index.json lists them all (src/io/sharded_checkpoint.h), so a checkpoint written on one layout
 --- resumes on another: other ranks, tensor-parallel, fully sharded or whole. zero_adamw's moments
 --- are flat slices of its own and resume only on as many ranks as wrote them. A pipeline's ranks
---- write their stages' state, which the pipeline, or the whole model as a module, reads back.
+--- write their stages' state, which the pipeline, or the whole model as a module, reads back. Each
+--- rng file's metadata lists the parameters whose optimizer state its rank held, which a resume on
+--- as many ranks finds in the pieces it reads or refuses by name.
 local M = {}
 
 local util = require("slapo.util")
@@ -231,6 +233,47 @@ local RANK_FILES = { "model", "optimizer", "rng" }
 local RESUME_ADVICE = "resume from another checkpoint (the directory holds one a step; `latest` names the newest), "
   .. "or start afresh with resume = false"
 
+-- The parameters whose optimizer state `optimizer` holds on this rank, by name ("" for zero_adamw,
+-- whose flat slices are checked by their sizes), as a newline-separated list: the rng file's
+-- metadata, which a resume checks the pieces it reads against.
+local function stateful_parameters(optimizer, module)
+  if is_zero(optimizer) then return "" end
+  local seen, names = {}, {}
+  for key in pairs(optimizer:state_tensors(module)) do
+    local param = key:match("^(.*)%.[^.]+$")
+    if param and not seen[param] then
+      seen[param] = true
+      table.insert(names, param)
+    end
+  end
+  table.sort(names)
+  return table.concat(names, "\n")
+end
+
+-- Raises unless `state`, the optimizer state a resume read for this rank, holds every parameter the
+-- rank held state for when it wrote the checkpoint (`saved`, stateful_parameters' list; nil for a
+-- checkpoint written before it was recorded) and holds now (`part`: rank_part's). A writer that
+-- left one out would otherwise restart that parameter's moments in silence.
+local function check_optimizer_state(path, state, saved, rank, part)
+  if not saved or saved == "" then return end
+  local have, held = {}, {}
+  for key in pairs(state) do
+    local param = key:match("^(.*)%.[^.]+$")
+    if param then have[param] = true end
+  end
+  if part.params then
+    for _, name in ipairs(part.params) do held[name] = true end
+  else
+    for name in part.module:named_parameters() do held[name] = true end
+  end
+  for param in saved:gmatch("[^\n]+") do
+    if held[param] and not have[param] then
+      error(("resume: '%s' holds no optimizer state for '%s', which rank %d held when it wrote the checkpoint: the "
+        .. "checkpoint is incomplete; %s"):format(path, param, rank, RESUME_ADVICE), 0)
+    end
+  end
+end
+
 -- {file = CRC-32} of every rank's files, for trainer.json: each rank checksums the files it has just
 -- written (so no rank reads the whole checkpoint again) and the ranks sum their slots of one tensor.
 local function rank_file_checksums(files)
@@ -310,7 +353,8 @@ function M.save(dir, step, model, optimizer, log, trainer)
   else
     slapo._write_pieces(part.module, files.optimizer, optimizer_part(optimizer, part, #zero_ranks == 0))
   end
-  slapo.save_tensors(files.rng, rng_tensors(part.module))
+  slapo.save_tensors(files.rng, rng_tensors(part.module),
+    { optimizer_state = stateful_parameters(optimizer, part.module) })
   fsync({ files.model, files.optimizer, files.rng })
   local checksums = rank_file_checksums(files)  -- a collective: every rank's files are written after it
   if rank == 0 then
@@ -403,9 +447,12 @@ function M.load(path, model, optimizer)
   end
   local state = zero_here and slapo.load_tensors(("%s/optimizer-rank%d.safetensors"):format(path, rank))
     or slapo._read_pieces(path, "optimizer", module, part.params)
-  -- the random streams are each rank's own: they carry over when the ranks are the same ones
+  -- the random streams are each rank's own: they carry over when the ranks are the same ones, and so
+  -- does the list of parameters whose optimizer state the rank held
   if same_world then
-    restore_rng(slapo.load_tensors(("%s/rng-rank%d.safetensors"):format(path, rank)), module)
+    local streams, meta = slapo.load_tensors(("%s/rng-rank%d.safetensors"):format(path, rank))
+    if not zero_here then check_optimizer_state(path, state, meta.optimizer_state, rank, part) end
+    restore_rng(streams, module)
   elseif rank == 0 then
     print(("resume: the random streams start afresh: '%s' was written by %d ranks, this run has %d"):format(path,
       trainer.world_size, world))
