@@ -180,6 +180,11 @@ end
 
 local is_pipeline = util.is_pipeline
 
+-- The parameter an optimizer state name is of ("h.0.weight" of "h.0.weight.exp_avg"), or nil.
+local function parameter_of(state_name)
+  return state_name:match("^(.*)%.[^.]+$")
+end
+
 -- What a rank saves and loads of `model`, a module or a pipeline: the module, its state to write,
 -- the names of that state and of the parameters whose optimizer state it holds (nil: all), and
 -- whether to leave out an optimizer state name. A pipeline rank holds the state under the modules
@@ -209,7 +214,7 @@ local function rank_part(model)
   table.sort(names)
   return { module = model.module, state = state, names = names, params = params,
     saved_elsewhere = function(state_name)
-      local param = state_name:match("^(.*)%.[^.]+$")
+      local param = parameter_of(state_name)
       return param and elsewhere[param] or false
     end }
 end
@@ -240,7 +245,7 @@ local function stateful_parameters(optimizer, module)
   if is_zero(optimizer) then return "" end
   local seen, names = {}, {}
   for key in pairs(optimizer:state_tensors(module)) do
-    local param = key:match("^(.*)%.[^.]+$")
+    local param = parameter_of(key)
     if param and not seen[param] then
       seen[param] = true
       table.insert(names, param)
@@ -250,15 +255,15 @@ local function stateful_parameters(optimizer, module)
   return table.concat(names, "\n")
 end
 
--- Raises unless `state`, the optimizer state a resume read for this rank, holds every parameter the
--- rank held state for when it wrote the checkpoint (`saved`, stateful_parameters' list; nil for a
--- checkpoint written before it was recorded) and holds now (`part`: rank_part's). A writer that
+-- The first parameter this rank holds now (`part`: rank_part's) and held optimizer state for when it
+-- wrote the checkpoint (`saved`, stateful_parameters' list; nil for a checkpoint written before it
+-- was recorded) that `state`, the optimizer state a resume read, lacks; nil when none. A writer that
 -- left one out would otherwise restart that parameter's moments in silence.
-local function check_optimizer_state(path, state, saved, rank, part)
-  if not saved or saved == "" then return end
+local function missing_optimizer_state(state, saved, part)
+  if not saved or saved == "" then return nil end
   local have, held = {}, {}
   for key in pairs(state) do
-    local param = key:match("^(.*)%.[^.]+$")
+    local param = parameter_of(key)
     if param then have[param] = true end
   end
   if part.params then
@@ -267,11 +272,31 @@ local function check_optimizer_state(path, state, saved, rank, part)
     for name in part.module:named_parameters() do held[name] = true end
   end
   for param in saved:gmatch("[^\n]+") do
-    if held[param] and not have[param] then
-      error(("resume: '%s' holds no optimizer state for '%s', which rank %d held when it wrote the checkpoint: the "
-        .. "checkpoint is incomplete; %s"):format(path, param, rank, RESUME_ADVICE), 0)
+    if held[param] and not have[param] then return param end
+  end
+  return nil
+end
+
+-- Raises on every rank, before anything is loaded, when a rank's optimizer state lacks a parameter
+-- (`missing`, this rank's, or nil): that rank names it, the others name that rank.
+local function refuse_missing_state(path, missing, rank, world)
+  local flags = {}
+  for r = 1, world do flags[r] = 0 end
+  flags[rank + 1] = missing and 1 or 0
+  local summed = slapo.tensor(flags, { dtype = "float64" })
+  if world > 1 then slapo.dist.all_reduce(summed) end
+  local first
+  for r, flag in ipairs(summed:tolist()) do
+    if flag > 0 then
+      first = r - 1
+      break
     end
   end
+  if not first then return end
+  local what = missing and ("'%s', which rank %d held when it wrote the checkpoint"):format(missing, rank)
+    or ("a parameter rank %d held when it wrote the checkpoint (rank %d names it)"):format(first, first)
+  error(("resume: '%s' holds no optimizer state for %s: the checkpoint is incomplete; %s"):format(path, what,
+    RESUME_ADVICE), 0)
 end
 
 -- {file = CRC-32} of every rank's files, for trainer.json: each rank checksums the files it has just
@@ -438,7 +463,7 @@ function M.load(path, model, optimizer)
     return trainer.step, trainer
   end
   local module = part.module
-  module:load_state_dict(slapo._read_pieces(path, "model", module, part.names))
+  local weights = slapo._read_pieces(path, "model", module, part.names)
   -- zero_adamw's flat slices where this rank wrote them (zero_ranks: the ranks that did, when not all)
   local zero_here = trainer.zero_optimizer
   if trainer.zero_ranks then
@@ -449,9 +474,14 @@ function M.load(path, model, optimizer)
     or slapo._read_pieces(path, "optimizer", module, part.params)
   -- the random streams are each rank's own: they carry over when the ranks are the same ones, and so
   -- does the list of parameters whose optimizer state the rank held
+  local streams, meta
   if same_world then
-    local streams, meta = slapo.load_tensors(("%s/rng-rank%d.safetensors"):format(path, rank))
-    if not zero_here then check_optimizer_state(path, state, meta.optimizer_state, rank, part) end
+    streams, meta = slapo.load_tensors(("%s/rng-rank%d.safetensors"):format(path, rank))
+    refuse_missing_state(path, not zero_here and missing_optimizer_state(state, meta.optimizer_state, part) or nil,
+      rank, world)
+  end
+  module:load_state_dict(weights)
+  if same_world then
     restore_rng(streams, module)
   elseif rank == 0 then
     print(("resume: the random streams start afresh: '%s' was written by %d ranks, this run has %d"):format(path,
